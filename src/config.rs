@@ -1,0 +1,407 @@
+//! Configuration: built-in defaults, then `berth.toml`, then `BERTH_*`
+//! environment variables, then command-line flags, each layer overriding the
+//! one before. [`Config`] remembers where every value came from so that
+//! `berth config` can say it. Every default is a named constant here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::job::{RunnerChoice, parse_size};
+use crate::output::DEFAULT_RING_BYTES;
+
+/// Default background job cap.
+pub const DEFAULT_MAX_JOBS: usize = 3;
+/// Default foreground budget (seconds) when a manager can promote.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+/// Default grace between SIGTERM and SIGKILL (seconds).
+pub const DEFAULT_GRACE_SECS: f64 = 5.0;
+/// Default sandbox image, built from `images/sandbox`.
+pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
+/// Default instance name.
+pub const DEFAULT_INSTANCE: &str = "default";
+/// Name of the project config file.
+pub const CONFIG_FILE: &str = "berth.toml";
+
+/// A size in a config file: a byte count or a string like `4m`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    fn bytes(&self) -> Result<u64> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => parse_size(t),
+        }
+    }
+}
+
+/// One layer of settings; every field optional. `berth.toml` has this shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    pub instance: Option<String>,
+    pub state_dir: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
+    pub max_jobs: Option<usize>,
+    /// Foreground budget in seconds.
+    pub timeout: Option<f64>,
+    /// Grace between SIGTERM and SIGKILL, in seconds.
+    pub grace: Option<f64>,
+    pub ring_size: Option<SizeValue>,
+    pub image: Option<String>,
+    pub runner: Option<RunnerChoice>,
+    pub test_command: Option<String>,
+    pub build_command: Option<String>,
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Flag,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Env(v) => write!(f, "env {v}"),
+            Source::Flag => f.write_str("flag"),
+        }
+    }
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub instance: String,
+    /// Root of all state; the instance's state is in `state_dir/<instance>`.
+    pub state_dir: PathBuf,
+    pub workspace: PathBuf,
+    pub max_jobs: usize,
+    pub timeout_secs: f64,
+    pub grace_secs: f64,
+    pub ring_bytes: usize,
+    pub image: String,
+    pub runner: RunnerChoice,
+    pub test_command: Option<String>,
+    pub build_command: Option<String>,
+    /// Where each value came from, by field name.
+    #[serde(skip)]
+    pub sources: BTreeMap<&'static str, Source>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut c = Config {
+            instance: DEFAULT_INSTANCE.into(),
+            state_dir: default_state_dir(),
+            workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            max_jobs: DEFAULT_MAX_JOBS,
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
+            grace_secs: DEFAULT_GRACE_SECS,
+            ring_bytes: DEFAULT_RING_BYTES,
+            image: DEFAULT_IMAGE.into(),
+            runner: RunnerChoice::Auto,
+            test_command: None,
+            build_command: None,
+            sources: BTreeMap::new(),
+        };
+        for k in FIELDS {
+            c.sources.insert(k, Source::Default);
+        }
+        c
+    }
+}
+
+const FIELDS: [&str; 11] = [
+    "instance",
+    "state_dir",
+    "workspace",
+    "max_jobs",
+    "timeout",
+    "grace",
+    "ring_size",
+    "image",
+    "runner",
+    "test_command",
+    "build_command",
+];
+
+fn default_state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("berth");
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => PathBuf::from(h).join(".local/state/berth"),
+        None => std::env::temp_dir().join("berth-state"),
+    }
+}
+
+impl Config {
+    /// A config for tests and embedding: defaults, state under `state_dir`, no files read.
+    pub fn isolated(state_dir: impl Into<PathBuf>, instance: &str) -> Self {
+        let mut c = Config::default();
+        c.state_dir = state_dir.into();
+        c.instance = instance.into();
+        c
+    }
+
+    pub fn with_max_jobs(mut self, n: usize) -> Self {
+        self.max_jobs = n;
+        self
+    }
+    pub fn with_grace_secs(mut self, s: f64) -> Self {
+        self.grace_secs = s;
+        self
+    }
+    pub fn with_ring_bytes(mut self, b: usize) -> Self {
+        self.ring_bytes = b;
+        self
+    }
+    pub fn with_workspace(mut self, p: impl Into<PathBuf>) -> Self {
+        self.workspace = p.into();
+        self
+    }
+    pub fn with_runner(mut self, r: RunnerChoice) -> Self {
+        self.runner = r;
+        self
+    }
+
+    /// This instance's state directory.
+    pub fn instance_dir(&self) -> PathBuf {
+        self.state_dir.join(&self.instance)
+    }
+
+    pub fn grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.grace_secs)
+    }
+
+    /// Load: defaults ← `berth.toml` (found from `start` upwards, or `$BERTH_CONFIG`)
+    /// ← `BERTH_*` env ← `flags`.
+    pub fn load(start: &Path, flags: Layer) -> Result<Self> {
+        let mut config = Config::default();
+        let file = match std::env::var_os("BERTH_CONFIG") {
+            Some(p) => Some(PathBuf::from(p)),
+            None => find_config_file(start),
+        };
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::Config {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            let layer: Layer = toml::from_str(&text).map_err(|e| Error::Config {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            // A config file's directory is the default workspace root.
+            if let Some(dir) = path.parent() {
+                config.workspace = dir.to_path_buf();
+                config.sources.insert("workspace", Source::File(path.clone()));
+            }
+            config.apply(layer, |_| Source::File(path.clone()))?;
+        }
+        config.apply(env_layer()?, |k| Source::Env(env_name(k)))?;
+        config.apply(flags, |_| Source::Flag)?;
+        Ok(config)
+    }
+
+    fn apply(&mut self, l: Layer, source: impl Fn(&'static str) -> Source) -> Result<()> {
+        macro_rules! set {
+            ($field:ident, $key:literal, $conv:expr) => {
+                if let Some(v) = l.$field {
+                    self.$field = $conv(v)?;
+                    self.sources.insert($key, source($key));
+                }
+            };
+        }
+        set!(instance, "instance", |v: String| validate_instance(v));
+        set!(state_dir, "state_dir", Ok::<_, Error>);
+        set!(workspace, "workspace", Ok::<_, Error>);
+        set!(max_jobs, "max_jobs", |v: usize| if v == 0 {
+            Err(Error::InvalidValue {
+                what: "max_jobs",
+                input: "0".into(),
+                message: "must be at least 1".into(),
+            })
+        } else {
+            Ok(v)
+        });
+        if let Some(v) = l.timeout {
+            self.timeout_secs = positive("timeout", v)?;
+            self.sources.insert("timeout", source("timeout"));
+        }
+        if let Some(v) = l.grace {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidValue {
+                    what: "grace",
+                    input: v.to_string(),
+                    message: "must be zero or more seconds".into(),
+                });
+            }
+            self.grace_secs = v;
+            self.sources.insert("grace", source("grace"));
+        }
+        if let Some(v) = l.ring_size {
+            self.ring_bytes = v.bytes()? as usize;
+            self.sources.insert("ring_size", source("ring_size"));
+        }
+        set!(image, "image", Ok::<_, Error>);
+        set!(runner, "runner", Ok::<_, Error>);
+        if let Some(v) = l.test_command {
+            self.test_command = Some(v);
+            self.sources.insert("test_command", source("test_command"));
+        }
+        if let Some(v) = l.build_command {
+            self.build_command = Some(v);
+            self.sources.insert("build_command", source("build_command"));
+        }
+        Ok(())
+    }
+
+    /// `key = value  (source)` lines for `berth config`.
+    pub fn describe(&self) -> Vec<(String, String, String)> {
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "(detect)".into());
+        let rows: Vec<(&'static str, String)> = vec![
+            ("instance", self.instance.clone()),
+            ("state_dir", self.state_dir.display().to_string()),
+            ("workspace", self.workspace.display().to_string()),
+            ("max_jobs", self.max_jobs.to_string()),
+            ("timeout", format!("{}s", self.timeout_secs)),
+            ("grace", format!("{}s", self.grace_secs)),
+            ("ring_size", self.ring_bytes.to_string()),
+            ("image", self.image.clone()),
+            ("runner", format!("{:?}", self.runner).to_lowercase()),
+            ("test_command", opt(&self.test_command)),
+            ("build_command", opt(&self.build_command)),
+        ];
+        rows.into_iter()
+            .map(|(k, v)| {
+                let src = self.sources.get(k).cloned().unwrap_or(Source::Default);
+                (k.to_string(), v, src.to_string())
+            })
+            .collect()
+    }
+}
+
+fn positive(what: &'static str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::InvalidValue {
+            what,
+            input: v.to_string(),
+            message: "must be a positive number of seconds".into(),
+        })
+    }
+}
+
+/// Instance names become file names: keep them simple.
+pub fn validate_instance(name: String) -> Result<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !name.starts_with('.');
+    if ok {
+        Ok(name)
+    } else {
+        Err(Error::InvalidValue {
+            what: "instance",
+            input: name,
+            message: "use letters, digits, `-`, `_` and `.` (up to 64)".into(),
+        })
+    }
+}
+
+fn env_name(key: &str) -> String {
+    format!("BERTH_{}", key.to_ascii_uppercase())
+}
+
+fn env_layer() -> Result<Layer> {
+    let get = |k: &str| std::env::var(env_name(k)).ok().filter(|v| !v.is_empty());
+    let num = |k: &'static str| -> Result<Option<f64>> {
+        get(k)
+            .map(|v| {
+                v.parse::<f64>().map_err(|_| Error::InvalidValue {
+                    what: k,
+                    input: v.clone(),
+                    message: format!("{} must be a number", env_name(k)),
+                })
+            })
+            .transpose()
+    };
+    Ok(Layer {
+        instance: get("instance"),
+        state_dir: get("state_dir").map(PathBuf::from),
+        workspace: get("workspace").map(PathBuf::from),
+        max_jobs: num("max_jobs")?.map(|v| v as usize),
+        timeout: num("timeout")?,
+        grace: num("grace")?,
+        ring_size: get("ring_size").map(SizeValue::Text),
+        image: get("image"),
+        runner: get("runner").map(|v| v.parse()).transpose()?,
+        test_command: get("test_command"),
+        build_command: get("build_command"),
+    })
+}
+
+fn find_config_file(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|d| d.join(CONFIG_FILE))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_flags_with_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "max_jobs = 5\nring_size = \"1m\"\ngrace = 2\n",
+        )
+        .unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        let c = Config::load(
+            &sub,
+            Layer {
+                grace: Some(1.0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.max_jobs, 5);
+        assert_eq!(c.ring_bytes, 1 << 20);
+        assert_eq!(c.grace_secs, 1.0);
+        assert_eq!(c.workspace, dir.path());
+        assert_eq!(c.sources["grace"], Source::Flag);
+        assert!(matches!(c.sources["max_jobs"], Source::File(_)));
+        assert_eq!(c.sources["image"], Source::Default);
+    }
+
+    #[test]
+    fn bad_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "max_jobz = 5\n").unwrap();
+        let err = Config::load(dir.path(), Layer::default()).unwrap_err();
+        assert!(err.to_string().contains("berth.toml"), "{err}");
+        assert!(validate_instance("../x".into()).is_err());
+    }
+}

@@ -1,0 +1,156 @@
+//! Typed errors of the library: one variant per operation that can fail, each
+//! carrying the context a user needs to act on it (which job, which path, which
+//! pattern, which image). Front ends (CLI, API, MCP) convert these into their own
+//! shapes in one place each; [`Error::exit_code`] and [`Error::code`] are the
+//! shared vocabulary for that.
+
+use std::path::PathBuf;
+
+use crate::job::JobId;
+
+/// Result alias used across the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the library can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown job `{0}`: list jobs with `berth ps --all`")]
+    UnknownJob(String),
+
+    #[error("invalid regex `{pattern}`: {message}")]
+    InvalidRegex { pattern: String, message: String },
+
+    #[error("invalid port `{input}`: {message} (expected e.g. `3000`, `3000/tcp` or `8080:3000`)")]
+    InvalidPort { input: String, message: String },
+
+    #[error("invalid size `{input}`: expected a number with an optional unit, e.g. `512m`, `2g`, `1048576`")]
+    InvalidSize { input: String },
+
+    #[error("invalid {what} `{input}`: {message}")]
+    InvalidValue {
+        what: &'static str,
+        input: String,
+        message: String,
+    },
+
+    #[error("invalid job spec: {0}")]
+    InvalidSpec(String),
+
+    #[error("command not found: `{program}` (is it installed and on PATH?)")]
+    CommandNotFound { program: String },
+
+    #[error("working directory `{}` does not exist or is not a directory", path.display())]
+    BadCwd { path: PathBuf },
+
+    #[error("could not start `{program}`: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "background job limit reached ({max} running: {running}); stop one with `berth kill ID`, or start with `--queue` to wait for a free slot"
+    )]
+    CapReached { max: usize, running: String },
+
+    #[error("job {job} is not running in the foreground (it is {state}); nothing to move to background")]
+    NotForeground { job: JobId, state: String },
+
+    #[error("could not {action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("could not read config `{}`: {message}", path.display())]
+    Config { path: PathBuf, message: String },
+
+    #[error(
+        "Docker engine not reachable at {endpoint}: {message} (is the engine running? set DOCKER_HOST, or use `--runner host`)"
+    )]
+    EngineUnavailable { endpoint: String, message: String },
+
+    #[error(
+        "image `{image}` is not available locally and could not be pulled: build it with `berth images build`"
+    )]
+    ImageMissing { image: String },
+
+    #[error("Docker engine failed to {action} for job {job}: {message}")]
+    Docker {
+        action: &'static str,
+        job: String,
+        message: String,
+    },
+
+    #[error("the manager is shutting down; no new jobs are accepted")]
+    ShuttingDown,
+}
+
+impl Error {
+    /// A short machine-readable code for API and MCP answers.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::UnknownJob(_) => "unknown_job",
+            Error::InvalidRegex { .. } => "invalid_regex",
+            Error::InvalidPort { .. } => "invalid_port",
+            Error::InvalidSize { .. } => "invalid_size",
+            Error::InvalidValue { .. } => "invalid_value",
+            Error::InvalidSpec(_) => "invalid_spec",
+            Error::CommandNotFound { .. } => "command_not_found",
+            Error::BadCwd { .. } => "bad_cwd",
+            Error::Spawn { .. } => "spawn_failed",
+            Error::CapReached { .. } => "cap_reached",
+            Error::NotForeground { .. } => "not_foreground",
+            Error::Io { .. } => "io",
+            Error::Config { .. } => "config",
+            Error::EngineUnavailable { .. } => "engine_unavailable",
+            Error::ImageMissing { .. } => "image_missing",
+            Error::Docker { .. } => "docker",
+            Error::ShuttingDown => "shutting_down",
+        }
+    }
+
+    /// The process exit code a CLI should use for this error (shell conventions:
+    /// 127 command not found, 126 cannot execute, 2 usage error, 1 otherwise).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::CommandNotFound { .. } => 127,
+            Error::Spawn { .. } => 126,
+            Error::InvalidRegex { .. }
+            | Error::InvalidPort { .. }
+            | Error::InvalidSize { .. }
+            | Error::InvalidValue { .. }
+            | Error::InvalidSpec(_)
+            | Error::BadCwd { .. }
+            | Error::Config { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// True when the caller sent something wrong (as opposed to a fault here).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::UnknownJob(_)
+                | Error::InvalidRegex { .. }
+                | Error::InvalidPort { .. }
+                | Error::InvalidSize { .. }
+                | Error::InvalidValue { .. }
+                | Error::InvalidSpec(_)
+                | Error::CommandNotFound { .. }
+                | Error::BadCwd { .. }
+                | Error::NotForeground { .. }
+        )
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The event log: everything that happens to jobs (started, ready, watch hits,
+//! promotions, ends) as one stream with a global `seq`, so a client can ask for
+//! "everything since N" and never miss or repeat one. The log keeps the most
+//! recent [`MAX_EVENTS`] in memory and broadcasts each new event to followers
+//! (SSE, the TUI, readiness waiters).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::job::{EndedBy, JobId, PortMapping, RunnerKind, StartMode};
+use crate::output::Stream;
+
+/// How many events are kept in memory.
+pub const MAX_EVENTS: usize = 10_000;
+
+/// Something that happened to a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub ts: DateTime<Utc>,
+    pub job: JobId,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    Queued,
+    Started {
+        runner: RunnerKind,
+        start_mode: StartMode,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ports: Vec<PortMapping>,
+    },
+    Ready {
+        elapsed_ms: u64,
+    },
+    WatchHit {
+        seq: u64,
+        stream: Stream,
+        line: String,
+        pattern: String,
+    },
+    Promoted {
+        by: EndedBy,
+        reason: String,
+    },
+    /// The job ended, however it ended.
+    Ended {
+        /// Final status name: success, failed, killed, timed_out, signaled, lost, start_failed.
+        status: String,
+        start_mode: StartMode,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_by: Option<EndedBy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl EventKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Queued => "queued",
+            EventKind::Started { .. } => "started",
+            EventKind::Ready { .. } => "ready",
+            EventKind::WatchHit { .. } => "watch_hit",
+            EventKind::Promoted { .. } => "promoted",
+            EventKind::Ended { .. } => "ended",
+        }
+    }
+}
+
+struct State {
+    events: VecDeque<Event>,
+    next_seq: u64,
+}
+
+/// The shared log of events.
+pub struct EventLog {
+    state: Mutex<State>,
+    tx: broadcast::Sender<Event>,
+}
+
+impl EventLog {
+    pub fn new() -> Arc<Self> {
+        Self::starting_at(1)
+    }
+
+    /// A log whose first event gets `seq` (after a restart, to keep seqs unique).
+    pub fn starting_at(seq: u64) -> Arc<Self> {
+        let (tx, _) = broadcast::channel(4096);
+        Arc::new(EventLog {
+            state: Mutex::new(State {
+                events: VecDeque::new(),
+                next_seq: seq.max(1),
+            }),
+            tx,
+        })
+    }
+
+    /// Record an event and tell followers.
+    pub fn emit(&self, job: JobId, kind: EventKind) -> Event {
+        let event = {
+            let mut st = self.state.lock().unwrap();
+            let event = Event {
+                seq: st.next_seq,
+                ts: Utc::now(),
+                job,
+                kind,
+            };
+            st.next_seq += 1;
+            st.events.push_back(event.clone());
+            if st.events.len() > MAX_EVENTS {
+                st.events.pop_front();
+            }
+            // Send under the lock so followers see events in seq order.
+            let _ = self.tx.send(event.clone());
+            event
+        };
+        tracing::debug!(seq = event.seq, job = %event.job, kind = event.kind.name(), "event");
+        event
+    }
+
+    /// Events with `seq >= since`, oldest first, at most `limit`.
+    pub fn since(&self, since: u64, limit: usize) -> Vec<Event> {
+        let st = self.state.lock().unwrap();
+        st.events
+            .iter()
+            .filter(|e| e.seq >= since)
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// Seq the next event will get.
+    pub fn next_seq(&self) -> u64 {
+        self.state.lock().unwrap().next_seq
+    }
+
+    /// Follow new events. Subscribe before reading `since` to miss nothing
+    /// (dedupe by seq).
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.tx.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_is_global_and_since_is_inclusive() {
+        let log = EventLog::new();
+        let mut rx = log.subscribe();
+        log.emit(JobId::from_number(1), EventKind::Queued);
+        log.emit(JobId::from_number(2), EventKind::Ready { elapsed_ms: 5 });
+        let all = log.since(0, 100);
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(log.since(2, 100).len(), 1);
+        assert_eq!(rx.try_recv().unwrap().seq, 1);
+        let json = serde_json::to_value(&all[1]).unwrap();
+        assert_eq!(json["kind"], "ready");
+        assert_eq!(json["job"], "job-2");
+    }
+}

@@ -1,0 +1,51 @@
+//! berth: a sandboxed process manager for AI coding agents, the people who
+//! watch them, and CI.
+//!
+//! A caller starts a job (a container or a host process group) and gets its
+//! id at once, waits *smartly* until it is ready (port, log line, HTTP), reads
+//! its output by tail or by seq cursor, gets events, and stops it. Nothing
+//! outlives the manager.
+//!
+//! ```no_run
+//! # async fn demo() -> berth::Result<()> {
+//! use berth::{Config, Manager, JobSpec, ReadyCondition};
+//! use std::time::Duration;
+//! let manager = Manager::new(Config::isolated("/tmp/berth-demo", "demo"))?;
+//! let job = manager
+//!     .start(JobSpec::shell("echo ready; sleep 30").background())
+//!     .await?;
+//! job.wait(&[ReadyCondition::log("ready")], Duration::from_secs(5)).await?;
+//! job.kill().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`job`]: the job model (`JobSpec`, `JobStatus`, `JobInfo`, …): data only.
+//! - [`manager`]: registry, background cap and queue, lifecycle, teardown.
+//! - [`runner`]: how a job runs: `host` (process group) and `docker` (bollard).
+//! - [`output`]: line splitting, seq numbering, the bounded ring, the spill file.
+//! - [`watch`]: regex watchers that turn output lines into events.
+//! - [`events`]: the global event log with its own seq.
+//! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
+//! - [`config`]: `berth.toml` + `BERTH_*` + flags.
+//! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
+//! - [`error`]: typed errors, one variant per failed operation.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod job;
+pub mod manager;
+pub mod output;
+pub mod ready;
+pub mod runner;
+pub mod watch;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use events::{Event, EventKind};
+pub use job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, PortSpec, RunnerChoice, StartMode};
+pub use manager::{Foreground, JobHandle, KillOutcome, KillRequest, ListFilter, Manager};
+pub use output::{Line, LogPage, LogQuery, Stream};
+pub use ready::{ReadyCondition, WaitOutcome};

@@ -1,0 +1,85 @@
+//! Job ids: `job-N`, N counting up per instance and never reused, also across
+//! restarts and across several short-lived managers (`berth run` without a
+//! daemon) of the same instance. The counter lives in `<instance>/next-id`,
+//! updated under an exclusive file lock.
+
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::job::JobId;
+
+pub struct IdAllocator {
+    path: PathBuf,
+}
+
+impl IdAllocator {
+    pub fn new(instance_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(instance_dir)
+            .map_err(|e| Error::io("create state directory", instance_dir, e))?;
+        Ok(IdAllocator {
+            path: instance_dir.join("next-id"),
+        })
+    }
+
+    /// Take the next id.
+    pub fn next(&self) -> Result<JobId> {
+        let io = |e| Error::io("update job counter", &self.path, e);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(io)?;
+        file.lock().map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let n: u64 = text.trim().parse().unwrap_or(1).max(1);
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.set_len(0).map_err(io)?;
+        write!(file, "{}", n + 1).map_err(io)?;
+        file.sync_data().map_err(io)?;
+        Ok(JobId::from_number(n))
+    }
+
+    /// Make sure future ids are above `n` (after recovering records).
+    pub fn ensure_above(&self, n: u64) -> Result<()> {
+        let io = |e| Error::io("update job counter", &self.path, e);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(io)?;
+        file.lock().map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let current: u64 = text.trim().parse().unwrap_or(1);
+        if current <= n {
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.set_len(0).map_err(io)?;
+            write!(file, "{}", n + 1).map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_count_up_across_allocators() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = IdAllocator::new(dir.path()).unwrap();
+        assert_eq!(a.next().unwrap().as_str(), "job-1");
+        assert_eq!(a.next().unwrap().as_str(), "job-2");
+        let b = IdAllocator::new(dir.path()).unwrap();
+        assert_eq!(b.next().unwrap().as_str(), "job-3");
+        b.ensure_above(10).unwrap();
+        assert_eq!(a.next().unwrap().as_str(), "job-11");
+    }
+}

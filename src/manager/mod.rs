@@ -1,0 +1,446 @@
+//! The manager owns jobs: the registry of records and live handles, the
+//! background cap and its queue, the event log, and teardown.
+//!
+//! Theory of operation. [`Manager::start`] validates the spec, takes a slot
+//! (or queues, or refuses with the running jobs named), launches through a
+//! runner, and hands the live job to a supervisor task (`supervise.rs`) that
+//! alone awaits its exit, enforces keep-alive and the foreground budget, and
+//! carries out stop requests. Every change of state goes through the registry
+//! lock (never held across `.await`) and is published on the job's `watch`
+//! channels and as an event, which is what waiters, followers and foreground
+//! callers listen to. Dropping the last [`Manager`] handle kills whatever is
+//! still running; [`Manager::shutdown`] does it gracefully.
+
+mod ids;
+mod supervise;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::events::{Event, EventKind, EventLog};
+use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode};
+use crate::output::{JobOutput, LogPage, LogQuery};
+use crate::ready::{self, ReadyCondition, WaitOutcome};
+use crate::runner::Control;
+use crate::watch::Watchers;
+
+pub use supervise::StopRequest;
+
+/// Which jobs `list` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListFilter {
+    /// Queued, starting or running.
+    #[default]
+    Running,
+    /// Ended without failure (exit 0, stopped on purpose).
+    Completed,
+    /// Ended in failure (non-zero exit, crash, timeout, OOM, lost, failed start).
+    Failed,
+    All,
+}
+
+impl ListFilter {
+    fn admits(self, s: &JobStatus) -> bool {
+        match self {
+            ListFilter::Running => s.is_active(),
+            ListFilter::Completed => s.is_terminal() && !s.is_failure(),
+            ListFilter::Failed => s.is_failure(),
+            ListFilter::All => true,
+        }
+    }
+}
+
+/// A stop request from a caller.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KillRequest {
+    /// Who is stopping it; `agent` when not said.
+    #[serde(default)]
+    pub ended_by: Option<EndedBy>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// First signal (default SIGTERM).
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// Seconds between the first signal and SIGKILL (default: the configured grace).
+    #[serde(default)]
+    pub grace: Option<f64>,
+}
+
+/// The answer to a kill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KillOutcome {
+    /// `killed` or `already_finished`.
+    pub result: String,
+    pub job: JobId,
+    pub status: JobStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<EndedBy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// How a foreground run came back to its caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Foreground {
+    /// The job ended within its budget (or was killed on timeout).
+    Finished { info: Box<JobInfo> },
+    /// The job goes on in the background.
+    Promoted { info: Box<JobInfo> },
+}
+
+pub(crate) struct Live {
+    stop_tx: mpsc::UnboundedSender<StopRequest>,
+    control: Option<Control>,
+    internal_ip: Option<IpAddr>,
+}
+
+pub(crate) struct Entry {
+    info: JobInfo,
+    output: Arc<JobOutput>,
+    status_tx: watch::Sender<JobStatus>,
+    mode_tx: watch::Sender<StartMode>,
+    live: Option<Live>,
+    ready_seen: bool,
+}
+
+#[derive(Default)]
+struct Registry {
+    jobs: BTreeMap<u64, Entry>,
+    queue: VecDeque<JobId>,
+}
+
+impl Registry {
+    fn get(&self, id: &JobId) -> Result<&Entry> {
+        number(id)
+            .and_then(|n| self.jobs.get(&n))
+            .ok_or_else(|| Error::UnknownJob(id.to_string()))
+    }
+    fn get_mut(&mut self, id: &JobId) -> Result<&mut Entry> {
+        number(id)
+            .and_then(|n| self.jobs.get_mut(&n))
+            .ok_or_else(|| Error::UnknownJob(id.to_string()))
+    }
+    /// Jobs holding a background slot.
+    fn background_running(&self) -> Vec<&JobInfo> {
+        self.jobs
+            .values()
+            .map(|e| &e.info)
+            .filter(|i| {
+                i.start_mode.is_background() && matches!(i.status, JobStatus::Starting | JobStatus::Running)
+            })
+            .collect()
+    }
+}
+
+fn number(id: &JobId) -> Option<u64> {
+    id.as_str().strip_prefix("job-")?.parse().ok()
+}
+
+pub(crate) struct Inner {
+    config: Config,
+    registry: Mutex<Registry>,
+    events: Arc<EventLog>,
+    ids: ids::IdAllocator,
+    slot_freed: Notify,
+    shutting_down: AtomicBool,
+    runners: crate::runner::docker::Engine,
+}
+
+/// Kills whatever still runs when the last user-facing handle goes away.
+struct TeardownGuard(Arc<Inner>);
+
+impl Drop for TeardownGuard {
+    fn drop(&mut self) {
+        if self.0.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let reg = self.0.registry.lock().unwrap();
+        for entry in reg.jobs.values() {
+            if let Some(control) = entry.live.as_ref().and_then(|l| l.control.as_ref()) {
+                control.kill_now();
+            }
+        }
+    }
+}
+
+/// The job manager. Cheap to clone; the last clone dropped kills every job.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+    _guard: Arc<TeardownGuard>,
+}
+
+/// A started job, with shortcuts to the manager's per-job calls.
+#[derive(Clone)]
+pub struct JobHandle {
+    pub id: JobId,
+    manager: Manager,
+}
+
+impl JobHandle {
+    pub fn info(&self) -> Result<JobInfo> {
+        self.manager.info(&self.id)
+    }
+    /// The host port published for the job's port `port`.
+    pub fn host_port(&self, port: u16) -> Option<u16> {
+        self.info()
+            .ok()?
+            .ports
+            .iter()
+            .find(|m| m.port == port)
+            .map(|m| m.host_port)
+    }
+    pub async fn wait(&self, conditions: &[ReadyCondition], timeout: Duration) -> Result<WaitOutcome> {
+        self.manager.wait(&self.id, conditions, timeout).await
+    }
+    /// Wait until the job has ended and all its output is in.
+    pub async fn wait_end(&self) -> Result<JobInfo> {
+        self.manager.wait_end(&self.id).await
+    }
+    pub fn logs(&self, query: &LogQuery) -> Result<LogPage> {
+        self.manager.logs(&self.id, query)
+    }
+    pub async fn kill(&self) -> Result<KillOutcome> {
+        self.manager.kill(&self.id, KillRequest::default()).await
+    }
+}
+
+impl Manager {
+    /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
+    pub fn new(config: Config) -> Result<Self> {
+        let ids = ids::IdAllocator::new(&config.instance_dir())?;
+        let inner = Arc::new(Inner {
+            runners: crate::runner::docker::Engine::new(&config),
+            config,
+            registry: Mutex::new(Registry::default()),
+            events: EventLog::new(),
+            ids,
+            slot_freed: Notify::new(),
+            shutting_down: AtomicBool::new(false),
+        });
+        Ok(Manager {
+            _guard: Arc::new(TeardownGuard(inner.clone())),
+            inner,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn events_log(&self) -> &Arc<EventLog> {
+        &self.inner.events
+    }
+
+    /// Start a job. Returns once it runs (or is queued); a spec that cannot
+    /// start is refused with an error and leaves no record.
+    pub async fn start(&self, spec: JobSpec) -> Result<JobHandle> {
+        let id = supervise::start(&self.inner, spec).await?;
+        Ok(JobHandle {
+            id,
+            manager: self.clone(),
+        })
+    }
+
+    /// Start in the foreground and wait until the job ends or is promoted to
+    /// background (budget exceeded, or `background()` called by someone else).
+    pub async fn run_foreground(&self, mut spec: JobSpec) -> Result<Foreground> {
+        spec.background = false;
+        let handle = self.start(spec).await?;
+        let (mut status_rx, mut mode_rx) = self.watchers(&handle.id)?;
+        loop {
+            if status_rx.borrow_and_update().is_terminal() {
+                return Ok(Foreground::Finished {
+                    info: Box::new(self.info(&handle.id)?),
+                });
+            }
+            if *mode_rx.borrow_and_update() != StartMode::Foreground {
+                return Ok(Foreground::Promoted {
+                    info: Box::new(self.info(&handle.id)?),
+                });
+            }
+            tokio::select! {
+                _ = status_rx.changed() => {}
+                _ = mode_rx.changed() => {}
+            }
+        }
+    }
+
+    fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {
+        let reg = self.inner.registry.lock().unwrap();
+        let e = reg.get(id)?;
+        Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()))
+    }
+
+    pub fn info(&self, id: &JobId) -> Result<JobInfo> {
+        let reg = self.inner.registry.lock().unwrap();
+        Ok(snapshot(reg.get(id)?))
+    }
+
+    pub fn list(&self, filter: ListFilter) -> Vec<JobInfo> {
+        let reg = self.inner.registry.lock().unwrap();
+        reg.jobs
+            .values()
+            .filter(|e| filter.admits(&e.info.status))
+            .map(snapshot)
+            .collect()
+    }
+
+    pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
+        let output = self.output(id)?;
+        output.read(query)
+    }
+
+    /// The last ~1.5 KiB of a job's output.
+    pub fn snippet(&self, id: &JobId) -> Result<String> {
+        Ok(self.output(id)?.snippet())
+    }
+
+    pub(crate) fn output(&self, id: &JobId) -> Result<Arc<JobOutput>> {
+        let reg = self.inner.registry.lock().unwrap();
+        Ok(reg.get(id)?.output.clone())
+    }
+
+    /// Events with `seq >= since`.
+    pub fn events(&self, since: u64, limit: usize) -> Vec<Event> {
+        self.inner.events.since(since, limit)
+    }
+
+    /// Wait until all `conditions` hold, the job ends, or `timeout` passes.
+    /// With no conditions, wait for the job to end.
+    pub async fn wait(
+        &self,
+        id: &JobId,
+        conditions: &[ReadyCondition],
+        timeout: Duration,
+    ) -> Result<WaitOutcome> {
+        let target = {
+            let reg = self.inner.registry.lock().unwrap();
+            let e = reg.get(id)?;
+            ready::Target {
+                output: e.output.clone(),
+                status: e.status_tx.subscribe(),
+                ports: e.info.ports.clone(),
+                internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
+            }
+        };
+        let outcome = ready::wait(target, conditions, timeout).await?;
+        if let WaitOutcome::Ready { elapsed_ms, .. } = &outcome {
+            let first = {
+                let mut reg = self.inner.registry.lock().unwrap();
+                let e = reg.get_mut(id)?;
+                !std::mem::replace(&mut e.ready_seen, true)
+            };
+            if first && !conditions.is_empty() {
+                self.inner.events.emit(
+                    id.clone(),
+                    EventKind::Ready {
+                        elapsed_ms: *elapsed_ms,
+                    },
+                );
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Wait until the job has ended and all its output is in.
+    pub async fn wait_end(&self, id: &JobId) -> Result<JobInfo> {
+        let (mut status_rx, _) = self.watchers(id)?;
+        while !status_rx.borrow_and_update().is_terminal() {
+            if status_rx.changed().await.is_err() {
+                break;
+            }
+        }
+        self.info(id)
+    }
+
+    /// Stop a job: the first signal, the grace, then SIGKILL. A job that has
+    /// already ended answers `already_finished`.
+    pub async fn kill(&self, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+        supervise::kill(&self.inner, id, req).await
+    }
+
+    /// Move a running foreground job to background now.
+    pub fn background(&self, id: &JobId, by: EndedBy) -> Result<JobInfo> {
+        let reason = match by {
+            EndedBy::User => "moved to background by user".to_string(),
+            EndedBy::Agent => "moved to background by agent".to_string(),
+            EndedBy::System => "moved to background by system".to_string(),
+        };
+        self.inner.promote(id, by, reason)?;
+        self.info(id)
+    }
+
+    /// Stop every job (grace, then kill), wait until all have ended, refuse new ones.
+    pub async fn shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        let ids: Vec<JobId> = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.jobs
+                .values()
+                .filter(|e| e.info.status.is_active())
+                .map(|e| e.info.id.clone())
+                .collect()
+        };
+        let kills = ids.iter().map(|id| {
+            self.kill(
+                id,
+                KillRequest {
+                    ended_by: Some(EndedBy::System),
+                    reason: Some("shutdown".into()),
+                    ..Default::default()
+                },
+            )
+        });
+        futures_util::future::join_all(kills).await;
+    }
+}
+
+/// The record with live figures filled in.
+fn snapshot(e: &Entry) -> JobInfo {
+    let mut info = e.info.clone();
+    info.last_seq = e.output.progress().last_seq;
+    info
+}
+
+impl Inner {
+    fn promote(&self, id: &JobId, by: EndedBy, reason: String) -> Result<()> {
+        {
+            let mut reg = self.registry.lock().unwrap();
+            let e = reg.get_mut(id)?;
+            if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {
+                return Err(Error::NotForeground {
+                    job: id.clone(),
+                    state: format!("{} ({})", e.info.status.name(), e.info.start_mode),
+                });
+            }
+            e.info.start_mode = StartMode::Promoted(by);
+            e.info.promotion_reason = Some(reason.clone());
+            e.mode_tx.send_replace(e.info.start_mode);
+        }
+        self.events.emit(id.clone(), EventKind::Promoted { by, reason });
+        Ok(())
+    }
+
+    fn now() -> chrono::DateTime<Utc> {
+        Utc::now()
+    }
+
+    fn watchers_for(spec: &JobSpec) -> Result<Watchers> {
+        Watchers::new(&spec.watch)
+    }
+}

@@ -1,0 +1,451 @@
+//! One job's life: taking a slot (or waiting in the queue), launching through
+//! its runner, and the supervisor task that owns the live job until it ends.
+//!
+//! The supervisor is the only place that awaits a job's exit, so every way a
+//! job can end (on its own, a kill, keep-alive expiry, a foreground budget
+//! with `on_timeout = kill`, shutdown) is decided in one `select!` and recorded
+//! once, in [`finish`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::Signal;
+use tokio::sync::{mpsc, watch};
+
+use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
+use crate::error::{Error, Result};
+use crate::events::EventKind;
+use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerKind, StartMode};
+use crate::output::JobOutput;
+use crate::runner::{self, Control, Exit, Launched};
+
+/// A stop the supervisor must carry out.
+#[derive(Debug, Clone)]
+pub struct StopRequest {
+    pub ended_by: EndedBy,
+    pub reason: String,
+    pub signal: i32,
+    pub grace: Duration,
+    /// A foreground budget ran out with `on_timeout = kill`.
+    pub timed_out: bool,
+}
+
+pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec) -> Result<JobId> {
+    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::ShuttingDown);
+    }
+    spec.validate()?;
+    let watchers = Inner::watchers_for(&spec)?;
+    let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
+    if !cwd.is_dir() {
+        return Err(Error::BadCwd { path: cwd });
+    }
+    let kind = inner.runners.resolve(spec.runner).await?;
+    let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+    let (id, queued) = {
+        let mut reg = inner.registry.lock().unwrap();
+        let mut queued = false;
+        if spec.background {
+            let running = reg.background_running();
+            // Queued jobs are ahead of a new start in line for a slot.
+            if running.len() + reg.queue.len() >= inner.config.max_jobs {
+                if !spec.queue {
+                    let names = running
+                        .iter()
+                        .map(|i| format!("{} `{}`", i.id, i.command))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(Error::CapReached {
+                        max: inner.config.max_jobs,
+                        running: names,
+                    });
+                }
+                queued = true;
+            }
+        }
+        let id = inner.ids.next()?;
+        let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
+        let output = JobOutput::create(
+            id.clone(),
+            &dir,
+            inner.config.ring_bytes,
+            watchers,
+            inner.events.clone(),
+        )?;
+        let status = if queued {
+            JobStatus::Queued
+        } else {
+            JobStatus::Starting
+        };
+        let start_mode = if spec.background {
+            StartMode::Background
+        } else {
+            StartMode::Foreground
+        };
+        let info = JobInfo {
+            id: id.clone(),
+            label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
+            command: spec.display_command(),
+            spec: spec.clone(),
+            runner: Some(kind),
+            status: status.clone(),
+            start_mode,
+            created_at: Inner::now(),
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            ended_by: None,
+            reason: None,
+            promotion_reason: None,
+            pid: None,
+            container_id: None,
+            ports: Vec::new(),
+            limits: Default::default(),
+            usage: None,
+            logs: output.paths(),
+            last_seq: 0,
+        };
+        let n = number(&id).expect("allocated ids are job-N");
+        reg.jobs.insert(
+            n,
+            Entry {
+                info,
+                output,
+                status_tx: watch::channel(status).0,
+                mode_tx: watch::channel(start_mode).0,
+                live: Some(Live {
+                    stop_tx,
+                    control: None,
+                    internal_ip: None,
+                }),
+                ready_seen: false,
+            },
+        );
+        if queued {
+            reg.queue.push_back(id.clone());
+        }
+        (id, queued)
+    };
+    if queued {
+        inner.events.emit(id.clone(), EventKind::Queued);
+        tokio::spawn(run_queued(inner.clone(), id.clone(), spec, kind, stop_rx));
+        return Ok(id);
+    }
+    match launch(inner, &id, &spec, kind).await {
+        Ok(launched) => {
+            tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
+            Ok(id)
+        }
+        Err(e) => {
+            // Refused at the door: leave no record behind.
+            let removed = {
+                let mut reg = inner.registry.lock().unwrap();
+                number(&id).and_then(|n| reg.jobs.remove(&n))
+            };
+            if let Some(entry) = removed {
+                if let Some(dir) = entry.info.logs.stdout.parent() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Wait in line for a background slot, then launch (or end if stopped first).
+async fn run_queued(
+    inner: Arc<Inner>,
+    id: JobId,
+    spec: JobSpec,
+    kind: RunnerKind,
+    mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
+) {
+    loop {
+        let notified = inner.slot_freed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let mut reg = inner.registry.lock().unwrap();
+            let first = reg.queue.front() == Some(&id);
+            if first && reg.background_running().len() < inner.config.max_jobs {
+                reg.queue.pop_front();
+                if let Ok(e) = reg.get_mut(&id) {
+                    e.info.status = JobStatus::Starting;
+                    e.status_tx.send_replace(JobStatus::Starting);
+                }
+                break;
+            }
+        }
+        tokio::select! {
+            _ = notified => {}
+            req = stop_rx.recv() => {
+                let req = req.unwrap_or_else(|| shutdown_request(&inner));
+                inner.registry.lock().unwrap().queue.retain(|q| q != &id);
+                finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.reason });
+                // The line moved: let the next one look.
+                inner.slot_freed.notify_waiters();
+                return;
+            }
+        }
+    }
+    // Others in line may fit too (several slots can free at once).
+    inner.slot_freed.notify_waiters();
+    match launch(&inner, &id, &spec, kind).await {
+        Ok(launched) => supervise(inner, id, spec, launched, stop_rx).await,
+        Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
+    }
+}
+
+fn shutdown_request(inner: &Inner) -> StopRequest {
+    StopRequest {
+        ended_by: EndedBy::System,
+        reason: "shutdown".into(),
+        signal: Signal::SIGTERM as i32,
+        grace: inner.config.grace(),
+        timed_out: false,
+    }
+}
+
+async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind) -> Result<Launched> {
+    let output = {
+        let reg = inner.registry.lock().unwrap();
+        reg.get(id)?.output.clone()
+    };
+    let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
+    let launched = match kind {
+        RunnerKind::Host => runner::host::launch(spec, &cwd, &output)?,
+        RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await?,
+    };
+    let start_mode = {
+        let mut reg = inner.registry.lock().unwrap();
+        let e = reg.get_mut(id)?;
+        e.info.status = JobStatus::Running;
+        e.info.started_at = Some(Inner::now());
+        e.info.pid = launched.pid;
+        e.info.container_id = launched.container_id.clone();
+        e.info.ports = launched.ports.clone();
+        e.info.limits = launched.limits.clone();
+        if let Some(live) = e.live.as_mut() {
+            live.control = Some(launched.control.clone());
+            live.internal_ip = launched.internal_ip;
+        }
+        e.status_tx.send_replace(JobStatus::Running);
+        e.info.start_mode
+    };
+    inner.events.emit(
+        id.clone(),
+        EventKind::Started {
+            runner: kind,
+            start_mode,
+            ports: launched.ports.clone(),
+        },
+    );
+    Ok(launched)
+}
+
+/// Own the live job until it ends.
+async fn supervise(
+    inner: Arc<Inner>,
+    id: JobId,
+    spec: JobSpec,
+    launched: Launched,
+    mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
+) {
+    let Launched {
+        control, mut exit, ..
+    } = launched;
+    let far = Duration::from_secs(60 * 60 * 24 * 365);
+    let secs = |s: Option<f64>| s.map(Duration::from_secs_f64);
+    let keep_alive = secs(spec.keep_alive);
+    let budget = if spec.background { None } else { secs(spec.timeout) };
+    let keep_alive_timer = tokio::time::sleep(keep_alive.unwrap_or(far));
+    let budget_timer = tokio::time::sleep(budget.unwrap_or(far));
+    let mut keep_alive_timer = std::pin::pin!(keep_alive_timer);
+    let mut budget_timer = std::pin::pin!(budget_timer);
+    let mut budget_armed = budget.is_some();
+    let mut stop: Option<StopRequest> = None;
+
+    let exit = loop {
+        tokio::select! {
+            biased;
+            e = &mut exit => break e,
+            req = stop_rx.recv() => {
+                // A closed channel means the manager is gone: stop as at shutdown.
+                let req = req.unwrap_or_else(|| shutdown_request(&inner));
+                let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
+                stop = Some(req);
+                break e;
+            }
+            _ = &mut keep_alive_timer, if keep_alive.is_some() => {
+                let req = StopRequest {
+                    ended_by: EndedBy::System,
+                    reason: format!("keep_alive expired ({}s)", spec.keep_alive.unwrap_or_default()),
+                    signal: Signal::SIGTERM as i32,
+                    grace: inner.config.grace(),
+                    timed_out: false,
+                };
+                let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
+                stop = Some(req);
+                break e;
+            }
+            _ = &mut budget_timer, if budget_armed => {
+                budget_armed = false;
+                let secs = spec.timeout.unwrap_or_default();
+                match spec.on_timeout {
+                    OnTimeout::Kill => {
+                        let req = StopRequest {
+                            ended_by: EndedBy::System,
+                            reason: format!("timed out after {secs}s"),
+                            signal: Signal::SIGTERM as i32,
+                            grace: inner.config.grace().min(Duration::from_millis(500)),
+                            timed_out: true,
+                        };
+                        let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
+                        stop = Some(req);
+                        break e;
+                    }
+                    OnTimeout::Background => {
+                        // Already promoted by a user is fine: nothing to do.
+                        let _ = inner.promote(&id, EndedBy::System, format!("auto background ({secs}s budget exceeded)"));
+                    }
+                }
+            }
+        }
+    };
+    control.cleanup().await;
+    let status = match (stop, exit) {
+        (Some(req), _) if req.timed_out => JobStatus::TimedOut,
+        (Some(req), exit) => JobStatus::Killed {
+            signal: match exit {
+                Exit::Signal(s) => Some(s),
+                _ => None,
+            },
+            ended_by: req.ended_by,
+            reason: req.reason,
+        },
+        (None, Exit::Code(code)) => JobStatus::Exited { code },
+        (None, Exit::Signal(signal)) => JobStatus::Signaled { signal },
+        (None, Exit::Oom) => JobStatus::Killed {
+            signal: Some(Signal::SIGKILL as i32),
+            ended_by: EndedBy::System,
+            reason: "oom".into(),
+        },
+        (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
+    };
+    finish(&inner, &id, status);
+}
+
+/// Polite signal, grace, then SIGKILL; returns once the job has ended and drained.
+async fn stop_job(
+    control: &Control,
+    exit: &mut BoxFuture<'static, Exit>,
+    signal: i32,
+    grace: Duration,
+) -> Exit {
+    control.signal(signal).await;
+    match tokio::time::timeout(grace, &mut *exit).await {
+        Ok(e) => e,
+        Err(_) => {
+            control.kill().await;
+            exit.await
+        }
+    }
+}
+
+/// Record the end of a job once: record, event, then the status watchers.
+pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
+    let (mode, last_seq) = {
+        let mut reg = inner.registry.lock().unwrap();
+        let Ok(e) = reg.get_mut(id) else { return };
+        e.info.status = status.clone();
+        e.info.ended_at = Some(Inner::now());
+        e.info.exit_code = status.exit_code();
+        e.info.ended_by = status.ended_by();
+        e.info.reason = status.reason();
+        e.info.last_seq = e.output.progress().last_seq;
+        e.live = None;
+        (e.info.start_mode, e.info.last_seq)
+    };
+    tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
+    inner.events.emit(
+        id.clone(),
+        EventKind::Ended {
+            status: status.name().into(),
+            start_mode: mode,
+            ended_by: status.ended_by(),
+            exit_code: status.exit_code(),
+            reason: status.reason(),
+        },
+    );
+    {
+        let reg = inner.registry.lock().unwrap();
+        if let Ok(e) = reg.get(id) {
+            e.status_tx.send_replace(status);
+        }
+    }
+    inner.slot_freed.notify_waiters();
+}
+
+pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+    let signal = req.signal.unwrap_or(Signal::SIGTERM as i32);
+    if Signal::try_from(signal).is_err() {
+        return Err(Error::InvalidValue {
+            what: "signal",
+            input: signal.to_string(),
+            message: "not a signal number (15 = TERM, 9 = KILL, 2 = INT)".into(),
+        });
+    }
+    let grace = match req.grace {
+        Some(g) if g.is_finite() && g >= 0.0 => Duration::from_secs_f64(g),
+        Some(g) => {
+            return Err(Error::InvalidValue {
+                what: "grace",
+                input: g.to_string(),
+                message: "must be zero or more seconds".into(),
+            });
+        }
+        None => inner.config.grace(),
+    };
+    let ended_by = req.ended_by.unwrap_or(EndedBy::Agent);
+    let (tx, mut status_rx) = {
+        let reg = inner.registry.lock().unwrap();
+        let e = reg.get(id)?;
+        match (&e.live, e.info.status.is_terminal()) {
+            (Some(live), false) => (live.stop_tx.clone(), e.status_tx.subscribe()),
+            _ => return Ok(outcome("already_finished", &e.info)),
+        }
+    };
+    let stop = StopRequest {
+        ended_by,
+        reason: req.reason.unwrap_or_else(|| format!("killed by {ended_by}")),
+        signal,
+        grace,
+        timed_out: false,
+    };
+    let _ = tx.send(stop);
+    while !status_rx.borrow_and_update().is_terminal() {
+        if status_rx.changed().await.is_err() {
+            break;
+        }
+    }
+    let reg = inner.registry.lock().unwrap();
+    let info = &reg.get(id)?.info;
+    let result = if matches!(info.status, JobStatus::Killed { .. } | JobStatus::TimedOut) {
+        "killed"
+    } else {
+        "already_finished"
+    };
+    Ok(outcome(result, info))
+}
+
+fn outcome(result: &str, info: &JobInfo) -> KillOutcome {
+    KillOutcome {
+        result: result.into(),
+        job: info.id.clone(),
+        status: info.status.clone(),
+        ended_by: info.ended_by,
+        reason: info.reason.clone(),
+        exit_code: info.exit_code,
+    }
+}

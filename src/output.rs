@@ -1,0 +1,645 @@
+//! A job's output: bytes from stdout and stderr become numbered lines.
+//!
+//! Theory of operation. Each stream has its own [`StreamWriter`], owned by the
+//! task that reads the stream; it appends raw bytes to `stdout.log`/`stderr.log`
+//! (so `tail -f` works), splits them into lines ([`LineSplitter`]) and hands the
+//! lines to the shared [`JobOutput`]. There, under one short lock per chunk,
+//! each line gets the job's next `seq` (one contiguous space for both streams,
+//! in arrival order), is appended to `lines.log` (the seq-indexed spill file),
+//! checked by the watchers, and pushed into a ring bounded in bytes. Readers
+//! page by seq: recent lines come from the ring, older ones from `lines.log`
+//! through a sparse offset index (one entry per [`INDEX_EVERY`] lines), so the
+//! whole output stays pageable while memory stays bounded.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::events::{EventKind, EventLog};
+use crate::job::{JobId, LogPaths};
+use crate::watch::Watchers;
+
+/// Lines longer than this are split into several lines.
+pub const MAX_LINE_BYTES: usize = 16 * 1024;
+/// Default bound of the in-memory ring per job.
+pub const DEFAULT_RING_BYTES: usize = 4 * 1024 * 1024;
+/// Size of a snippet (the tail shown on cards and in polls).
+pub const SNIPPET_BYTES: usize = 1536;
+/// Bookkeeping cost charged per line in the ring on top of its text.
+const LINE_OVERHEAD: usize = 64;
+/// One index entry into `lines.log` per this many lines.
+const INDEX_EVERY: u64 = 1024;
+
+/// Which stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    fn tag(self) -> char {
+        match self {
+            Stream::Stdout => 'o',
+            Stream::Stderr => 'e',
+        }
+    }
+    fn from_tag(c: &str) -> Option<Self> {
+        match c {
+            "o" => Some(Stream::Stdout),
+            "e" => Some(Stream::Stderr),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Stream {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "stdout" => Ok(Stream::Stdout),
+            "stderr" => Ok(Stream::Stderr),
+            _ => Err(Error::InvalidValue {
+                what: "stream",
+                input: s.into(),
+                message: "expected stdout or stderr".into(),
+            }),
+        }
+    }
+}
+
+/// One line of output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub seq: u64,
+    pub stream: Stream,
+    pub ts: DateTime<Utc>,
+    pub text: String,
+}
+
+/// Splits a byte stream into lines: `\n` ends a line (a `\r` before it is
+/// dropped), lines over [`MAX_LINE_BYTES`] are cut at a UTF-8 boundary, and
+/// [`LineSplitter::finish`] delivers a last line that had no newline.
+#[derive(Default)]
+pub struct LineSplitter {
+    buf: Vec<u8>,
+}
+
+impl LineSplitter {
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<String>) {
+        while let Some(pos) = memchr(b'\n', chunk) {
+            self.buf.extend_from_slice(&chunk[..pos]);
+            chunk = &chunk[pos + 1..];
+            self.split_long(out);
+            if self.buf.last() == Some(&b'\r') {
+                self.buf.pop();
+            }
+            out.push(String::from_utf8_lossy(&self.buf).into_owned());
+            self.buf.clear();
+        }
+        self.buf.extend_from_slice(chunk);
+        self.split_long(out);
+    }
+
+    /// Flush a final line without newline.
+    pub fn finish(&mut self, out: &mut Vec<String>) {
+        if !self.buf.is_empty() {
+            out.push(String::from_utf8_lossy(&self.buf).into_owned());
+            self.buf.clear();
+        }
+    }
+
+    /// Emit full-size pieces while the pending line is over the limit.
+    fn split_long(&mut self, out: &mut Vec<String>) {
+        while self.buf.len() > MAX_LINE_BYTES {
+            let mut cut = MAX_LINE_BYTES;
+            // Back up over UTF-8 continuation bytes so no character is cut in two.
+            while cut > MAX_LINE_BYTES - 4 && (self.buf[cut] & 0xC0) == 0x80 {
+                cut -= 1;
+            }
+            out.push(String::from_utf8_lossy(&self.buf[..cut]).into_owned());
+            self.buf.drain(..cut);
+        }
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+/// A page of lines read by seq.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogPage {
+    pub lines: Vec<Line>,
+    /// Seq to ask for next (`since = next_seq`).
+    pub next_seq: u64,
+    /// More lines exist at or after `next_seq` right now.
+    pub has_more: bool,
+    /// Seq of the last line written so far (0 = none).
+    pub last_seq: u64,
+    /// Lowest seq still readable; lines below it are gone (said, never skipped silently).
+    pub first_available_seq: u64,
+}
+
+/// What a reader can ask for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogQuery {
+    /// Last N lines (wins over `since`).
+    pub tail: Option<usize>,
+    /// First seq to return (inclusive; 0 or 1 = from the start).
+    pub since: Option<u64>,
+    /// Most lines to return.
+    pub limit: Option<usize>,
+    pub stream: Option<Stream>,
+}
+
+/// Progress published to waiters after every chunk.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Progress {
+    pub last_seq: u64,
+    /// Both streams have ended and every line is in.
+    pub closed: bool,
+}
+
+struct Ring {
+    lines: VecDeque<Line>,
+    bytes: usize,
+    max_bytes: usize,
+    next_seq: u64,
+    spill: BufWriter<File>,
+    spill_offset: u64,
+    /// (seq, byte offset in lines.log) of every INDEX_EVERY-th line.
+    index: Vec<(u64, u64)>,
+    open_streams: u8,
+}
+
+/// The output of one job, shared by its stream writers and its readers.
+pub struct JobOutput {
+    job: JobId,
+    dir: PathBuf,
+    ring: Mutex<Ring>,
+    watchers: Watchers,
+    events: Arc<EventLog>,
+    progress: watch::Sender<Progress>,
+}
+
+impl JobOutput {
+    /// Create the job's directory and files. `dir` is `<state>/jobs/<id>`.
+    pub fn create(
+        job: JobId,
+        dir: &Path,
+        max_bytes: usize,
+        watchers: Watchers,
+        events: Arc<EventLog>,
+    ) -> Result<Arc<Self>> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
+        let spill_path = dir.join("lines.log");
+        let spill = File::create(&spill_path).map_err(|e| Error::io("create", &spill_path, e))?;
+        let (progress, _) = watch::channel(Progress::default());
+        Ok(Arc::new(JobOutput {
+            job,
+            dir: dir.to_path_buf(),
+            ring: Mutex::new(Ring {
+                lines: VecDeque::new(),
+                bytes: 0,
+                max_bytes: max_bytes.max(1),
+                next_seq: 1,
+                spill: BufWriter::with_capacity(64 * 1024, spill),
+                spill_offset: 0,
+                index: Vec::new(),
+                open_streams: 2,
+            }),
+            watchers,
+            events,
+            progress,
+        }))
+    }
+
+    pub fn paths(&self) -> LogPaths {
+        LogPaths {
+            stdout: self.dir.join("stdout.log"),
+            stderr: self.dir.join("stderr.log"),
+        }
+    }
+
+    /// A writer for one stream; give it to the task reading that stream.
+    pub fn writer(self: &Arc<Self>, stream: Stream) -> Result<StreamWriter> {
+        let path = match stream {
+            Stream::Stdout => self.dir.join("stdout.log"),
+            Stream::Stderr => self.dir.join("stderr.log"),
+        };
+        let file = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+        Ok(StreamWriter {
+            output: self.clone(),
+            stream,
+            raw: BufWriter::with_capacity(64 * 1024, file),
+            splitter: LineSplitter::default(),
+            pending: Vec::new(),
+            closed: false,
+        })
+    }
+
+    /// Watch progress (new lines, end of output).
+    pub fn subscribe(&self) -> watch::Receiver<Progress> {
+        self.progress.subscribe()
+    }
+
+    pub fn progress(&self) -> Progress {
+        *self.progress.borrow()
+    }
+
+    fn append(&self, stream: Stream, texts: &mut Vec<String>) {
+        if texts.is_empty() {
+            return;
+        }
+        let ts = Utc::now();
+        let mut hits = Vec::new();
+        let last_seq = {
+            let mut ring = self.ring.lock().unwrap();
+            for text in texts.drain(..) {
+                let seq = ring.next_seq;
+                ring.next_seq += 1;
+                if seq % INDEX_EVERY == 1 {
+                    let offset = ring.spill_offset;
+                    ring.index.push((seq, offset));
+                }
+                let record = format!("{seq}\t{}\t{}\t{text}\n", stream.tag(), ts.timestamp_millis());
+                // A spill write failure (disk full) must not take the job down:
+                // the ring still has the line; older pages will say what is gone.
+                if ring.spill.write_all(record.as_bytes()).is_ok() {
+                    ring.spill_offset += record.len() as u64;
+                }
+                if !self.watchers.is_empty() {
+                    for pattern in self.watchers.matches(&text) {
+                        hits.push(EventKind::WatchHit {
+                            seq,
+                            stream,
+                            line: text.clone(),
+                            pattern,
+                        });
+                    }
+                }
+                ring.bytes += text.len() + LINE_OVERHEAD;
+                ring.lines.push_back(Line {
+                    seq,
+                    stream,
+                    ts,
+                    text,
+                });
+                while ring.bytes > ring.max_bytes && ring.lines.len() > 1 {
+                    let old = ring.lines.pop_front().expect("ring not empty");
+                    ring.bytes -= old.text.len() + LINE_OVERHEAD;
+                }
+            }
+            ring.next_seq - 1
+        };
+        for hit in hits {
+            self.events.emit(self.job.clone(), hit);
+        }
+        self.progress.send_modify(|p| p.last_seq = last_seq);
+    }
+
+    fn close_stream(&self) {
+        let closed = {
+            let mut ring = self.ring.lock().unwrap();
+            ring.open_streams = ring.open_streams.saturating_sub(1);
+            let _ = ring.spill.flush();
+            ring.open_streams == 0
+        };
+        if closed {
+            self.progress.send_modify(|p| p.closed = true);
+        }
+    }
+
+    /// Bytes held in the ring right now (for tests and memory checks).
+    pub fn ring_bytes(&self) -> usize {
+        self.ring.lock().unwrap().bytes
+    }
+
+    fn ring_first(&self) -> u64 {
+        let ring = self.ring.lock().unwrap();
+        ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq)
+    }
+
+    /// Read lines by seq or tail. Lines that left the ring are read from `lines.log`.
+    pub fn read(&self, query: &LogQuery) -> Result<LogPage> {
+        let limit = query.limit.unwrap_or(usize::MAX).max(1);
+        let last_seq = self
+            .progress()
+            .last_seq
+            .max(self.ring.lock().unwrap().next_seq - 1);
+        if let Some(n) = query.tail {
+            return self.tail(n.min(limit), query.stream, last_seq);
+        }
+        let from = query.since.unwrap_or(1).max(1);
+        let mut lines = Vec::new();
+        let mut cursor = from;
+        loop {
+            let ring_first = self.ring_first();
+            if cursor < ring_first {
+                // Older than the ring: page through the spill file up to the ring.
+                cursor = self.read_spill(cursor, ring_first, limit, query.stream, &mut lines)?;
+                if lines.len() >= limit {
+                    break;
+                }
+                // A spill that could not be written leaves a gap; step over it
+                // rather than loop (the page still says where it starts).
+                cursor = cursor.max(ring_first);
+            }
+            let ring = self.ring.lock().unwrap();
+            let start = ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq);
+            if cursor < start {
+                // Lines were evicted since we looked: go back to the spill.
+                continue;
+            }
+            let skip = (cursor - start) as usize;
+            for line in ring.lines.iter().skip(skip) {
+                if lines.len() >= limit {
+                    break;
+                }
+                cursor = line.seq + 1;
+                if query.stream.is_none_or(|s| s == line.stream) {
+                    lines.push(line.clone());
+                }
+            }
+            break;
+        }
+        Ok(LogPage {
+            has_more: cursor <= last_seq,
+            next_seq: cursor,
+            lines,
+            last_seq,
+            first_available_seq: 1,
+        })
+    }
+
+    fn tail(&self, n: usize, stream: Option<Stream>, last_seq: u64) -> Result<LogPage> {
+        let (mut lines, complete) = {
+            let ring = self.ring.lock().unwrap();
+            let mut lines: Vec<Line> = ring
+                .lines
+                .iter()
+                .rev()
+                .filter(|l| stream.is_none_or(|s| s == l.stream))
+                .take(n)
+                .cloned()
+                .collect();
+            lines.reverse();
+            let first = ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq);
+            (lines, first <= 1)
+        };
+        if lines.len() < n && !complete {
+            // The ring holds fewer than n matching lines: the rest are in the spill.
+            let until = lines.first().map(|l| l.seq).unwrap_or(last_seq + 1);
+            let mut older = Vec::new();
+            let since = if stream.is_none() {
+                until.saturating_sub((n - lines.len()) as u64).max(1)
+            } else {
+                1
+            };
+            self.read_spill(since, until, usize::MAX, stream, &mut older)?;
+            let keep = older.len().saturating_sub(n - lines.len());
+            older.drain(..keep);
+            older.extend(lines);
+            lines = older;
+        }
+        Ok(LogPage {
+            lines,
+            next_seq: last_seq + 1,
+            has_more: false,
+            last_seq,
+            first_available_seq: 1,
+        })
+    }
+
+    /// Lines from `lines.log` with seq in `[from, until)`, at most `limit`.
+    /// Returns the cursor after the last line looked at.
+    fn read_spill(
+        &self,
+        from: u64,
+        until: u64,
+        limit: usize,
+        stream: Option<Stream>,
+        out: &mut Vec<Line>,
+    ) -> Result<u64> {
+        let offset = {
+            let mut ring = self.ring.lock().unwrap();
+            let _ = ring.spill.flush();
+            let i = ring.index.partition_point(|(seq, _)| *seq <= from);
+            if i == 0 { 0 } else { ring.index[i - 1].1 }
+        };
+        let path = self.dir.join("lines.log");
+        let mut file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::io("seek in", &path, e))?;
+        let mut cursor = from;
+        for raw in BufReader::new(file).lines() {
+            let raw = raw.map_err(|e| Error::io("read", &path, e))?;
+            let Some(line) = parse_spill(&raw) else { continue };
+            if line.seq < from {
+                continue;
+            }
+            if line.seq >= until || out.len() >= limit {
+                break;
+            }
+            cursor = line.seq + 1;
+            if stream.is_none_or(|s| s == line.stream) {
+                out.push(line);
+            }
+        }
+        Ok(cursor)
+    }
+
+    /// The last ~[`SNIPPET_BYTES`] of output, whole lines, both streams.
+    pub fn snippet(&self) -> String {
+        let ring = self.ring.lock().unwrap();
+        let mut size = 0;
+        let mut picked = Vec::new();
+        for line in ring.lines.iter().rev() {
+            if size + line.text.len() + 1 > SNIPPET_BYTES && !picked.is_empty() {
+                break;
+            }
+            size += line.text.len() + 1;
+            picked.push(line.text.as_str());
+        }
+        picked.reverse();
+        let mut s = picked.join("\n");
+        if s.len() > SNIPPET_BYTES {
+            let mut cut = s.len() - SNIPPET_BYTES;
+            while !s.is_char_boundary(cut) {
+                cut += 1;
+            }
+            s = format!("…{}", &s[cut..]);
+        }
+        s
+    }
+}
+
+fn parse_spill(raw: &str) -> Option<Line> {
+    let mut parts = raw.splitn(4, '\t');
+    let seq = parts.next()?.parse().ok()?;
+    let stream = Stream::from_tag(parts.next()?)?;
+    let ms: i64 = parts.next()?.parse().ok()?;
+    let text = parts.next()?.to_string();
+    Some(Line {
+        seq,
+        stream,
+        ts: Utc.timestamp_millis_opt(ms).single()?,
+        text,
+    })
+}
+
+/// Writes one stream of one job: raw file, line splitting, hand-off to the ring.
+pub struct StreamWriter {
+    output: Arc<JobOutput>,
+    stream: Stream,
+    raw: BufWriter<File>,
+    splitter: LineSplitter,
+    pending: Vec<String>,
+    closed: bool,
+}
+
+impl StreamWriter {
+    pub fn write(&mut self, chunk: &[u8]) {
+        let _ = self.raw.write_all(chunk);
+        self.splitter.push(chunk, &mut self.pending);
+        self.output.append(self.stream, &mut self.pending);
+        // Keep the raw file close to live for `tail -f` without a syscall per chunk.
+        if self.raw.buffer().len() > 32 * 1024 || memchr(b'\n', chunk).is_some() {
+            let _ = self.raw.flush();
+        }
+    }
+
+    /// The stream ended: deliver the last partial line and mark the stream closed.
+    pub fn finish(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.splitter.finish(&mut self.pending);
+        self.output.append(self.stream, &mut self.pending);
+        let _ = self.raw.flush();
+        self.output.close_stream();
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        // A reader task that errors out must still count its stream as closed,
+        // or waiters on "all output in" would hang.
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn split(chunks: &[&[u8]]) -> Vec<String> {
+        let mut s = LineSplitter::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            s.push(c, &mut out);
+        }
+        s.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_keeps_last_partial() {
+        assert_eq!(split(&[b"a\nb\nc"]), vec!["a", "b", "c"]);
+        assert_eq!(split(&[b"a", b"b\r\n", b"\n", b"c\n"]), vec!["ab", "", "c"]);
+        assert_eq!(split(&[b""]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn long_lines_are_split_at_char_boundaries() {
+        let long = "é".repeat(MAX_LINE_BYTES); // 2 bytes each
+        let out = split(&[long.as_bytes(), b"\n"]);
+        assert_eq!(out.concat(), long);
+        assert!(out.iter().all(|l| l.len() <= MAX_LINE_BYTES));
+        assert_eq!(out.len(), 2);
+    }
+
+    fn output(ring: usize) -> (tempfile::TempDir, Arc<JobOutput>) {
+        let dir = tempfile::tempdir().unwrap();
+        let out = JobOutput::create(
+            JobId::from_number(1),
+            &dir.path().join("job-1"),
+            ring,
+            Watchers::default(),
+            EventLog::new(),
+        )
+        .unwrap();
+        (dir, out)
+    }
+
+    #[test]
+    fn pages_across_ring_and_spill() {
+        let (_d, out) = output(4096);
+        let mut w = out.writer(Stream::Stdout).unwrap();
+        let mut e = out.writer(Stream::Stderr).unwrap();
+        for i in 1..=5000 {
+            if i % 7 == 0 {
+                e.write(format!("err {i}\n").as_bytes());
+            } else {
+                w.write(format!("line {i}\n").as_bytes());
+            }
+        }
+        w.finish();
+        e.finish();
+        assert!(out.ring_bytes() <= 4096);
+        assert!(out.progress().closed);
+        let mut seen = Vec::new();
+        let mut since = 1;
+        loop {
+            let page = out
+                .read(&LogQuery {
+                    since: Some(since),
+                    limit: Some(333),
+                    ..Default::default()
+                })
+                .unwrap();
+            seen.extend(page.lines.iter().map(|l| l.seq));
+            since = page.next_seq;
+            if !page.has_more {
+                break;
+            }
+        }
+        assert_eq!(seen, (1..=5000).collect::<Vec<u64>>());
+        let errs = out
+            .read(&LogQuery {
+                since: Some(1),
+                stream: Some(Stream::Stderr),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(errs.lines.len(), 5000 / 7);
+        assert_eq!(errs.lines[0].text, "err 7");
+        let tail = out
+            .read(&LogQuery {
+                tail: Some(2),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            tail.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            vec!["line 4999", "line 5000"]
+        );
+        assert!(out.snippet().ends_with("line 5000"));
+        assert!(out.snippet().len() <= SNIPPET_BYTES + 3);
+    }
+}

@@ -1,0 +1,415 @@
+//! Readiness: "wait until this job serves", without sleeps.
+//!
+//! [`wait`] returns as soon as **all** conditions hold, or early when the job
+//! ends or the timeout passes. `log` is event-driven (it rescans from the first
+//! line, so lines printed before the wait began count); `port` and `http` are
+//! polled every [`POLL_INTERVAL`].
+//!
+//! Why a connect to a published Docker port is not proof: the engine's
+//! userland proxy accepts the connection on the host side even while nothing
+//! listens inside the container. So a container `port` condition connects to
+//! the container's own address; `http` goes through the mapped host port but
+//! needs a real HTTP response, which the proxy alone cannot give.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::job::{JobStatus, PortMapping};
+use crate::output::{JobOutput, LogQuery};
+
+/// How often `port` and `http` conditions are retried.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// Longest a single connect or HTTP attempt may take.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// An HTTP readiness check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpCheck {
+    /// Path to GET, e.g. `/` or `/health`.
+    pub path: String,
+    /// Expected status; by default any 2xx or 3xx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Which of the job's ports to use; by default its first published port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+/// One condition a job must meet to count as ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadyCondition {
+    /// The server accepts TCP connections on this port (the job's own port number).
+    Port(u16),
+    /// A line of output matches this regex.
+    Log(String),
+    /// An HTTP response from the job's mapped port.
+    Http(HttpCheck),
+}
+
+impl ReadyCondition {
+    pub fn port(port: u16) -> Self {
+        ReadyCondition::Port(port)
+    }
+    pub fn log(regex: impl Into<String>) -> Self {
+        ReadyCondition::Log(regex.into())
+    }
+    pub fn http(path: impl Into<String>) -> Self {
+        ReadyCondition::Http(HttpCheck {
+            path: path.into(),
+            status: None,
+            port: None,
+        })
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            ReadyCondition::Port(0) => Err(Error::InvalidPort {
+                input: "0".into(),
+                message: "port must be between 1 and 65535".into(),
+            }),
+            ReadyCondition::Log(re) => regex::Regex::new(re)
+                .map(|_| ())
+                .map_err(|e| Error::InvalidRegex {
+                    pattern: re.clone(),
+                    message: e.to_string(),
+                }),
+            ReadyCondition::Http(h) if !h.path.starts_with('/') => Err(Error::InvalidValue {
+                what: "http path",
+                input: h.path.clone(),
+                message: "must start with `/`".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ReadyCondition::Port(p) => format!("port {p}"),
+            ReadyCondition::Log(re) => format!("log /{re}/"),
+            ReadyCondition::Http(h) => format!("http {}", h.path),
+        }
+    }
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum WaitOutcome {
+    Ready {
+        elapsed_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        matched_line: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host_port: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    },
+    /// The job ended before it became ready.
+    Exited {
+        elapsed_ms: u64,
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    TimedOut {
+        elapsed_ms: u64,
+        /// Conditions still not met.
+        pending: Vec<String>,
+    },
+}
+
+impl WaitOutcome {
+    pub fn is_ready(&self) -> bool {
+        matches!(self, WaitOutcome::Ready { .. })
+    }
+}
+
+/// What [`wait`] needs to know about a job.
+pub struct Target {
+    pub output: Arc<JobOutput>,
+    pub status: watch::Receiver<JobStatus>,
+    pub ports: Vec<PortMapping>,
+    /// The container's own address (Docker jobs), for `port` conditions.
+    pub internal_ip: Option<IpAddr>,
+}
+
+impl Target {
+    /// Address to probe for "something listens on `port`".
+    fn listen_addr(&self, port: u16) -> SocketAddr {
+        if let Some(ip) = self.internal_ip {
+            return SocketAddr::new(ip, port);
+        }
+        let host_port = self
+            .ports
+            .iter()
+            .find(|m| m.port == port)
+            .map(|m| m.host_port)
+            .unwrap_or(port);
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), host_port)
+    }
+
+    /// Address to send HTTP to: the mapped host port (or the container address when unpublished).
+    fn http_addr(&self, check: &HttpCheck) -> Result<SocketAddr> {
+        let mapping = match check.port {
+            Some(p) => self.ports.iter().find(|m| m.port == p),
+            None => self.ports.first(),
+        };
+        match (mapping, check.port) {
+            (Some(m), _) => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), m.host_port)),
+            (None, Some(p)) => Ok(self.listen_addr(p)),
+            (None, None) => Err(Error::InvalidSpec(
+                "an http readiness check needs a port: publish one (-p 8080) or give the check a port".into(),
+            )),
+        }
+    }
+}
+
+struct Pending {
+    cond: ReadyCondition,
+    done: bool,
+}
+
+/// Wait until every condition holds, the job ends, or `timeout` passes.
+pub async fn wait(
+    mut target: Target,
+    conditions: &[ReadyCondition],
+    timeout: Duration,
+) -> Result<WaitOutcome> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    for c in conditions {
+        c.validate()?;
+        if let ReadyCondition::Http(h) = c {
+            target.http_addr(h)?;
+        }
+    }
+    let logs: Vec<regex::Regex> = conditions
+        .iter()
+        .filter_map(|c| match c {
+            ReadyCondition::Log(re) => Some(regex::Regex::new(re).expect("validated")),
+            _ => None,
+        })
+        .collect();
+    let mut pending: Vec<Pending> = conditions
+        .iter()
+        .map(|c| Pending {
+            cond: c.clone(),
+            done: false,
+        })
+        .collect();
+    let mut progress = target.output.subscribe();
+    let mut log_cursor = 1u64;
+    let mut matched_line = None;
+    let mut log_done = vec![false; logs.len()];
+    let mut host_port = None;
+    let mut url = None;
+
+    loop {
+        // Log conditions: scan everything new since the last look.
+        if log_done.iter().any(|d| !d) {
+            loop {
+                let page = target.output.read(&LogQuery {
+                    since: Some(log_cursor),
+                    limit: Some(4096),
+                    ..Default::default()
+                })?;
+                for line in &page.lines {
+                    for (i, re) in logs.iter().enumerate() {
+                        if !log_done[i] && re.is_match(&line.text) {
+                            log_done[i] = true;
+                            matched_line = Some(line.text.clone());
+                        }
+                    }
+                }
+                log_cursor = page.next_seq;
+                if !page.has_more || log_done.iter().all(|d| *d) {
+                    break;
+                }
+            }
+        }
+        let mut log_i = 0;
+        for p in pending.iter_mut() {
+            // Log conditions are numbered in order, done or not.
+            let log_index = matches!(p.cond, ReadyCondition::Log(_)).then(|| {
+                log_i += 1;
+                log_i - 1
+            });
+            if p.done {
+                continue;
+            }
+            p.done = match &p.cond {
+                ReadyCondition::Log(_) => log_done[log_index.expect("log condition")],
+                ReadyCondition::Port(port) => {
+                    let ok = port_open(target.listen_addr(*port)).await;
+                    if ok {
+                        host_port = host_port
+                            .or_else(|| target.ports.iter().find(|m| m.port == *port).map(|m| m.host_port));
+                    }
+                    ok
+                }
+                ReadyCondition::Http(check) => {
+                    let addr = target.http_addr(check)?;
+                    let ok = http_ok(addr, check).await;
+                    if ok {
+                        host_port = Some(addr.port());
+                        url = Some(format!("http://{addr}{}", check.path));
+                    }
+                    ok
+                }
+            };
+        }
+        if pending.iter().all(|p| p.done) {
+            return Ok(WaitOutcome::Ready {
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                matched_line,
+                host_port,
+                url,
+            });
+        }
+        let status = target.status.borrow().clone();
+        if status.is_terminal() && target.output.progress().closed {
+            return Ok(WaitOutcome::Exited {
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                status: status.name().into(),
+                exit_code: status.exit_code(),
+                reason: status.reason(),
+            });
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(WaitOutcome::TimedOut {
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                pending: pending
+                    .iter()
+                    .filter(|p| !p.done)
+                    .map(|p| p.cond.describe())
+                    .collect(),
+            });
+        }
+        let polling = pending
+            .iter()
+            .any(|p| !p.done && !matches!(p.cond, ReadyCondition::Log(_)));
+        let nap = if polling { POLL_INTERVAL } else { timeout };
+        tokio::select! {
+            _ = progress.changed() => {}
+            _ = target.status.changed() => {}
+            _ = tokio::time::sleep(nap) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// Wait until something accepts TCP connections at `host:port`.
+pub async fn wait_for_port(host: &str, port: u16, timeout: Duration) -> Result<WaitOutcome> {
+    let started = Instant::now();
+    let deadline = Instant::now() + timeout;
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| Error::InvalidValue {
+            what: "host",
+            input: host.into(),
+            message: e.to_string(),
+        })?
+        .collect();
+    loop {
+        for addr in &addrs {
+            if port_open(*addr).await {
+                return Ok(WaitOutcome::Ready {
+                    elapsed_ms: started.elapsed().as_millis() as u64,
+                    matched_line: None,
+                    host_port: Some(port),
+                    url: None,
+                });
+            }
+        }
+        if Instant::now() >= deadline {
+            return Ok(WaitOutcome::TimedOut {
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                pending: vec![format!("port {host}:{port}")],
+            });
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+async fn port_open(addr: SocketAddr) -> bool {
+    matches!(
+        tokio::time::timeout(ATTEMPT_TIMEOUT, TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// One HTTP/1.1 GET; true when the status is the expected one.
+async fn http_ok(addr: SocketAddr, check: &HttpCheck) -> bool {
+    let attempt = async {
+        let stream = TcpStream::connect(addr).await.ok()?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+                .await
+                .ok()?;
+        let conn = tokio::spawn(conn);
+        let req = hyper::Request::get(&check.path)
+            .header(hyper::header::HOST, addr.to_string())
+            .header(hyper::header::CONNECTION, "close")
+            .body(Empty::new())
+            .ok()?;
+        let res = sender.send_request(req).await.ok()?;
+        conn.abort();
+        Some(res.status().as_u16())
+    };
+    match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt).await {
+        Ok(Some(code)) => match check.status {
+            Some(want) => code == want,
+            None => (200..400).contains(&code),
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn wait_for_port_sees_a_listener_and_times_out_without_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let out = wait_for_port("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(out.is_ready(), "{out:?}");
+        drop(listener);
+        let out = wait_for_port("127.0.0.1", port, Duration::from_millis(100))
+            .await
+            .unwrap();
+        assert!(matches!(out, WaitOutcome::TimedOut { .. }), "{out:?}");
+    }
+
+    #[test]
+    fn conditions_serialize_compactly() {
+        let c = vec![
+            ReadyCondition::port(3000),
+            ReadyCondition::log("ready"),
+            ReadyCondition::http("/"),
+        ];
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([{"port":3000},{"log":"ready"},{"http":{"path":"/"}}])
+        );
+        assert!(ReadyCondition::log("(").validate().is_err());
+        assert!(ReadyCondition::http("x").validate().is_err());
+    }
+}

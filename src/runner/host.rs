@@ -1,0 +1,220 @@
+//! The host runner: a job is a plain process in its own process group.
+//!
+//! Why a process group: `sh -c 'sleep 1000 & sleep 1000'` leaves a grandchild
+//! that a kill of the direct child would orphan. Every signal here goes to the
+//! group (`killpg`), and when the group leader exits on its own, what is left
+//! of the group is terminated too, so a job never leaves processes behind and
+//! its pipes close (otherwise a backgrounded grandchild would hold them open
+//! and the job would never finish draining).
+//!
+//! `process_group(0)` is set through std (no `pre_exec`), so spawning keeps the
+//! fast `posix_spawn`/vfork path. Stdin gets `input` and is then closed, or is
+//! `/dev/null`: a job must never hang waiting on a terminal.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::{Control, Exit, Launched};
+use crate::error::{Error, Result};
+use crate::job::{AppliedLimits, JobSpec, PortMapping};
+use crate::output::{JobOutput, Stream};
+
+/// After the leader exits, how long leftovers get to finish after SIGTERM.
+const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
+/// After everything is killed, how long to wait for pipes to drain.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Signals the process group of a host job.
+#[derive(Clone, Debug)]
+pub struct HostControl {
+    pgid: i32,
+}
+
+impl HostControl {
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+    pub fn signal(&self, signal: i32) {
+        if let Ok(sig) = Signal::try_from(signal) {
+            // ESRCH (group already gone) is the normal end of a race with exit.
+            let _ = killpg(Pid::from_raw(self.pgid), sig);
+        }
+    }
+}
+
+/// Pick the host ports a host job will serve on.
+fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
+    let mut taken = Vec::new();
+    let mut out = Vec::new();
+    for p in &spec.ports {
+        let mut note = None;
+        let port = match p.host_port {
+            Some(h) if portpicker::is_free(h) && !taken.contains(&h) => h,
+            asked => {
+                if let Some(h) = asked {
+                    note = Some(format!("host port {h} was taken; using another"));
+                }
+                loop {
+                    let candidate = portpicker::pick_unused_port()
+                        .ok_or_else(|| Error::InvalidSpec("no free host port left to publish".into()))?;
+                    if !taken.contains(&candidate) {
+                        break candidate;
+                    }
+                }
+            }
+        };
+        taken.push(port);
+        out.push(PortMapping {
+            port: p.port,
+            proto: p.proto.clone(),
+            host_ip: "127.0.0.1".into(),
+            host_port: port,
+            note,
+        });
+    }
+    Ok(out)
+}
+
+/// Start `spec` as a host process group writing into `output`.
+pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) -> Result<Launched> {
+    let argv = spec.effective_argv();
+    let program = argv[0].clone();
+    if !cwd.is_dir() {
+        return Err(Error::BadCwd { path: cwd.into() });
+    }
+    let ports = pick_ports(spec)?;
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    if let Some(first) = ports.first() {
+        env.insert("PORT".into(), first.host_port.to_string());
+    }
+    for m in &ports {
+        env.insert(format!("BERTH_PORT_{}", m.port), m.host_port.to_string());
+    }
+    env.extend(spec.env.clone());
+
+    let mut cmd = Command::new(&program);
+    cmd.args(&argv[1..])
+        .current_dir(cwd)
+        .envs(&env)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if spec.input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .kill_on_drop(false);
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::CommandNotFound {
+            program: program.clone(),
+        },
+        _ => Error::Spawn {
+            program: program.clone(),
+            source: e,
+        },
+    })?;
+    let pid = child.id().expect("a just-spawned child has a pid");
+    let control = HostControl { pgid: pid as i32 };
+
+    // Open both writers before reading so a failure cannot leave one half set up.
+    let out_writer = output.writer(Stream::Stdout);
+    let err_writer = output.writer(Stream::Stderr);
+    let (out_writer, err_writer) = match (out_writer, err_writer) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            control.signal(Signal::SIGKILL as i32);
+            return Err(e);
+        }
+    };
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let out_task = tokio::spawn(pump(stdout, out_writer));
+    let err_task = tokio::spawn(pump(stderr, err_writer));
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), spec.input.clone()) {
+        tokio::spawn(async move {
+            // A job that exits without reading its input is not an error.
+            let _ = stdin.write_all(input.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+
+    let exit_control = control.clone();
+    let exit = Box::pin(async move {
+        let status = child.wait().await;
+        // The leader is gone: end what is left of its group so nothing outlives
+        // the job and the pipes close.
+        exit_control.signal(Signal::SIGTERM as i32);
+        let drains = async {
+            let _ = out_task.await;
+            let _ = err_task.await;
+        };
+        let mut drains = std::pin::pin!(drains);
+        if tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await.is_err() {
+            exit_control.signal(Signal::SIGKILL as i32);
+            if tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
+                tracing::warn!(
+                    pgid = exit_control.pgid,
+                    "output pipes still open after the job ended; stopped reading"
+                );
+            }
+        } else {
+            exit_control.signal(Signal::SIGKILL as i32);
+        }
+        match status {
+            Ok(s) => {
+                use std::os::unix::process::ExitStatusExt;
+                match (s.code(), s.signal()) {
+                    (Some(c), _) => Exit::Code(c),
+                    (None, Some(sig)) => Exit::Signal(sig),
+                    _ => Exit::Lost("no exit status".into()),
+                }
+            }
+            Err(e) => Exit::Lost(format!("wait failed: {e}")),
+        }
+    });
+
+    let mut limits = AppliedLimits::default();
+    if spec.limits.cpus.is_some() {
+        limits
+            .not_enforced
+            .push("cpus: the host runner does not limit CPU".into());
+    }
+    if spec.limits.memory.is_some() {
+        limits
+            .not_enforced
+            .push("memory: the host runner does not limit memory".into());
+    }
+    if spec.limits.pids.is_some() {
+        limits
+            .not_enforced
+            .push("pids: the host runner does not limit processes".into());
+    }
+    Ok(Launched {
+        pid: Some(pid),
+        container_id: None,
+        ports,
+        limits,
+        internal_ip: None,
+        control: Control::Host(control),
+        exit,
+    })
+}
+
+async fn pump(mut reader: impl AsyncRead + Unpin, mut writer: crate::output::StreamWriter) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => writer.write(&buf[..n]),
+        }
+    }
+    writer.finish();
+}

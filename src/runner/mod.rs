@@ -1,0 +1,93 @@
+//! Runners execute a job and report how it ended; the manager does the rest.
+//!
+//! A runner's `launch` returns a [`Launched`]: what came out of the start
+//! (pid or container, mapped ports, which limits were applied), a [`Control`]
+//! to signal the job, and an `exit` future. The contract that keeps output
+//! complete: `exit` resolves only after the process has ended **and** every
+//! byte of its output has gone through the job's stream writers.
+
+pub mod docker;
+pub mod host;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+
+use crate::job::{AppliedLimits, PortMapping};
+
+/// How a job's process ended, as the runner saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// The kernel's OOM killer ended it (containers).
+    Oom,
+    /// The runner lost track of it (engine gone, wait failed).
+    Lost(String),
+}
+
+/// What a successful launch gives back.
+pub struct Launched {
+    pub pid: Option<u32>,
+    pub container_id: Option<String>,
+    pub ports: Vec<PortMapping>,
+    pub limits: AppliedLimits,
+    /// The container's own address, for readiness probes that must reach the server itself.
+    pub internal_ip: Option<IpAddr>,
+    pub control: Control,
+    pub exit: BoxFuture<'static, Exit>,
+}
+
+/// How to signal a running job.
+#[derive(Clone)]
+pub enum Control {
+    Host(host::HostControl),
+    Docker(docker::DockerControl),
+}
+
+impl Control {
+    /// Send `signal` (SIGTERM for a polite stop) to the whole job.
+    pub async fn signal(&self, signal: i32) {
+        match self {
+            Control::Host(h) => h.signal(signal),
+            Control::Docker(d) => d.signal(signal).await,
+        }
+    }
+
+    /// Kill the job outright.
+    pub async fn kill(&self) {
+        match self {
+            Control::Host(h) => h.signal(libc_sigkill()),
+            Control::Docker(d) => d.signal(libc_sigkill()).await,
+        }
+    }
+
+    /// Clean up after the job ended and its output was read (remove the container).
+    pub async fn cleanup(&self) {
+        if let Control::Docker(d) = self {
+            d.remove().await;
+        }
+    }
+
+    /// Synchronous last-resort kill, for `Drop` paths that cannot await.
+    pub fn kill_now(&self) {
+        match self {
+            Control::Host(h) => h.signal(libc_sigkill()),
+            Control::Docker(d) => d.remove_blocking(),
+        }
+    }
+}
+
+fn libc_sigkill() -> i32 {
+    nix::sys::signal::Signal::SIGKILL as i32
+}
+
+/// Resolve a job's working directory against the workspace root.
+pub fn resolve_cwd(workspace: &std::path::Path, cwd: Option<&PathBuf>) -> PathBuf {
+    match cwd {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => workspace.join(p),
+        None => workspace.to_path_buf(),
+    }
+}
