@@ -31,6 +31,7 @@
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
 
+pub mod card;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -1,1 +1,131 @@
-//! CLI placeholder
+//! The `berth` command line: argument definitions (clap) and dispatch. Each
+//! verb lives in its own file; this one turns global flags into a [`Config`],
+//! sets up tracing on stderr, and maps errors to one line and an exit code.
+
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, Layer};
+use crate::error::Error;
+
+/// berth: run dev servers, databases, watchers and long test runs in
+/// sandboxed background jobs you can wait on, read and stop.
+#[derive(Debug, Parser)]
+#[command(name = "berth", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every verb understands.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Global {
+    /// Manager instance name (env BERTH_INSTANCE).
+    #[arg(long, global = true)]
+    pub instance: Option<String>,
+    /// Root of berth's state (env BERTH_STATE_DIR).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Workspace root: jobs run here by default (env BERTH_WORKSPACE).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command: streams its output and exits with its exit code.
+    Run(run::RunArgs),
+    /// Print the effective configuration and where each value came from.
+    Config {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Global {
+    fn layer(&self) -> Layer {
+        Layer {
+            instance: self.instance.clone(),
+            state_dir: self.state_dir.clone(),
+            workspace: self.workspace.clone(),
+            ..Default::default()
+        }
+    }
+
+    pub fn config(&self) -> Result<Config, Error> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Config::load(&cwd, self.layer())
+    }
+}
+
+/// Entry point used by `main.rs`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("berth: could not start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli));
+    // Do not wait for stray blocking tasks (e.g. a stdin reader) at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn dispatch(cli: Cli) -> i32 {
+    let result = match cli.command {
+        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Config { json } => show_config(&cli.global, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
+/// One line on stderr, and the exit code for the error.
+pub fn report(e: &anyhow::Error) -> i32 {
+    eprintln!("berth: {e:#}");
+    match e.downcast_ref::<Error>() {
+        Some(err) => err.exit_code(),
+        None => 1,
+    }
+}
+
+fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    if json {
+        let mut v = serde_json::to_value(&config)?;
+        let sources: serde_json::Map<String, serde_json::Value> = config
+            .describe()
+            .into_iter()
+            .map(|(k, _, s)| (k, serde_json::Value::String(s)))
+            .collect();
+        v["sources"] = serde_json::Value::Object(sources);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (k, v, s) in config.describe() {
+            println!("{k:<14} = {v:<40} ({s})");
+        }
+    }
+    Ok(0)
+}

@@ -43,28 +43,6 @@ impl IdAllocator {
         file.sync_data().map_err(io)?;
         Ok(JobId::from_number(n))
     }
-
-    /// Make sure future ids are above `n` (after recovering records).
-    pub fn ensure_above(&self, n: u64) -> Result<()> {
-        let io = |e| Error::io("update job counter", &self.path, e);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(io)?;
-        file.lock().map_err(io)?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
-        let current: u64 = text.trim().parse().unwrap_or(1);
-        if current <= n {
-            file.seek(SeekFrom::Start(0)).map_err(io)?;
-            file.set_len(0).map_err(io)?;
-            write!(file, "{}", n + 1).map_err(io)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -79,7 +57,6 @@ mod tests {
         assert_eq!(a.next().unwrap().as_str(), "job-2");
         let b = IdAllocator::new(dir.path()).unwrap();
         assert_eq!(b.next().unwrap().as_str(), "job-3");
-        b.ensure_above(10).unwrap();
-        assert_eq!(a.next().unwrap().as_str(), "job-11");
+        assert_eq!(a.next().unwrap().as_str(), "job-4");
     }
 }

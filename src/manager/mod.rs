@@ -191,6 +191,12 @@ pub struct JobHandle {
     manager: Manager,
 }
 
+impl std::fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobHandle").field("id", &self.id).finish()
+    }
+}
+
 impl JobHandle {
     pub fn info(&self) -> Result<JobInfo> {
         self.manager.info(&self.id)
@@ -308,6 +314,11 @@ impl Manager {
     /// The last ~1.5 KiB of a job's output.
     pub fn snippet(&self, id: &JobId) -> Result<String> {
         Ok(self.output(id)?.snippet())
+    }
+
+    /// Bytes of output held in memory for a job (bounded by the ring size).
+    pub fn ring_bytes(&self, id: &JobId) -> Result<usize> {
+        Ok(self.output(id)?.ring_bytes())
     }
 
     pub(crate) fn output(&self, id: &JobId) -> Result<Arc<JobOutput>> {

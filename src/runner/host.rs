@@ -138,17 +138,28 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
     let stderr = child.stderr.take().expect("piped");
     let out_task = tokio::spawn(pump(stdout, out_writer));
     let err_task = tokio::spawn(pump(stderr, err_writer));
+    // Dropped when the leader exits; a keep-alive job holds stdin open until then.
+    let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), spec.input.clone()) {
+        // Interactive programs (REPLs, `cat`) quit on end of input; under
+        // keep-alive they must see the input and stay up until the timer ends
+        // them, which bounds how long stdin stays open.
+        let hold_open = spec.keep_alive.is_some();
         tokio::spawn(async move {
             // A job that exits without reading its input is not an error.
             let _ = stdin.write_all(input.as_bytes()).await;
-            let _ = stdin.shutdown().await;
+            let _ = stdin.flush().await;
+            if hold_open {
+                let _ = exited_rx.await;
+            }
+            drop(stdin);
         });
     }
 
     let exit_control = control.clone();
     let exit = Box::pin(async move {
         let status = child.wait().await;
+        drop(exited_tx);
         // The leader is gone: end what is left of its group so nothing outlives
         // the job and the pipes close.
         exit_control.signal(Signal::SIGTERM as i32);

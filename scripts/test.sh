@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command (README, CI): build the local sandbox images, run the whole
+# suite against the real Docker engine, then check that no container berth
+# labelled is left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! docker info >/dev/null 2>&1; then
+    echo "scripts/test.sh: no Docker engine answers (docker info failed)." >&2
+    echo "  The suite needs one: start it (e.g. 'systemctl start docker') and retry." >&2
+    exit 1
+fi
+if [ -f images/build.sh ]; then
+    bash images/build.sh
+fi
+
+cargo test --all-targets "$@"
+cargo test --doc
+
+left=$(docker ps -aq --filter label=berth.managed=true | wc -l)
+if [ "$left" -ne 0 ]; then
+    echo "scripts/test.sh: $left container(s) labelled berth.managed are left on the engine:" >&2
+    docker ps -a --filter label=berth.managed=true >&2
+    exit 1
+fi
+echo "scripts/test.sh: no berth containers left behind"

@@ -1,0 +1,144 @@
+//! Cards: the one human-readable shape of a job, shared by the CLI, MCP
+//! answers and the TUI details header (DESIGN §9):
+//!
+//! ```text
+//! ● Shell (npm run dev)
+//!   └ Status: running · job-3 · docker · 127.0.0.1:49153→3000
+//!     Command: npm run dev
+//!     Reason: moved to background by user (Ctrl+R)
+//!     Last log:
+//!         ready on http://localhost:3000
+//! ```
+//!
+//! The dot is green while running, gray when completed, red on failure;
+//! colour is only used when asked for (a terminal), never in MCP text.
+
+use crate::job::{JobInfo, JobStatus};
+
+/// Most lines of "Last log" shown on a card.
+pub const CARD_LOG_LINES: usize = 2;
+
+/// A job's traffic-light colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Light {
+    Green,
+    Gray,
+    Red,
+}
+
+pub fn light(status: &JobStatus) -> Light {
+    if status.is_active() {
+        Light::Green
+    } else if status.is_failure() {
+        Light::Red
+    } else {
+        Light::Gray
+    }
+}
+
+/// Status words for the card: `running`, `failed (code 1)`, `killed by user`, …
+pub fn status_text(info: &JobInfo) -> String {
+    match &info.status {
+        JobStatus::Exited { code: 0 } => "completed (code 0)".into(),
+        JobStatus::Exited { code } => format!("failed (code {code})"),
+        JobStatus::Signaled { signal } => format!("failed (signal {signal})"),
+        JobStatus::Killed { ended_by, reason, .. } if reason == "oom" => {
+            format!("failed (out of memory, ended by {ended_by})")
+        }
+        JobStatus::Killed { ended_by, .. } => format!("killed by {ended_by}"),
+        JobStatus::TimedOut => "failed (timed out)".into(),
+        JobStatus::Lost { .. } => "lost".into(),
+        JobStatus::StartFailed { .. } => "failed to start".into(),
+        other => other.name().into(),
+    }
+}
+
+/// `127.0.0.1:49153→3000, …`
+pub fn ports_text(info: &JobInfo) -> String {
+    info.ports
+        .iter()
+        .map(|m| format!("{}:{}→{}", m.host_ip, m.host_port, m.port))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Render a card. `snippet` is the job's recent output; `color` adds ANSI colour.
+pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
+    let (dot, head) = match light(&info.status) {
+        Light::Green => ("\x1b[32m●\x1b[0m", "Shell"),
+        Light::Gray => ("\x1b[90m●\x1b[0m", "Shell"),
+        Light::Red => ("\x1b[31m●\x1b[0m", "Failed"),
+    };
+    let dot = if color { dot } else { "●" };
+    let mut status = vec![status_text(info), info.id.to_string()];
+    if let Some(r) = info.runner {
+        status.push(r.to_string());
+    }
+    let ports = ports_text(info);
+    if !ports.is_empty() {
+        status.push(ports);
+    }
+    let mut out = format!("{dot} {head} ({})\n", info.label);
+    out += &format!("  └ Status: {}\n", status.join(" · "));
+    out += &format!("    Command: {}\n", info.command);
+    let reason = info
+        .reason
+        .clone()
+        .or_else(|| info.promotion_reason.clone())
+        .or_else(|| info.status.is_active().then(|| info.start_mode.to_string()));
+    if let Some(r) = reason {
+        out += &format!("    Reason: {r}\n");
+    }
+    out += "    Last log:\n";
+    let lines: Vec<&str> = snippet.lines().collect();
+    if lines.is_empty() {
+        out += "        (no output)\n";
+    }
+    for l in lines.iter().skip(lines.len().saturating_sub(CARD_LOG_LINES)) {
+        let l = if color { format!("\x1b[2m{l}\x1b[0m") } else { l.to_string() };
+        out += &format!("        {l}\n");
+    }
+    out
+}
+
+/// Keep the head and tail of `text` within `max` bytes, saying what was cut.
+/// Returns the text and how many bytes were cut.
+pub fn cap_head_tail(text: &str, max: usize) -> (String, usize) {
+    if text.len() <= max {
+        return (text.to_string(), 0);
+    }
+    let half = max / 2;
+    let mut head_end = half;
+    while !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = text.len() - half;
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let cut = tail_start - head_end;
+    (
+        format!(
+            "{}\n… [{cut} bytes cut; read the rest by seq or from the log files] …\n{}",
+            &text[..head_end],
+            &text[tail_start..]
+        ),
+        cut,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_keep_head_and_tail() {
+        let text = format!("{}{}", "a".repeat(100), "b".repeat(100));
+        let (capped, cut) = cap_head_tail(&text, 50);
+        assert_eq!(cut, 150);
+        assert!(capped.starts_with(&"a".repeat(25)));
+        assert!(capped.ends_with(&"b".repeat(25)));
+        assert!(capped.contains("150 bytes cut"));
+        assert_eq!(cap_head_tail("short", 50), ("short".to_string(), 0));
+    }
+}

@@ -1,0 +1,262 @@
+//! `berth run`: build a [`JobSpec`] from flags and run it in the foreground.
+//!
+//! Without a daemon there is no background to promote to, so this runs its
+//! own in-process manager: output is streamed live, `--timeout` kills the
+//! process group (exit 124, partial output kept), `--keep-alive` runs, feeds
+//! the input, waits, kills and exits 0, and Ctrl+C stops the job (exit 130).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+
+use super::Global;
+use crate::card::cap_head_tail;
+use crate::config::Config;
+use crate::error::Error;
+use crate::job::{EndedBy, JobInfo, JobSpec, JobStatus, Limits, OnTimeout, PortSpec, parse_size};
+use crate::manager::{KillRequest, Manager};
+use crate::output::{JobOutput, LogQuery, Stream};
+use crate::ready::ReadyCondition;
+
+/// Output kept in `--json` answers, per stream.
+pub const JSON_OUTPUT_CAP: usize = 16 * 1024;
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Foreground budget in seconds; without a daemon the job is killed when it runs out (exit 124).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Run, feed the input, wait SECS, then stop it and exit 0 (for programs that never exit).
+    #[arg(long, value_name = "SECS")]
+    pub keep_alive: Option<f64>,
+    /// Text for stdin (stdin is closed after it).
+    #[arg(long, conflicts_with = "input_file")]
+    pub input: Option<String>,
+    /// File whose contents go to stdin.
+    #[arg(long, value_name = "FILE")]
+    pub input_file: Option<PathBuf>,
+    /// Run the command words as one `sh -c` command line.
+    #[arg(long)]
+    pub shell: bool,
+    /// Publish a port: `3000`, `3000/tcp`, `8080:3000`.
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub ports: Vec<String>,
+    /// Regex on output; each matching line is a watch_hit event.
+    #[arg(long, value_name = "REGEX")]
+    pub watch: Vec<String>,
+    /// Print one JSON object at the end instead of streaming.
+    #[arg(long)]
+    pub json: bool,
+    /// auto, docker or host.
+    #[arg(long)]
+    pub runner: Option<String>,
+    /// Docker image (default berth/sandbox:latest).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// CPU limit in cores, e.g. 0.5.
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. 256m.
+    #[arg(long)]
+    pub memory: Option<String>,
+    /// Process count limit.
+    #[arg(long)]
+    pub pids: Option<i64>,
+    /// Environment variable KEY=VALUE (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory (relative to the workspace root).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Friendly label for cards.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Readiness: the job's port accepts connections.
+    #[arg(long, value_name = "PORT")]
+    pub ready_port: Option<u16>,
+    /// Readiness: an output line matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    pub ready_log: Option<String>,
+    /// Readiness: GET PATH answers 2xx/3xx.
+    #[arg(long, value_name = "PATH")]
+    pub ready_http: Option<String>,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The spec these flags describe (nothing is started).
+    pub fn spec(&self, config: &Config) -> Result<JobSpec, Error> {
+        let mut spec = if self.shell {
+            JobSpec::shell(self.command.join(" "))
+        } else {
+            JobSpec::argv(self.command.clone())
+        };
+        spec.runner = match &self.runner {
+            Some(r) => r.parse()?,
+            None => config.runner,
+        };
+        spec.image = self.image.clone();
+        spec.timeout = self.timeout;
+        spec.keep_alive = self.keep_alive;
+        spec.input = match (&self.input, &self.input_file) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| Error::io("read input file", f, e))?),
+            _ => None,
+        };
+        spec.ports = self.ports.iter().map(|p| p.parse::<PortSpec>()).collect::<Result<_, _>>()?;
+        spec.watch = self.watch.clone();
+        spec.limits = Limits {
+            cpus: self.cpus,
+            memory: self.memory.as_deref().map(parse_size).transpose()?,
+            pids: self.pids,
+        };
+        let mut env = BTreeMap::new();
+        for kv in &self.env {
+            let (k, v) = kv.split_once('=').ok_or_else(|| Error::InvalidValue {
+                what: "env",
+                input: kv.clone(),
+                message: "expected KEY=VALUE".into(),
+            })?;
+            env.insert(k.to_string(), v.to_string());
+        }
+        spec.env = env;
+        spec.cwd = self.cwd.clone();
+        spec.label = self.label.clone();
+        if let Some(p) = self.ready_port {
+            spec.ready.push(ReadyCondition::port(p));
+        }
+        if let Some(re) = &self.ready_log {
+            spec.ready.push(ReadyCondition::log(re.clone()));
+        }
+        if let Some(path) = &self.ready_http {
+            spec.ready.push(ReadyCondition::http(path.clone()));
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let mut spec = args.spec(&config)?;
+    // No manager to promote to: a budget that runs out kills.
+    spec.background = false;
+    spec.on_timeout = OnTimeout::Kill;
+    let manager = Manager::new(config)?;
+    let handle = manager.start(spec).await?;
+    let output = manager.output(&handle.id)?;
+    let follower = (!args.json).then(|| tokio::spawn(follow(output.clone())));
+
+    let info = tokio::select! {
+        info = handle.wait_end() => info?,
+        _ = tokio::signal::ctrl_c() => {
+            let req = KillRequest {
+                ended_by: Some(EndedBy::User),
+                reason: Some("interrupted (Ctrl+C)".into()),
+                ..Default::default()
+            };
+            manager.kill(&handle.id, req).await?;
+            handle.wait_end().await?
+        }
+    };
+    if let Some(f) = follower {
+        let _ = f.await;
+    }
+    let code = exit_code(&info);
+    if args.json {
+        print_json(&info, &output, code)?;
+    } else if let JobStatus::TimedOut = info.status {
+        eprintln!(
+            "berth: {} timed out after {}s; its process group was killed (exit 124)",
+            info.id,
+            info.spec.timeout.unwrap_or_default()
+        );
+    } else if let JobStatus::StartFailed { error } = &info.status {
+        eprintln!("berth: {} failed to start: {error}", info.id);
+    }
+    Ok(code)
+}
+
+/// The CLI's exit code for a finished job.
+fn exit_code(info: &JobInfo) -> i32 {
+    match &info.status {
+        JobStatus::Killed { reason, .. } if reason.starts_with("keep_alive") => 0,
+        JobStatus::Killed { reason, .. } if reason.starts_with("interrupted") => 130,
+        s => s.exit_code().unwrap_or(1),
+    }
+}
+
+/// Print lines to stdout/stderr as they arrive, until all output is in.
+async fn follow(output: Arc<JobOutput>) {
+    let mut rx = output.subscribe();
+    let mut since = 1;
+    loop {
+        let progress = *rx.borrow_and_update();
+        let Ok(page) = output.read(&LogQuery {
+            since: Some(since),
+            limit: Some(10_000),
+            ..Default::default()
+        }) else {
+            return;
+        };
+        {
+            let mut out = std::io::stdout().lock();
+            let mut err = std::io::stderr().lock();
+            for line in &page.lines {
+                let _ = match line.stream {
+                    Stream::Stdout => writeln!(out, "{}", line.text),
+                    Stream::Stderr => writeln!(err, "{}", line.text),
+                };
+            }
+            let _ = out.flush();
+        }
+        since = page.next_seq;
+        if page.has_more {
+            continue;
+        }
+        if progress.closed && since > progress.last_seq {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn collect(output: &JobOutput, stream: Stream) -> String {
+    let page = output.read(&LogQuery {
+        since: Some(1),
+        stream: Some(stream),
+        ..Default::default()
+    });
+    match page {
+        Ok(p) => p.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n"),
+        Err(e) => format!("(output unreadable: {e})"),
+    }
+}
+
+fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<()> {
+    let (stdout, cut_out) = cap_head_tail(&collect(output, Stream::Stdout), JSON_OUTPUT_CAP);
+    let (stderr, cut_err) = cap_head_tail(&collect(output, Stream::Stderr), JSON_OUTPUT_CAP);
+    let v = json!({
+        "job_id": info.id,
+        "status": info.status.name(),
+        "exit_code": code,
+        "timed_out": matches!(info.status, JobStatus::TimedOut),
+        "ended_by": info.ended_by,
+        "reason": info.reason,
+        "stdout": stdout,
+        "stderr": stderr,
+        "truncated": cut_out + cut_err > 0,
+        "truncated_bytes": cut_out + cut_err,
+        "log_files": info.logs,
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! `berth run` in the foreground without a daemon, driven as a user would.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{berth, my_zombies, processes_with, unique_sleep};
+
+fn out(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn shows_both_streams_and_exits_with_the_job_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = berth(dir.path())
+        .args(["run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(stdout, "out\n");
+    assert_eq!(stderr, "err\n");
+}
+
+#[test]
+fn timeout_kills_the_whole_group_and_exits_124() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = unique_sleep();
+    let started = Instant::now();
+    let o = berth(dir.path())
+        .args(["run", "--timeout", "1", "--", "sh", "-c"])
+        .arg(format!("echo start; sleep {token} & sleep {token}"))
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(124), "stderr: {stderr}");
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    assert_eq!(stdout, "start\n");
+    assert!(stderr.contains("timed out"), "{stderr}");
+    assert_eq!(processes_with(&token), Vec::<u32>::new(), "sleep {token} left behind");
+    assert_eq!(my_zombies(), Vec::<u32>::new());
+}
+
+#[test]
+fn keep_alive_feeds_input_and_returns_after_the_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = berth(dir.path())
+        .args(["run", "--keep-alive", "1", "--input", "hi", "--", "cat"])
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(out(&o).0, "hi\n");
+    assert!(
+        elapsed >= Duration::from_millis(950) && elapsed < Duration::from_secs(3),
+        "took {elapsed:?}"
+    );
+}
+
+#[test]
+fn last_line_without_newline_is_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = berth(dir.path()).args(["run", "--", "printf", r"a\nb\nc"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(out(&o).0, "a\nb\nc\n");
+}
+
+#[test]
+fn json_answer_caps_output_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = berth(dir.path())
+        .args(["run", "--json", "--", "sh", "-c", "seq 1 20000; echo oops >&2; exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["exit_code"], 4);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["timed_out"], false);
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["stderr"], "oops");
+    let stdout = v["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with("1\n2\n"), "{}", &stdout[..20]);
+    assert!(stdout.ends_with("19999\n20000"));
+    assert!(stdout.len() < 17 * 1024);
+    assert!(v["job_id"].as_str().unwrap().starts_with("job-"));
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_the_right_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["run", "--watch", "(oops", "--", "true"], 2, "(oops"),
+        (&["run", "--", "no-such-binary-xyz"], 127, "no-such-binary-xyz"),
+        (&["run", "-p", "http", "--", "true"], 2, "invalid port `http`"),
+        (&["run", "-p", "70000", "--", "true"], 2, "70000"),
+        (&["run", "--memory", "lots", "--", "true"], 2, "invalid size `lots`"),
+        (&["run", "--cwd", "/definitely/not/here", "--", "true"], 2, "/definitely/not/here"),
+        (&["run", "--runner", "vm", "--", "true"], 2, "invalid runner `vm`"),
+    ];
+    for (args, code, needle) in cases {
+        let o = berth(dir.path()).args(*args).output().unwrap();
+        let (_, stderr) = out(&o);
+        assert_eq!(o.status.code(), Some(*code), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("berth: "), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn config_says_where_values_come_from() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("berth.toml"), "max_jobs = 7\n").unwrap();
+    let o = berth(dir.path())
+        .current_dir(dir.path())
+        .env("BERTH_GRACE", "1.5")
+        .args(["config"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    let line = |k: &str| stdout.lines().find(|l| l.starts_with(k)).unwrap_or_default().to_string();
+    assert!(line("max_jobs").contains("7"), "{stdout}");
+    assert!(line("max_jobs").contains("berth.toml"), "{stdout}");
+    assert!(line("grace").contains("env BERTH_GRACE"), "{stdout}");
+    assert!(line("ring_size").contains("(default)"), "{stdout}");
+}

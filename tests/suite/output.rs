@@ -1,0 +1,125 @@
+//! Output through the library API: every line exactly once, in order, with
+//! contiguous seq, while the in-memory ring stays within its bound.
+
+use std::time::Duration;
+
+use berth::{JobSpec, LogQuery, RunnerChoice, Stream};
+use pretty_assertions::assert_eq;
+
+use crate::common::manager_with;
+
+#[tokio::test]
+async fn two_hundred_thousand_lines_read_back_exactly_once() {
+    const N: u64 = 200_000;
+    const RING: usize = 256 * 1024;
+    let t = manager_with(|c| c.with_ring_bytes(RING));
+    let job = t
+        .manager
+        .start(JobSpec::argv(["seq", "1", &N.to_string()]).with_runner(RunnerChoice::Host))
+        .await
+        .unwrap();
+    let info = tokio::time::timeout(Duration::from_secs(60), job.wait_end()).await.unwrap().unwrap();
+    assert_eq!(info.exit_code, Some(0));
+    assert_eq!(info.last_seq, N);
+    let output = t.manager.logs(&job.id, &LogQuery::default()).unwrap();
+    assert_eq!(output.last_seq, N);
+
+    let mut expected = 1u64;
+    let mut since = 1;
+    let mut pages = 0;
+    loop {
+        let page = t
+            .manager
+            .logs(
+                &job.id,
+                &LogQuery {
+                    since: Some(since),
+                    limit: Some(7_777),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        for line in &page.lines {
+            assert_eq!(line.seq, expected);
+            assert_eq!(line.text, expected.to_string());
+            assert_eq!(line.stream, Stream::Stdout);
+            expected += 1;
+        }
+        pages += 1;
+        since = page.next_seq;
+        if !page.has_more {
+            break;
+        }
+    }
+    assert_eq!(expected, N + 1, "every line read exactly once");
+    assert!(pages > 20);
+    // Tail reads the newest lines; a tail reaching past the ring is filled from the spill.
+    let tail = t
+        .manager
+        .logs(
+            &job.id,
+            &LogQuery {
+                tail: Some(3),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let texts: Vec<_> = tail.lines.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(texts, vec!["199998", "199999", "200000"]);
+    let big_tail = t
+        .manager
+        .logs(
+            &job.id,
+            &LogQuery {
+                tail: Some(100_000),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(big_tail.lines.len(), 100_000);
+    assert_eq!(big_tail.lines[0].seq, 100_001);
+    let ring = t.manager.ring_bytes(&job.id).unwrap();
+    assert!(ring <= RING, "ring holds {ring} bytes, bound {RING}");
+}
+
+#[tokio::test]
+async fn printf_without_final_newline_yields_three_lines() {
+    let t = manager_with(|c| c);
+    let job = t
+        .manager
+        .start(JobSpec::argv(["printf", r"a\nb\nc"]).with_runner(RunnerChoice::Host))
+        .await
+        .unwrap();
+    job.wait_end().await.unwrap();
+    let page = job.logs(&LogQuery::default()).unwrap();
+    let got: Vec<(u64, &str)> = page.lines.iter().map(|l| (l.seq, l.text.as_str())).collect();
+    assert_eq!(got, vec![(1, "a"), (2, "b"), (3, "c")]);
+    assert!(!page.has_more);
+    assert_eq!(page.next_seq, 4);
+}
+
+#[tokio::test]
+async fn raw_log_files_hold_each_stream_and_a_snippet_shows_the_end() {
+    let t = manager_with(|c| c);
+    let job = t
+        .manager
+        .start(JobSpec::shell("echo one; echo two >&2; printf three").with_runner(RunnerChoice::Host))
+        .await
+        .unwrap();
+    let info = job.wait_end().await.unwrap();
+    assert_eq!(std::fs::read_to_string(&info.logs.stdout).unwrap(), "one\nthree");
+    assert_eq!(std::fs::read_to_string(&info.logs.stderr).unwrap(), "two\n");
+    let snippet = t.manager.snippet(&job.id).unwrap();
+    // Seq (and so the snippet) follows arrival order across the two pipes.
+    let mut lines: Vec<&str> = snippet.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["one", "three", "two"]);
+    let stderr_only = job
+        .logs(&LogQuery {
+            stream: Some(Stream::Stderr),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(stderr_only.lines.len(), 1);
+    assert_eq!(stderr_only.lines[0].text, "two");
+}
