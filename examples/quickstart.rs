@@ -27,9 +27,16 @@ async fn main() -> anyhow::Result<()> {
         .start(spec.with_runner(runner).with_port(8080).background())
         .await?;
     let info = job.info()?;
-    println!("started {} on {:?}: {}", job.id, info.runner, berth::card::ports_text(&info));
+    println!(
+        "started {} on {:?}: {}",
+        job.id,
+        info.runner,
+        berth::card::ports_text(&info)
+    );
 
-    let ready = job.wait(&[ReadyCondition::http("/")], Duration::from_secs(30)).await?;
+    let ready = job
+        .wait(&[ReadyCondition::http("/")], Duration::from_secs(30))
+        .await?;
     println!("ready: {}", serde_json::to_string(&ready)?);
 
     let port = job.host_port(8080).expect("port 8080 is published");
@@ -37,7 +44,10 @@ async fn main() -> anyhow::Result<()> {
     write!(stream, "GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
     let mut page = String::new();
     stream.read_to_string(&mut page)?;
-    println!("GET http://127.0.0.1:{port}/ -> {}", page.lines().next().unwrap_or("(nothing)"));
+    println!(
+        "GET http://127.0.0.1:{port}/ -> {}",
+        page.lines().next().unwrap_or("(nothing)")
+    );
 
     let logs = job.logs(&LogQuery {
         tail: Some(5),

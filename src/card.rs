@@ -95,7 +95,11 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
         out += "        (no output)\n";
     }
     for l in lines.iter().skip(lines.len().saturating_sub(CARD_LOG_LINES)) {
-        let l = if color { format!("\x1b[2m{l}\x1b[0m") } else { l.to_string() };
+        let l = if color {
+            format!("\x1b[2m{l}\x1b[0m")
+        } else {
+            l.to_string()
+        };
         out += &format!("        {l}\n");
     }
     out

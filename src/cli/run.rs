@@ -85,7 +85,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub ready_http: Option<String>,
     /// The command and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<String>,
 }
 
@@ -106,10 +111,16 @@ impl RunArgs {
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {
             (Some(t), _) => Some(t.clone()),
-            (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| Error::io("read input file", f, e))?),
+            (None, Some(f)) => {
+                Some(std::fs::read_to_string(f).map_err(|e| Error::io("read input file", f, e))?)
+            }
             _ => None,
         };
-        spec.ports = self.ports.iter().map(|p| p.parse::<PortSpec>()).collect::<Result<_, _>>()?;
+        spec.ports = self
+            .ports
+            .iter()
+            .map(|p| p.parse::<PortSpec>())
+            .collect::<Result<_, _>>()?;
         spec.watch = self.watch.clone();
         spec.limits = Limits {
             cpus: self.cpus,
@@ -236,7 +247,12 @@ fn collect(output: &JobOutput, stream: Stream) -> String {
         ..Default::default()
     });
     match page {
-        Ok(p) => p.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n"),
+        Ok(p) => p
+            .lines
+            .iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
         Err(e) => format!("(output unreadable: {e})"),
     }
 }

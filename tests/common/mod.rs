@@ -61,10 +61,16 @@ pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -
 /// Pids of live (non-zombie) `sleep` processes whose command line contains `token`.
 pub fn processes_with(token: &str) -> Vec<u32> {
     let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for entry in dir.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
         if !cmdline.contains(token) || comm.trim() != "sleep" {
@@ -84,7 +90,9 @@ pub fn my_zombies() -> Vec<u32> {
     let me = std::process::id().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         let mut after = stat.rsplit(')').next().unwrap_or("").split_whitespace();
         let (state, ppid) = (after.next(), after.next());
         if state == Some("Z") && ppid == Some(me.as_str()) {
@@ -96,7 +104,11 @@ pub fn my_zombies() -> Vec<u32> {
 
 /// A unique `sleep` duration to find a test's processes by command line.
 pub fn unique_sleep() -> String {
-    format!("{}.{}", 900 + COUNTER.fetch_add(1, Ordering::SeqCst) % 99, std::process::id())
+    format!(
+        "{}.{}",
+        900 + COUNTER.fetch_add(1, Ordering::SeqCst) % 99,
+        std::process::id()
+    )
 }
 
 /// The `berth` binary with its state confined to `state`.

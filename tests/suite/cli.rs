@@ -40,7 +40,11 @@ fn timeout_kills_the_whole_group_and_exits_124() {
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
     assert_eq!(stdout, "start\n");
     assert!(stderr.contains("timed out"), "{stderr}");
-    assert_eq!(processes_with(&token), Vec::<u32>::new(), "sleep {token} left behind");
+    assert_eq!(
+        processes_with(&token),
+        Vec::<u32>::new(),
+        "sleep {token} left behind"
+    );
     assert_eq!(my_zombies(), Vec::<u32>::new());
 }
 
@@ -64,7 +68,10 @@ fn keep_alive_feeds_input_and_returns_after_the_period() {
 #[test]
 fn last_line_without_newline_is_delivered() {
     let dir = tempfile::tempdir().unwrap();
-    let o = berth(dir.path()).args(["run", "--", "printf", r"a\nb\nc"]).output().unwrap();
+    let o = berth(dir.path())
+        .args(["run", "--", "printf", r"a\nb\nc"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(out(&o).0, "a\nb\nc\n");
 }
@@ -73,7 +80,14 @@ fn last_line_without_newline_is_delivered() {
 fn json_answer_caps_output_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let o = berth(dir.path())
-        .args(["run", "--json", "--", "sh", "-c", "seq 1 20000; echo oops >&2; exit 4"])
+        .args([
+            "run",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 20000; echo oops >&2; exit 4",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(4));
@@ -98,8 +112,16 @@ fn bad_input_gets_one_clear_line_and_the_right_code() {
         (&["run", "--", "no-such-binary-xyz"], 127, "no-such-binary-xyz"),
         (&["run", "-p", "http", "--", "true"], 2, "invalid port `http`"),
         (&["run", "-p", "70000", "--", "true"], 2, "70000"),
-        (&["run", "--memory", "lots", "--", "true"], 2, "invalid size `lots`"),
-        (&["run", "--cwd", "/definitely/not/here", "--", "true"], 2, "/definitely/not/here"),
+        (
+            &["run", "--memory", "lots", "--", "true"],
+            2,
+            "invalid size `lots`",
+        ),
+        (
+            &["run", "--cwd", "/definitely/not/here", "--", "true"],
+            2,
+            "/definitely/not/here",
+        ),
         (&["run", "--runner", "vm", "--", "true"], 2, "invalid runner `vm`"),
     ];
     for (args, code, needle) in cases {
@@ -123,7 +145,13 @@ fn config_says_where_values_come_from() {
         .unwrap();
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
-    let line = |k: &str| stdout.lines().find(|l| l.starts_with(k)).unwrap_or_default().to_string();
+    let line = |k: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_default()
+            .to_string()
+    };
     assert!(line("max_jobs").contains("7"), "{stdout}");
     assert!(line("max_jobs").contains("berth.toml"), "{stdout}");
     assert!(line("grace").contains("env BERTH_GRACE"), "{stdout}");

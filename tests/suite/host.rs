@@ -24,7 +24,11 @@ async fn exit_code_and_signal_are_reported_exactly() {
     assert_eq!(info.exit_code, Some(7));
     assert_eq!(info.ended_by, None);
 
-    let job = t.manager.start(host(JobSpec::shell("kill -SEGV $$"))).await.unwrap();
+    let job = t
+        .manager
+        .start(host(JobSpec::shell("kill -SEGV $$")))
+        .await
+        .unwrap();
     let info = job.wait_end().await.unwrap();
     assert_eq!(info.status, JobStatus::Signaled { signal: 11 });
     assert_eq!(info.exit_code, Some(139));
@@ -52,15 +56,34 @@ async fn stdin_is_never_left_open_and_cwd_env_apply() {
     spec.cwd = Some("sub".into());
     spec.env.insert("GREETING".into(), "hello".into());
     let job = t.manager.start(spec).await.unwrap();
-    let info = tokio::time::timeout(Duration::from_secs(5), job.wait_end()).await.unwrap().unwrap();
+    let info = tokio::time::timeout(Duration::from_secs(5), job.wait_end())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(info.status, JobStatus::Exited { code: 0 });
-    let texts: Vec<String> = job.logs(&Default::default()).unwrap().lines.into_iter().map(|l| l.text).collect();
+    let texts: Vec<String> = job
+        .logs(&Default::default())
+        .unwrap()
+        .lines
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
     let sub = t.workspace().join("sub").canonicalize().unwrap();
     assert_eq!(texts, vec![sub.display().to_string(), "hello".to_string()]);
 
-    let job = t.manager.start(host(JobSpec::argv(["cat"]).with_input("line one\nline two"))).await.unwrap();
+    let job = t
+        .manager
+        .start(host(JobSpec::argv(["cat"]).with_input("line one\nline two")))
+        .await
+        .unwrap();
     job.wait_end().await.unwrap();
-    let texts: Vec<String> = job.logs(&Default::default()).unwrap().lines.into_iter().map(|l| l.text).collect();
+    let texts: Vec<String> = job
+        .logs(&Default::default())
+        .unwrap()
+        .lines
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
     assert_eq!(texts, vec!["line one", "line two"]);
 }
 
@@ -70,10 +93,15 @@ async fn kill_stops_the_group_and_records_who() {
     let token = unique_sleep();
     let job = t
         .manager
-        .start(host(JobSpec::shell(format!("sleep {token} & sleep {token}; echo never")).background()))
+        .start(host(
+            JobSpec::shell(format!("sleep {token} & sleep {token}; echo never")).background(),
+        ))
         .await
         .unwrap();
-    eventually(Duration::from_secs(5), "both sleeps running", || processes_with(&token).len() == 2).await;
+    eventually(Duration::from_secs(5), "both sleeps running", || {
+        processes_with(&token).len() == 2
+    })
+    .await;
     let out = t
         .manager
         .kill(
@@ -109,7 +137,10 @@ async fn kill_stops_the_group_and_records_who() {
     assert_eq!(ended.len(), 1);
     match &ended[0].kind {
         EventKind::Ended {
-            status, ended_by, start_mode, ..
+            status,
+            ended_by,
+            start_mode,
+            ..
         } => {
             assert_eq!(status, "killed");
             assert_eq!(*ended_by, Some(EndedBy::User));
@@ -124,13 +155,24 @@ async fn a_term_ignoring_job_is_killed_after_the_grace() {
     let t = manager_with(|c| c.with_grace_secs(0.5));
     let job = t
         .manager
-        .start(host(JobSpec::shell("trap '' TERM; echo armed; while :; do sleep 0.05; done")).background())
+        .start(
+            host(JobSpec::shell(
+                "trap '' TERM; echo armed; while :; do sleep 0.05; done",
+            ))
+            .background(),
+        )
         .await
         .unwrap();
-    job.wait(&[berth::ReadyCondition::log("armed")], Duration::from_secs(5)).await.unwrap();
+    job.wait(&[berth::ReadyCondition::log("armed")], Duration::from_secs(5))
+        .await
+        .unwrap();
     let started = Instant::now();
     let out = job.kill().await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(out.exit_code, Some(137));
     assert_eq!(out.ended_by, Some(EndedBy::Agent));
 }
@@ -140,22 +182,39 @@ async fn unknown_ids_are_typed_errors() {
     let t = manager();
     let id = JobId::from("job-999");
     assert!(matches!(t.manager.info(&id), Err(Error::UnknownJob(_))));
-    assert!(matches!(t.manager.kill(&id, Default::default()).await, Err(Error::UnknownJob(_))));
-    assert!(matches!(t.manager.logs(&id, &Default::default()), Err(Error::UnknownJob(_))));
+    assert!(matches!(
+        t.manager.kill(&id, Default::default()).await,
+        Err(Error::UnknownJob(_))
+    ));
+    assert!(matches!(
+        t.manager.logs(&id, &Default::default()),
+        Err(Error::UnknownJob(_))
+    ));
     assert!(matches!(
         t.manager.wait(&id, &[], Duration::from_millis(10)).await,
         Err(Error::UnknownJob(_))
     ));
-    assert!(matches!(t.manager.background(&JobId::from("nope"), EndedBy::User), Err(Error::UnknownJob(_))));
+    assert!(matches!(
+        t.manager.background(&JobId::from("nope"), EndedBy::User),
+        Err(Error::UnknownJob(_))
+    ));
 }
 
 #[tokio::test]
 async fn refused_starts_leave_no_record() {
     let t = manager();
-    let err = t.manager.start(host(JobSpec::argv(["no-such-binary-xyz"]))).await.unwrap_err();
+    let err = t
+        .manager
+        .start(host(JobSpec::argv(["no-such-binary-xyz"])))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::CommandNotFound { .. }), "{err}");
     assert_eq!(err.exit_code(), 127);
-    let err = t.manager.start(host(JobSpec::argv(["true"]).with_watch("(x"))).await.unwrap_err();
+    let err = t
+        .manager
+        .start(host(JobSpec::argv(["true"]).with_watch("(x")))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidRegex { .. }), "{err}");
     assert_eq!(t.manager.list(ListFilter::All), vec![]);
 }
@@ -166,10 +225,18 @@ async fn cap_refuses_a_fourth_background_job_naming_the_running_ones() {
     let token = unique_sleep();
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let job = t.manager.start(host(JobSpec::argv(["sleep", &token]).background())).await.unwrap();
+        let job = t
+            .manager
+            .start(host(JobSpec::argv(["sleep", &token]).background()))
+            .await
+            .unwrap();
         ids.push(job.id.clone());
     }
-    let err = t.manager.start(host(JobSpec::argv(["sleep", &token]).background())).await.unwrap_err();
+    let err = t
+        .manager
+        .start(host(JobSpec::argv(["sleep", &token]).background()))
+        .await
+        .unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::CapReached { max: 3, .. }), "{msg}");
     for id in &ids {
@@ -177,7 +244,11 @@ async fn cap_refuses_a_fourth_background_job_naming_the_running_ones() {
     }
     assert!(msg.contains("--queue"), "{msg}");
     // A foreground run is not capped.
-    let fg = t.manager.run_foreground(host(JobSpec::argv(["true"]))).await.unwrap();
+    let fg = t
+        .manager
+        .run_foreground(host(JobSpec::argv(["true"])))
+        .await
+        .unwrap();
     assert!(matches!(fg, Foreground::Finished { .. }));
 
     // With queue: waits as queued, starts when a slot frees.
@@ -205,15 +276,22 @@ async fn a_foreground_budget_promotes_to_background_without_losing_the_job() {
     let started = Instant::now();
     let out = t.manager.run_foreground(spec).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(2));
-    let Foreground::Promoted { info } = out else { panic!("not promoted: {out:?}") };
+    let Foreground::Promoted { info } = out else {
+        panic!("not promoted: {out:?}")
+    };
     assert_eq!(info.status, JobStatus::Running);
     assert_eq!(info.start_mode, StartMode::Promoted(EndedBy::System));
     assert!(info.promotion_reason.unwrap().contains("budget"));
-    let promoted = t
-        .manager
-        .events(0, 100)
-        .into_iter()
-        .any(|e| e.job == info.id && matches!(e.kind, EventKind::Promoted { by: EndedBy::System, .. }));
+    let promoted = t.manager.events(0, 100).into_iter().any(|e| {
+        e.job == info.id
+            && matches!(
+                e.kind,
+                EventKind::Promoted {
+                    by: EndedBy::System,
+                    ..
+                }
+            )
+    });
     assert!(promoted);
     t.manager.shutdown().await;
     assert_eq!(
@@ -237,12 +315,24 @@ async fn background_call_releases_a_blocked_foreground_caller() {
     .await;
     let id = t.manager.list(ListFilter::Running)[0].id.clone();
     t.manager.background(&id, EndedBy::User).unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(2), runner).await.unwrap().unwrap().unwrap();
-    let Foreground::Promoted { info } = out else { panic!("{out:?}") };
+    let out = tokio::time::timeout(Duration::from_secs(2), runner)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Foreground::Promoted { info } = out else {
+        panic!("{out:?}")
+    };
     assert_eq!(info.start_mode, StartMode::Promoted(EndedBy::User));
-    assert_eq!(info.promotion_reason.as_deref(), Some("moved to background by user"));
+    assert_eq!(
+        info.promotion_reason.as_deref(),
+        Some("moved to background by user")
+    );
     // Promoting twice is refused clearly.
-    assert!(matches!(t.manager.background(&id, EndedBy::User), Err(Error::NotForeground { .. })));
+    assert!(matches!(
+        t.manager.background(&id, EndedBy::User),
+        Err(Error::NotForeground { .. })
+    ));
 }
 
 #[tokio::test]
@@ -254,12 +344,22 @@ async fn shutdown_stops_everything_within_grace_plus_one_second() {
         format!("trap '' TERM; sleep {token}"),
         format!("sleep {token} & sleep {token}"),
     ] {
-        t.manager.start(host(JobSpec::shell(cmd).background())).await.unwrap();
+        t.manager
+            .start(host(JobSpec::shell(cmd).background()))
+            .await
+            .unwrap();
     }
-    eventually(Duration::from_secs(5), "4 sleeps", || processes_with(&token).len() == 4).await;
+    eventually(Duration::from_secs(5), "4 sleeps", || {
+        processes_with(&token).len() == 4
+    })
+    .await;
     let started = Instant::now();
     t.manager.shutdown().await;
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(processes_with(&token), Vec::<u32>::new());
     for info in t.manager.list(ListFilter::All) {
         assert_eq!(info.ended_by, Some(EndedBy::System));
@@ -273,10 +373,19 @@ async fn shutdown_stops_everything_within_grace_plus_one_second() {
 async fn dropping_the_manager_kills_its_jobs() {
     let t = manager();
     let token = unique_sleep();
-    t.manager.start(host(JobSpec::argv(["sleep", &token]).background())).await.unwrap();
-    eventually(Duration::from_secs(5), "sleep running", || processes_with(&token).len() == 1).await;
+    t.manager
+        .start(host(JobSpec::argv(["sleep", &token]).background()))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(5), "sleep running", || {
+        processes_with(&token).len() == 1
+    })
+    .await;
     drop(t.manager);
-    eventually(Duration::from_secs(5), "sleep gone", || processes_with(&token).is_empty()).await;
+    eventually(Duration::from_secs(5), "sleep gone", || {
+        processes_with(&token).is_empty()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -300,7 +409,9 @@ async fn watchers_turn_lines_into_events() {
     let t = manager();
     let job = t
         .manager
-        .start(host(JobSpec::shell("echo compiling; echo 'error: boom' >&2; echo done").with_watch("^error")))
+        .start(host(
+            JobSpec::shell("echo compiling; echo 'error: boom' >&2; echo done").with_watch("^error"),
+        ))
         .await
         .unwrap();
     job.wait_end().await.unwrap();
@@ -329,6 +440,12 @@ async fn watchers_turn_lines_into_events() {
         .seq;
     assert_eq!(
         hits,
-        vec![(job.id.clone(), seq, berth::Stream::Stderr, "error: boom".to_string(), "^error".to_string())]
+        vec![(
+            job.id.clone(),
+            seq,
+            berth::Stream::Stderr,
+            "error: boom".to_string(),
+            "^error".to_string()
+        )]
     );
 }

@@ -18,7 +18,10 @@ async fn two_hundred_thousand_lines_read_back_exactly_once() {
         .start(JobSpec::argv(["seq", "1", &N.to_string()]).with_runner(RunnerChoice::Host))
         .await
         .unwrap();
-    let info = tokio::time::timeout(Duration::from_secs(60), job.wait_end()).await.unwrap().unwrap();
+    let info = tokio::time::timeout(Duration::from_secs(60), job.wait_end())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(info.exit_code, Some(0));
     assert_eq!(info.last_seq, N);
     let output = t.manager.logs(&job.id, &LogQuery::default()).unwrap();

@@ -22,12 +22,23 @@ fn late_server(delay: f64) -> JobSpec {
 #[tokio::test]
 async fn log_condition_matches_lines_printed_before_the_wait() {
     let t = manager();
-    let job = t.manager.start(host(JobSpec::shell("echo listening on 42; sleep 30"))).await.unwrap();
-    job.wait(&[ReadyCondition::log("listening")], Duration::from_secs(5)).await.unwrap();
+    let job = t
+        .manager
+        .start(host(JobSpec::shell("echo listening on 42; sleep 30")))
+        .await
+        .unwrap();
+    job.wait(&[ReadyCondition::log("listening")], Duration::from_secs(5))
+        .await
+        .unwrap();
     // Ask again after the line is long printed: still ready, same line.
-    let out = job.wait(&[ReadyCondition::log(r"on \d+")], Duration::from_secs(1)).await.unwrap();
+    let out = job
+        .wait(&[ReadyCondition::log(r"on \d+")], Duration::from_secs(1))
+        .await
+        .unwrap();
     match out {
-        WaitOutcome::Ready { matched_line, .. } => assert_eq!(matched_line.as_deref(), Some("listening on 42")),
+        WaitOutcome::Ready { matched_line, .. } => {
+            assert_eq!(matched_line.as_deref(), Some("listening on 42"))
+        }
         other => panic!("{other:?}"),
     }
     job.kill().await.unwrap();
@@ -38,9 +49,22 @@ async fn port_is_not_ready_before_the_server_binds() {
     let t = manager();
     let job = t.manager.start(late_server(1.5)).await.unwrap();
     let port = job.host_port(8000).unwrap();
-    let out = job.wait(&[ReadyCondition::port(8000)], Duration::from_secs(15)).await.unwrap();
-    let WaitOutcome::Ready { elapsed_ms, host_port, .. } = out else { panic!("{out:?}") };
-    assert!(elapsed_ms >= 1_400, "ready after {elapsed_ms} ms, before the bind");
+    let out = job
+        .wait(&[ReadyCondition::port(8000)], Duration::from_secs(15))
+        .await
+        .unwrap();
+    let WaitOutcome::Ready {
+        elapsed_ms,
+        host_port,
+        ..
+    } = out
+    else {
+        panic!("{out:?}")
+    };
+    assert!(
+        elapsed_ms >= 1_400,
+        "ready after {elapsed_ms} ms, before the bind"
+    );
     assert_eq!(host_port, Some(port));
     // The log line proves the bind happened before readiness was reported.
     let logs = job.logs(&Default::default()).unwrap();
@@ -54,10 +78,15 @@ async fn http_condition_needs_a_real_answer() {
     let t = manager();
     let job = t.manager.start(late_server(0.5)).await.unwrap();
     let out = job
-        .wait(&[ReadyCondition::http("/"), ReadyCondition::log("binding")], Duration::from_secs(15))
+        .wait(
+            &[ReadyCondition::http("/"), ReadyCondition::log("binding")],
+            Duration::from_secs(15),
+        )
         .await
         .unwrap();
-    let WaitOutcome::Ready { url, .. } = out else { panic!("{out:?}") };
+    let WaitOutcome::Ready { url, .. } = out else {
+        panic!("{out:?}")
+    };
     let url = url.unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     // A wrong expected status never becomes ready.
@@ -66,8 +95,13 @@ async fn http_condition_needs_a_real_answer() {
         status: Some(200),
         port: None,
     };
-    let out = job.wait(&[ReadyCondition::Http(bad)], Duration::from_millis(300)).await.unwrap();
-    let WaitOutcome::TimedOut { pending, .. } = out else { panic!("{out:?}") };
+    let out = job
+        .wait(&[ReadyCondition::Http(bad)], Duration::from_millis(300))
+        .await
+        .unwrap();
+    let WaitOutcome::TimedOut { pending, .. } = out else {
+        panic!("{out:?}")
+    };
     assert_eq!(pending, vec!["http /missing"]);
     job.kill().await.unwrap();
 }
@@ -75,12 +109,21 @@ async fn http_condition_needs_a_real_answer() {
 #[tokio::test]
 async fn a_dying_job_ends_the_wait_early_with_its_code() {
     let t = manager();
-    let job = t.manager.start(host(JobSpec::shell("echo crashing; exit 3"))).await.unwrap();
+    let job = t
+        .manager
+        .start(host(JobSpec::shell("echo crashing; exit 3")))
+        .await
+        .unwrap();
     let started = std::time::Instant::now();
-    let out = job.wait(&[ReadyCondition::port(1)], Duration::from_secs(30)).await.unwrap();
+    let out = job
+        .wait(&[ReadyCondition::port(1)], Duration::from_secs(30))
+        .await
+        .unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
     match out {
-        WaitOutcome::Exited { exit_code, status, .. } => {
+        WaitOutcome::Exited {
+            exit_code, status, ..
+        } => {
             assert_eq!(exit_code, Some(3));
             assert_eq!(status, "failed");
         }
@@ -91,15 +134,27 @@ async fn a_dying_job_ends_the_wait_early_with_its_code() {
 #[tokio::test]
 async fn the_timeout_names_what_is_still_pending() {
     let t = manager();
-    let job = t.manager.start(host(JobSpec::argv(["sleep", "30"]))).await.unwrap();
+    let job = t
+        .manager
+        .start(host(JobSpec::argv(["sleep", "30"])))
+        .await
+        .unwrap();
     let started = std::time::Instant::now();
     let out = job
-        .wait(&[ReadyCondition::log("never"), ReadyCondition::port(9)], Duration::from_millis(400))
+        .wait(
+            &[ReadyCondition::log("never"), ReadyCondition::port(9)],
+            Duration::from_millis(400),
+        )
         .await
         .unwrap();
     let elapsed = started.elapsed();
-    assert!(elapsed >= Duration::from_millis(400) && elapsed < Duration::from_secs(2), "{elapsed:?}");
-    let WaitOutcome::TimedOut { pending, .. } = out else { panic!("{out:?}") };
+    assert!(
+        elapsed >= Duration::from_millis(400) && elapsed < Duration::from_secs(2),
+        "{elapsed:?}"
+    );
+    let WaitOutcome::TimedOut { pending, .. } = out else {
+        panic!("{out:?}")
+    };
     assert_eq!(pending, vec!["log /never/", "port 9"]);
     job.kill().await.unwrap();
 }
@@ -107,10 +162,20 @@ async fn the_timeout_names_what_is_still_pending() {
 #[tokio::test]
 async fn bad_conditions_are_refused() {
     let t = manager();
-    let job = t.manager.start(host(JobSpec::argv(["sleep", "30"]))).await.unwrap();
-    let err = job.wait(&[ReadyCondition::log("(")], Duration::from_secs(1)).await.unwrap_err();
+    let job = t
+        .manager
+        .start(host(JobSpec::argv(["sleep", "30"])))
+        .await
+        .unwrap();
+    let err = job
+        .wait(&[ReadyCondition::log("(")], Duration::from_secs(1))
+        .await
+        .unwrap_err();
     assert!(matches!(err, berth::Error::InvalidRegex { .. }));
-    let err = job.wait(&[ReadyCondition::http("/")], Duration::from_secs(1)).await.unwrap_err();
+    let err = job
+        .wait(&[ReadyCondition::http("/")], Duration::from_secs(1))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("needs a port"), "{err}");
     job.kill().await.unwrap();
 }
@@ -119,6 +184,8 @@ async fn bad_conditions_are_refused() {
 async fn wait_for_port_works_for_ports_no_job_owns() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let out = berth::ready::wait_for_port("127.0.0.1", port, Duration::from_secs(1)).await.unwrap();
+    let out = berth::ready::wait_for_port("127.0.0.1", port, Duration::from_secs(1))
+        .await
+        .unwrap();
     assert!(out.is_ready());
 }
