@@ -152,10 +152,11 @@ fn default_state_dir() -> PathBuf {
 impl Config {
     /// A config for tests and embedding: defaults, state under `state_dir`, no files read.
     pub fn isolated(state_dir: impl Into<PathBuf>, instance: &str) -> Self {
-        let mut c = Config::default();
-        c.state_dir = state_dir.into();
-        c.instance = instance.into();
-        c
+        Config {
+            state_dir: state_dir.into(),
+            instance: instance.into(),
+            ..Config::default()
+        }
     }
 
     pub fn with_max_jobs(mut self, n: usize) -> Self {

@@ -364,29 +364,17 @@ impl JobSpec {
             }
             _ => {}
         }
-        if let Some(t) = self.timeout {
-            if !(t.is_finite() && t > 0.0) {
+        for (what, value) in [
+            ("timeout", self.timeout),
+            ("keep_alive", self.keep_alive),
+            ("cpus", self.limits.cpus),
+        ] {
+            if let Some(v) = value
+                && !(v.is_finite() && v > 0.0)
+            {
                 return Err(Error::InvalidValue {
-                    what: "timeout",
-                    input: t.to_string(),
-                    message: "must be a positive number of seconds".into(),
-                });
-            }
-        }
-        if let Some(k) = self.keep_alive {
-            if !(k.is_finite() && k > 0.0) {
-                return Err(Error::InvalidValue {
-                    what: "keep_alive",
-                    input: k.to_string(),
-                    message: "must be a positive number of seconds".into(),
-                });
-            }
-        }
-        if let Some(c) = self.limits.cpus {
-            if !(c.is_finite() && c > 0.0) {
-                return Err(Error::InvalidValue {
-                    what: "cpus",
-                    input: c.to_string(),
+                    what,
+                    input: v.to_string(),
                     message: "must be a positive number".into(),
                 });
             }

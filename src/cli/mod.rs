@@ -40,7 +40,7 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command: streams its output and exits with its exit code.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -93,7 +93,7 @@ fn init_tracing() {
 
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
-        Command::Run(args) => run::run(&cli.global, args).await,
+        Command::Run(args) => run::run(&cli.global, *args).await,
         Command::Config { json } => show_config(&cli.global, json),
     };
     match result {

@@ -143,10 +143,8 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec) -> Result<JobId> {
                 let mut reg = inner.registry.lock().unwrap();
                 number(&id).and_then(|n| reg.jobs.remove(&n))
             };
-            if let Some(entry) = removed {
-                if let Some(dir) = entry.info.logs.stdout.parent() {
-                    let _ = std::fs::remove_dir_all(dir);
-                }
+            if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
             }
             Err(e)
         }
