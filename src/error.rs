@@ -57,6 +57,18 @@ pub enum Error {
     #[error("job {job} is not running in the foreground (it is {state}); nothing to move to background")]
     NotForeground { job: JobId, state: String },
 
+    #[error("job {job} is still {state}; only a finished job can be resumed (stop it first with `berth kill {job}`)")]
+    NotFinished { job: JobId, state: String },
+
+    #[error("no berth manager is running for instance `{instance}` (socket {}): start one with `berth up`", socket.display())]
+    NoDaemon { instance: String, socket: PathBuf },
+
+    #[error("a berth daemon for instance `{instance}` is already running (pid {pid}); stop it with `berth down` or use another `--instance`")]
+    DaemonRunning { instance: String, pid: String },
+
+    #[error("{message}")]
+    Remote { code: String, message: String },
+
     #[error("could not {action} `{}`: {source}", path.display())]
     Io {
         action: &'static str,
@@ -91,7 +103,7 @@ pub enum Error {
 
 impl Error {
     /// A short machine-readable code for API and MCP answers.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             Error::UnknownJob(_) => "unknown_job",
             Error::InvalidRegex { .. } => "invalid_regex",
@@ -104,6 +116,10 @@ impl Error {
             Error::Spawn { .. } => "spawn_failed",
             Error::CapReached { .. } => "cap_reached",
             Error::NotForeground { .. } => "not_foreground",
+            Error::NotFinished { .. } => "not_finished",
+            Error::NoDaemon { .. } => "no_daemon",
+            Error::DaemonRunning { .. } => "daemon_running",
+            Error::Remote { code, .. } => code,
             Error::Io { .. } => "io",
             Error::Config { .. } => "config",
             Error::EngineUnavailable { .. } => "engine_unavailable",
@@ -117,6 +133,13 @@ impl Error {
     /// 127 command not found, 126 cannot execute, 2 usage error, 1 otherwise).
     pub fn exit_code(&self) -> i32 {
         match self {
+            Error::Remote { code, .. } => match code.as_str() {
+                "command_not_found" => 127,
+                "blocked" => 126,
+                "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec"
+                | "bad_cwd" | "bad_request" => 2,
+                _ => 1,
+            },
             Error::CommandNotFound { .. } => 127,
             Error::Spawn { .. } => 126,
             Error::InvalidRegex { .. }
@@ -143,6 +166,7 @@ impl Error {
                 | Error::CommandNotFound { .. }
                 | Error::BadCwd { .. }
                 | Error::NotForeground { .. }
+                | Error::NotFinished { .. }
         )
     }
 

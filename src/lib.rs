@@ -31,9 +31,11 @@
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
 
+pub mod api;
 pub mod card;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod events;
 pub mod job;

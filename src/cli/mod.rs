@@ -2,6 +2,9 @@
 //! verb lives in its own file; this one turns global flags into a [`Config`],
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
+mod daemon;
+mod jobs;
+mod remote;
 mod run;
 
 use std::path::PathBuf;
@@ -41,6 +44,28 @@ pub struct Global {
 pub enum Command {
     /// Run a command: streams its output and exits with its exit code.
     Run(Box<run::RunArgs>),
+    /// Run the manager in the foreground, serving the instance socket.
+    Daemon,
+    /// Start the daemon in the background; returns once it answers.
+    Up,
+    /// Stop the daemon: every job is stopped, then it exits.
+    Down,
+    /// List jobs (running by default).
+    Ps(jobs::PsArgs),
+    /// Show a job's card.
+    Status(jobs::IdArgs),
+    /// Read a job's output by tail or by seq; --follow to stream.
+    Logs(jobs::LogsArgs),
+    /// Wait until a job is ready (port, log line, HTTP) or ends.
+    Wait(jobs::WaitArgs),
+    /// Stop a job (TERM, grace, KILL).
+    Kill(jobs::KillArgs),
+    /// Run a finished job's command again as a new background job.
+    Resume(jobs::IdArgs),
+    /// Move a foreground job to background now.
+    Bg(jobs::IdArgs),
+    /// Print events (starts, readiness, watch hits, promotions, ends).
+    Events(jobs::EventsArgs),
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -95,6 +120,17 @@ async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
         Command::Config { json } => show_config(&cli.global, json),
+        Command::Daemon => daemon::daemon(&cli.global).await,
+        Command::Up => daemon::up(&cli.global).await,
+        Command::Down => daemon::down(&cli.global).await,
+        Command::Ps(a) => jobs::ps(&cli.global, a).await,
+        Command::Status(a) => jobs::status(&cli.global, a).await,
+        Command::Logs(a) => jobs::logs(&cli.global, a).await,
+        Command::Wait(a) => jobs::wait(&cli.global, a).await,
+        Command::Kill(a) => jobs::kill(&cli.global, a).await,
+        Command::Resume(a) => jobs::resume(&cli.global, a).await,
+        Command::Bg(a) => jobs::background(&cli.global, a).await,
+        Command::Events(a) => jobs::events(&cli.global, a).await,
     };
     match result {
         Ok(code) => code,

@@ -14,6 +14,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::Global;
+use crate::api::client::Client;
 use crate::card::cap_head_tail;
 use crate::config::Config;
 use crate::error::Error;
@@ -27,6 +28,15 @@ pub const JSON_OUTPUT_CAP: usize = 16 * 1024;
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    /// Start in the background through the daemon and return at once.
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// When the background cap is reached, wait in line instead of failing.
+    #[arg(long)]
+    pub queue: bool,
+    /// Run in this process even when a daemon is running.
+    #[arg(long)]
+    pub no_daemon: bool,
     /// Foreground budget in seconds; without a daemon the job is killed when it runs out (exit 124).
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
@@ -139,6 +149,7 @@ impl RunArgs {
         spec.env = env;
         spec.cwd = self.cwd.clone();
         spec.label = self.label.clone();
+        spec.queue = self.queue;
         if let Some(p) = self.ready_port {
             spec.ready.push(ReadyCondition::port(p));
         }
@@ -156,6 +167,20 @@ impl RunArgs {
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     let config = global.config()?;
     let mut spec = args.spec(&config)?;
+    if !args.no_daemon {
+        let client = Client::new(&config);
+        match client.health().await {
+            Ok(_) => return super::remote::run(&client, &args, spec, &config).await,
+            Err(_) if args.detach => {
+                return Err(Error::NoDaemon {
+                    instance: config.instance.clone(),
+                    socket: client.socket().to_path_buf(),
+                }
+                .into());
+            }
+            Err(_) => {}
+        }
+    }
     // No manager to promote to: a budget that runs out kills.
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
@@ -195,7 +220,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
 }
 
 /// The CLI's exit code for a finished job.
-fn exit_code(info: &JobInfo) -> i32 {
+pub(super) fn exit_code(info: &JobInfo) -> i32 {
     match &info.status {
         JobStatus::Killed { reason, .. } if reason.starts_with("keep_alive") => 0,
         JobStatus::Killed { reason, .. } if reason.starts_with("interrupted") => 130,

@@ -267,22 +267,68 @@ impl Manager {
     pub async fn run_foreground(&self, mut spec: JobSpec) -> Result<Foreground> {
         spec.background = false;
         let handle = self.start(spec).await?;
-        let (mut status_rx, mut mode_rx) = self.watchers(&handle.id)?;
+        self.await_foreground(&handle.id).await
+    }
+
+    /// Wait until a job ends or leaves the foreground, whichever comes first.
+    pub async fn await_foreground(&self, id: &JobId) -> Result<Foreground> {
+        let (mut status_rx, mut mode_rx) = self.watchers(id)?;
         loop {
             if status_rx.borrow_and_update().is_terminal() {
                 return Ok(Foreground::Finished {
-                    info: Box::new(self.info(&handle.id)?),
+                    info: Box::new(self.info(id)?),
                 });
             }
             if *mode_rx.borrow_and_update() != StartMode::Foreground {
                 return Ok(Foreground::Promoted {
-                    info: Box::new(self.info(&handle.id)?),
+                    info: Box::new(self.info(id)?),
                 });
             }
             tokio::select! {
                 _ = status_rx.changed() => {}
                 _ = mode_rx.changed() => {}
             }
+        }
+    }
+
+    /// Run a finished job's spec again, as a new background job.
+    pub async fn resume(&self, id: &JobId) -> Result<JobHandle> {
+        let info = self.info(id)?;
+        if info.status.is_active() {
+            return Err(Error::NotFinished {
+                job: id.clone(),
+                state: info.status.name().into(),
+            });
+        }
+        let mut spec = info.spec;
+        spec.background = true;
+        self.start(spec).await
+    }
+
+    /// `info` with live resource usage for running jobs.
+    pub async fn info_with_usage(&self, id: &JobId) -> Result<JobInfo> {
+        let mut info = self.info(id)?;
+        info.usage = self.usage(&info).await;
+        Ok(info)
+    }
+
+    /// `list` with live resource usage for running jobs.
+    pub async fn list_with_usage(&self, filter: ListFilter) -> Vec<JobInfo> {
+        let mut infos = self.list(filter);
+        for info in infos.iter_mut().filter(|i| i.status.is_active()) {
+            info.usage = self.usage(info).await;
+        }
+        infos
+    }
+
+    async fn usage(&self, info: &JobInfo) -> Option<crate::job::Usage> {
+        if !info.status.is_active() {
+            return None;
+        }
+        match (&info.container_id, info.pid) {
+            (Some(c), _) => self.inner.runners.usage(c).await,
+            (None, Some(pid)) => crate::runner::host::usage(pid as i32),
+            _ => None,
         }
     }
 

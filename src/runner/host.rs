@@ -229,3 +229,44 @@ async fn pump(mut reader: impl AsyncRead + Unpin, mut writer: crate::output::Str
     }
     writer.finish();
 }
+
+/// Memory (RSS) of every process in the group `pgid`, and CPU % since each
+/// process started, read from /proc.
+pub fn usage(pgid: i32) -> Option<crate::job::Usage> {
+    let page = 4096u64;
+    let ticks = 100f64; // USER_HZ on Linux
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let (mut rss, mut cpu) = (0u64, 0f64);
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the `(comm)`, which may itself contain spaces.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // f[0] = state (field 3), so field N is f[N - 3].
+        if f.len() < 22 || f[2].parse::<i32>().ok() != Some(pgid) {
+            continue;
+        }
+        found = true;
+        let utime: f64 = f[11].parse().unwrap_or(0.0);
+        let stime: f64 = f[12].parse().unwrap_or(0.0);
+        let start: f64 = f[19].parse::<f64>().unwrap_or(0.0) / ticks;
+        let rss_pages: u64 = f[21].parse().unwrap_or(0);
+        rss += rss_pages * page;
+        let alive = (uptime - start).max(0.01);
+        cpu += (utime + stime) / ticks / alive * 100.0;
+    }
+    found.then_some(crate::job::Usage {
+        cpu_percent: (cpu * 10.0).round() / 10.0,
+        memory_bytes: rss,
+    })
+}

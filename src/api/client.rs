@@ -1,0 +1,251 @@
+//! The API client: what CLI verbs and the TUI use to talk to a running
+//! manager over its Unix socket (hyper, one connection per request; SSE
+//! streams are read frame by frame). Errors from the server come back as
+//! [`Error::Remote`] carrying the server's code and message unchanged.
+
+use std::path::PathBuf;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::UnixStream;
+
+use super::{
+    BackgroundRequest, ErrorBody, EventsPage, Health, JobView, WaitForPortRequest, WaitRequest, socket_path,
+};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::job::{EndedBy, JobId, JobInfo, JobSpec};
+use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter};
+use crate::output::{LogPage, LogQuery};
+use crate::ready::WaitOutcome;
+
+/// A client of one instance's manager.
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+    instance: String,
+}
+
+impl Client {
+    /// A client for `config`'s instance (nothing is contacted yet).
+    pub fn new(config: &Config) -> Self {
+        Client {
+            socket: socket_path(config),
+            instance: config.instance.clone(),
+        }
+    }
+
+    /// A client whose manager answered a health check.
+    pub async fn connect(config: &Config) -> Result<Self> {
+        let client = Client::new(config);
+        client.health().await?;
+        Ok(client)
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
+    fn no_daemon(&self) -> Error {
+        Error::NoDaemon {
+            instance: self.instance.clone(),
+            socket: self.socket.clone(),
+        }
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<hyper::Response<Incoming>> {
+        let stream = UnixStream::connect(&self.socket).await.map_err(|_| self.no_daemon())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|_| self.no_daemon())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = Request::builder().method(method).uri(path).header("host", "berth");
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .expect("request parts are valid");
+        sender.send_request(req).await.map_err(|e| Error::Remote {
+            code: "connection".into(),
+            message: format!("the manager dropped the request ({e}); is it shutting down?"),
+        })
+    }
+
+    async fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&impl Serialize>) -> Result<T> {
+        let body = body.map(|b| serde_json::to_vec(b).expect("request bodies serialize"));
+        let res = self.send(method, path, body).await?;
+        let status = res.status();
+        let bytes = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| Error::Remote {
+                code: "connection".into(),
+                message: format!("reading the answer failed: {e}"),
+            })?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(e) => Error::Remote {
+                    code: e.error.code,
+                    message: e.error.message,
+                },
+                Err(_) => Error::Remote {
+                    code: "http".into(),
+                    message: format!("{status}: {}", String::from_utf8_lossy(&bytes)),
+                },
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Error::Remote {
+            code: "bad_answer".into(),
+            message: format!("unexpected answer from the manager: {e}"),
+        })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.call(Method::GET, path, None::<&()>).await
+    }
+
+    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn health(&self) -> Result<Health> {
+        self.get("/v1/health").await
+    }
+
+    pub async fn create(&self, spec: &JobSpec) -> Result<JobView> {
+        self.post("/v1/jobs", spec).await
+    }
+
+    pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
+        let f = serde_json::to_value(filter).expect("filter serializes");
+        self.get(&format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running"))).await
+    }
+
+    pub async fn info(&self, id: &JobId) -> Result<JobView> {
+        self.get(&format!("/v1/jobs/{id}")).await
+    }
+
+    pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
+        self.get(&format!("/v1/jobs/{id}/logs{}", log_query(q))).await
+    }
+
+    pub async fn wait(&self, id: &JobId, req: &WaitRequest) -> Result<WaitOutcome> {
+        self.post(&format!("/v1/jobs/{id}/wait"), req).await
+    }
+
+    pub async fn foreground(&self, id: &JobId) -> Result<Foreground> {
+        self.get(&format!("/v1/jobs/{id}/foreground")).await
+    }
+
+    pub async fn kill(&self, id: &JobId, req: &KillRequest) -> Result<KillOutcome> {
+        self.post(&format!("/v1/jobs/{id}/kill"), req).await
+    }
+
+    pub async fn resume(&self, id: &JobId) -> Result<JobView> {
+        self.post(&format!("/v1/jobs/{id}/resume"), &serde_json::json!({})).await
+    }
+
+    pub async fn background(&self, id: &JobId, by: EndedBy) -> Result<JobInfo> {
+        self.post(&format!("/v1/jobs/{id}/background"), &BackgroundRequest { by: Some(by) })
+            .await
+    }
+
+    pub async fn events(&self, since: u64, limit: usize) -> Result<EventsPage> {
+        self.get(&format!("/v1/events?since={since}&limit={limit}")).await
+    }
+
+    pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<WaitOutcome> {
+        self.post("/v1/wait_for_port", req).await
+    }
+
+    pub async fn shutdown(&self) -> Result<serde_json::Value> {
+        self.post("/v1/shutdown", &serde_json::json!({})).await
+    }
+
+    /// Follow an SSE route (`/v1/jobs/{id}/logs/follow?…`, `/v1/events/follow?…`).
+    pub async fn follow(&self, path: &str) -> Result<SseReader> {
+        let res = self.send(Method::GET, path, None).await?;
+        if res.status() != StatusCode::OK {
+            let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(e) => Error::Remote {
+                    code: e.error.code,
+                    message: e.error.message,
+                },
+                Err(_) => Error::Remote {
+                    code: "http".into(),
+                    message: String::from_utf8_lossy(&bytes).into_owned(),
+                },
+            });
+        }
+        Ok(SseReader {
+            body: res.into_body(),
+            buf: String::new(),
+        })
+    }
+}
+
+/// `?tail=…&since=…` for a log query.
+pub fn log_query(q: &LogQuery) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = q.tail {
+        parts.push(format!("tail={t}"));
+    }
+    if let Some(s) = q.since {
+        parts.push(format!("since={s}"));
+    }
+    if let Some(l) = q.limit {
+        parts.push(format!("limit={l}"));
+    }
+    if let Some(s) = q.stream {
+        parts.push(format!("stream={}", serde_json::to_value(s).unwrap().as_str().unwrap_or("stdout")));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+/// Reads `event:`/`data:` records from an SSE body.
+pub struct SseReader {
+    body: Incoming,
+    buf: String,
+}
+
+impl SseReader {
+    /// The next `(event, data)`; `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<(String, String)> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let record: String = self.buf.drain(..end + 2).collect();
+                let mut event = String::from("message");
+                let mut data = Vec::new();
+                for line in record.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push(v.strip_prefix(' ').unwrap_or(v).to_string());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // keep-alive comment
+                }
+                return Some((event, data.join("\n")));
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(bytes) = frame.into_data() {
+                self.buf.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The socket API: HTTP/JSON over a Unix socket, the one protocol between the
+//! manager (daemon or `berth mcp`) and its clients (CLI verbs, TUI). This
+//! module holds what both sides share: the socket's location, the request and
+//! answer shapes, and how errors travel (`{"error": {"code", "message"}}`).
+//! The routes are listed in `API.md`.
+
+pub mod client;
+pub mod server;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::events::Event;
+use crate::job::{EndedBy, JobInfo};
+use crate::ready::ReadyCondition;
+
+/// Where the instance's socket lives: `$BERTH_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/berth/<instance>.sock`, else `<state_dir>/run/<instance>.sock`.
+pub fn socket_path(config: &Config) -> PathBuf {
+    if let Some(p) = std::env::var_os("BERTH_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("berth"),
+        None => config.state_dir.join("run"),
+    };
+    dir.join(format!("{}.sock", config.instance))
+}
+
+/// A job record plus its recent output, as `GET /v1/jobs/{id}` answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobView {
+    #[serde(flatten)]
+    pub info: JobInfo,
+    pub snippet: String,
+}
+
+/// Body of `POST /v1/jobs/{id}/wait`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    #[serde(default)]
+    pub conditions: Vec<ReadyCondition>,
+    /// Seconds (default 60).
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// Body of `POST /v1/jobs/{id}/background`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackgroundRequest {
+    /// Who moves it (default `user`: a person pressed Ctrl+R or ran `berth bg`).
+    #[serde(default)]
+    pub by: Option<EndedBy>,
+}
+
+/// Body of `POST /v1/wait_for_port`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForPortRequest {
+    #[serde(default = "localhost")]
+    pub host: String,
+    pub port: u16,
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+fn localhost() -> String {
+    "127.0.0.1".into()
+}
+
+/// Answer of `GET /v1/events`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventsPage {
+    pub events: Vec<Event>,
+    /// Seq to ask for next.
+    pub next_seq: u64,
+}
+
+/// Answer of `GET /v1/health`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub pid: u32,
+    pub instance: String,
+    pub version: String,
+}
+
+/// The error shape on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+/// Default wait timeout over the API, in seconds.
+pub const DEFAULT_WAIT_SECS: f64 = 60.0;
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;

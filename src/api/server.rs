@@ -1,0 +1,381 @@
+//! The API server: axum routes over a [`Manager`], served on a Unix socket.
+//!
+//! Every handler turns library errors into `{"error": {"code", "message"}}`
+//! with a fitting HTTP status in one place ([`ApiError`]); malformed bodies,
+//! unknown fields and bad query strings are caught by the extractors and
+//! answered the same way, so no request can take the daemon down.
+//! `serve` takes its shutdown as a future (mini-redis style); a
+//! `POST /v1/shutdown` fires the `shutdown_requested` notifier instead.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::{Stream, StreamExt, stream};
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+use super::{
+    BackgroundRequest, DEFAULT_WAIT_SECS, ErrorBody, ErrorDetail, EventsPage, Health, JobView, MAX_BODY_BYTES,
+    WaitForPortRequest, WaitRequest,
+};
+use crate::error::Error;
+use crate::job::{EndedBy, JobId, JobSpec};
+use crate::manager::{KillRequest, ListFilter, Manager};
+use crate::output::{LogQuery, Stream as OutStream};
+
+/// Shared state of the routes.
+#[derive(Clone)]
+pub struct AppState {
+    pub manager: Manager,
+    /// Fired by `POST /v1/shutdown`.
+    pub shutdown_requested: Arc<Notify>,
+}
+
+/// An error on its way to the client.
+pub struct ApiError {
+    status: StatusCode,
+    code: String,
+    message: String,
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let status = match &e {
+            Error::UnknownJob(_) => StatusCode::NOT_FOUND,
+            Error::CapReached { .. } | Error::NotForeground { .. } | Error::NotFinished { .. } => {
+                StatusCode::CONFLICT
+            }
+            Error::ShuttingDown | Error::EngineUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::ImageMissing { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::Docker { .. } => StatusCode::BAD_GATEWAY,
+            e if e.is_bad_input() => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError {
+            status,
+            code: e.code().into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = match &r {
+            JsonRejection::BytesRejection(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError {
+            status,
+            code: "bad_request".into(),
+            message: format!("malformed request body: {}", r.body_text()),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request".into(),
+            message: format!("malformed query string: {}", r.body_text()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// The routes (see `API.md`).
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/jobs", post(create).get(list))
+        .route("/v1/jobs/{id}", get(info))
+        .route("/v1/jobs/{id}/logs", get(logs))
+        .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
+        .route("/v1/jobs/{id}/wait", post(wait))
+        .route("/v1/jobs/{id}/foreground", get(foreground))
+        .route("/v1/jobs/{id}/kill", post(kill))
+        .route("/v1/jobs/{id}/resume", post(resume))
+        .route("/v1/jobs/{id}/background", post(background))
+        .route("/v1/events", get(events))
+        .route("/v1/events/follow", get(follow_events))
+        .route("/v1/wait_for_port", post(wait_for_port))
+        .route("/v1/shutdown", post(shutdown))
+        .fallback(|| async {
+            ApiError {
+                status: StatusCode::NOT_FOUND,
+                code: "not_found".into(),
+                message: "no such route: see API.md for the routes".into(),
+            }
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serve `router(state)` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::UnixListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+async fn health(State(s): State<AppState>) -> Json<Health> {
+    Json(Health {
+        ok: true,
+        pid: std::process::id(),
+        instance: s.manager.config().instance.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    b.map(|Json(t)| t).map_err(ApiError::from)
+}
+
+fn view(m: &Manager, id: &JobId) -> Result<JobView, ApiError> {
+    Ok(JobView {
+        info: m.info(id)?,
+        snippet: m.snippet(id)?,
+    })
+}
+
+async fn create(State(s): State<AppState>, spec: Result<Json<JobSpec>, JsonRejection>) -> ApiResult<JobView> {
+    let mut spec = body(spec)?;
+    // Through a manager a foreground run has a budget and is promoted, never lost.
+    if !spec.background && spec.timeout.is_none() {
+        spec.timeout = Some(s.manager.config().timeout_secs);
+    }
+    let job = s.manager.start(spec).await?;
+    Ok(Json(view(&s.manager, &job.id)?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    filter: Option<ListFilter>,
+}
+
+async fn list(State(s): State<AppState>, q: Result<Query<ListQuery>, QueryRejection>) -> ApiResult<Vec<crate::job::JobInfo>> {
+    let Query(q) = q?;
+    Ok(Json(s.manager.list_with_usage(q.filter.unwrap_or_default()).await))
+}
+
+async fn info(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<JobView> {
+    let id = JobId::from(id.as_str());
+    let mut v = view(&s.manager, &id)?;
+    v.info = s.manager.info_with_usage(&id).await?;
+    Ok(Json(v))
+}
+
+async fn logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<LogQuery>, QueryRejection>,
+) -> ApiResult<crate::output::LogPage> {
+    let Query(q) = q?;
+    Ok(Json(s.manager.logs(&JobId::from(id.as_str()), &q)?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FollowQuery {
+    #[serde(default)]
+    since: Option<u64>,
+    #[serde(default)]
+    stream: Option<OutStream>,
+}
+
+/// SSE: `line` events (one [`crate::output::Line`] each), then one `end` event
+/// once the job has ended and every line was sent.
+async fn follow_logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<FollowQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let Query(q) = q?;
+    let id = JobId::from(id.as_str());
+    let output = s.manager.output(&id)?;
+    let rx = output.subscribe();
+    let manager = s.manager.clone();
+    let start = (output, rx, q.since.unwrap_or(1), false);
+    let events = stream::unfold(start, move |(output, mut rx, since, done)| {
+        let manager = manager.clone();
+        let id = id.clone();
+        async move {
+            if done {
+                return None;
+            }
+            loop {
+                let progress = *rx.borrow_and_update();
+                let page = output
+                    .read(&LogQuery {
+                        since: Some(since),
+                        limit: Some(1000),
+                        stream: q.stream,
+                        ..Default::default()
+                    })
+                    .ok()?;
+                if !page.lines.is_empty() {
+                    let batch: Vec<_> = page
+                        .lines
+                        .iter()
+                        .map(|l| Ok(SseEvent::default().event("line").json_data(l).expect("lines serialize")))
+                        .collect();
+                    return Some((batch, (output, rx, page.next_seq, false)));
+                }
+                let since = page.next_seq;
+                if progress.closed && since > progress.last_seq {
+                    let info = manager.info(&id).ok();
+                    let end = SseEvent::default().event("end").json_data(&info).expect("info serializes");
+                    return Some((vec![Ok(end)], (output, rx, since, true)));
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        }
+    })
+    .flat_map(stream::iter);
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+async fn wait(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    req: Result<Json<WaitRequest>, JsonRejection>,
+) -> ApiResult<crate::ready::WaitOutcome> {
+    let req = body(req)?;
+    let timeout = secs("timeout", req.timeout.unwrap_or(DEFAULT_WAIT_SECS))?;
+    Ok(Json(s.manager.wait(&JobId::from(id.as_str()), &req.conditions, timeout).await?))
+}
+
+fn secs(what: &'static str, v: f64) -> Result<Duration, ApiError> {
+    if v.is_finite() && v >= 0.0 && v < 1e9 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(Error::InvalidValue {
+            what,
+            input: v.to_string(),
+            message: "must be a number of seconds".into(),
+        }
+        .into())
+    }
+}
+
+/// Long poll: answers when the job ends or leaves the foreground.
+async fn foreground(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<crate::manager::Foreground> {
+    Ok(Json(s.manager.await_foreground(&JobId::from(id.as_str())).await?))
+}
+
+async fn kill(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    req: Result<Json<KillRequest>, JsonRejection>,
+) -> ApiResult<crate::manager::KillOutcome> {
+    let req = body(req)?;
+    Ok(Json(s.manager.kill(&JobId::from(id.as_str()), req).await?))
+}
+
+async fn resume(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<JobView> {
+    let job = s.manager.resume(&JobId::from(id.as_str())).await?;
+    Ok(Json(view(&s.manager, &job.id)?))
+}
+
+async fn background(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    req: Result<Json<BackgroundRequest>, JsonRejection>,
+) -> ApiResult<crate::job::JobInfo> {
+    let req = body(req)?;
+    let by = req.by.unwrap_or(EndedBy::User);
+    Ok(Json(s.manager.background(&JobId::from(id.as_str()), by)?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    since: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn events(State(s): State<AppState>, q: Result<Query<EventsQuery>, QueryRejection>) -> ApiResult<EventsPage> {
+    let Query(q) = q?;
+    let since = q.since.unwrap_or(1);
+    let events = s.manager.events(since, q.limit.unwrap_or(1000));
+    let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.max(1));
+    Ok(Json(EventsPage { events, next_seq }))
+}
+
+/// SSE: every event with seq ≥ `since`, then new ones as they happen.
+async fn follow_events(
+    State(s): State<AppState>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let Query(q) = q?;
+    // Subscribe before reading the backlog so nothing falls in between.
+    let rx = s.manager.events_log().subscribe();
+    let log = s.manager.events_log().clone();
+    let start = (rx, q.since.unwrap_or(1));
+    let events = stream::unfold(start, move |(mut rx, next)| {
+        let log = log.clone();
+        async move {
+            loop {
+                let backlog = log.since(next, 1000);
+                if let Some(last) = backlog.last() {
+                    let next = last.seq + 1;
+                    let batch: Vec<_> = backlog
+                        .iter()
+                        .map(|e| Ok(SseEvent::default().event("event").json_data(e).expect("events serialize")))
+                        .collect();
+                    return Some((batch, (rx, next)));
+                }
+                match rx.recv().await {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return None,
+                }
+            }
+        }
+    })
+    .flat_map(stream::iter);
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+async fn wait_for_port(
+    req: Result<Json<WaitForPortRequest>, JsonRejection>,
+) -> ApiResult<crate::ready::WaitOutcome> {
+    let req = body(req)?;
+    let timeout = secs("timeout", req.timeout.unwrap_or(DEFAULT_WAIT_SECS))?;
+    Ok(Json(crate::ready::wait_for_port(&req.host, req.port, timeout).await?))
+}
+
+async fn shutdown(State(s): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
+    s.shutdown_requested.notify_one();
+    (StatusCode::ACCEPTED, Json(serde_json::json!({"shutting_down": true})))
+}

@@ -1,0 +1,93 @@
+//! `berth daemon` (the manager in the foreground), `berth up` (start it
+//! detached and return once its socket answers) and `berth down` (tear it
+//! down and wait until it is gone).
+
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::Global;
+use crate::api::client::Client;
+use crate::api::socket_path;
+use crate::error::Error;
+
+/// How long `up` and `down` wait for the daemon.
+const SETTLE: Duration = Duration::from_secs(15);
+
+pub async fn daemon(global: &Global) -> anyhow::Result<i32> {
+    crate::daemon::run(global.config()?).await?;
+    Ok(0)
+}
+
+pub async fn up(global: &Global) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let client = Client::new(&config);
+    if let Ok(h) = client.health().await {
+        println!("berth daemon for instance `{}` already running (pid {})", h.instance, h.pid);
+        return Ok(0);
+    }
+    let dir = config.instance_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    let log_path = dir.join("daemon.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| Error::io("create", &log_path, e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
+    let mut child = std::process::Command::new(exe)
+        .arg("daemon")
+        .env("BERTH_INSTANCE", &config.instance)
+        .env("BERTH_STATE_DIR", &config.state_dir)
+        .env("BERTH_WORKSPACE", &config.workspace)
+        // Its own process group: a Ctrl+C in this terminal must not reach it.
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| Error::io("open", &log_path, e))?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::io("start daemon", "berth daemon", e))?;
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        if let Ok(h) = client.health().await {
+            println!(
+                "berth daemon for instance `{}` running (pid {}, socket {})",
+                h.instance,
+                h.pid,
+                client.socket().display()
+            );
+            return Ok(0);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            anyhow::bail!("the daemon exited ({status}) before answering: {}", log.trim());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the daemon did not answer within {SETTLE:?}; see {}", log_path.display());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub async fn down(global: &Global) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let client = Client::new(&config);
+    let health = match client.health().await {
+        Ok(h) => h,
+        Err(_) => {
+            println!(
+                "no berth daemon running for instance `{}` ({})",
+                config.instance,
+                socket_path(&config).display()
+            );
+            return Ok(0);
+        }
+    };
+    client.shutdown().await?;
+    let deadline = Instant::now() + SETTLE;
+    // Gone when its pid no longer exists (it removes its socket on the way out).
+    while std::path::Path::new(&format!("/proc/{}", health.pid)).exists() {
+        if Instant::now() > deadline {
+            anyhow::bail!("the daemon (pid {}) is still running after {SETTLE:?}", health.pid);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("berth daemon for instance `{}` stopped", health.instance);
+    Ok(0)
+}

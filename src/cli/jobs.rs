@@ -1,0 +1,408 @@
+//! CLI verbs that talk to a running manager: `ps`, `status`, `logs`, `wait`,
+//! `kill`, `resume`, `bg`, `events`. Each is a thin client of the socket API;
+//! `--json` prints the API's answer as is, otherwise cards and tables.
+
+use std::io::IsTerminal;
+
+use clap::Args;
+
+use super::Global;
+use crate::api::client::{Client, log_query};
+use crate::api::{WaitRequest, socket_path};
+use crate::card;
+use crate::error::Error;
+use crate::job::{EndedBy, JobId, JobInfo};
+use crate::manager::{KillRequest, ListFilter};
+use crate::output::{Line, LogQuery, Stream};
+use crate::ready::{HttpCheck, ReadyCondition, WaitOutcome};
+
+pub async fn client(global: &Global) -> Result<Client, Error> {
+    let config = global.config()?;
+    match Client::connect(&config).await {
+        Ok(c) => Ok(c),
+        Err(_) => Err(Error::NoDaemon {
+            instance: config.instance.clone(),
+            socket: socket_path(&config),
+        }),
+    }
+}
+
+fn color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Every job, whatever its state.
+    #[arg(long, conflicts_with_all = ["completed", "failed"])]
+    pub all: bool,
+    /// Jobs that ended without failure.
+    #[arg(long, conflicts_with = "failed")]
+    pub completed: bool,
+    /// Jobs that failed (non-zero exit, crash, timeout, OOM, lost).
+    #[arg(long)]
+    pub failed: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
+    let filter = match (a.all, a.completed, a.failed) {
+        (true, _, _) => ListFilter::All,
+        (_, true, _) => ListFilter::Completed,
+        (_, _, true) => ListFilter::Failed,
+        _ => ListFilter::Running,
+    };
+    let jobs = client(global).await?.list(filter).await?;
+    if a.json {
+        print_json(&jobs)?;
+    } else {
+        print!("{}", table(&jobs));
+    }
+    Ok(0)
+}
+
+/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`
+pub fn table(jobs: &[JobInfo]) -> String {
+    if jobs.is_empty() {
+        return "no jobs (use --all to include ended ones)\n".into();
+    }
+    let mut out = format!(
+        "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
+        "ID", "STATUS", "RUNNER", "MODE", "PORTS", "TIME", "COMMAND"
+    );
+    for j in jobs {
+        let time = j.runtime().map(fmt_duration).unwrap_or_else(|| "-".into());
+        let status = match j.exit_code {
+            Some(c) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
+            _ => j.status.name().to_string(),
+        };
+        out += &format!(
+            "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
+            j.id.to_string(),
+            status,
+            j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            j.start_mode.to_string(),
+            card::ports_text(j),
+            time,
+            j.command
+        );
+    }
+    out
+}
+
+pub fn fmt_duration(d: chrono::Duration) -> String {
+    let s = d.num_seconds().max(0);
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{:02}:{:02}", s / 60, s % 60)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// Job id (`job-3` or `3`).
+    pub id: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
+    let v = client(global).await?.info(&JobId::from(a.id.as_str())).await?;
+    if a.json {
+        print_json(&v)?;
+    } else {
+        print!("{}", card::render(&v.info, &v.snippet, color()));
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    pub id: String,
+    /// Last N lines.
+    #[arg(long, conflicts_with = "since")]
+    pub tail: Option<usize>,
+    /// From this seq on (inclusive).
+    #[arg(long)]
+    pub since: Option<u64>,
+    /// At most N lines.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Keep printing new lines until the job ends.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only stdout or stderr.
+    #[arg(long)]
+    pub stream: Option<String>,
+    /// Print the page (or each line when following) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
+    let c = client(global).await?;
+    let id = JobId::from(a.id.as_str());
+    let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
+    let q = LogQuery {
+        tail: a.tail,
+        since: a.since,
+        limit: a.limit,
+        stream,
+    };
+    let page = c.logs(&id, &q).await?;
+    if !a.follow {
+        if a.json {
+            print_json(&page)?;
+        } else {
+            for l in &page.lines {
+                print_line(l);
+            }
+            if page.has_more {
+                eprintln!(
+                    "berth: more lines follow; continue with `berth logs {id} --since {}`",
+                    page.next_seq
+                );
+            }
+        }
+        return Ok(0);
+    }
+    for l in &page.lines {
+        if a.json {
+            println!("{}", serde_json::to_string(l)?);
+        } else {
+            print_line(l);
+        }
+    }
+    let mut q = LogQuery {
+        since: Some(page.next_seq),
+        stream,
+        ..Default::default()
+    };
+    q.tail = None;
+    let mut sse = c.follow(&format!("/v1/jobs/{id}/logs/follow{}", log_query(&q))).await?;
+    while let Some((event, data)) = sse.next().await {
+        match event.as_str() {
+            "line" if a.json => println!("{data}"),
+            "line" => {
+                if let Ok(l) = serde_json::from_str::<Line>(&data) {
+                    print_line(&l);
+                }
+            }
+            "end" => break,
+            _ => {}
+        }
+    }
+    Ok(0)
+}
+
+fn print_line(l: &Line) {
+    match l.stream {
+        Stream::Stdout => println!("{}", l.text),
+        Stream::Stderr => eprintln!("{}", l.text),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    pub id: String,
+    /// The job's port accepts connections (at the server itself).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// An output line matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    pub log: Option<String>,
+    /// GET PATH through the mapped port answers 2xx/3xx (or --status).
+    #[arg(long, value_name = "PATH")]
+    pub http: Option<String>,
+    /// Expected HTTP status for --http.
+    #[arg(long)]
+    pub status: Option<u16>,
+    /// Seconds to wait (default 60).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Exit 0 when ready; 1 when the job ended first or the timeout passed.
+pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
+    let mut conditions = Vec::new();
+    if let Some(p) = a.port {
+        conditions.push(ReadyCondition::Port(p));
+    }
+    if let Some(re) = a.log {
+        conditions.push(ReadyCondition::Log(re));
+    }
+    if let Some(path) = a.http {
+        conditions.push(ReadyCondition::Http(HttpCheck {
+            path,
+            status: a.status,
+            port: a.port,
+        }));
+    }
+    let c = client(global).await?;
+    let req = WaitRequest {
+        conditions,
+        timeout: Some(a.timeout),
+    };
+    let out = c.wait(&JobId::from(a.id.as_str()), &req).await?;
+    if a.json {
+        print_json(&out)?;
+    }
+    let code = match &out {
+        WaitOutcome::Ready {
+            elapsed_ms, url, matched_line, ..
+        } => {
+            if !a.json {
+                let what = url.clone().or(matched_line.clone()).unwrap_or_default();
+                println!("ready after {elapsed_ms} ms {what}");
+            }
+            0
+        }
+        WaitOutcome::Exited {
+            status, exit_code, reason, ..
+        } => {
+            if !a.json {
+                let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
+                let why = reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
+                eprintln!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
+            }
+            1
+        }
+        WaitOutcome::TimedOut { elapsed_ms, pending } => {
+            if !a.json {
+                eprintln!(
+                    "berth: {} not ready after {elapsed_ms} ms; still waiting for: {}",
+                    a.id,
+                    pending.join(", ")
+                );
+            }
+            1
+        }
+    };
+    Ok(code)
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    pub id: String,
+    /// Who is stopping it: agent (default) or user.
+    #[arg(long = "as", value_name = "WHO")]
+    pub ended_by: Option<String>,
+    /// First signal number (default 15, TERM).
+    #[arg(long)]
+    pub signal: Option<i32>,
+    /// Seconds between the signal and SIGKILL.
+    #[arg(long)]
+    pub grace: Option<f64>,
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn kill(global: &Global, a: KillArgs) -> anyhow::Result<i32> {
+    let ended_by: Option<EndedBy> = a.ended_by.as_deref().map(str::parse).transpose()?;
+    let req = KillRequest {
+        ended_by,
+        reason: a.reason,
+        signal: a.signal,
+        grace: a.grace,
+    };
+    let out = client(global).await?.kill(&JobId::from(a.id.as_str()), &req).await?;
+    if a.json {
+        print_json(&out)?;
+    } else {
+        let by = out.ended_by.map(|b| format!(", ended_by {b}")).unwrap_or_default();
+        println!("{}: {} ({}{by})", out.job, out.result, out.status.name());
+    }
+    Ok(0)
+}
+
+pub async fn resume(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
+    let v = client(global).await?.resume(&JobId::from(a.id.as_str())).await?;
+    if a.json {
+        print_json(&v)?;
+    } else {
+        println!("{} resumed as {}", a.id, v.info.id);
+        print!("{}", card::render(&v.info, &v.snippet, color()));
+    }
+    Ok(0)
+}
+
+pub async fn background(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
+    let info = client(global)
+        .await?
+        .background(&JobId::from(a.id.as_str()), EndedBy::User)
+        .await?;
+    if a.json {
+        print_json(&info)?;
+    } else {
+        println!("{}: moved to background by user", info.id);
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// From this event seq on (inclusive).
+    #[arg(long, default_value_t = 1)]
+    pub since: u64,
+    /// Keep printing new events.
+    #[arg(short, long)]
+    pub follow: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
+    let c = client(global).await?;
+    if !a.follow {
+        let page = c.events(a.since, 10_000).await?;
+        if a.json {
+            print_json(&page)?;
+        } else {
+            for e in &page.events {
+                println!("{}", event_line(e));
+            }
+        }
+        return Ok(0);
+    }
+    let mut sse = c.follow(&format!("/v1/events/follow?since={}", a.since)).await?;
+    while let Some((_, data)) = sse.next().await {
+        if a.json {
+            println!("{data}");
+        } else if let Ok(e) = serde_json::from_str::<crate::events::Event>(&data) {
+            println!("{}", event_line(&e));
+        }
+    }
+    Ok(0)
+}
+
+/// `#12 job-3 ended status=killed ended_by=user …`
+pub fn event_line(e: &crate::events::Event) -> String {
+    let mut v = serde_json::to_value(&e.kind).unwrap_or_default();
+    let kind = v["kind"].as_str().unwrap_or("").to_string();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("kind");
+    }
+    let details: Vec<String> = v
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k}={s}"),
+                    other => format!("{k}={other}"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("#{} {} {} {kind} {}", e.seq, e.ts.format("%H:%M:%S"), e.job, details.join(" "))
+}

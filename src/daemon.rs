@@ -1,0 +1,147 @@
+//! Serving a manager on its instance socket: one manager per instance, the
+//! socket private to its user, and teardown that leaves nothing behind.
+//!
+//! [`bind`] takes the instance lock (`<instance>/daemon.lock`, held for the
+//! life of the process, so a second daemon is refused with the first one's
+//! pid), replaces a stale socket left by a dead daemon, and binds the socket
+//! with mode 0600 in a 0700 directory. [`Bound::serve`] answers requests until
+//! its shutdown future completes (SIGINT, SIGTERM, `POST /v1/shutdown`, or
+//! the caller's own, e.g. stdin EOF for `berth mcp`), then stops every job
+//! (grace, then kill), stops serving, and removes the socket.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixListener;
+use tokio::sync::Notify;
+
+use crate::api::server::{AppState, router};
+use crate::api::socket_path;
+use crate::error::{Error, Result};
+use crate::manager::Manager;
+
+/// How long in-flight requests (log follows, long polls) get after teardown.
+const DRAIN_REQUESTS: Duration = Duration::from_millis(500);
+
+/// A manager with its socket bound, ready to serve.
+pub struct Bound {
+    manager: Manager,
+    listener: UnixListener,
+    socket: PathBuf,
+    _lock: File,
+    pid_file: PathBuf,
+}
+
+/// Take the instance lock and bind the socket for `manager`.
+pub fn bind(manager: &Manager) -> Result<Bound> {
+    let config = manager.config();
+    let dir = config.instance_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    let lock_path = dir.join("daemon.lock");
+    let pid_file = dir.join("daemon.pid");
+    let mut lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io("open", &lock_path, e))?;
+    if lock.try_lock().is_err() {
+        let mut pid = String::new();
+        let _ = File::open(&pid_file).and_then(|mut f| f.read_to_string(&mut pid));
+        return Err(Error::DaemonRunning {
+            instance: config.instance.clone(),
+            pid: if pid.trim().is_empty() {
+                "unknown".into()
+            } else {
+                pid.trim().into()
+            },
+        });
+    }
+    let _ = lock.set_len(0);
+    let _ = write!(lock, "{}", std::process::id());
+
+    let socket = socket_path(config);
+    let socket_dir = socket.parent().expect("socket path has a directory").to_path_buf();
+    std::fs::create_dir_all(&socket_dir).map_err(|e| Error::io("create socket directory", &socket_dir, e))?;
+    std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::io("restrict socket directory", &socket_dir, e))?;
+    // We hold the lock, so a socket file here belongs to a daemon that died.
+    if socket.exists() {
+        tracing::info!(socket = %socket.display(), "replacing a stale socket");
+        std::fs::remove_file(&socket).map_err(|e| Error::io("remove stale socket", &socket, e))?;
+    }
+    let listener = UnixListener::bind(&socket).map_err(|e| Error::io("bind socket", &socket, e))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("restrict socket", &socket, e))?;
+    std::fs::write(&pid_file, std::process::id().to_string()).map_err(|e| Error::io("write", &pid_file, e))?;
+    Ok(Bound {
+        manager: manager.clone(),
+        listener,
+        socket,
+        _lock: lock,
+        pid_file,
+    })
+}
+
+impl Bound {
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Serve until `shutdown` completes or a client asks for shutdown, then tear down.
+    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<()> {
+        let requested = Arc::new(Notify::new());
+        let state = AppState {
+            manager: self.manager.clone(),
+            shutdown_requested: requested.clone(),
+        };
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(
+            axum::serve(self.listener, router(state))
+                .with_graceful_shutdown(async {
+                    let _ = stop_rx.await;
+                })
+                .into_future(),
+        );
+        tokio::select! {
+            _ = shutdown => tracing::info!("shutdown requested"),
+            _ = requested.notified() => tracing::info!("shutdown requested over the API"),
+        }
+        // Jobs first: ending them also ends the log follows and long polls
+        // that would otherwise hold the server open.
+        self.manager.shutdown().await;
+        let _ = stop_tx.send(());
+        let mut server = server;
+        if tokio::time::timeout(DRAIN_REQUESTS, &mut server).await.is_err() {
+            server.abort();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(&self.pid_file);
+        Ok(())
+    }
+}
+
+/// SIGINT or SIGTERM.
+pub async fn signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// `berth daemon`: run a manager on the instance socket until a signal or `berth down`.
+pub async fn run(config: crate::config::Config) -> Result<()> {
+    let manager = Manager::new(config)?;
+    let bound = bind(&manager)?;
+    tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
+    eprintln!("berth daemon: serving {} (pid {})", bound.socket().display(), std::process::id());
+    bound.serve(signals()).await
+}
