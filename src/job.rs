@@ -379,6 +379,20 @@ impl JobSpec {
                 });
             }
         }
+        for p in &self.ports {
+            if p.port == 0 || p.host_port == Some(0) {
+                return Err(Error::InvalidPort {
+                    input: format!("{}:{}", p.host_port.unwrap_or(p.port), p.port),
+                    message: "port must be between 1 and 65535".into(),
+                });
+            }
+            if p.proto != "tcp" && p.proto != "udp" {
+                return Err(Error::InvalidPort {
+                    input: format!("{}/{}", p.port, p.proto),
+                    message: "protocol must be tcp or udp".into(),
+                });
+            }
+        }
         for p in &self.watch {
             regex::Regex::new(p).map_err(|e| Error::InvalidRegex {
                 pattern: p.clone(),

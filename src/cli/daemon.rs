@@ -81,8 +81,8 @@ pub async fn down(global: &Global) -> anyhow::Result<i32> {
     };
     client.shutdown().await?;
     let deadline = Instant::now() + SETTLE;
-    // Gone when its pid no longer exists (it removes its socket on the way out).
-    while std::path::Path::new(&format!("/proc/{}", health.pid)).exists() {
+    // Gone when its process no longer runs (it removes its socket on the way out).
+    while alive(health.pid) {
         if Instant::now() > deadline {
             anyhow::bail!("the daemon (pid {}) is still running after {SETTLE:?}", health.pid);
         }
@@ -90,4 +90,12 @@ pub async fn down(global: &Global) -> anyhow::Result<i32> {
     }
     println!("berth daemon for instance `{}` stopped", health.instance);
     Ok(0)
+}
+
+/// A process that exists and is not a zombie waiting for its parent.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
 }

@@ -121,3 +121,126 @@ pub fn berth(state: &Path) -> Command {
         .env_remove("BERTH_LOG");
     cmd
 }
+
+/// A `berth daemon` child process with its own instance and state dir,
+/// stopped (SIGKILL as a last resort) when dropped.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub instance: String,
+    pub child: std::process::Child,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Self::start_with(&[])
+    }
+
+    /// Start with extra environment (e.g. `BERTH_GRACE`).
+    pub fn start_with(env: &[(&str, &str)]) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        let instance = instance_name("d");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.arg("daemon");
+        Self::apply_env(&mut cmd, dir.path(), &instance);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn berth daemon");
+        let d = Daemon { dir, instance, child };
+        d.wait_until_up();
+        d
+    }
+
+    fn apply_env(cmd: &mut Command, dir: &Path, instance: &str) {
+        cmd.env("BERTH_STATE_DIR", dir.join("state"))
+            .env("BERTH_INSTANCE", instance)
+            .env("BERTH_WORKSPACE", dir.join("ws"))
+            .env("BERTH_GRACE", "2")
+            .env_remove("BERTH_SOCKET")
+            .env_remove("BERTH_CONFIG")
+            .env_remove("BERTH_LOG");
+    }
+
+    /// A `berth` command aimed at this daemon.
+    pub fn cli(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+        Self::apply_env(&mut cmd, self.dir.path(), &self.instance);
+        cmd
+    }
+
+    /// Run a `berth` verb, returning (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let o = self.cli().args(args).output().expect("run berth");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// Run a verb with `--json` and parse its answer.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        // Right after the verb: anything after `--` belongs to the job.
+        let mut args = args.to_vec();
+        args.insert(1, "--json");
+        let (code, out, err) = self.run(&args);
+        assert_eq!(code, 0, "berth {args:?} failed: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: {e}: {out}"))
+    }
+
+    pub fn config(&self) -> berth::Config {
+        Config::isolated(self.dir.path().join("state"), &self.instance)
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        berth::api::socket_path(&self.config())
+    }
+
+    fn wait_until_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (code, _, _) = self.run(&["ps"]);
+            if code == 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the daemon process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+            if self.wait_exit(Duration::from_secs(10)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}

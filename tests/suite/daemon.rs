@@ -1,0 +1,242 @@
+//! The daemon as a user meets it: `berth up`-style background jobs through
+//! the socket, the cap across clients, promotion, ended_by, teardown, and a
+//! daemon that survives whatever clients send it.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use crate::common::{Daemon, eventually, processes_with, unique_sleep};
+
+fn http_get(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[tokio::test]
+async fn the_main_journey_on_the_host_runner() {
+    let mut d = Daemon::start();
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "host",
+        "-p",
+        "8080",
+        "--shell",
+        "--",
+        "exec python3 -m http.server $PORT --bind 127.0.0.1",
+    ]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let port = v["job"]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    let (code, out, err) = d.run(&["wait", &id, "--http", "/", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(http_get(port).starts_with("HTTP/1.0 200"));
+    let (code, _, err) = d.run(&["logs", &id, "--tail", "20"]);
+    assert_eq!(code, 0);
+    assert!(err.contains("\"GET / HTTP/1.0\" 200"), "server log: {err}");
+    let k = d.json(&["kill", &id]);
+    assert_eq!(k["result"], "killed");
+    assert_eq!(k["ended_by"], "agent");
+    let (code, out, _) = d.run(&["down"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(d.wait_exit(Duration::from_secs(5)).is_some());
+    assert!(!d.socket().exists(), "socket removed");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[tokio::test]
+async fn the_cap_holds_across_clients_and_queue_waits() {
+    let d = Daemon::start();
+    let token = unique_sleep();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let v = d.json(&["run", "-d", "--runner", "host", "--", "sleep", &token]);
+        ids.push(v["job"]["id"].as_str().unwrap().to_string());
+    }
+    let (code, _, err) = d.run(&["run", "-d", "--runner", "host", "--", "sleep", &token]);
+    assert_ne!(code, 0);
+    assert!(err.contains("limit reached"), "{err}");
+    for id in &ids {
+        assert!(err.contains(id.as_str()), "{err}");
+    }
+    let q = d.json(&["run", "-d", "--queue", "--runner", "host", "--", "sleep", &token]);
+    let queued = q["job"]["id"].as_str().unwrap().to_string();
+    assert_eq!(q["job"]["status"]["state"], "queued");
+    d.run(&["kill", &ids[1]]);
+    eventually(Duration::from_secs(5), "queued job running", || {
+        d.json(&["status", &queued])["status"]["state"] == "running"
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_foreground_run_is_promoted_when_its_budget_runs_out() {
+    let d = Daemon::start();
+    let started = Instant::now();
+    let (code, out, err) = d.run(&["run", "--runner", "host", "--timeout", "2", "--", "sh", "-c", "echo hi; sleep 30"]);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
+    assert!(out.starts_with("hi\n"), "{out}");
+    assert!(err.contains("auto background (2s budget exceeded)"), "{err}");
+    let jobs = d.json(&["ps"]);
+    assert_eq!(jobs[0]["status"]["state"], "running");
+    assert_eq!(jobs[0]["start_mode"], serde_json::json!({"mode": "promoted", "by": "system"}));
+}
+
+#[tokio::test]
+async fn bg_releases_a_blocked_run_at_once() {
+    let d = Daemon::start();
+    let mut blocked = d
+        .cli()
+        .args(["run", "--runner", "host", "--", "sleep", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(10), "foreground job listed", || {
+        d.json(&["ps"]).as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let id = d.json(&["ps"])[0]["id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    let (code, _, err) = d.run(&["bg", &id]);
+    assert_eq!(code, 0, "{err}");
+    let status = loop {
+        if let Some(s) = blocked.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "berth run still blocked");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success());
+    let mut err = String::new();
+    blocked.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("moved to background by user"), "{err}");
+    let events = d.json(&["events"]);
+    let promoted = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "promoted" && e["by"] == "user" && e["job"] == id.as_str());
+    assert!(promoted, "{events}");
+}
+
+#[tokio::test]
+async fn sigterm_tears_everything_down_within_grace_plus_one_second() {
+    let mut d = Daemon::start();
+    let token = unique_sleep();
+    for cmd in [
+        format!("sleep {token}"),
+        format!("trap '' TERM; sleep {token}"),
+        format!("sleep {token} & sleep {token}"),
+    ] {
+        d.json(&["run", "-d", "--runner", "host", "--shell", "--", &cmd]);
+    }
+    eventually(Duration::from_secs(5), "4 sleeps", || processes_with(&token).len() == 4).await;
+    let started = Instant::now();
+    std::process::Command::new("kill").args(["-TERM", &d.pid().to_string()]).status().unwrap();
+    let status = d.wait_exit(Duration::from_secs(10)).expect("daemon exits");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(3), "grace 2 s + 1 s, took {took:?}");
+    assert_eq!(processes_with(&token), Vec::<u32>::new());
+    assert!(!d.socket().exists());
+}
+
+#[tokio::test]
+async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
+    let d = Daemon::start();
+    let o = d.cli().arg("daemon").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
+    // Socket private to its user.
+    let socket = d.socket();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let dir_mode = std::fs::metadata(socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    drop(d);
+
+    // A daemon killed outright leaves its socket; the next one replaces it.
+    let mut d = Daemon::start();
+    let socket = d.socket();
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    assert!(socket.exists());
+    let mut again = d.cli().arg("daemon").stderr(std::process::Stdio::null()).spawn().unwrap();
+    let (code, _, _) = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = d.run(&["ps"]);
+            if r.0 == 0 || Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(code, 0, "new daemon answers on the replaced socket");
+    again.kill().unwrap();
+    again.wait().unwrap();
+}
+
+/// Raw HTTP over the socket, returning the status code.
+fn raw(socket: &std::path::Path, request: &[u8]) -> u16 {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The server may answer (413) and close before reading a huge body.
+    let _ = s.write_all(request);
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+fn post(path: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn malformed_requests_get_4xx_and_change_nothing() {
+    let d = Daemon::start();
+    let socket = d.socket();
+    let bad: Vec<(Vec<u8>, u16)> = vec![
+        (post("/v1/jobs", "{not json"), 400),
+        (post("/v1/jobs", r#"{"argv": ["true"], "colour": "red"}"#), 400),
+        (post("/v1/jobs", r#"{"argv": "true"}"#), 400),
+        (post("/v1/jobs", r#"{"argv": []}"#), 400),
+        (post("/v1/jobs", r#"{"argv": ["true"], "watch": ["("]}"#), 400),
+        (post("/v1/jobs", r#"{"argv": ["true"], "ports": [{"port": 0}]}"#), 400),
+        (post("/v1/jobs/job-999/kill", "{}"), 404),
+        (post("/v1/jobs/job-1/wait", r#"{"conditions": [{"log": "("}]}"#), 404),
+        (post("/v1/jobs/x/background", r#"{"by": "robot"}"#), 400),
+        (b"GET /v1/jobs?filter=sideways HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 400),
+        (b"GET /v1/jobs/job-1/logs?tail=-3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 400),
+        (b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 404),
+        (post("/v1/jobs", &format!(r#"{{"shell": "{}"}}"#, "x".repeat(2 * 1024 * 1024))), 413),
+    ];
+    for round in 0..20 {
+        for (req, want) in &bad {
+            let got = raw(&socket, req);
+            assert_eq!(got, *want, "round {round}: {}", String::from_utf8_lossy(&req[..req.len().min(120)]));
+        }
+    }
+    // Garbage that is not even HTTP.
+    for _ in 0..50 {
+        let _ = raw(&socket, b"\x00\x01\x02 hello\r\n\r\n");
+    }
+    assert_eq!(d.json(&["ps", "--all"]), serde_json::json!([]), "nothing was started");
+    let v = d.json(&["run", "-d", "--runner", "host", "--", "true"]);
+    assert!(v["job"]["id"].as_str().unwrap().starts_with("job-"));
+    let body = r#"{"argv":["true"],"runner":"host","background":true}"#;
+    assert_eq!(raw(&socket, &post("/v1/jobs", body)), 200);
+}
