@@ -40,6 +40,7 @@ pub mod error;
 pub mod events;
 pub mod job;
 pub mod manager;
+pub mod mcp;
 pub mod output;
 pub mod ready;
 pub mod runner;

@@ -66,6 +66,12 @@ pub enum Command {
     Bg(jobs::IdArgs),
     /// Print events (starts, readiness, watch hits, promotions, ends).
     Events(jobs::EventsArgs),
+    /// Serve MCP on stdio for an agent (runs the manager and its socket too).
+    Mcp {
+        /// Tool set: canonical (default), all, or a seed-compatible set.
+        #[arg(long, default_value = "canonical")]
+        tools: String,
+    },
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -121,6 +127,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Run(args) => run::run(&cli.global, *args).await,
         Command::Config { json } => show_config(&cli.global, json),
         Command::Daemon => daemon::daemon(&cli.global).await,
+        Command::Mcp { tools } => mcp(&cli.global, &tools).await,
         Command::Up => daemon::up(&cli.global).await,
         Command::Down => daemon::down(&cli.global).await,
         Command::Ps(a) => jobs::ps(&cli.global, a).await,
@@ -163,5 +170,11 @@ fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             println!("{k:<14} = {v:<40} ({s})");
         }
     }
+    Ok(0)
+}
+
+async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
+    let tools: crate::mcp::ToolSet = tools.parse()?;
+    crate::mcp::run(global.config()?, tools).await?;
     Ok(0)
 }
