@@ -275,7 +275,7 @@ async fn wait(
 }
 
 fn secs(what: &'static str, v: f64) -> Result<Duration, ApiError> {
-    if v.is_finite() && v >= 0.0 && v < 1e9 {
+    if v.is_finite() && (0.0..1e9).contains(&v) {
         Ok(Duration::from_secs_f64(v))
     } else {
         Err(Error::InvalidValue {

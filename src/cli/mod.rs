@@ -41,6 +41,12 @@ pub struct Global {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ImagesAction {
+    /// Build berth/sandbox:latest from images/ (runs images/build.sh).
+    Build,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command: streams its output and exits with its exit code.
     Run(Box<run::RunArgs>),
@@ -71,6 +77,11 @@ pub enum Command {
         /// Tool set: canonical (default), all, or a seed-compatible set.
         #[arg(long, default_value = "canonical")]
         tools: String,
+    },
+    /// Build berth's local images (no registry needed).
+    Images {
+        #[command(subcommand)]
+        action: ImagesAction,
     },
     /// Print the effective configuration and where each value came from.
     Config {
@@ -128,6 +139,9 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Config { json } => show_config(&cli.global, json),
         Command::Daemon => daemon::daemon(&cli.global).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
+        Command::Images {
+            action: ImagesAction::Build,
+        } => images_build(&cli.global),
         Command::Up => daemon::up(&cli.global).await,
         Command::Down => daemon::down(&cli.global).await,
         Command::Ps(a) => jobs::ps(&cli.global, a).await,
@@ -177,4 +191,23 @@ async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
     let tools: crate::mcp::ToolSet = tools.parse()?;
     crate::mcp::run(global.config()?, tools).await?;
     Ok(0)
+}
+
+/// Find `images/build.sh` (the workspace, else the source tree berth was built
+/// from) and run it.
+fn images_build(global: &Global) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let candidates = [
+        config.workspace.join("images/build.sh"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("images/build.sh"),
+    ];
+    let Some(script) = candidates.iter().find(|p| p.is_file()) else {
+        anyhow::bail!(
+            "images/build.sh not found (looked in {} and {}); run this from a berth checkout",
+            candidates[0].display(),
+            candidates[1].display()
+        );
+    };
+    let status = std::process::Command::new("bash").arg(script).status()?;
+    Ok(status.code().unwrap_or(1))
 }

@@ -114,7 +114,9 @@ pub fn unique_sleep() -> String {
 /// The `berth` binary with its state confined to `state`.
 pub fn berth(state: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
+    // Host runner unless a test asks for Docker: these check process-group semantics.
     cmd.env("BERTH_STATE_DIR", state)
+        .env("BERTH_RUNNER", "host")
         .env("BERTH_INSTANCE", instance_name("cli"))
         .env("BERTH_WORKSPACE", state)
         .env_remove("BERTH_CONFIG")
@@ -162,6 +164,7 @@ impl Daemon {
             .env("BERTH_INSTANCE", instance)
             .env("BERTH_WORKSPACE", dir.join("ws"))
             .env("BERTH_GRACE", "2")
+            .env("BERTH_RUNNER", "host")
             .env_remove("BERTH_SOCKET")
             .env_remove("BERTH_CONFIG")
             .env_remove("BERTH_LOG");

@@ -1,0 +1,368 @@
+//! Turns a [`JobSpec`] into the engine's container-create body: limits,
+//! hardening, published ports, labels, environment, workspace mount and
+//! command. Pure (no engine calls), so every rule here is unit-tested without
+//! Docker, and the launch sequence in `launch.rs` stays about ordering.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, PortBinding};
+
+use crate::error::{Error, Result};
+use crate::job::{AppliedLimits, JobId, JobSpec, PortMapping};
+
+/// Processes a container may have when the spec asks for no limit: enough for
+/// any dev server or build, low enough that a fork bomb stays contained.
+pub const DEFAULT_PIDS_LIMIT: i64 = 512;
+
+/// Label keys; `remove_labelled` and crash recovery filter on them.
+pub const LABEL_MANAGED: &str = "berth.managed";
+pub const LABEL_INSTANCE: &str = "berth.instance";
+pub const LABEL_OWNER: &str = "berth.owner";
+pub const LABEL_JOB: &str = "berth.job";
+
+/// How one asked-for port is published in one create attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortPlan {
+    pub port: u16,
+    pub proto: String,
+    /// `None` lets the engine pick (no bind-then-close race on our side).
+    pub host_port: Option<u16>,
+    /// Why the asked host port is not used, when it is not.
+    pub note: Option<String>,
+}
+
+impl PortPlan {
+    /// The engine's key for this port, e.g. `3000/tcp`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.port, self.proto)
+    }
+}
+
+/// The first plan for a spec: asked host ports are used unless visibly taken
+/// (`precheck`; tests turn it off to exercise the engine-side retry).
+pub fn plan_ports(spec: &JobSpec, precheck: bool) -> Vec<PortPlan> {
+    spec.ports
+        .iter()
+        .map(|p| {
+            let mut plan = PortPlan {
+                port: p.port,
+                proto: p.proto.clone(),
+                host_port: p.host_port,
+                note: None,
+            };
+            // Checking first saves a create/start/remove round for the common
+            // case; the engine still has the last word (see `launch`).
+            if let (Some(h), true) = (p.host_port, precheck) {
+                let free = match p.proto.as_str() {
+                    "udp" => portpicker::is_free_udp(h),
+                    _ => portpicker::is_free_tcp(h),
+                };
+                if !free {
+                    plan.host_port = None;
+                    plan.note = Some(format!("host port {h} was taken; the engine picked another"));
+                }
+            }
+            plan
+        })
+        .collect()
+}
+
+/// Everything about the container that does not come from the spec.
+pub struct Context<'a> {
+    pub id: &'a JobId,
+    pub image: &'a str,
+    pub instance: &'a str,
+    pub owner: &'a str,
+    pub workspace: &'a Path,
+    pub cwd: &'a Path,
+}
+
+/// The container name: `berth-<instance>-<job id>`, restricted to the
+/// characters the engine accepts (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`).
+pub fn container_name(instance: &str, id: &JobId) -> String {
+    let clean: String = instance
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("berth-{clean}-{id}")
+}
+
+/// Where the workspace is mounted and which directory the job starts in.
+/// The workspace appears at its host path, so paths printed by the job (and
+/// paths the agent passes in) mean the same thing on both sides.
+fn mount_plan(workspace: &Path, cwd: &Path) -> Result<(PathBuf, PathBuf)> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (ws, cwd) = (real(workspace), real(cwd));
+    if !cwd.starts_with(&ws) {
+        return Err(Error::InvalidSpec(format!(
+            "working directory `{}` is outside the workspace `{}`; a container job only sees the workspace",
+            cwd.display(),
+            ws.display()
+        )));
+    }
+    if ws == Path::new("/") {
+        return Err(Error::InvalidSpec(
+            "the workspace is `/`; refusing to mount the whole host into a container (set BERTH_WORKSPACE)"
+                .into(),
+        ));
+    }
+    Ok((ws, cwd))
+}
+
+/// The create body and the limits it applies.
+pub fn body(
+    spec: &JobSpec,
+    ctx: &Context<'_>,
+    ports: &[PortPlan],
+) -> Result<(ContainerCreateBody, AppliedLimits)> {
+    let argv = spec.effective_argv();
+    if argv.is_empty() {
+        return Err(Error::InvalidSpec("no command given".into()));
+    }
+    let (ws, cwd) = mount_plan(ctx.workspace, ctx.cwd)?;
+
+    let mut applied = AppliedLimits::default();
+    let nano_cpus = spec.limits.cpus.map(|c| {
+        applied.cpus = Some(c);
+        (c * 1e9).round() as i64
+    });
+    let memory = match spec.limits.memory {
+        Some(m) => {
+            let m = i64::try_from(m).map_err(|_| Error::InvalidValue {
+                what: "memory",
+                input: m.to_string(),
+                message: "too large".into(),
+            })?;
+            applied.memory = Some(m as u64);
+            Some(m)
+        }
+        None => None,
+    };
+    let pids = spec.limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT);
+    applied.pids = Some(pids);
+
+    let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for p in ports {
+        exposed.push(p.key());
+        bindings.insert(
+            p.key(),
+            Some(vec![PortBinding {
+                // Never on all interfaces: a job's server is for this machine only.
+                host_ip: Some("127.0.0.1".into()),
+                host_port: Some(p.host_port.map(|h| h.to_string()).unwrap_or_default()),
+            }]),
+        );
+    }
+
+    // PORT/BERTH_PORT_N name the container port: inside the container the
+    // server binds its own port; the host side is the engine's business.
+    // The job's own env wins, as on the host runner.
+    let mut env: Vec<(String, String)> = Vec::new();
+    if let Some(first) = ports.first() {
+        env.push(("PORT".into(), first.port.to_string()));
+    }
+    for p in ports {
+        env.push((format!("BERTH_PORT_{}", p.port), p.port.to_string()));
+    }
+    env.retain(|(k, _)| !spec.env.contains_key(k));
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+
+    let labels = HashMap::from([
+        (LABEL_MANAGED.to_string(), "true".to_string()),
+        (LABEL_INSTANCE.to_string(), ctx.instance.to_string()),
+        (LABEL_OWNER.to_string(), ctx.owner.to_string()),
+        (LABEL_JOB.to_string(), ctx.id.to_string()),
+    ]);
+
+    let ws_str = ws.to_string_lossy().into_owned();
+    let host_config = HostConfig {
+        // A real PID 1 that forwards signals and reaps: a stop takes ~0.1 s
+        // instead of the whole grace, and zombies do not pile up.
+        init: Some(true),
+        nano_cpus,
+        memory,
+        // Equal to memory: no swap on top, so the limit means what it says.
+        memory_swap: memory,
+        pids_limit: Some(pids),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        privileged: Some(false),
+        // Never auto-remove: the output is drained first, then we remove.
+        auto_remove: Some(false),
+        port_bindings: (!bindings.is_empty()).then_some(bindings),
+        mounts: Some(vec![Mount {
+            target: Some(ws_str.clone()),
+            source: Some(ws_str),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+
+    let has_input = spec.input.is_some();
+    let body = ContainerCreateBody {
+        image: Some(ctx.image.to_string()),
+        cmd: Some(argv),
+        // The image's entrypoint would change what `argv` means.
+        entrypoint: Some(Vec::new()),
+        env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        working_dir: Some(cwd.to_string_lossy().into_owned()),
+        labels: Some(labels),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        // Stdin only to deliver `input`; StdinOnce closes it after our write
+        // side closes, so a job never waits on an open stdin.
+        attach_stdin: Some(has_input),
+        open_stdin: Some(has_input),
+        stdin_once: Some(has_input),
+        tty: Some(false),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    Ok((body, applied))
+}
+
+/// The mappings the engine actually made, read back from inspect. A port the
+/// engine did not report keeps `host_port` 0 rather than inventing one.
+pub fn read_ports(
+    plan: &[PortPlan],
+    ports: Option<&HashMap<String, Option<Vec<PortBinding>>>>,
+) -> Vec<PortMapping> {
+    plan.iter()
+        .map(|p| {
+            let host_port = ports
+                .and_then(|m| m.get(&p.key()))
+                .and_then(|b| b.as_ref())
+                .and_then(|bs| {
+                    bs.iter()
+                        .find(|b| b.host_ip.as_deref() == Some("127.0.0.1"))
+                        .or_else(|| bs.first())
+                })
+                .and_then(|b| b.host_port.as_deref())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            PortMapping {
+                port: p.port,
+                proto: p.proto.clone(),
+                host_ip: "127.0.0.1".into(),
+                host_port,
+                note: p.note.clone(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Limits, PortSpec};
+    use pretty_assertions::assert_eq;
+
+    fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
+        Context {
+            id,
+            image: "berth/sandbox:latest",
+            instance: "t",
+            owner: "1:2",
+            workspace: ws,
+            cwd,
+        }
+    }
+
+    #[test]
+    fn body_carries_limits_hardening_labels_and_ports() {
+        let ws = tempfile::tempdir().unwrap();
+        let id = JobId::from_number(7);
+        let mut spec = JobSpec::shell("echo hi").with_port(3000);
+        spec.ports.push(PortSpec {
+            port: 53,
+            host_port: None,
+            proto: "udp".into(),
+        });
+        spec.limits = Limits {
+            cpus: Some(0.5),
+            memory: Some(64 << 20),
+            pids: None,
+        };
+        spec.env.insert("PORT".into(), "9999".into());
+        let plan = plan_ports(&spec, true);
+        let (b, applied) = body(&spec, &ctx(&id, ws.path(), ws.path()), &plan).unwrap();
+        let hc = b.host_config.as_ref().unwrap();
+        assert_eq!(hc.nano_cpus, Some(500_000_000));
+        assert_eq!(hc.memory, Some(64 << 20));
+        assert_eq!(hc.memory_swap, hc.memory);
+        assert_eq!(hc.pids_limit, Some(DEFAULT_PIDS_LIMIT));
+        assert_eq!(hc.init, Some(true));
+        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(hc.auto_remove, Some(false));
+        let pb = hc.port_bindings.as_ref().unwrap();
+        let tcp = pb["3000/tcp"].as_ref().unwrap();
+        assert_eq!(tcp[0].host_ip.as_deref(), Some("127.0.0.1"));
+        assert_eq!(tcp[0].host_port.as_deref(), Some(""));
+        assert!(pb.contains_key("53/udp"));
+        assert_eq!(b.cmd, Some(vec!["sh".into(), "-c".into(), "echo hi".into()]));
+        let env = b.env.unwrap();
+        assert!(
+            env.contains(&"PORT=9999".to_string()),
+            "the job's env wins: {env:?}"
+        );
+        assert!(env.contains(&"BERTH_PORT_3000=3000".to_string()));
+        assert_eq!(b.labels.as_ref().unwrap()["berth.job"], "job-7");
+        assert_eq!(b.open_stdin, Some(false));
+        assert_eq!(
+            applied,
+            AppliedLimits {
+                cpus: Some(0.5),
+                memory: Some(64 << 20),
+                pids: Some(DEFAULT_PIDS_LIMIT),
+                not_enforced: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn cwd_outside_the_workspace_is_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let id = JobId::from_number(1);
+        let err = body(&JobSpec::argv(["true"]), &ctx(&id, ws.path(), other.path()), &[]).unwrap_err();
+        assert!(err.to_string().contains("outside the workspace"), "{err}");
+    }
+
+    #[test]
+    fn names_are_engine_safe() {
+        assert_eq!(
+            container_name("my inst/1", &JobId::from_number(3)),
+            "berth-my_inst_1-job-3"
+        );
+    }
+
+    #[test]
+    fn ports_are_read_back_from_inspect() {
+        let plan = vec![PortPlan {
+            port: 80,
+            proto: "tcp".into(),
+            host_port: None,
+            note: None,
+        }];
+        let inspected = HashMap::from([(
+            "80/tcp".to_string(),
+            Some(vec![PortBinding {
+                host_ip: Some("127.0.0.1".into()),
+                host_port: Some("49153".into()),
+            }]),
+        )]);
+        assert_eq!(read_ports(&plan, Some(&inspected))[0].host_port, 49153);
+        assert_eq!(read_ports(&plan, None)[0].host_port, 0);
+    }
+}

@@ -1,0 +1,159 @@
+//! How a container job's end is observed, under the runner contract: the exit
+//! future resolves only once the engine reported the exit **and** the attach
+//! stream has ended, i.e. every byte went through the job's stream writers.
+//!
+//! Measured on Debian's 20.10: the `wait` answer always comes, but under
+//! load (several containers exiting at once) the attach stream can end
+//! ~300 ms before it while the engine tears down the container's network,
+//! and nothing tells us the wait request was registered before start. So
+//! once the output has ended without a wait answer, inspect stands in: a
+//! stopped container's `State.ExitCode` is the same answer, and a container
+//! or engine that is gone means `Lost`. A container killed by a signal we
+//! sent exits 128+N through its init; that is reported as `Signal(N)`.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::errors::Error as BollardError;
+use bollard::query_parameters::WaitContainerOptions;
+use futures_util::{Stream, StreamExt};
+use tokio::task::JoinHandle;
+
+use super::{DockerControl, message};
+use crate::job::JobId;
+use crate::output::StreamWriter;
+use crate::runner::Exit;
+
+/// After the output ended without a wait answer, how often to ask inspect.
+const FALLBACK_POLL: Duration = Duration::from_millis(250);
+/// After the engine reported the exit, how long the output may take to drain.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// The attach stream as bollard hands it over.
+pub(super) type OutputStream =
+    Pin<Box<dyn Stream<Item = std::result::Result<LogOutput, BollardError>> + Send>>;
+
+/// What the `wait` request said.
+pub(super) enum Waited {
+    Code(i64),
+    /// The request failed (engine gone, container removed); inspect decides.
+    Failed(String),
+}
+
+/// The `wait` request (condition next-exit): one answer with the exit code.
+pub(super) async fn wait_exit(docker: Docker, cid: String) -> Waited {
+    let opts = WaitContainerOptions {
+        condition: "next-exit".into(),
+    };
+    let mut answers = docker.wait_container(&cid, Some(opts));
+    match answers.next().await {
+        Some(Ok(r)) => Waited::Code(r.status_code),
+        // bollard turns every non-zero exit into this error; it is an answer.
+        Some(Err(BollardError::DockerContainerWaitError { code, .. })) => Waited::Code(code),
+        Some(Err(e)) => Waited::Failed(message(&e)),
+        None => Waited::Failed("the engine closed the wait request without an answer".into()),
+    }
+}
+
+/// Copy the attach stream into the job's writers until it ends. Returns the
+/// stream error, if it ended with one.
+pub(super) async fn pump(
+    mut stream: OutputStream,
+    mut out: StreamWriter,
+    mut err: StreamWriter,
+) -> Option<String> {
+    let mut failure = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => out.write(&message),
+            Ok(LogOutput::StdErr { message }) => err.write(&message),
+            Ok(LogOutput::StdIn { .. }) => {}
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    out.finish();
+    err.finish();
+    failure
+}
+
+/// Resolves once the engine reported the exit and the output is drained.
+pub(super) async fn exit_future(
+    docker: Docker,
+    control: DockerControl,
+    mut wait: JoinHandle<Waited>,
+    mut pump: JoinHandle<Option<String>>,
+    job: JobId,
+) -> Exit {
+    let mut code: Option<i64> = None;
+    let mut wait_failure: Option<String> = None;
+    let mut wait_done = false;
+    let mut pump_done = false;
+    let mut stream_failure: Option<String> = None;
+    let cid = control.container_id.clone();
+
+    while code.is_none() || !pump_done {
+        // Inspect stands in for `wait` when the output ended without an
+        // answer, or when the wait request itself failed.
+        let fallback = code.is_none() && (pump_done || wait_done);
+        tokio::select! {
+            r = &mut wait, if !wait_done => {
+                wait_done = true;
+                match r {
+                    Ok(Waited::Code(c)) => code = Some(c),
+                    Ok(Waited::Failed(m)) => wait_failure = Some(m),
+                    Err(e) => wait_failure = Some(format!("wait task failed: {e}")),
+                }
+            }
+            r = &mut pump, if !pump_done => {
+                pump_done = true;
+                stream_failure = r.unwrap_or_else(|e| Some(format!("output task failed: {e}")));
+            }
+            _ = tokio::time::sleep(FALLBACK_POLL), if fallback => {
+                match docker.inspect_container(&cid, None).await {
+                    Ok(i) => {
+                        let state = i.state.as_ref();
+                        let running = state.and_then(|s| s.running).unwrap_or(false)
+                            || state.and_then(|s| s.restarting).unwrap_or(false);
+                        if !running {
+                            tracing::debug!(job = %job, "exit read from inspect (no wait answer)");
+                            code = Some(state.and_then(|s| s.exit_code).unwrap_or(-1));
+                        }
+                    }
+                    Err(e) => {
+                        // The engine or the container is gone: nothing more will come.
+                        pump.abort();
+                        let reason = wait_failure
+                            .or(stream_failure)
+                            .unwrap_or_else(|| message(&e));
+                        return Exit::Lost(format!("lost the container: {reason}"));
+                    }
+                }
+            }
+            _ = tokio::time::sleep(DRAIN_LIMIT), if code.is_some() && !pump_done => {
+                tracing::warn!(job = %job, "container exited but its output did not end within {DRAIN_LIMIT:?}; stopped reading");
+                // Aborting drops the writers, which flush and close their streams.
+                pump.abort();
+                pump_done = true;
+            }
+        }
+    }
+    let code = code.unwrap_or(-1);
+    if code > 128 {
+        // A kill by the kernel's OOM killer also ends in 137; only inspect tells.
+        if let Ok(i) = docker.inspect_container(&cid, None).await
+            && i.state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false)
+        {
+            return Exit::Oom;
+        }
+        let signal = (code - 128) as i32;
+        if control.was_sent(signal) {
+            return Exit::Signal(signal);
+        }
+    }
+    Exit::Code(code as i32)
+}

@@ -1,0 +1,345 @@
+//! The launch sequence of a container job: image check, create, attach,
+//! start, and reading back what the engine made of it.
+//!
+//! Order matters on this engine: **create → wait(next-exit) → attach → start
+//! → inspect**. `wait` is asked before start so a job that exits at once is
+//! not missed (a `next-exit` wait registered after the exit never answers);
+//! attach (stream) is made before start because a follow-logs request made
+//! before the container runs ends at once with nothing, and attach is also
+//! the faster of the two. Mapped ports and the container's own IP exist only
+//! after start, so they are read back from inspect.
+//!
+//! How the end is observed (wait + drained output, inspect as the stand-in)
+//! is `exit.rs`.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::AttachContainerResults;
+use bollard::models::ContainerInspectResponse;
+use bollard::query_parameters::{AttachContainerOptions, CreateContainerOptions, CreateImageOptions};
+use futures_util::StreamExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+use super::create::{self, Context, PortPlan};
+use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
+use super::{DockerControl, Engine, message, remove_container, status};
+use crate::error::{Error, Result};
+use crate::job::{AppliedLimits, JobId, JobSpec};
+use crate::output::{JobOutput, Stream as OutStream};
+use crate::runner::{Control, Launched};
+
+/// How long a pull of a missing image may take before we call it missing.
+/// These machines cannot reach a registry; a pull must never hang a start.
+const PULL_LIMIT: Duration = Duration::from_secs(2);
+
+/// A container that was created, attached and started.
+struct Started {
+    container_id: String,
+    output: OutputStream,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    wait: JoinHandle<Waited>,
+    applied: AppliedLimits,
+    warnings: Vec<String>,
+}
+
+/// Why one create/start attempt failed.
+enum AttemptError {
+    /// An explicitly asked host port was taken after all: retry engine-chosen.
+    PortTaken(String),
+    Other(Error),
+}
+
+impl From<Error> for AttemptError {
+    fn from(e: Error) -> Self {
+        AttemptError::Other(e)
+    }
+}
+
+pub(super) async fn launch(
+    engine: &Engine,
+    docker: Docker,
+    id: &JobId,
+    spec: &JobSpec,
+    cwd: &Path,
+    output: &Arc<JobOutput>,
+) -> Result<Launched> {
+    let image = spec.image.clone().unwrap_or_else(|| engine.image.clone());
+    ensure_image(&docker, id, &image).await?;
+    let name = create::container_name(&engine.instance, id);
+    // A container of this name is a leftover (ids are never reused): clear it.
+    remove_container(&docker, &name).await;
+
+    let ctx = Context {
+        id,
+        image: &image,
+        instance: &engine.instance,
+        owner: &engine.owner,
+        workspace: &engine.workspace,
+        cwd,
+    };
+    let mut plan = create::plan_ports(spec, engine.precheck_ports);
+    let started = loop {
+        match attempt(&docker, id, spec, &ctx, &name, &plan).await {
+            Ok(s) => break s,
+            Err(AttemptError::PortTaken(msg)) if plan.iter().any(|p| p.host_port.is_some()) => {
+                tracing::debug!(job = %id, error = %msg, "asked host port taken; letting the engine pick");
+                for p in plan.iter_mut().filter(|p| p.host_port.is_some()) {
+                    let asked = p.host_port.take().unwrap_or_default();
+                    p.note = Some(format!("host port {asked} was taken; the engine picked another"));
+                }
+            }
+            Err(AttemptError::PortTaken(msg)) => {
+                return Err(Error::Docker {
+                    action: "start container",
+                    job: id.to_string(),
+                    message: msg,
+                });
+            }
+            Err(AttemptError::Other(e)) => return Err(e),
+        }
+    };
+    let Started {
+        container_id,
+        output: stream,
+        input,
+        wait,
+        mut applied,
+        warnings,
+    } = started;
+    let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.clone());
+
+    // From here on the container runs: any failure must take it down again.
+    let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => {
+            wait.abort();
+            control.remove().await;
+            return Err(e);
+        }
+    };
+    let pump_task = tokio::spawn(pump(stream, writers.0, writers.1));
+    match spec.input.clone() {
+        Some(text) => {
+            // Under keep-alive an interactive program must see its input and
+            // stay up until the timer stops it: hold stdin open that long.
+            let hold = spec.keep_alive.map(std::time::Duration::from_secs_f64);
+            tokio::spawn(feed(input, text, hold));
+        }
+        None => drop(input),
+    }
+
+    let inspected = match docker.inspect_container(&container_id, None).await {
+        Ok(i) => i,
+        Err(e) => {
+            wait.abort();
+            control.remove().await;
+            let _ = pump_task.await;
+            return Err(Error::Docker {
+                action: "inspect container",
+                job: id.to_string(),
+                message: message(&e),
+            });
+        }
+    };
+    let settings = inspected.network_settings.as_ref();
+    let ports = create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
+    let internal_ip = container_ip(&inspected);
+    note_warnings(&mut applied, &warnings);
+
+    let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
+    Ok(Launched {
+        pid: None,
+        container_id: Some(container_id),
+        ports,
+        limits: applied,
+        internal_ip,
+        control: Control::Docker(control),
+        exit,
+    })
+}
+
+/// Make sure `image` is present. A missing image gets one bounded pull
+/// attempt (never for `berth/…`, which exist only where they were built).
+async fn ensure_image(docker: &Docker, id: &JobId, image: &str) -> Result<()> {
+    match docker.inspect_image(image).await {
+        Ok(_) => Ok(()),
+        Err(e) if status(&e) == Some(404) => {
+            if !image.starts_with("berth/") && pull(docker, image).await {
+                return Ok(());
+            }
+            Err(Error::ImageMissing { image: image.into() })
+        }
+        Err(e) => Err(Error::Docker {
+            action: "inspect image",
+            job: id.to_string(),
+            message: message(&e),
+        }),
+    }
+}
+
+/// Try to pull `image` within [`PULL_LIMIT`]; true when it is then present.
+async fn pull(docker: &Docker, image: &str) -> bool {
+    // Without a tag the engine would pull every tag of the repository.
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let tagged = last.contains(':') || last.contains('@');
+    let opts = CreateImageOptions {
+        from_image: Some(image.into()),
+        tag: (!tagged).then(|| "latest".into()),
+        ..Default::default()
+    };
+    let attempt = async {
+        let mut progress = docker.create_image(Some(opts), None, None);
+        while let Some(item) = progress.next().await {
+            match item {
+                Ok(info) if info.error_detail.is_some() => return false,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        docker.inspect_image(image).await.is_ok()
+    };
+    match tokio::time::timeout(PULL_LIMIT, attempt).await {
+        Ok(ok) => ok,
+        Err(_) => {
+            tracing::debug!(
+                image,
+                "pull did not finish within {PULL_LIMIT:?}; treating as missing"
+            );
+            false
+        }
+    }
+}
+
+/// One create → wait → attach → start round. Whatever it created is removed
+/// again when it fails.
+async fn attempt(
+    docker: &Docker,
+    id: &JobId,
+    spec: &JobSpec,
+    ctx: &Context<'_>,
+    name: &str,
+    plan: &[PortPlan],
+) -> std::result::Result<Started, AttemptError> {
+    let (body, applied) = create::body(spec, ctx, plan)?;
+    let opts = CreateContainerOptions {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let created = docker.create_container(Some(opts), body).await.map_err(|e| {
+        if status(&e) == Some(404) && message(&e).contains("No such image") {
+            Error::ImageMissing {
+                image: ctx.image.into(),
+            }
+        } else {
+            Error::Docker {
+                action: "create container",
+                job: id.to_string(),
+                message: message(&e),
+            }
+        }
+    })?;
+    let cid = created.id;
+
+    // Asked before start (see the file docs); polled by its own task so the
+    // request is on the wire while we attach.
+    let wait = tokio::spawn(wait_exit(docker.clone(), cid.clone()));
+    let attach_opts = AttachContainerOptions {
+        stream: true,
+        logs: false,
+        stdout: true,
+        stderr: true,
+        stdin: spec.input.is_some(),
+        detach_keys: None,
+    };
+    let AttachContainerResults { output, input } =
+        match docker.attach_container(&cid, Some(attach_opts)).await {
+            Ok(a) => a,
+            Err(e) => {
+                wait.abort();
+                remove_container(docker, &cid).await;
+                return Err(AttemptError::Other(Error::Docker {
+                    action: "attach to container",
+                    job: id.to_string(),
+                    message: message(&e),
+                }));
+            }
+        };
+    if let Err(e) = docker.start_container(&cid, None).await {
+        wait.abort();
+        drop((output, input));
+        remove_container(docker, &cid).await;
+        let msg = message(&e);
+        if msg.contains("port is already allocated") || msg.contains("address already in use") {
+            return Err(AttemptError::PortTaken(msg));
+        }
+        if msg.contains("executable file not found") {
+            return Err(AttemptError::Other(Error::CommandNotFound {
+                program: spec.effective_argv().first().cloned().unwrap_or_default(),
+            }));
+        }
+        return Err(AttemptError::Other(Error::Docker {
+            action: "start container",
+            job: id.to_string(),
+            message: msg,
+        }));
+    }
+    Ok(Started {
+        container_id: cid,
+        output,
+        input,
+        wait,
+        applied,
+        warnings: created.warnings,
+    })
+}
+
+/// Write the job's input, then close our side: with `StdinOnce` the engine
+/// then closes the job's stdin, so it sees EOF and never waits on a terminal.
+async fn feed(mut input: Pin<Box<dyn AsyncWrite + Send>>, text: String, hold: Option<std::time::Duration>) {
+    // A job that exits without reading its input is not an error.
+    let _ = input.write_all(text.as_bytes()).await;
+    let _ = input.flush().await;
+    if let Some(hold) = hold {
+        tokio::time::sleep(hold + std::time::Duration::from_secs(1)).await;
+    }
+    let _ = input.shutdown().await;
+}
+
+/// The container's address on its network, for probes that must reach the
+/// server itself (a published port is answered by the userland proxy even
+/// when nothing listens inside).
+fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
+    let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
+    // Prefer the default bridge; any network with an address will do.
+    let mut candidates: Vec<_> = networks.iter().collect();
+    candidates.sort_by_key(|(name, _)| *name != "bridge");
+    candidates
+        .into_iter()
+        .filter_map(|(_, ep)| ep.ip_address.as_deref())
+        .find_map(|ip| ip.parse().ok())
+}
+
+/// Engine warnings that mean a limit was not (fully) applied.
+fn note_warnings(applied: &mut AppliedLimits, warnings: &[String]) {
+    for w in warnings {
+        let lower = w.to_ascii_lowercase();
+        if lower.contains("memory limit") && lower.contains("discarded") {
+            applied.memory = None;
+        }
+        if lower.contains("cpu") && lower.contains("discarded") {
+            applied.cpus = None;
+        }
+        if lower.contains("pids") && lower.contains("discarded") {
+            applied.pids = None;
+        }
+        if lower.contains("does not support") || lower.contains("discarded") {
+            applied.not_enforced.push(format!("engine: {w}"));
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The Docker runner: each job is one detached container on the local engine,
+//! driven through bollard. This file owns the engine connection ([`Engine`]:
+//! lazy connect, API version negotiation, `auto` resolution), the per-job
+//! [`DockerControl`] (signal, remove, a blocking remove for `Drop` paths),
+//! resource usage and the labelled clean-up. The create body lives in
+//! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
+//! the exit future in `exit.rs`, the stats arithmetic in `usage.rs`.
+//!
+//! Every container carries `berth.managed`, `berth.instance`, `berth.owner`
+//! (manager pid + start time) and `berth.job` labels, so whatever a crashed
+//! manager left behind can be found and removed without guessing.
+
+mod create;
+mod exit;
+mod launch;
+#[cfg(test)]
+mod tests;
+mod usage;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::errors::Error as BollardError;
+use bollard::query_parameters::{
+    KillContainerOptions, ListContainersOptions, RemoveContainerOptions, StatsOptions,
+};
+use futures_util::StreamExt;
+use tokio::sync::OnceCell;
+
+use super::Launched;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::job::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
+use crate::output::JobOutput;
+
+pub use create::{DEFAULT_PIDS_LIMIT, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name};
+pub use usage::UsageTarget;
+
+/// How long the engine gets to answer a ping before `auto` picks the host.
+const PING_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long a blocking remove (from `Drop`) may hold its caller.
+const BLOCKING_REMOVE_LIMIT: Duration = Duration::from_secs(3);
+
+/// The endpoint to use: `DOCKER_HOST`, else the local socket.
+fn default_endpoint() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".into())
+}
+
+/// Connect to `endpoint`, negotiate the API version down to the engine's
+/// (Debian's 20.10 speaks 1.41 and refuses newer clients), and ping, all
+/// under `limit`. For the default socket this is exactly
+/// `Docker::connect_with_local_defaults()`; naming the endpoint explicitly
+/// also covers `tcp://`/`ssh://` hosts and lets errors say what was tried.
+async fn connect(endpoint: &str, limit: Duration) -> Result<Docker> {
+    let unavailable = |message: String| Error::EngineUnavailable {
+        endpoint: endpoint.to_string(),
+        message,
+    };
+    let attempt = async {
+        let docker = Docker::connect_with_host(endpoint).map_err(|e| unavailable(e.to_string()))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        docker.ping().await.map_err(|e| unavailable(e.to_string()))?;
+        Ok(docker)
+    };
+    match tokio::time::timeout(limit, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(unavailable(format!("no answer within {limit:?}"))),
+    }
+}
+
+/// The status code of an engine error answer, if it was one.
+fn status(e: &BollardError) -> Option<u16> {
+    match e {
+        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// The engine's own message, without bollard's wrapping.
+fn message(e: &BollardError) -> String {
+    match e {
+        BollardError::DockerResponseServerError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The manager's identity for the `berth.owner` label: pid and its start time
+/// (field 22 of `/proc/self/stat`, clock ticks since boot), so a reused pid is
+/// never mistaken for a live owner.
+pub fn owner_label() -> String {
+    let pid = std::process::id();
+    let start = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may contain spaces; count after its ')'.
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(19).map(str::to_string)
+        })
+        .unwrap_or_else(|| "0".into());
+    format!("{pid}:{start}")
+}
+
+/// Signals and removes one job's container.
+#[derive(Clone)]
+pub struct DockerControl {
+    pub container_id: String,
+    docker: Docker,
+    /// For `remove_blocking`, which must make its own connection.
+    endpoint: String,
+    /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
+    /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
+    sent: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for DockerControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerControl")
+            .field("container_id", &self.container_id)
+            .finish()
+    }
+}
+
+impl DockerControl {
+    fn new(docker: Docker, endpoint: String, container_id: String) -> Self {
+        DockerControl {
+            container_id,
+            docker,
+            endpoint,
+            sent: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// True when `signal` was sent to this container.
+    fn was_sent(&self, signal: i32) -> bool {
+        (0..64).contains(&signal) && self.sent.load(Ordering::SeqCst) & (1 << signal) != 0
+    }
+
+    /// Send `signal` to the container (its init forwards it to the job).
+    /// A container that already stopped or is gone counts as success.
+    pub async fn signal(&self, signal: i32) {
+        if (0..64).contains(&signal) {
+            self.sent.fetch_or(1 << signal, Ordering::SeqCst);
+        }
+        let opts = KillContainerOptions {
+            signal: signal.to_string(),
+        };
+        match self.docker.kill_container(&self.container_id, Some(opts)).await {
+            Ok(()) => {}
+            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
+            Err(e) => tracing::warn!(
+                container = %self.container_id,
+                signal,
+                error = %message(&e),
+                "could not signal container"
+            ),
+        }
+    }
+
+    /// Force-remove the container (after its output was drained). Gone already is fine.
+    pub async fn remove(&self) {
+        remove_container(&self.docker, &self.container_id).await;
+    }
+
+    /// Force-remove from a synchronous context (`Drop`), even inside a tokio
+    /// runtime: a fresh thread with its own runtime and its own connection
+    /// (the shared client's connections are driven by the caller's runtime,
+    /// which may be the very thread we block). Waits at most ~3 s.
+    pub fn remove_blocking(&self) {
+        let id = self.container_id.clone();
+        let endpoint = self.endpoint.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("berth-docker-remove".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::warn!(container = %id, error = %e, "no runtime to remove container");
+                        return;
+                    }
+                };
+                rt.block_on(async {
+                    match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                        Ok(docker) => {
+                            remove_container(&docker, &id).await;
+                        }
+                        Err(e) => tracing::warn!(container = %id, error = %e, "could not remove container"),
+                    }
+                });
+                let _ = tx.send(());
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(container = %self.container_id, error = %e, "no thread to remove container");
+        } else if rx.recv_timeout(BLOCKING_REMOVE_LIMIT).is_err() {
+            tracing::warn!(
+                container = %self.container_id,
+                "container removal still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
+            );
+        }
+    }
+}
+
+async fn remove_container(docker: &Docker, id: &str) -> bool {
+    let opts = RemoveContainerOptions {
+        force: true,
+        v: true,
+        link: false,
+    };
+    match docker.remove_container(id, Some(opts)).await {
+        Ok(()) => true,
+        // 404: already gone; 409: a removal is already in progress.
+        Err(e) if matches!(status(&e), Some(404 | 409)) => true,
+        Err(e) => {
+            tracing::warn!(container = %id, error = %message(&e), "could not remove container");
+            false
+        }
+    }
+}
+
+/// The engine connection, made lazily on first use and shared by all jobs.
+pub struct Engine {
+    endpoint: String,
+    instance: String,
+    image: String,
+    workspace: PathBuf,
+    grace: Duration,
+    owner: String,
+    client: OnceCell<Docker>,
+    /// Skip asked host ports that are visibly taken before asking the engine.
+    precheck_ports: bool,
+}
+
+impl Engine {
+    pub fn new(config: &Config) -> Self {
+        Engine {
+            endpoint: default_endpoint(),
+            instance: config.instance.clone(),
+            image: config.image.clone(),
+            workspace: config.workspace.clone(),
+            grace: config.grace(),
+            owner: owner_label(),
+            client: OnceCell::new(),
+            precheck_ports: true,
+        }
+    }
+
+    /// The instance whose containers this engine labels.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+    /// The `berth.owner` label value: `<pid>:<start time>` of this process.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// The image used when a spec names none.
+    pub fn default_image(&self) -> &str {
+        &self.image
+    }
+    /// Grace between SIGTERM and SIGKILL the manager uses for containers.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+    /// The endpoint tried (DOCKER_HOST or the default socket).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The connected client. A failed attempt is not remembered: an engine
+    /// started after the manager is picked up by the next job.
+    pub async fn client(&self) -> Result<&Docker> {
+        self.client
+            .get_or_try_init(|| connect(&self.endpoint, PING_TIMEOUT))
+            .await
+    }
+
+    /// True when the engine answers a ping right now.
+    pub async fn available(&self) -> bool {
+        match self.client().await {
+            Ok(d) => matches!(tokio::time::timeout(PING_TIMEOUT, d.ping()).await, Ok(Ok(_))),
+            Err(_) => false,
+        }
+    }
+
+    /// `auto` → docker when the engine answers, else host; `docker` without an
+    /// engine is an error naming the endpoint tried.
+    pub async fn resolve(&self, choice: RunnerChoice) -> Result<RunnerKind> {
+        match choice {
+            RunnerChoice::Host => Ok(RunnerKind::Host),
+            RunnerChoice::Auto => Ok(if self.available().await {
+                RunnerKind::Docker
+            } else {
+                RunnerKind::Host
+            }),
+            RunnerChoice::Docker => {
+                let docker = self.client().await?;
+                match tokio::time::timeout(PING_TIMEOUT, docker.ping()).await {
+                    Ok(Ok(_)) => Ok(RunnerKind::Docker),
+                    Ok(Err(e)) => Err(Error::EngineUnavailable {
+                        endpoint: self.endpoint.clone(),
+                        message: message(&e),
+                    }),
+                    Err(_) => Err(Error::EngineUnavailable {
+                        endpoint: self.endpoint.clone(),
+                        message: format!("no answer within {PING_TIMEOUT:?}"),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Start `spec` as a container writing into `output`.
+    pub async fn launch(
+        &self,
+        id: &JobId,
+        spec: &JobSpec,
+        cwd: &Path,
+        output: &Arc<JobOutput>,
+    ) -> Result<Launched> {
+        let docker = self.client().await?.clone();
+        launch::launch(self, docker, id, spec, cwd, output).await
+    }
+
+    /// CPU % (of one core = 100) and memory of a running container, from two
+    /// one-shot stats samples ~100 ms apart (a one-shot answer has no
+    /// previous sample to diff against). Takes a container id or a
+    /// [`JobInfo`](crate::job::JobInfo); `None` for host jobs and for containers that are gone.
+    pub async fn usage<T: UsageTarget + ?Sized>(&self, target: &T) -> Option<Usage> {
+        let container_id = target.container_id()?;
+        let docker = self.client().await.ok()?;
+        let sample = || async {
+            let opts = StatsOptions {
+                stream: false,
+                one_shot: true,
+            };
+            docker.stats(container_id, Some(opts)).next().await?.ok()
+        };
+        let first = sample().await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let second = sample().await?;
+        Some(usage::between(&first, &second))
+    }
+
+    /// Force-remove every container labelled as managed by `instance`.
+    /// Returns how many were removed (0 when the engine is unreachable).
+    pub async fn remove_labelled(&self, instance: &str) -> usize {
+        let Ok(docker) = self.client().await else {
+            return 0;
+        };
+        let filters = std::collections::HashMap::from([(
+            "label".to_string(),
+            vec![
+                format!("{LABEL_MANAGED}=true"),
+                format!("{LABEL_INSTANCE}={instance}"),
+            ],
+        )]);
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let list = match docker.list_containers(Some(opts)).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(instance, error = %message(&e), "could not list containers");
+                return 0;
+            }
+        };
+        let removals = list
+            .iter()
+            .filter_map(|c| c.id.as_deref())
+            .map(|id| remove_container(docker, id));
+        futures_util::future::join_all(removals)
+            .await
+            .into_iter()
+            .filter(|ok| *ok)
+            .count()
+    }
+}
