@@ -14,13 +14,15 @@ use berth::{Config, JobSpec, LogQuery, Manager, ReadyCondition, RunnerChoice};
 async fn main() -> anyhow::Result<()> {
     let runner = match std::env::args().skip_while(|a| a != "--runner").nth(1) {
         Some(r) => r.parse()?,
-        None => RunnerChoice::Host,
+        None => RunnerChoice::Docker,
     };
     let state = std::env::temp_dir().join("berth-quickstart");
     let manager = Manager::new(Config::isolated(state, "quickstart"))?;
 
     let spec = match runner {
         RunnerChoice::Host => JobSpec::shell("exec python3 -m http.server \"$PORT\" --bind 127.0.0.1"),
+        // In a container the server binds its own port; berth maps it to an
+        // ephemeral 127.0.0.1 port. Needs `berth images build` once.
         _ => JobSpec::argv(["httpd", "-f", "-v", "-p", "8080", "-h", "/www"]),
     };
     let job = manager

@@ -66,7 +66,10 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
     let _ = write!(lock, "{}", std::process::id());
 
     let socket = socket_path(config);
-    let socket_dir = socket.parent().expect("socket path has a directory").to_path_buf();
+    let socket_dir = socket
+        .parent()
+        .expect("socket path has a directory")
+        .to_path_buf();
     std::fs::create_dir_all(&socket_dir).map_err(|e| Error::io("create socket directory", &socket_dir, e))?;
     std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| Error::io("restrict socket directory", &socket_dir, e))?;
@@ -78,7 +81,8 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
     let listener = UnixListener::bind(&socket).map_err(|e| Error::io("bind socket", &socket, e))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io("restrict socket", &socket, e))?;
-    std::fs::write(&pid_file, std::process::id().to_string()).map_err(|e| Error::io("write", &pid_file, e))?;
+    std::fs::write(&pid_file, std::process::id().to_string())
+        .map_err(|e| Error::io("write", &pid_file, e))?;
     Ok(Bound {
         manager: manager.clone(),
         listener,
@@ -142,6 +146,10 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
     let manager = Manager::new(config)?;
     let bound = bind(&manager)?;
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
-    eprintln!("berth daemon: serving {} (pid {})", bound.socket().display(), std::process::id());
+    eprintln!(
+        "berth daemon: serving {} (pid {})",
+        bound.socket().display(),
+        std::process::id()
+    );
     bound.serve(signals()).await
 }

@@ -57,15 +57,25 @@ impl Client {
         }
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<hyper::Response<Incoming>> {
-        let stream = UnixStream::connect(&self.socket).await.map_err(|_| self.no_daemon())?;
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<hyper::Response<Incoming>> {
+        let stream = UnixStream::connect(&self.socket)
+            .await
+            .map_err(|_| self.no_daemon())?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|_| self.no_daemon())?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let mut req = Request::builder().method(method).uri(path).header("host", "berth");
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "berth");
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
@@ -78,7 +88,12 @@ impl Client {
         })
     }
 
-    async fn call<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&impl Serialize>) -> Result<T> {
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<T> {
         let body = body.map(|b| serde_json::to_vec(b).expect("request bodies serialize"));
         let res = self.send(method, path, body).await?;
         let status = res.status();
@@ -127,7 +142,8 @@ impl Client {
 
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
         let f = serde_json::to_value(filter).expect("filter serializes");
-        self.get(&format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running"))).await
+        self.get(&format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running")))
+            .await
     }
 
     pub async fn info(&self, id: &JobId) -> Result<JobView> {
@@ -151,12 +167,16 @@ impl Client {
     }
 
     pub async fn resume(&self, id: &JobId) -> Result<JobView> {
-        self.post(&format!("/v1/jobs/{id}/resume"), &serde_json::json!({})).await
+        self.post(&format!("/v1/jobs/{id}/resume"), &serde_json::json!({}))
+            .await
     }
 
     pub async fn background(&self, id: &JobId, by: EndedBy) -> Result<JobInfo> {
-        self.post(&format!("/v1/jobs/{id}/background"), &BackgroundRequest { by: Some(by) })
-            .await
+        self.post(
+            &format!("/v1/jobs/{id}/background"),
+            &BackgroundRequest { by: Some(by) },
+        )
+        .await
     }
 
     pub async fn events(&self, since: u64, limit: usize) -> Result<EventsPage> {
@@ -175,7 +195,12 @@ impl Client {
     pub async fn follow(&self, path: &str) -> Result<SseReader> {
         let res = self.send(Method::GET, path, None).await?;
         if res.status() != StatusCode::OK {
-            let bytes = res.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let bytes = res
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
             return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
                 Ok(e) => Error::Remote {
                     code: e.error.code,
@@ -207,7 +232,10 @@ pub fn log_query(q: &LogQuery) -> String {
         parts.push(format!("limit={l}"));
     }
     if let Some(s) = q.stream {
-        parts.push(format!("stream={}", serde_json::to_value(s).unwrap().as_str().unwrap_or("stdout")));
+        parts.push(format!(
+            "stream={}",
+            serde_json::to_value(s).unwrap().as_str().unwrap_or("stdout")
+        ));
     }
     if parts.is_empty() {
         String::new()

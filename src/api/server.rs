@@ -23,8 +23,8 @@ use serde::Deserialize;
 use tokio::sync::Notify;
 
 use super::{
-    BackgroundRequest, DEFAULT_WAIT_SECS, ErrorBody, ErrorDetail, EventsPage, Health, JobView, MAX_BODY_BYTES,
-    WaitForPortRequest, WaitRequest,
+    BackgroundRequest, DEFAULT_WAIT_SECS, ErrorBody, ErrorDetail, EventsPage, Health, JobView,
+    MAX_BODY_BYTES, WaitForPortRequest, WaitRequest,
 };
 use crate::error::Error;
 use crate::job::{EndedBy, JobId, JobSpec};
@@ -140,7 +140,9 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {
@@ -180,9 +182,14 @@ struct ListQuery {
     filter: Option<ListFilter>,
 }
 
-async fn list(State(s): State<AppState>, q: Result<Query<ListQuery>, QueryRejection>) -> ApiResult<Vec<crate::job::JobInfo>> {
+async fn list(
+    State(s): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult<Vec<crate::job::JobInfo>> {
     let Query(q) = q?;
-    Ok(Json(s.manager.list_with_usage(q.filter.unwrap_or_default()).await))
+    Ok(Json(
+        s.manager.list_with_usage(q.filter.unwrap_or_default()).await,
+    ))
 }
 
 async fn info(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<JobView> {
@@ -244,14 +251,22 @@ async fn follow_logs(
                     let batch: Vec<_> = page
                         .lines
                         .iter()
-                        .map(|l| Ok(SseEvent::default().event("line").json_data(l).expect("lines serialize")))
+                        .map(|l| {
+                            Ok(SseEvent::default()
+                                .event("line")
+                                .json_data(l)
+                                .expect("lines serialize"))
+                        })
                         .collect();
                     return Some((batch, (output, rx, page.next_seq, false)));
                 }
                 let since = page.next_seq;
                 if progress.closed && since > progress.last_seq {
                     let info = manager.info(&id).ok();
-                    let end = SseEvent::default().event("end").json_data(&info).expect("info serializes");
+                    let end = SseEvent::default()
+                        .event("end")
+                        .json_data(&info)
+                        .expect("info serializes");
                     return Some((vec![Ok(end)], (output, rx, since, true)));
                 }
                 if rx.changed().await.is_err() {
@@ -271,7 +286,11 @@ async fn wait(
 ) -> ApiResult<crate::ready::WaitOutcome> {
     let req = body(req)?;
     let timeout = secs("timeout", req.timeout.unwrap_or(DEFAULT_WAIT_SECS))?;
-    Ok(Json(s.manager.wait(&JobId::from(id.as_str()), &req.conditions, timeout).await?))
+    Ok(Json(
+        s.manager
+            .wait(&JobId::from(id.as_str()), &req.conditions, timeout)
+            .await?,
+    ))
 }
 
 fn secs(what: &'static str, v: f64) -> Result<Duration, ApiError> {
@@ -288,7 +307,10 @@ fn secs(what: &'static str, v: f64) -> Result<Duration, ApiError> {
 }
 
 /// Long poll: answers when the job ends or leaves the foreground.
-async fn foreground(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<crate::manager::Foreground> {
+async fn foreground(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<crate::manager::Foreground> {
     Ok(Json(s.manager.await_foreground(&JobId::from(id.as_str())).await?))
 }
 
@@ -325,7 +347,10 @@ struct EventsQuery {
     limit: Option<usize>,
 }
 
-async fn events(State(s): State<AppState>, q: Result<Query<EventsQuery>, QueryRejection>) -> ApiResult<EventsPage> {
+async fn events(
+    State(s): State<AppState>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> ApiResult<EventsPage> {
     let Query(q) = q?;
     let since = q.since.unwrap_or(1);
     let events = s.manager.events(since, q.limit.unwrap_or(1000));
@@ -352,7 +377,12 @@ async fn follow_events(
                     let next = last.seq + 1;
                     let batch: Vec<_> = backlog
                         .iter()
-                        .map(|e| Ok(SseEvent::default().event("event").json_data(e).expect("events serialize")))
+                        .map(|e| {
+                            Ok(SseEvent::default()
+                                .event("event")
+                                .json_data(e)
+                                .expect("events serialize"))
+                        })
                         .collect();
                     return Some((batch, (rx, next)));
                 }
@@ -372,10 +402,15 @@ async fn wait_for_port(
 ) -> ApiResult<crate::ready::WaitOutcome> {
     let req = body(req)?;
     let timeout = secs("timeout", req.timeout.unwrap_or(DEFAULT_WAIT_SECS))?;
-    Ok(Json(crate::ready::wait_for_port(&req.host, req.port, timeout).await?))
+    Ok(Json(
+        crate::ready::wait_for_port(&req.host, req.port, timeout).await?,
+    ))
 }
 
 async fn shutdown(State(s): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
     s.shutdown_requested.notify_one();
-    (StatusCode::ACCEPTED, Json(serde_json::json!({"shutting_down": true})))
+    (
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({"shutting_down": true})),
+    )
 }

@@ -23,7 +23,10 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
     let config = global.config()?;
     let client = Client::new(&config);
     if let Ok(h) = client.health().await {
-        println!("berth daemon for instance `{}` already running (pid {})", h.instance, h.pid);
+        println!(
+            "berth daemon for instance `{}` already running (pid {})",
+            h.instance, h.pid
+        );
         return Ok(0);
     }
     let dir = config.instance_dir();
@@ -59,7 +62,10 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
             anyhow::bail!("the daemon exited ({status}) before answering: {}", log.trim());
         }
         if Instant::now() > deadline {
-            anyhow::bail!("the daemon did not answer within {SETTLE:?}; see {}", log_path.display());
+            anyhow::bail!(
+                "the daemon did not answer within {SETTLE:?}; see {}",
+                log_path.display()
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -84,7 +90,10 @@ pub async fn down(global: &Global) -> anyhow::Result<i32> {
     // Gone when its process no longer runs (it removes its socket on the way out).
     while alive(health.pid) {
         if Instant::now() > deadline {
-            anyhow::bail!("the daemon (pid {}) is still running after {SETTLE:?}", health.pid);
+            anyhow::bail!(
+                "the daemon (pid {}) is still running after {SETTLE:?}",
+                health.pid
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

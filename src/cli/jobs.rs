@@ -186,7 +186,9 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     q.tail = None;
-    let mut sse = c.follow(&format!("/v1/jobs/{id}/logs/follow{}", log_query(&q))).await?;
+    let mut sse = c
+        .follow(&format!("/v1/jobs/{id}/logs/follow{}", log_query(&q)))
+        .await?;
     while let Some((event, data)) = sse.next().await {
         match event.as_str() {
             "line" if a.json => println!("{data}"),
@@ -258,7 +260,10 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
     }
     let code = match &out {
         WaitOutcome::Ready {
-            elapsed_ms, url, matched_line, ..
+            elapsed_ms,
+            url,
+            matched_line,
+            ..
         } => {
             if !a.json {
                 let what = url.clone().or(matched_line.clone()).unwrap_or_default();
@@ -267,7 +272,10 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
             0
         }
         WaitOutcome::Exited {
-            status, exit_code, reason, ..
+            status,
+            exit_code,
+            reason,
+            ..
         } => {
             if !a.json {
                 let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
@@ -316,11 +324,17 @@ pub async fn kill(global: &Global, a: KillArgs) -> anyhow::Result<i32> {
         signal: a.signal,
         grace: a.grace,
     };
-    let out = client(global).await?.kill(&JobId::from(a.id.as_str()), &req).await?;
+    let out = client(global)
+        .await?
+        .kill(&JobId::from(a.id.as_str()), &req)
+        .await?;
     if a.json {
         print_json(&out)?;
     } else {
-        let by = out.ended_by.map(|b| format!(", ended_by {b}")).unwrap_or_default();
+        let by = out
+            .ended_by
+            .map(|b| format!(", ended_by {b}"))
+            .unwrap_or_default();
         println!("{}: {} ({}{by})", out.job, out.result, out.status.name());
     }
     Ok(0)
@@ -404,5 +418,11 @@ pub fn event_line(e: &crate::events::Event) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    format!("#{} {} {} {kind} {}", e.seq, e.ts.format("%H:%M:%S"), e.job, details.join(" "))
+    format!(
+        "#{} {} {} {kind} {}",
+        e.seq,
+        e.ts.format("%H:%M:%S"),
+        e.job,
+        details.join(" ")
+    )
 }

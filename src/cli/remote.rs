@@ -31,7 +31,9 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
     spec.on_timeout = OnTimeout::Background;
     let view = client.create(&spec).await?;
     let id = view.info.id.clone();
-    let mut sse = client.follow(&format!("/v1/jobs/{id}/logs/follow?since=1")).await?;
+    let mut sse = client
+        .follow(&format!("/v1/jobs/{id}/logs/follow?since=1"))
+        .await?;
     let printer = tokio::spawn(async move {
         while let Some((event, data)) = sse.next().await {
             if event == "end" {
@@ -75,7 +77,9 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
                 eprintln!(
                     "berth: {} {}; it keeps running. Follow it with `berth logs {} --follow`, stop it with `berth kill {}`.",
                     info.id,
-                    info.promotion_reason.clone().unwrap_or_else(|| "moved to background".into()),
+                    info.promotion_reason
+                        .clone()
+                        .unwrap_or_else(|| "moved to background".into()),
                     info.id,
                     info.id
                 );
@@ -113,7 +117,10 @@ async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Res
     Ok(match waited {
         None | Some(WaitOutcome::Ready { .. }) => 0,
         Some(other) => {
-            eprintln!("berth: {id} did not become ready: {}", serde_json::to_string(&other)?);
+            eprintln!(
+                "berth: {id} did not become ready: {}",
+                serde_json::to_string(&other)?
+            );
             1
         }
     })

@@ -385,6 +385,9 @@ impl Manager {
         conditions: &[ReadyCondition],
         timeout: Duration,
     ) -> Result<WaitOutcome> {
+        if conditions.is_empty() {
+            return self.wait_for_end(id, timeout).await;
+        }
         let target = {
             let reg = self.inner.registry.lock().unwrap();
             let e = reg.get(id)?;
@@ -412,6 +415,27 @@ impl Manager {
             }
         }
         Ok(outcome)
+    }
+
+    /// `wait` with no conditions: until the job ends, or the timeout.
+    async fn wait_for_end(&self, id: &JobId, timeout: Duration) -> Result<WaitOutcome> {
+        let started = std::time::Instant::now();
+        let elapsed_ms = || started.elapsed().as_millis() as u64;
+        Ok(match tokio::time::timeout(timeout, self.wait_end(id)).await {
+            Ok(info) => {
+                let info = info?;
+                WaitOutcome::Exited {
+                    elapsed_ms: elapsed_ms(),
+                    status: info.status.name().into(),
+                    exit_code: info.exit_code,
+                    reason: info.reason,
+                }
+            }
+            Err(_) => WaitOutcome::TimedOut {
+                elapsed_ms: elapsed_ms(),
+                pending: vec!["the job to end".into()],
+            },
+        })
     }
 
     /// Wait until the job has ended and all its output is in.

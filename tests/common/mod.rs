@@ -239,7 +239,10 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
             if self.wait_exit(Duration::from_secs(10)).is_none() {
                 let _ = self.child.kill();
                 let _ = self.child.wait();

@@ -48,6 +48,64 @@ async fn the_main_journey_on_the_host_runner() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
 
+/// `docker ps -aq` for the containers of one berth instance.
+fn containers_of(instance: &str) -> Vec<String> {
+    let o = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=berth.instance={instance}"),
+        ])
+        .output()
+        .expect("docker CLI");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_main_journey_in_a_container() {
+    let mut d = Daemon::start();
+    let (code, out, err) = d.run(&[
+        "run", "-d", "--runner", "docker", "-p", "8080", "--", "httpd", "-f", "-v", "-p", "8080", "-h",
+        "/www",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let id = out.lines().next().unwrap().to_string();
+    assert!(id.starts_with("job-"), "{out}");
+    assert!(out.contains("8080/tcp → http://127.0.0.1:"), "{out}");
+    let jobs = d.json(&["ps"]);
+    let port = jobs[0]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    let (code, out, err) = d.run(&["wait", &id, "--http", "/", "--timeout", "30"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let page = http_get(port);
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("hello from berth"),
+        "{page}"
+    );
+    let logs = d.json(&["logs", &id, "--tail", "20"]);
+    assert!(logs["lines"].to_string().contains("response:200"), "{logs}");
+    let k = d.json(&["kill", &id]);
+    assert_eq!(
+        (k["result"].as_str(), k["ended_by"].as_str()),
+        (Some("killed"), Some("agent"))
+    );
+    let ended = d.json(&["events"])["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "ended" && e["job"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(ended["ended_by"], "agent");
+    assert_eq!(ended["start_mode"]["mode"], "background");
+    assert_eq!(d.run(&["down"]).0, 0);
+    assert!(d.wait_exit(Duration::from_secs(5)).is_some());
+    assert_eq!(containers_of(&d.instance), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn the_cap_holds_across_clients_and_queue_waits() {
     let d = Daemon::start();
@@ -77,15 +135,31 @@ async fn the_cap_holds_across_clients_and_queue_waits() {
 async fn a_foreground_run_is_promoted_when_its_budget_runs_out() {
     let d = Daemon::start();
     let started = Instant::now();
-    let (code, out, err) = d.run(&["run", "--runner", "host", "--timeout", "2", "--", "sh", "-c", "echo hi; sleep 30"]);
+    let (code, out, err) = d.run(&[
+        "run",
+        "--runner",
+        "host",
+        "--timeout",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo hi; sleep 30",
+    ]);
     let took = started.elapsed();
     assert_eq!(code, 0, "{err}");
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
     assert!(out.starts_with("hi\n"), "{out}");
     assert!(err.contains("auto background (2s budget exceeded)"), "{err}");
     let jobs = d.json(&["ps"]);
     assert_eq!(jobs[0]["status"]["state"], "running");
-    assert_eq!(jobs[0]["start_mode"], serde_json::json!({"mode": "promoted", "by": "system"}));
+    assert_eq!(
+        jobs[0]["start_mode"],
+        serde_json::json!({"mode": "promoted", "by": "system"})
+    );
 }
 
 #[tokio::test]
@@ -110,7 +184,10 @@ async fn bg_releases_a_blocked_run_at_once() {
         if let Some(s) = blocked.try_wait().unwrap() {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(3), "berth run still blocked");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "berth run still blocked"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     assert!(status.success());
@@ -130,21 +207,30 @@ async fn bg_releases_a_blocked_run_at_once() {
 async fn sigterm_tears_everything_down_within_grace_plus_one_second() {
     let mut d = Daemon::start();
     let token = unique_sleep();
-    for cmd in [
-        format!("sleep {token}"),
-        format!("trap '' TERM; sleep {token}"),
-        format!("sleep {token} & sleep {token}"),
+    for (runner, cmd) in [
+        ("docker", format!("sleep {token}")),
+        ("host", format!("trap '' TERM; sleep {token}")),
+        ("host", format!("sleep {token} & sleep {token}")),
     ] {
-        d.json(&["run", "-d", "--runner", "host", "--shell", "--", &cmd]);
+        d.json(&["run", "-d", "--runner", runner, "--shell", "--", &cmd]);
     }
-    eventually(Duration::from_secs(5), "4 sleeps", || processes_with(&token).len() == 4).await;
+    // Container processes are host processes too.
+    eventually(Duration::from_secs(10), "4 sleeps", || {
+        processes_with(&token).len() == 4
+    })
+    .await;
+    assert_eq!(containers_of(&d.instance).len(), 1);
     let started = Instant::now();
-    std::process::Command::new("kill").args(["-TERM", &d.pid().to_string()]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &d.pid().to_string()])
+        .status()
+        .unwrap();
     let status = d.wait_exit(Duration::from_secs(10)).expect("daemon exits");
     let took = started.elapsed();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(3), "grace 2 s + 1 s, took {took:?}");
     assert_eq!(processes_with(&token), Vec::<u32>::new());
+    assert_eq!(containers_of(&d.instance), Vec::<String>::new());
     assert!(!d.socket().exists());
 }
 
@@ -159,7 +245,11 @@ async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
     let socket = d.socket();
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let dir_mode = std::fs::metadata(socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(dir_mode, 0o700);
     drop(d);
 
@@ -169,7 +259,12 @@ async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
     d.child.kill().unwrap();
     d.child.wait().unwrap();
     assert!(socket.exists());
-    let mut again = d.cli().arg("daemon").stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut again = d
+        .cli()
+        .arg("daemon")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let (code, _, _) = {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -194,7 +289,10 @@ fn raw(socket: &std::path::Path, request: &[u8]) -> u16 {
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer);
-    text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
 }
 
 fn post(path: &str, body: &str) -> Vec<u8> {
@@ -215,26 +313,56 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
         (post("/v1/jobs", r#"{"argv": "true"}"#), 400),
         (post("/v1/jobs", r#"{"argv": []}"#), 400),
         (post("/v1/jobs", r#"{"argv": ["true"], "watch": ["("]}"#), 400),
-        (post("/v1/jobs", r#"{"argv": ["true"], "ports": [{"port": 0}]}"#), 400),
+        (
+            post("/v1/jobs", r#"{"argv": ["true"], "ports": [{"port": 0}]}"#),
+            400,
+        ),
         (post("/v1/jobs/job-999/kill", "{}"), 404),
-        (post("/v1/jobs/job-1/wait", r#"{"conditions": [{"log": "("}]}"#), 404),
+        (
+            post("/v1/jobs/job-1/wait", r#"{"conditions": [{"log": "("}]}"#),
+            404,
+        ),
         (post("/v1/jobs/x/background", r#"{"by": "robot"}"#), 400),
-        (b"GET /v1/jobs?filter=sideways HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 400),
-        (b"GET /v1/jobs/job-1/logs?tail=-3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 400),
-        (b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(), 404),
-        (post("/v1/jobs", &format!(r#"{{"shell": "{}"}}"#, "x".repeat(2 * 1024 * 1024))), 413),
+        (
+            b"GET /v1/jobs?filter=sideways HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            b"GET /v1/jobs/job-1/logs?tail=-3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            404,
+        ),
+        (
+            post(
+                "/v1/jobs",
+                &format!(r#"{{"shell": "{}"}}"#, "x".repeat(2 * 1024 * 1024)),
+            ),
+            413,
+        ),
     ];
     for round in 0..20 {
         for (req, want) in &bad {
             let got = raw(&socket, req);
-            assert_eq!(got, *want, "round {round}: {}", String::from_utf8_lossy(&req[..req.len().min(120)]));
+            assert_eq!(
+                got,
+                *want,
+                "round {round}: {}",
+                String::from_utf8_lossy(&req[..req.len().min(120)])
+            );
         }
     }
     // Garbage that is not even HTTP.
     for _ in 0..50 {
         let _ = raw(&socket, b"\x00\x01\x02 hello\r\n\r\n");
     }
-    assert_eq!(d.json(&["ps", "--all"]), serde_json::json!([]), "nothing was started");
+    assert_eq!(
+        d.json(&["ps", "--all"]),
+        serde_json::json!([]),
+        "nothing was started"
+    );
     let v = d.json(&["run", "-d", "--runner", "host", "--", "true"]);
     assert!(v["job"]["id"].as_str().unwrap().starts_with("job-"));
     let body = r#"{"argv":["true"],"runner":"host","background":true}"#;

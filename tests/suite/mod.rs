@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod docker;
 mod host;
 mod output;
 mod ready;
