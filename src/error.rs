@@ -57,13 +57,17 @@ pub enum Error {
     #[error("job {job} is not running in the foreground (it is {state}); nothing to move to background")]
     NotForeground { job: JobId, state: String },
 
-    #[error("job {job} is still {state}; only a finished job can be resumed (stop it first with `berth kill {job}`)")]
+    #[error(
+        "job {job} is still {state}; only a finished job can be resumed (stop it first with `berth kill {job}`)"
+    )]
     NotFinished { job: JobId, state: String },
 
     #[error("no berth manager is running for instance `{instance}` (socket {}): start one with `berth up`", socket.display())]
     NoDaemon { instance: String, socket: PathBuf },
 
-    #[error("a berth daemon for instance `{instance}` is already running (pid {pid}); stop it with `berth down` or use another `--instance`")]
+    #[error(
+        "a berth daemon for instance `{instance}` is already running (pid {pid}); stop it with `berth down` or use another `--instance`"
+    )]
     DaemonRunning { instance: String, pid: String },
 
     #[error("{message}")]
