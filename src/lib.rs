@@ -27,6 +27,10 @@
 //! - [`watch`]: regex watchers that turn output lines into events.
 //! - [`events`]: the global event log with its own seq.
 //! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
+//! - [`safety`]: command filter, workspace guard, security log.
+//! - [`api`], [`daemon`]: the socket API (server, client) and serving it.
+//! - [`mcp`]: the MCP server for agents; [`tui`]: the terminal panel.
+//! - [`card`]: the human-readable card of a job.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
@@ -44,6 +48,8 @@ pub mod mcp;
 pub mod output;
 pub mod ready;
 pub mod runner;
+pub mod safety;
+pub mod tui;
 pub mod watch;
 
 pub use config::Config;

@@ -78,6 +78,8 @@ pub enum Command {
         #[arg(long, default_value = "canonical")]
         tools: String,
     },
+    /// The live panel of a running manager's jobs (keys: ←/→ tabs, ↑/↓, Enter, k, d, r, Ctrl+R, q).
+    Tui,
     /// Build berth's local images (no registry needed).
     Images {
         #[command(subcommand)]
@@ -139,6 +141,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Config { json } => show_config(&cli.global, json),
         Command::Daemon => daemon::daemon(&cli.global).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
+        Command::Tui => tui(&cli.global).await,
         Command::Images {
             action: ImagesAction::Build,
         } => images_build(&cli.global),
@@ -210,4 +213,9 @@ fn images_build(global: &Global) -> anyhow::Result<i32> {
     };
     let status = std::process::Command::new("bash").arg(script).status()?;
     Ok(status.code().unwrap_or(1))
+}
+
+async fn tui(global: &Global) -> anyhow::Result<i32> {
+    crate::tui::run(global.config()?).await?;
+    Ok(0)
 }

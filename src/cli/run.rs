@@ -185,7 +185,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
-    let handle = manager.start(spec).await?;
+    let handle = manager.start_from(spec, "cli").await?;
     let output = manager.output(&handle.id)?;
     let follower = (!args.json).then(|| tokio::spawn(follow(output.clone())));
 

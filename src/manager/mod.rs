@@ -158,6 +158,7 @@ pub(crate) struct Inner {
     slot_freed: Notify,
     shutting_down: AtomicBool,
     runners: crate::runner::docker::Engine,
+    safety: crate::safety::Safety,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -231,6 +232,7 @@ impl Manager {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
         let inner = Arc::new(Inner {
             runners: crate::runner::docker::Engine::new(&config),
+            safety: crate::safety::Safety::from_config(&config)?,
             config,
             registry: Mutex::new(Registry::default()),
             events: EventLog::new(),
@@ -255,7 +257,13 @@ impl Manager {
     /// Start a job. Returns once it runs (or is queued); a spec that cannot
     /// start is refused with an error and leaves no record.
     pub async fn start(&self, spec: JobSpec) -> Result<JobHandle> {
-        let id = supervise::start(&self.inner, spec).await?;
+        self.start_from(spec, "library").await
+    }
+
+    /// [`Manager::start`] on behalf of `client` (`cli`, `api`, `mcp`, …), which
+    /// the security log records when a command is blocked.
+    pub async fn start_from(&self, spec: JobSpec, client: &str) -> Result<JobHandle> {
+        let id = supervise::start(&self.inner, spec, client).await?;
         Ok(JobHandle {
             id,
             manager: self.clone(),

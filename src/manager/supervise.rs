@@ -31,7 +31,7 @@ pub struct StopRequest {
     pub timed_out: bool,
 }
 
-pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec) -> Result<JobId> {
+pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Result<JobId> {
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
@@ -41,6 +41,8 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec) -> Result<JobId> {
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd });
     }
+    // Before any runner sees the command: the filter and the workspace guard.
+    inner.safety.check(&spec, &cwd, client)?;
     let kind = inner.runners.resolve(spec.runner).await?;
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
