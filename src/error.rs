@@ -81,6 +81,9 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    #[error("the job store `{}` failed: {message}", path.display())]
+    Store { path: PathBuf, message: String },
+
     #[error("could not read config `{}`: {message}", path.display())]
     Config { path: PathBuf, message: String },
 
@@ -126,6 +129,7 @@ impl Error {
             Error::Remote { code, .. } => code,
             Error::Io { .. } => "io",
             Error::Config { .. } => "config",
+            Error::Store { .. } => "store",
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
             Error::Docker { .. } => "docker",

@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 
 use crate::job::{EndedBy, JobId, PortMapping, RunnerKind, StartMode};
 use crate::output::Stream;
+use crate::store::Store;
 
 /// How many events are kept in memory.
 pub const MAX_EVENTS: usize = 10_000;
@@ -42,7 +43,8 @@ pub enum EventKind {
         elapsed_ms: u64,
     },
     WatchHit {
-        seq: u64,
+        /// Seq of the matching output line (the event has its own `seq`).
+        line_seq: u64,
         stream: Stream,
         line: String,
         pattern: String,
@@ -87,6 +89,8 @@ struct State {
 pub struct EventLog {
     state: Mutex<State>,
     tx: broadcast::Sender<Event>,
+    /// Where every event is kept for good (older ones are read back from it).
+    store: Option<Arc<Store>>,
 }
 
 impl EventLog {
@@ -96,6 +100,16 @@ impl EventLog {
 
     /// A log whose first event gets `seq` (after a restart, to keep seqs unique).
     pub fn starting_at(seq: u64) -> Arc<Self> {
+        Self::build(seq, None)
+    }
+
+    /// A log that persists every event in `store` and continues its seq.
+    pub fn with_store(store: Arc<Store>) -> crate::error::Result<Arc<Self>> {
+        let next = store.max_event_seq()? + 1;
+        Ok(Self::build(next, Some(store)))
+    }
+
+    fn build(seq: u64, store: Option<Arc<Store>>) -> Arc<Self> {
         let (tx, _) = broadcast::channel(4096);
         Arc::new(EventLog {
             state: Mutex::new(State {
@@ -103,6 +117,7 @@ impl EventLog {
                 next_seq: seq.max(1),
             }),
             tx,
+            store,
         })
     }
 
@@ -117,6 +132,9 @@ impl EventLog {
                 kind,
             };
             st.next_seq += 1;
+            if let Some(store) = &self.store {
+                store.put_event(&event);
+            }
             st.events.push_back(event.clone());
             if st.events.len() > MAX_EVENTS {
                 st.events.pop_front();
@@ -131,13 +149,24 @@ impl EventLog {
 
     /// Events with `seq >= since`, oldest first, at most `limit`.
     pub fn since(&self, since: u64, limit: usize) -> Vec<Event> {
-        let st = self.state.lock().unwrap();
-        st.events
-            .iter()
-            .filter(|e| e.seq >= since)
-            .take(limit)
-            .cloned()
-            .collect()
+        let (first_in_memory, next) = {
+            let st = self.state.lock().unwrap();
+            (st.events.front().map(|e| e.seq).unwrap_or(st.next_seq), st.next_seq)
+        };
+        let mut out = Vec::new();
+        if since < first_in_memory
+            && let Some(store) = &self.store
+        {
+            // Older than memory (or from before a restart): read them back.
+            store.flush();
+            out = store.events(since, limit).unwrap_or_default();
+        }
+        let from = out.last().map(|e| e.seq + 1).unwrap_or(since);
+        if out.len() < limit && from < next {
+            let st = self.state.lock().unwrap();
+            out.extend(st.events.iter().filter(|e| e.seq >= from).take(limit - out.len()).cloned());
+        }
+        out
     }
 
     /// Seq the next event will get.

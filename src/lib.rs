@@ -46,9 +46,11 @@ pub mod job;
 pub mod manager;
 pub mod mcp;
 pub mod output;
+pub mod procinfo;
 pub mod ready;
 pub mod runner;
 pub mod safety;
+pub mod store;
 pub mod tui;
 pub mod watch;
 

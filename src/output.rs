@@ -5,25 +5,25 @@
 //! (so `tail -f` works), splits them into lines ([`LineSplitter`]) and hands the
 //! lines to the shared [`JobOutput`]. There, under one short lock per chunk,
 //! each line gets the job's next `seq` (one contiguous space for both streams,
-//! in arrival order), is appended to `lines.log` (the seq-indexed spill file),
-//! checked by the watchers, and pushed into a ring bounded in bytes. Readers
-//! page by seq: recent lines come from the ring, older ones from `lines.log`
-//! through a sparse offset index (one entry per [`INDEX_EVERY`] lines), so the
-//! whole output stays pageable while memory stays bounded.
+//! in arrival order), is checked by the watchers, pushed into a ring bounded
+//! in bytes, and queued for the durable [`Store`]. Readers page by seq: recent
+//! lines come from the ring, older ones from the store, so the whole output
+//! stays pageable (also after a restart) while memory stays bounded.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventLog};
 use crate::job::{JobId, LogPaths};
+use crate::store::Store;
 use crate::watch::Watchers;
 
 /// Lines longer than this are split into several lines.
@@ -34,8 +34,6 @@ pub const DEFAULT_RING_BYTES: usize = 4 * 1024 * 1024;
 pub const SNIPPET_BYTES: usize = 1536;
 /// Bookkeeping cost charged per line in the ring on top of its text.
 const LINE_OVERHEAD: usize = 64;
-/// One index entry into `lines.log` per this many lines.
-const INDEX_EVERY: u64 = 1024;
 
 /// Which stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -43,22 +41,6 @@ const INDEX_EVERY: u64 = 1024;
 pub enum Stream {
     Stdout,
     Stderr,
-}
-
-impl Stream {
-    fn tag(self) -> char {
-        match self {
-            Stream::Stdout => 'o',
-            Stream::Stderr => 'e',
-        }
-    }
-    fn from_tag(c: &str) -> Option<Self> {
-        match c {
-            "o" => Some(Stream::Stdout),
-            "e" => Some(Stream::Stderr),
-            _ => None,
-        }
-    }
 }
 
 impl std::str::FromStr for Stream {
@@ -174,10 +156,6 @@ struct Ring {
     bytes: usize,
     max_bytes: usize,
     next_seq: u64,
-    spill: BufWriter<File>,
-    spill_offset: u64,
-    /// (seq, byte offset in lines.log) of every INDEX_EVERY-th line.
-    index: Vec<(u64, u64)>,
     open_streams: u8,
 }
 
@@ -188,22 +166,27 @@ pub struct JobOutput {
     ring: Mutex<Ring>,
     watchers: Watchers,
     events: Arc<EventLog>,
+    store: Arc<Store>,
     progress: watch::Sender<Progress>,
 }
 
 impl JobOutput {
-    /// Create the job's directory and files. `dir` is `<state>/jobs/<id>`.
+    /// Create the job's output, its directory `dir` (`<state>/jobs/<id>`) and
+    /// its first line number `first_seq` (1, or the next one when re-adopting).
     pub fn create(
         job: JobId,
         dir: &Path,
         max_bytes: usize,
         watchers: Watchers,
         events: Arc<EventLog>,
+        store: Arc<Store>,
+        first_seq: u64,
     ) -> Result<Arc<Self>> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
-        let spill_path = dir.join("lines.log");
-        let spill = File::create(&spill_path).map_err(|e| Error::io("create", &spill_path, e))?;
-        let (progress, _) = watch::channel(Progress::default());
+        let (progress, _) = watch::channel(Progress {
+            last_seq: first_seq.saturating_sub(1),
+            closed: false,
+        });
         Ok(Arc::new(JobOutput {
             job,
             dir: dir.to_path_buf(),
@@ -211,16 +194,35 @@ impl JobOutput {
                 lines: VecDeque::new(),
                 bytes: 0,
                 max_bytes: max_bytes.max(1),
-                next_seq: 1,
-                spill: BufWriter::with_capacity(64 * 1024, spill),
-                spill_offset: 0,
-                index: Vec::new(),
+                next_seq: first_seq.max(1),
                 open_streams: 2,
             }),
             watchers,
             events,
+            store,
             progress,
         }))
+    }
+
+    /// The output of a job that ended before this manager started: every line
+    /// is in the store.
+    pub fn finished(job: JobId, dir: &Path, events: Arc<EventLog>, store: Arc<Store>, last_seq: u64) -> Arc<Self> {
+        let (progress, _) = watch::channel(Progress { last_seq, closed: true });
+        Arc::new(JobOutput {
+            job,
+            dir: dir.to_path_buf(),
+            ring: Mutex::new(Ring {
+                lines: VecDeque::new(),
+                bytes: 0,
+                max_bytes: 1,
+                next_seq: last_seq + 1,
+                open_streams: 0,
+            }),
+            watchers: Watchers::default(),
+            events,
+            store,
+            progress,
+        })
     }
 
     pub fn paths(&self) -> LogPaths {
@@ -236,7 +238,12 @@ impl JobOutput {
             Stream::Stdout => self.dir.join("stdout.log"),
             Stream::Stderr => self.dir.join("stderr.log"),
         };
-        let file = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+        // Append: a re-adopted job keeps what its raw files already hold.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io("create", &path, e))?;
         Ok(StreamWriter {
             output: self.clone(),
             stream,
@@ -262,25 +269,16 @@ impl JobOutput {
         }
         let ts = Utc::now();
         let mut hits = Vec::new();
+        let mut durable = Vec::with_capacity(texts.len());
         let last_seq = {
             let mut ring = self.ring.lock().unwrap();
             for text in texts.drain(..) {
                 let seq = ring.next_seq;
                 ring.next_seq += 1;
-                if seq % INDEX_EVERY == 1 {
-                    let offset = ring.spill_offset;
-                    ring.index.push((seq, offset));
-                }
-                let record = format!("{seq}\t{}\t{}\t{text}\n", stream.tag(), ts.timestamp_millis());
-                // A spill write failure (disk full) must not take the job down:
-                // the ring still has the line; older pages will say what is gone.
-                if ring.spill.write_all(record.as_bytes()).is_ok() {
-                    ring.spill_offset += record.len() as u64;
-                }
                 if !self.watchers.is_empty() {
                     for pattern in self.watchers.matches(&text) {
                         hits.push(EventKind::WatchHit {
-                            seq,
+                            line_seq: seq,
                             stream,
                             line: text.clone(),
                             pattern,
@@ -288,12 +286,9 @@ impl JobOutput {
                     }
                 }
                 ring.bytes += text.len() + LINE_OVERHEAD;
-                ring.lines.push_back(Line {
-                    seq,
-                    stream,
-                    ts,
-                    text,
-                });
+                let line = Line { seq, stream, ts, text };
+                durable.push(line.clone());
+                ring.lines.push_back(line);
                 while ring.bytes > ring.max_bytes && ring.lines.len() > 1 {
                     let old = ring.lines.pop_front().expect("ring not empty");
                     ring.bytes -= old.text.len() + LINE_OVERHEAD;
@@ -301,6 +296,8 @@ impl JobOutput {
             }
             ring.next_seq - 1
         };
+        // Outside the lock: this may wait when the store is behind (backpressure).
+        self.store.put_lines(&self.job, durable);
         for hit in hits {
             self.events.emit(self.job.clone(), hit);
         }
@@ -311,7 +308,6 @@ impl JobOutput {
         let closed = {
             let mut ring = self.ring.lock().unwrap();
             ring.open_streams = ring.open_streams.saturating_sub(1);
-            let _ = ring.spill.flush();
             ring.open_streams == 0
         };
         if closed {
@@ -345,13 +341,13 @@ impl JobOutput {
         loop {
             let ring_first = self.ring_first();
             if cursor < ring_first {
-                // Older than the ring: page through the spill file up to the ring.
-                cursor = self.read_spill(cursor, ring_first, limit, query.stream, &mut lines)?;
+                // Older than the ring: page through the store up to the ring.
+                cursor = self.read_store(cursor, ring_first, limit, query.stream, &mut lines)?;
                 if lines.len() >= limit {
                     break;
                 }
-                // A spill that could not be written leaves a gap; step over it
-                // rather than loop (the page still says where it starts).
+                // A store that could not be written leaves a gap; step over it
+                // rather than loop.
                 cursor = cursor.max(ring_first);
             }
             let ring = self.ring.lock().unwrap();
@@ -397,17 +393,10 @@ impl JobOutput {
             (lines, first <= 1)
         };
         if lines.len() < n && !complete {
-            // The ring holds fewer than n matching lines: the rest are in the spill.
+            // The ring holds fewer than n matching lines: the rest are in the store.
             let until = lines.first().map(|l| l.seq).unwrap_or(last_seq + 1);
-            let mut older = Vec::new();
-            let since = if stream.is_none() {
-                until.saturating_sub((n - lines.len()) as u64).max(1)
-            } else {
-                1
-            };
-            self.read_spill(since, until, usize::MAX, stream, &mut older)?;
-            let keep = older.len().saturating_sub(n - lines.len());
-            older.drain(..keep);
+            self.store.flush();
+            let mut older = self.store.tail(&self.job, n - lines.len(), until, stream)?;
             older.extend(lines);
             lines = older;
         }
@@ -420,9 +409,9 @@ impl JobOutput {
         })
     }
 
-    /// Lines from `lines.log` with seq in `[from, until)`, at most `limit`.
-    /// Returns the cursor after the last line looked at.
-    fn read_spill(
+    /// Lines from the store with seq in `[from, until)`, until `out` holds
+    /// `limit`. Returns the cursor after the last line looked at.
+    fn read_store(
         &self,
         from: u64,
         until: u64,
@@ -430,31 +419,16 @@ impl JobOutput {
         stream: Option<Stream>,
         out: &mut Vec<Line>,
     ) -> Result<u64> {
-        let offset = {
-            let mut ring = self.ring.lock().unwrap();
-            let _ = ring.spill.flush();
-            let i = ring.index.partition_point(|(seq, _)| *seq <= from);
-            if i == 0 { 0 } else { ring.index[i - 1].1 }
+        // Lines that just left the ring may still be queued for the store.
+        self.store.flush();
+        let want = limit.saturating_sub(out.len());
+        let got = self.store.lines(&self.job, from, until, want, stream)?;
+        let full = got.len() >= want;
+        let cursor = match (full, got.last()) {
+            (true, Some(last)) => last.seq + 1,
+            _ => until,
         };
-        let path = self.dir.join("lines.log");
-        let mut file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| Error::io("seek in", &path, e))?;
-        let mut cursor = from;
-        for raw in BufReader::new(file).lines() {
-            let raw = raw.map_err(|e| Error::io("read", &path, e))?;
-            let Some(line) = parse_spill(&raw) else { continue };
-            if line.seq < from {
-                continue;
-            }
-            if line.seq >= until || out.len() >= limit {
-                break;
-            }
-            cursor = line.seq + 1;
-            if stream.is_none_or(|s| s == line.stream) {
-                out.push(line);
-            }
-        }
+        out.extend(got);
         Ok(cursor)
     }
 
@@ -481,20 +455,6 @@ impl JobOutput {
         }
         s
     }
-}
-
-fn parse_spill(raw: &str) -> Option<Line> {
-    let mut parts = raw.splitn(4, '\t');
-    let seq = parts.next()?.parse().ok()?;
-    let stream = Stream::from_tag(parts.next()?)?;
-    let ms: i64 = parts.next()?.parse().ok()?;
-    let text = parts.next()?.to_string();
-    Some(Line {
-        seq,
-        stream,
-        ts: Utc.timestamp_millis_opt(ms).single()?,
-        text,
-    })
 }
 
 /// Writes one stream of one job: raw file, line splitting, hand-off to the ring.
@@ -576,19 +536,22 @@ mod tests {
 
     fn output(ring: usize) -> (tempfile::TempDir, Arc<JobOutput>) {
         let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("berth.db")).unwrap();
         let out = JobOutput::create(
             JobId::from_number(1),
             &dir.path().join("job-1"),
             ring,
             Watchers::default(),
             EventLog::new(),
+            store,
+            1,
         )
         .unwrap();
         (dir, out)
     }
 
     #[test]
-    fn pages_across_ring_and_spill() {
+    fn pages_across_ring_and_store() {
         let (_d, out) = output(4096);
         let mut w = out.writer(Stream::Stdout).unwrap();
         let mut e = out.writer(Stream::Stderr).unwrap();

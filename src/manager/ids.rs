@@ -43,6 +43,28 @@ impl IdAllocator {
         file.sync_data().map_err(io)?;
         Ok(JobId::from_number(n))
     }
+
+    /// Make sure future ids are above `n` (after reading records back).
+    pub fn ensure_above(&self, n: u64) -> Result<()> {
+        let io = |e| Error::io("update job counter", &self.path, e);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(io)?;
+        file.lock().map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let current: u64 = text.trim().parse().unwrap_or(1);
+        if current <= n {
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.set_len(0).map_err(io)?;
+            write!(file, "{}", n + 1).map_err(io)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

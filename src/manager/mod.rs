@@ -12,6 +12,7 @@
 //! still running; [`Manager::shutdown`] does it gracefully.
 
 mod ids;
+mod recover;
 mod supervise;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -110,6 +111,8 @@ pub(crate) struct Live {
 
 pub(crate) struct Entry {
     info: JobInfo,
+    /// Start time of the job's leader process (host jobs), to trust its pid later.
+    pid_start: Option<u64>,
     output: Arc<JobOutput>,
     status_tx: watch::Sender<JobStatus>,
     mode_tx: watch::Sender<StartMode>,
@@ -159,6 +162,9 @@ pub(crate) struct Inner {
     shutting_down: AtomicBool,
     runners: crate::runner::docker::Engine,
     safety: crate::safety::Safety,
+    store: Arc<crate::store::Store>,
+    /// This manager as `pid:start_time`, the owner recorded on every run.
+    owner: String,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -230,20 +236,29 @@ impl Manager {
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
+        let store = crate::store::Store::open(&config.instance_dir().join("berth.db"))?;
         let inner = Arc::new(Inner {
             runners: crate::runner::docker::Engine::new(&config),
             safety: crate::safety::Safety::from_config(&config)?,
+            events: EventLog::with_store(store.clone())?,
+            store,
+            owner: crate::procinfo::owner_label(),
             config,
             registry: Mutex::new(Registry::default()),
-            events: EventLog::new(),
             ids,
             slot_freed: Notify::new(),
             shutting_down: AtomicBool::new(false),
         });
+        recover::load(&inner)?;
         Ok(Manager {
             _guard: Arc::new(TeardownGuard(inner.clone())),
             inner,
         })
+    }
+
+    /// The instance's durable store.
+    pub fn store(&self) -> &Arc<crate::store::Store> {
+        &self.inner.store
     }
 
     pub fn config(&self) -> &Config {
@@ -496,6 +511,8 @@ impl Manager {
             )
         });
         futures_util::future::join_all(kills).await;
+        // Every line and event reaches the disk before we say we are done.
+        self.inner.store.flush();
     }
 }
 
@@ -520,9 +537,26 @@ impl Inner {
             e.info.start_mode = StartMode::Promoted(by);
             e.info.promotion_reason = Some(reason.clone());
             e.mode_tx.send_replace(e.info.start_mode);
+            self.persist(e);
         }
         self.events.emit(id.clone(), EventKind::Promoted { by, reason });
         Ok(())
+    }
+
+    /// Queue the record of `e` for the store.
+    fn persist(&self, e: &Entry) {
+        let info = snapshot(e);
+        let pgid = match (&info.container_id, info.pid) {
+            (None, Some(pid)) => Some(pid as i32),
+            _ => None,
+        };
+        self.store.put_run(crate::store::RunRow {
+            info,
+            instance: self.config.instance.clone(),
+            owner: self.owner.clone(),
+            pgid,
+            pid_start_time: e.pid_start,
+        });
     }
 
     fn now() -> chrono::DateTime<Utc> {

@@ -74,6 +74,8 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             inner.config.ring_bytes,
             watchers,
             inner.events.clone(),
+            inner.store.clone(),
+            1,
         )?;
         let status = if queued {
             JobStatus::Queued
@@ -113,6 +115,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             n,
             Entry {
                 info,
+                pid_start: None,
                 output,
                 status_tx: watch::channel(status).0,
                 mode_tx: watch::channel(start_mode).0,
@@ -126,6 +129,9 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
         );
         if queued {
             reg.queue.push_back(id.clone());
+            // A start that launches now is recorded once it runs: a refused
+            // launch must leave nothing behind, in memory or on disk.
+            inner.persist(reg.get(&id).expect("just inserted"));
         }
         (id, queued)
     };
@@ -173,6 +179,9 @@ async fn run_queued(
                 if let Ok(e) = reg.get_mut(&id) {
                     e.info.status = JobStatus::Starting;
                     e.status_tx.send_replace(JobStatus::Starting);
+                }
+                if let Ok(e) = reg.get(&id) {
+                    inner.persist(e);
                 }
                 break;
             }
@@ -230,7 +239,9 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
             live.control = Some(launched.control.clone());
             live.internal_ip = launched.internal_ip;
         }
+        e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
         e.status_tx.send_replace(JobStatus::Running);
+        inner.persist(e);
         e.info.start_mode
     };
     inner.events.emit(
@@ -365,6 +376,7 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         e.info.reason = status.reason();
         e.info.last_seq = e.output.progress().last_seq;
         e.live = None;
+        inner.persist(e);
         (e.info.start_mode, e.info.last_seq)
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");

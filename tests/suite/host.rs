@@ -421,11 +421,11 @@ async fn watchers_turn_lines_into_events() {
         .into_iter()
         .filter_map(|e| match e.kind {
             EventKind::WatchHit {
-                seq,
+                line_seq,
                 stream,
                 line,
                 pattern,
-            } => Some((e.job, seq, stream, line, pattern)),
+            } => Some((e.job, line_seq, stream, line, pattern)),
             _ => None,
         })
         .collect();

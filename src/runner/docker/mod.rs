@@ -97,16 +97,7 @@ fn message(e: &BollardError) -> String {
 /// (field 22 of `/proc/self/stat`, clock ticks since boot), so a reused pid is
 /// never mistaken for a live owner.
 pub fn owner_label() -> String {
-    let pid = std::process::id();
-    let start = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            // The command name (field 2) may contain spaces; count after its ')'.
-            let rest = &s[s.rfind(')')? + 1..];
-            rest.split_whitespace().nth(19).map(str::to_string)
-        })
-        .unwrap_or_else(|| "0".into());
-    format!("{pid}:{start}")
+    crate::procinfo::owner_label()
 }
 
 /// Signals and removes one job's container.
@@ -175,37 +166,7 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        let id = self.container_id.clone();
-        let endpoint = self.endpoint.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("berth-docker-remove".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::warn!(container = %id, error = %e, "no runtime to remove container");
-                        return;
-                    }
-                };
-                rt.block_on(async {
-                    match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                        Ok(docker) => {
-                            remove_container(&docker, &id).await;
-                        }
-                        Err(e) => tracing::warn!(container = %id, error = %e, "could not remove container"),
-                    }
-                });
-                let _ = tx.send(());
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(container = %self.container_id, error = %e, "no thread to remove container");
-        } else if rx.recv_timeout(BLOCKING_REMOVE_LIMIT).is_err() {
-            tracing::warn!(
-                container = %self.container_id,
-                "container removal still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
-            );
-        }
+        blocking_remove(self.endpoint.clone(), self.container_id.clone());
     }
 }
 
@@ -317,6 +278,11 @@ impl Engine {
         }
     }
 
+    /// Force-remove a container from synchronous code (recovery, `Drop`).
+    pub fn remove_container_blocking(&self, container_id: &str) -> bool {
+        blocking_remove(self.endpoint.clone(), container_id.to_string())
+    }
+
     /// Start `spec` as a container writing into `output`.
     pub async fn launch(
         &self,
@@ -383,5 +349,50 @@ impl Engine {
             .into_iter()
             .filter(|ok| *ok)
             .count()
+    }
+}
+
+/// Force-remove container `id` from synchronous code (`Drop`, recovery) that
+/// may itself run inside a tokio runtime: a thread of its own with its own
+/// runtime does the work, waited for at most [`BLOCKING_REMOVE_LIMIT`].
+/// True when the container was removed (or already gone).
+fn blocking_remove(endpoint: String, id: String) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread_id = id.clone();
+    let spawned = std::thread::Builder::new()
+        .name("berth-docker-remove".into())
+        .spawn(move || {
+            let id = thread_id;
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::warn!(container = %id, error = %e, "no runtime to remove container");
+                    return;
+                }
+            };
+            let removed = rt.block_on(async {
+                match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                    Ok(docker) => remove_container(&docker, &id).await,
+                    Err(e) => {
+                        tracing::warn!(container = %id, error = %e, "could not remove container");
+                        false
+                    }
+                }
+            });
+            let _ = tx.send(removed);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(container = %id, error = %e, "no thread to remove container");
+        return false;
+    }
+    match rx.recv_timeout(BLOCKING_REMOVE_LIMIT) {
+        Ok(removed) => removed,
+        Err(_) => {
+            tracing::warn!(
+                container = %id,
+                "container removal still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
+            );
+            false
+        }
     }
 }

@@ -71,6 +71,8 @@ impl Fixture {
             1 << 20,
             Watchers::default(),
             EventLog::new(),
+            crate::store::Store::open(&self.dir.path().join("berth.db")).unwrap(),
+            1,
         )
         .unwrap()
     }

@@ -1,0 +1,95 @@
+//! Recovery when a manager starts: read the instance's runs back from the
+//! store so that `ps --all`, `logs` and `events` keep working across
+//! restarts, and settle runs that a dead manager left `running`.
+//!
+//! A run whose owner (manager pid + start time) is still alive belongs to
+//! another manager of the instance (e.g. a `berth run` beside the daemon) and
+//! is left alone. A run whose owner is dead is reaped: what is left of it is
+//! killed — a host process group only when its leader still has the recorded
+//! start time, so a reused pid is never signalled; a container by its labels —
+//! and it is marked `lost` with the reason.
+
+use std::sync::Arc;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::sync::watch;
+
+use super::{Entry, Inner, number};
+use crate::error::Result;
+use crate::job::JobStatus;
+use crate::output::JobOutput;
+use crate::procinfo;
+use crate::store::RunRow;
+
+pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
+    let rows = inner.store.runs()?;
+    let mut highest = 0;
+    for mut row in rows {
+        let Some(n) = number(&row.info.id) else { continue };
+        highest = highest.max(n);
+        if row.info.status.is_active() {
+            if procinfo::owner_alive(&row.owner) && row.owner != inner.owner {
+                continue; // another live manager's job
+            }
+            reap(inner, &mut row);
+        }
+        let last_seq = inner.store.last_seq(&row.info.id)?;
+        row.info.last_seq = last_seq;
+        let dir = inner.config.instance_dir().join("jobs").join(row.info.id.as_str());
+        let output = JobOutput::finished(row.info.id.clone(), &dir, inner.events.clone(), inner.store.clone(), last_seq);
+        let entry = Entry {
+            status_tx: watch::channel(row.info.status.clone()).0,
+            mode_tx: watch::channel(row.info.start_mode).0,
+            pid_start: row.pid_start_time,
+            info: row.info,
+            output,
+            live: None,
+            ready_seen: true,
+        };
+        inner.registry.lock().unwrap().jobs.insert(n, entry);
+    }
+    inner.ids.ensure_above(highest)?;
+    Ok(())
+}
+
+/// Kill what is left of an orphaned run and mark it lost.
+fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
+    let mut found = Vec::new();
+    if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
+        && procinfo::is_same_process(pgid as u32, start)
+    {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        found.push(format!("killed its process group {pgid}"));
+    }
+    if let Some(cid) = &row.info.container_id {
+        if inner.runners.remove_container_blocking(cid) {
+            found.push("removed its container".to_string());
+        }
+    }
+    let owner_pid = procinfo::parse_owner(&row.owner).map(|(p, _)| p).unwrap_or(0);
+    let reason = if found.is_empty() {
+        format!("its manager (pid {owner_pid}) died; the job was gone")
+    } else {
+        format!("its manager (pid {owner_pid}) died; {}", found.join(" and "))
+    };
+    row.info.status = JobStatus::Lost { reason };
+    row.info.ended_at = Some(chrono::Utc::now());
+    row.info.ended_by = row.info.status.ended_by();
+    row.info.reason = row.info.status.reason();
+    row.info.exit_code = None;
+    inner.store.put_run(RunRow {
+        owner: inner.owner.clone(),
+        ..row.clone()
+    });
+    inner.events.emit(
+        row.info.id.clone(),
+        crate::events::EventKind::Ended {
+            status: "lost".into(),
+            start_mode: row.info.start_mode,
+            ended_by: row.info.ended_by,
+            exit_code: None,
+            reason: row.info.reason.clone(),
+        },
+    );
+}

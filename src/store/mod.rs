@@ -1,0 +1,363 @@
+//! The durable store: one SQLite database per instance (`<instance>/berth.db`,
+//! WAL) holding runs, events and every output line, so that output can be
+//! paged by seq however long a job ran, records survive a restart, and the
+//! crash watchdog knows which processes belong to the instance.
+//!
+//! Theory of operation. All writes go through one writer thread fed by a
+//! bounded channel: it takes whatever is queued and commits it as one
+//! transaction, so under load batches grow by themselves and under light load
+//! each write lands within a few milliseconds (well inside the ~100 ms
+//! promise). The bound is the backpressure that keeps memory flat when a job
+//! prints faster than the disk takes it: its reader waits, and so does the job
+//! on its pipe. Reads use their own connection (WAL lets them run beside the
+//! writer). `(job, seq)` is the key of a line, so a replay never duplicates.
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+
+use chrono::{TimeZone, Utc};
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+pub use schema::{MIGRATIONS, current_version};
+
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::job::{JobId, JobInfo};
+use crate::output::{Line, Stream};
+
+/// Queued writes before a writer must wait.
+const QUEUE_BOUND: usize = 1024;
+
+/// A run as stored, with what recovery and the watchdog need beside the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub info: JobInfo,
+    pub instance: String,
+    /// `pid:start_time` of the manager that owns the run.
+    pub owner: String,
+    pub pgid: Option<i32>,
+    /// Start time (clock ticks since boot) of the job's leader process.
+    pub pid_start_time: Option<u64>,
+}
+
+enum Op {
+    Lines(JobId, Vec<Line>),
+    Event(Box<Event>),
+    Run(Box<RunRow>),
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+/// Handle to an instance's database.
+pub struct Store {
+    path: PathBuf,
+    tx: SyncSender<Op>,
+    reader: Mutex<Connection>,
+}
+
+fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    Error::Store {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| db_err(path, e))?;
+    Ok(conn)
+}
+
+impl Store {
+    /// Open (creating or upgrading) the database at `path` and start its writer.
+    pub fn open(path: &Path) -> Result<Arc<Store>> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
+        }
+        let mut writer = connect(path)?;
+        let from = schema::migrate(&mut writer).map_err(|e| db_err(path, e))?;
+        if from != current_version() {
+            tracing::info!(path = %path.display(), from, to = current_version(), "store upgraded");
+        }
+        let reader = connect(path)?;
+        let (tx, rx) = sync_channel(QUEUE_BOUND);
+        let wpath = path.to_path_buf();
+        std::thread::Builder::new()
+            .name("berth-store".into())
+            .spawn(move || write_loop(writer, rx, &wpath))
+            .map_err(|e| Error::io("start store writer for", path, e))?;
+        Ok(Arc::new(Store {
+            path: path.to_path_buf(),
+            tx,
+            reader: Mutex::new(reader),
+        }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queue `op`, waiting (without stalling other tasks) while the queue is full.
+    fn send(&self, op: Op) {
+        match self.tx.try_send(op) {
+            Ok(()) => {}
+            Err(TrySendError::Full(op)) => {
+                let multi = tokio::runtime::Handle::try_current()
+                    .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+                if multi {
+                    tokio::task::block_in_place(|| self.tx.send(op)).ok();
+                } else {
+                    // The writer is its own thread: blocking here cannot deadlock.
+                    self.tx.send(op).ok();
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => tracing::error!("store writer is gone"),
+        }
+    }
+
+    pub fn put_lines(&self, job: &JobId, lines: Vec<Line>) {
+        if !lines.is_empty() {
+            self.send(Op::Lines(job.clone(), lines));
+        }
+    }
+
+    pub fn put_event(&self, event: &Event) {
+        self.send(Op::Event(Box::new(event.clone())));
+    }
+
+    pub fn put_run(&self, row: RunRow) {
+        self.send(Op::Run(Box::new(row)));
+    }
+
+    /// Wait until everything queued so far is committed.
+    pub fn flush(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Op::Flush(tx));
+        let wait = || rx.recv().ok();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait);
+            }
+            _ => {
+                wait();
+            }
+        }
+    }
+
+    /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
+    pub fn lines(&self, job: &JobId, from: u64, until: u64, limit: usize, stream: Option<Stream>) -> Result<Vec<Line>> {
+        let conn = self.reader.lock().unwrap();
+        let sql = "SELECT seq, stream, ts, text FROM lines
+                   WHERE job = ?1 AND seq >= ?2 AND seq < ?3 AND (?4 < 0 OR stream = ?4)
+                   ORDER BY seq LIMIT ?5";
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| db_err(&self.path, e))?;
+        let stream_code = stream.map(stream_code).unwrap_or(-1);
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = stmt
+            .query_map(params![job.as_str(), from as i64, until.min(i64::MAX as u64) as i64, stream_code, limit], row_line)
+            .map_err(|e| db_err(&self.path, e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| db_err(&self.path, e))
+    }
+
+    /// The last `n` lines of `job` before seq `until`, oldest first.
+    pub fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
+        let conn = self.reader.lock().unwrap();
+        let sql = "SELECT seq, stream, ts, text FROM lines
+                   WHERE job = ?1 AND seq < ?2 AND (?3 < 0 OR stream = ?3)
+                   ORDER BY seq DESC LIMIT ?4";
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| db_err(&self.path, e))?;
+        let stream_code = stream.map(stream_code).unwrap_or(-1);
+        let rows = stmt
+            .query_map(params![job.as_str(), until.min(i64::MAX as u64) as i64, stream_code, n as i64], row_line)
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut lines = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| db_err(&self.path, e))?;
+        lines.reverse();
+        Ok(lines)
+    }
+
+    /// Highest stored seq of `job` (0 = none).
+    pub fn last_seq(&self, job: &JobId) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM lines WHERE job = ?1", [job.as_str()], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|v| v as u64)
+        .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Stored line counts of `job` per stream: (stdout, stderr).
+    pub fn line_counts(&self, job: &JobId) -> Result<(u64, u64)> {
+        let conn = self.reader.lock().unwrap();
+        let count = |s: Stream| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM lines WHERE job = ?1 AND stream = ?2",
+                params![job.as_str(), stream_code(s)],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|v| v as u64)
+        };
+        Ok((
+            count(Stream::Stdout).map_err(|e| db_err(&self.path, e))?,
+            count(Stream::Stderr).map_err(|e| db_err(&self.path, e))?,
+        ))
+    }
+
+    /// Every stored run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        let conn = self.reader.lock().unwrap();
+        let mut stmt = conn
+            .prepare("SELECT info, instance, owner, pgid, pid_start_time FROM runs ORDER BY number")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let info: String = r.get(0)?;
+                Ok((info, r.get(1)?, r.get(2)?, r.get(3)?, r.get::<_, Option<i64>>(4)?))
+            })
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (info, instance, owner, pgid, start) = row.map_err(|e| db_err(&self.path, e))?;
+            match serde_json::from_str::<JobInfo>(&info) {
+                Ok(info) => out.push(RunRow {
+                    info,
+                    instance,
+                    owner,
+                    pgid,
+                    pid_start_time: start.map(|s| s as u64),
+                }),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable run record"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stored events with seq ≥ `since`, at most `limit`.
+    pub fn events(&self, since: u64, limit: usize) -> Result<Vec<Event>> {
+        let conn = self.reader.lock().unwrap();
+        let mut stmt = conn
+            .prepare_cached("SELECT body FROM events WHERE seq >= ?1 ORDER BY seq LIMIT ?2")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = stmt
+            .query_map(params![since as i64, limit as i64], |r| r.get::<_, String>(0))
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        for body in rows {
+            let body = body.map_err(|e| db_err(&self.path, e))?;
+            if let Ok(e) = serde_json::from_str(&body) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Highest stored event seq (0 = none).
+    pub fn max_event_seq(&self) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get::<_, i64>(0))
+            .map(|v| v as u64)
+            .map_err(|e| db_err(&self.path, e))
+    }
+}
+
+fn stream_code(s: Stream) -> i64 {
+    match s {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+fn row_line(r: &rusqlite::Row<'_>) -> rusqlite::Result<Line> {
+    let seq: i64 = r.get(0)?;
+    let stream: i64 = r.get(1)?;
+    let ms: i64 = r.get(2)?;
+    Ok(Line {
+        seq: seq as u64,
+        stream: if stream == 1 { Stream::Stderr } else { Stream::Stdout },
+        ts: Utc.timestamp_millis_opt(ms).single().unwrap_or_default(),
+        text: r.get(3)?,
+    })
+}
+
+fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        // Take whatever else is queued: the busier the jobs, the bigger the batch.
+        while batch.len() < 4096 {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut flushed = Vec::new();
+        if let Err(e) = write_batch(&mut conn, batch, &mut flushed) {
+            tracing::error!(path = %path.display(), error = %e, "store write failed");
+        }
+        for f in flushed {
+            let _ = f.send(());
+        }
+    }
+}
+
+fn write_batch(conn: &mut Connection, batch: Vec<Op>, flushed: &mut Vec<std::sync::mpsc::Sender<()>>) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut line = tx.prepare_cached(
+            "INSERT OR IGNORE INTO lines (job, seq, stream, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        let mut event = tx.prepare_cached("INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)")?;
+        let mut run = tx.prepare_cached(
+            "INSERT INTO runs (id, number, status, info, updated_at, instance, owner, container_id, pid, pgid, pid_start_time)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (id) DO UPDATE SET status = ?3, info = ?4, updated_at = ?5, instance = ?6, owner = ?7,
+               container_id = ?8, pid = ?9, pgid = ?10, pid_start_time = ?11",
+        )?;
+        for op in batch {
+            match op {
+                Op::Lines(job, lines) => {
+                    for l in lines {
+                        line.execute(params![
+                            job.as_str(),
+                            l.seq as i64,
+                            stream_code(l.stream),
+                            l.ts.timestamp_millis(),
+                            l.text
+                        ])?;
+                    }
+                }
+                Op::Event(e) => {
+                    let body = serde_json::to_string(&e).unwrap_or_default();
+                    event.execute(params![e.seq as i64, e.job.as_str(), e.ts.to_rfc3339(), body])?;
+                }
+                Op::Run(r) => {
+                    let info = serde_json::to_string(&r.info).unwrap_or_default();
+                    let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
+                    run.execute(params![
+                        r.info.id.as_str(),
+                        number,
+                        r.info.status.name(),
+                        info,
+                        Utc::now().to_rfc3339(),
+                        r.instance,
+                        r.owner,
+                        r.info.container_id,
+                        r.info.pid,
+                        r.pgid,
+                        r.pid_start_time.map(|s| s as i64),
+                    ])?;
+                }
+                Op::Flush(tx) => flushed.push(tx),
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// Look up one stored run by id (for tests and tools).
+pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
+    Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
+}

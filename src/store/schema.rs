@@ -1,0 +1,58 @@
+//! The SQLite schema and its migrations. The version lives in `PRAGMA
+//! user_version`; each migration moves the database one version up inside a
+//! transaction, so a database made by an older berth is upgraded in place,
+//! never rejected, and a half-applied upgrade cannot happen.
+
+use rusqlite::Connection;
+
+/// Migrations in order; index + 1 is the version each one produces.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, events, output lines.
+    "CREATE TABLE runs (
+        id          TEXT PRIMARY KEY,
+        number      INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        info        TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE TABLE events (
+        seq   INTEGER PRIMARY KEY,
+        job   TEXT NOT NULL,
+        ts    TEXT NOT NULL,
+        body  TEXT NOT NULL
+    );
+    CREATE TABLE lines (
+        job     TEXT NOT NULL,
+        seq     INTEGER NOT NULL,
+        stream  INTEGER NOT NULL,
+        ts      INTEGER NOT NULL,
+        text    TEXT NOT NULL,
+        PRIMARY KEY (job, seq)
+    ) WITHOUT ROWID;",
+    // 2: what the crash watchdog and recovery need to find a job's processes
+    // safely (a pid is only trusted together with its start time).
+    "ALTER TABLE runs ADD COLUMN instance TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN container_id TEXT;
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN pgid INTEGER;
+    ALTER TABLE runs ADD COLUMN pid_start_time INTEGER;
+    CREATE INDEX runs_by_status ON runs (status);",
+];
+
+/// The version this build writes.
+pub fn current_version() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
+/// Bring `conn` up to [`current_version`]; returns the version it had.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
+    let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as u32 + 1)?;
+        tx.commit()?;
+    }
+    Ok(found)
+}
