@@ -25,6 +25,41 @@ pub const DEFAULT_INSTANCE: &str = "default";
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 
+/// What a restarted manager does with jobs a dead manager left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Kill what is left and mark the runs `lost` (the crash watchdog does it at once).
+    #[default]
+    Reap,
+    /// Let a new manager take the instance over; the watchdog stands down if one does.
+    Adopt,
+}
+
+impl Recovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::Reap => "reap",
+            Recovery::Adopt => "adopt",
+        }
+    }
+}
+
+impl std::str::FromStr for Recovery {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "reap" => Ok(Recovery::Reap),
+            "adopt" => Ok(Recovery::Adopt),
+            _ => Err(Error::InvalidValue {
+                what: "recovery",
+                input: s.into(),
+                message: "expected reap or adopt".into(),
+            }),
+        }
+    }
+}
+
 /// A size in a config file: a byte count or a string like `4m`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -59,6 +94,7 @@ pub struct Layer {
     pub runner: Option<RunnerChoice>,
     pub test_command: Option<String>,
     pub build_command: Option<String>,
+    pub recovery: Option<Recovery>,
 }
 
 /// Where a setting came from.
@@ -97,6 +133,7 @@ pub struct Config {
     pub runner: RunnerChoice,
     pub test_command: Option<String>,
     pub build_command: Option<String>,
+    pub recovery: Recovery,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -116,6 +153,7 @@ impl Default for Config {
             runner: RunnerChoice::Auto,
             test_command: None,
             build_command: None,
+            recovery: Recovery::Reap,
             sources: BTreeMap::new(),
         };
         for k in FIELDS {
@@ -125,7 +163,8 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 12] = [
+    "recovery",
     "instance",
     "state_dir",
     "workspace",
@@ -264,6 +303,7 @@ impl Config {
             self.test_command = Some(v);
             self.sources.insert("test_command", source("test_command"));
         }
+        set!(recovery, "recovery", Ok::<_, Error>);
         if let Some(v) = l.build_command {
             self.build_command = Some(v);
             self.sources.insert("build_command", source("build_command"));
@@ -286,6 +326,7 @@ impl Config {
             ("runner", format!("{:?}", self.runner).to_lowercase()),
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
+            ("recovery", self.recovery.as_str().into()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -356,6 +397,7 @@ fn env_layer() -> Result<Layer> {
         runner: get("runner").map(|v| v.parse()).transpose()?,
         test_command: get("test_command"),
         build_command: get("build_command"),
+        recovery: get("recovery").map(|v| v.parse()).transpose()?,
     })
 }
 

@@ -143,8 +143,10 @@ pub async fn signals() {
 
 /// `berth daemon`: run a manager on the instance socket until a signal or `berth down`.
 pub async fn run(config: crate::config::Config) -> Result<()> {
-    let manager = Manager::new(config)?;
+    let manager = Manager::new(config.clone())?;
     let bound = bind(&manager)?;
+    // Only once we own the instance: a refused second daemon starts none.
+    crate::watchdog::spawn(&config)?;
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
     eprintln!(
         "berth daemon: serving {} (pid {})",

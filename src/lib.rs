@@ -53,6 +53,7 @@ pub mod safety;
 pub mod store;
 pub mod tui;
 pub mod watch;
+pub mod watchdog;
 
 pub use config::Config;
 pub use error::{Error, Result};

@@ -14,8 +14,13 @@ use crate::error::Error;
 /// How long `up` and `down` wait for the daemon.
 const SETTLE: Duration = Duration::from_secs(15);
 
-pub async fn daemon(global: &Global) -> anyhow::Result<i32> {
-    crate::daemon::run(global.config()?).await?;
+pub async fn daemon(global: &Global, recovery: Option<&str>) -> anyhow::Result<i32> {
+    let mut config = global.config()?;
+    if let Some(r) = recovery {
+        config.recovery = r.parse()?;
+        config.sources.insert("recovery", crate::config::Source::Flag);
+    }
+    crate::daemon::run(config).await?;
     Ok(0)
 }
 
@@ -39,6 +44,7 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
         .env("BERTH_INSTANCE", &config.instance)
         .env("BERTH_STATE_DIR", &config.state_dir)
         .env("BERTH_WORKSPACE", &config.workspace)
+        .env("BERTH_RECOVERY", config.recovery.as_str())
         // Its own process group: a Ctrl+C in this terminal must not reach it.
         .process_group(0)
         .stdin(Stdio::null())

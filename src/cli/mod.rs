@@ -51,7 +51,17 @@ pub enum Command {
     /// Run a command: streams its output and exits with its exit code.
     Run(Box<run::RunArgs>),
     /// Run the manager in the foreground, serving the instance socket.
-    Daemon,
+    Daemon {
+        /// After a crash: `reap` (default) kills what is left; `adopt` lets the next manager take over.
+        #[arg(long)]
+        recovery: Option<String>,
+    },
+    /// (internal) Clean up after a manager that dies without tearing down.
+    #[command(hide = true)]
+    Watchdog {
+        #[arg(long)]
+        owner: String,
+    },
     /// Start the daemon in the background; returns once it answers.
     Up,
     /// Stop the daemon: every job is stopped, then it exits.
@@ -139,7 +149,8 @@ async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
         Command::Config { json } => show_config(&cli.global, json),
-        Command::Daemon => daemon::daemon(&cli.global).await,
+        Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
+        Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
         Command::Tui => tui(&cli.global).await,
         Command::Images {
@@ -217,5 +228,10 @@ fn images_build(global: &Global) -> anyhow::Result<i32> {
 
 async fn tui(global: &Global) -> anyhow::Result<i32> {
     crate::tui::run(global.config()?).await?;
+    Ok(0)
+}
+
+async fn watchdog(global: &Global, owner: String) -> anyhow::Result<i32> {
+    crate::watchdog::run(global.config()?, owner).await?;
     Ok(0)
 }

@@ -318,16 +318,22 @@ impl Engine {
     /// Force-remove every container labelled as managed by `instance`.
     /// Returns how many were removed (0 when the engine is unreachable).
     pub async fn remove_labelled(&self, instance: &str) -> usize {
+        self.remove_matching(&[format!("{LABEL_MANAGED}=true"), format!("{LABEL_INSTANCE}={instance}")])
+            .await
+    }
+
+    /// Force-remove every container whose `berth.owner` is `owner` (a manager
+    /// that died); returns how many were removed.
+    pub async fn remove_owned(&self, owner: &str) -> usize {
+        self.remove_matching(&[format!("{LABEL_MANAGED}=true"), format!("{LABEL_OWNER}={owner}")])
+            .await
+    }
+
+    async fn remove_matching(&self, labels: &[String]) -> usize {
         let Ok(docker) = self.client().await else {
             return 0;
         };
-        let filters = std::collections::HashMap::from([(
-            "label".to_string(),
-            vec![
-                format!("{LABEL_MANAGED}=true"),
-                format!("{LABEL_INSTANCE}={instance}"),
-            ],
-        )]);
+        let filters = std::collections::HashMap::from([("label".to_string(), labels.to_vec())]);
         let opts = ListContainersOptions {
             all: true,
             filters: Some(filters),
@@ -336,7 +342,7 @@ impl Engine {
         let list = match docker.list_containers(Some(opts)).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(instance, error = %message(&e), "could not list containers");
+                tracing::warn!(?labels, error = %message(&e), "could not list containers");
                 return 0;
             }
         };

@@ -1,0 +1,120 @@
+//! The crash watchdog: a small process of its own that outlives its manager
+//! and cleans up after a manager that died without tearing down (SIGKILL, OOM,
+//! a panic that aborted).
+//!
+//! The manager starts it (`berth watchdog --owner PID:START`, in its own
+//! process group so a signal to the manager's group does not reach it). It
+//! checks every [`POLL`] whether the manager still runs — by pid *and* start
+//! time, so a reused pid is not mistaken for it. When the manager is gone it
+//! removes the containers labelled with that owner, kills the host process
+//! groups the store records for that owner (again only where the leader still
+//! has its recorded start time), marks those runs `lost`, and exits. In
+//! recovery mode `adopt` it first gives a new manager [`ADOPT_WINDOW`] to take
+//! the instance over, and stands down if one does.
+
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::config::{Config, Recovery};
+use crate::error::{Error, Result};
+use crate::job::JobStatus;
+use crate::procinfo;
+use crate::store::{RunRow, Store};
+
+/// How often the manager's life is checked.
+pub const POLL: Duration = Duration::from_millis(200);
+/// In `adopt` mode, how long a new manager gets to take over.
+pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
+
+/// Start the watchdog for this process (the manager of `config.instance`).
+pub fn spawn(config: &Config) -> Result<u32> {
+    let dir = config.instance_dir();
+    let log_path = dir.join("watchdog.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io("open", &log_path, e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
+    let child = std::process::Command::new(exe)
+        .args(["watchdog", "--owner", &procinfo::owner_label()])
+        .env("BERTH_INSTANCE", &config.instance)
+        .env("BERTH_STATE_DIR", &config.state_dir)
+        .env("BERTH_WORKSPACE", &config.workspace)
+        .env("BERTH_RECOVERY", config.recovery.as_str())
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| Error::io("open", &log_path, e))?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::io("start watchdog", "berth watchdog", e))?;
+    // Reaped by whoever outlives whom; never waited for here on purpose.
+    let pid = child.id();
+    std::mem::forget(child);
+    Ok(pid)
+}
+
+/// The watchdog process: wait for `owner` to die, then clean up after it.
+pub async fn run(config: Config, owner: String) -> Result<()> {
+    let (pid, start) = procinfo::parse_owner(&owner).ok_or_else(|| Error::InvalidValue {
+        what: "owner",
+        input: owner.clone(),
+        message: "expected PID:START_TIME".into(),
+    })?;
+    while procinfo::is_same_process(pid, start) {
+        tokio::time::sleep(POLL).await;
+    }
+    let lock = config.instance_dir().join("daemon.lock");
+    if config.recovery == Recovery::Adopt && taken_over(&lock, ADOPT_WINDOW).await {
+        eprintln!("berth watchdog: manager {owner} died; a new manager took over (adopt): standing down");
+        return Ok(());
+    }
+    let cleaned = cleanup(&config, &owner).await?;
+    eprintln!("berth watchdog: manager {owner} died; {cleaned}");
+    Ok(())
+}
+
+/// True when another process holds the instance lock within `window`.
+async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + window;
+    loop {
+        if let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock)
+            && f.try_lock().is_err()
+        {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Remove `owner`'s containers, kill its process groups, mark its runs lost.
+pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
+    let engine = crate::runner::docker::Engine::new(config);
+    let containers = engine.remove_owned(owner).await;
+    let store = Store::open(&config.instance_dir().join("berth.db"))?;
+    let mut groups = 0;
+    for mut row in store.runs()?.into_iter().filter(|r| r.owner == owner && r.info.status.is_active()) {
+        if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
+            && procinfo::is_same_process(pgid as u32, start)
+        {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            groups += 1;
+        }
+        row.info.status = JobStatus::Lost {
+            reason: format!("its manager ({owner}) died; the crash watchdog cleaned up"),
+        };
+        row.info.ended_at = Some(chrono::Utc::now());
+        row.info.ended_by = row.info.status.ended_by();
+        row.info.reason = row.info.status.reason();
+        store.put_run(RunRow { ..row });
+    }
+    store.flush();
+    Ok(format!("removed {containers} container(s), killed {groups} process group(s)"))
+}

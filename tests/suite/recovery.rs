@@ -1,0 +1,67 @@
+//! Crashes and restarts: a SIGKILLed daemon leaves nothing running (the crash
+//! watchdog cleans up), and a restarted one still knows its jobs, their
+//! output and their ids.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Daemon, eventually, processes_with, unique_sleep};
+
+fn containers_of(instance: &str) -> usize {
+    let o = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=berth.instance={instance}")])
+        .output()
+        .expect("docker CLI");
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}
+
+#[tokio::test]
+async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
+    let mut d = Daemon::start();
+    let token = unique_sleep();
+    let mut ids = Vec::new();
+    for (runner, cmd) in [
+        ("docker", format!("echo container one; sleep {token}")),
+        ("docker", format!("echo container two; sleep {token}")),
+        ("host", format!("echo host; sleep {token} & sleep {token}")),
+    ] {
+        let v = d.json(&["run", "-d", "--runner", runner, "--shell", "--", &cmd]);
+        ids.push(v["job"]["id"].as_str().unwrap().to_string());
+    }
+    eventually(Duration::from_secs(15), "all four sleeps", || processes_with(&token).len() == 4).await;
+    assert_eq!(containers_of(&d.instance), 2);
+    for id in &ids {
+        let (code, _, _) = d.run(&["wait", id, "--log", "container|host", "--timeout", "10"]);
+        assert_eq!(code, 0);
+    }
+
+    d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
+    d.child.wait().unwrap();
+    let killed_at = Instant::now();
+    eventually(Duration::from_secs(5), "the watchdog removes containers and processes", || {
+        containers_of(&d.instance) == 0 && processes_with(&token).is_empty()
+    })
+    .await;
+    eprintln!("cleaned up {:?} after the kill", killed_at.elapsed());
+
+    // A new daemon for the instance: the records, their output and the ids survive.
+    let mut again = d.cli().arg("daemon").stderr(std::process::Stdio::null()).spawn().unwrap();
+    eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
+    let all = d.json(&["ps", "--all"]);
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
+    for job in all {
+        assert_eq!(job["status"]["state"], "lost", "{job}");
+        assert_eq!(job["ended_by"], "system");
+    }
+    let logs = d.json(&["logs", &ids[2], "--since", "1"]);
+    assert_eq!(logs["lines"][0]["text"], "host");
+    let v = d.json(&["run", "-d", "--runner", "host", "--", "true"]);
+    assert_eq!(v["job"]["id"], "job-4", "ids are never reused");
+    let events = d.json(&["events"]);
+    let seqs: Vec<u64> = events["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let mut sorted = seqs.clone();
+    sorted.dedup();
+    assert_eq!(seqs, sorted, "event seqs stay unique across the restart");
+    again.kill().unwrap();
+    again.wait().unwrap();
+}
