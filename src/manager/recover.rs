@@ -62,10 +62,10 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         found.push(format!("killed its process group {pgid}"));
     }
-    if let Some(cid) = &row.info.container_id {
-        if inner.runners.remove_container_blocking(cid) {
-            found.push("removed its container".to_string());
-        }
+    if let Some(cid) = &row.info.container_id
+        && inner.runners.remove_container_blocking(cid)
+    {
+        found.push("removed its container".to_string());
     }
     let owner_pid = procinfo::parse_owner(&row.owner).map(|(p, _)| p).unwrap_or(0);
     let reason = if found.is_empty() {

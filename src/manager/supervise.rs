@@ -43,7 +43,12 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     }
     // Before any runner sees the command: the filter and the workspace guard.
     inner.safety.check(&spec, &cwd, client)?;
-    let kind = inner.runners.resolve(spec.runner).await?;
+    // A spec that leaves the runner to us gets the configured default.
+    let choice = match spec.runner {
+        crate::job::RunnerChoice::Auto => inner.config.runner,
+        asked => asked,
+    };
+    let kind = inner.runners.resolve(choice).await?;
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
         let mut reg = inner.registry.lock().unwrap();

@@ -1,16 +1,127 @@
-//! The MCP server (`berth mcp`): placeholder until the MCP issue lands.
+//! The MCP server (`berth mcp`): MCP over stdio (rmcp) with the manager
+//! in-process, also serving the instance socket so that `berth ps`, `berth
+//! logs`, `berth bg` and `berth kill --as user` see and steer the agent's jobs.
+//!
+//! Theory of operation. [`run`] binds the instance socket
+//! ([`crate::daemon::bind`]) and serves it in a task, then serves MCP on
+//! stdin/stdout. The end of stdin, SIGINT, SIGTERM or `berth down` all end the
+//! same way: the socket server's shutdown runs [`Manager::shutdown`] (every
+//! job stopped, containers removed) and removes the socket, in-flight answers
+//! get a moment to go out, and `run` returns (exit 0). stdin is read through
+//! [`EofReader`], which reports the end of input at once: rmcp alone would
+//! first wait up to 5 s for in-flight calls, and a foreground run in flight
+//! only ends once its job is stopped.
+//!
+//! Files: `server.rs` (rmcp handler: routing, errors as `isError`, backlog),
+//! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
+//! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
+//! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
+//! `compat_process.rs` (seed-compatible sets).
+//!
+//! Nothing but protocol may reach stdout: printing is denied below, and
+//! tracing goes to stderr.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod args;
+mod backlog;
+mod compat_process;
+mod compat_shell;
+mod core;
+mod format;
+mod logs;
+mod project;
+mod server;
+mod tools;
+
+use std::pin::Pin;
 use std::str::FromStr;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::{oneshot, watch};
+
+pub use server::BerthMcp;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::manager::Manager;
+
+/// How long in-flight MCP answers get to go out after teardown.
+const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
 
 /// Which tools `berth mcp` offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ToolSet {
+    /// run, status, list, logs, wait, wait_for_port, kill, resume, background, events, run_test, run_build.
     #[default]
     Canonical,
+    /// Every tool of every set.
     All,
+    /// `safe_shell` (a binary + args, blocking / keep-alive / background).
+    SafeShell,
+    /// `shell_run`, `shell_summary`, `shell_log`, `shell_kill`, `shell_resume`.
+    Shell,
+    /// `run_background`, `stop_process`, `list_processes`, `read_process_output`,
+    /// `wait_for_service`, `wait_for_port`, `run_test`, `run_build`.
+    Process,
+    /// One action-style `shell` tool: spawn, poll, log, kill.
+    Exec,
+}
+
+const CANONICAL: &[&str] = &[
+    "run",
+    "status",
+    "list",
+    "logs",
+    "wait",
+    "wait_for_port",
+    "kill",
+    "resume",
+    "background",
+    "events",
+    "run_test",
+    "run_build",
+];
+const SAFE_SHELL: &[&str] = &["safe_shell"];
+const SHELL: &[&str] = &[
+    "shell_run",
+    "shell_summary",
+    "shell_log",
+    "shell_kill",
+    "shell_resume",
+];
+const PROCESS: &[&str] = &[
+    "run_background",
+    "stop_process",
+    "list_processes",
+    "read_process_output",
+    "wait_for_service",
+    "wait_for_port",
+    "run_test",
+    "run_build",
+];
+const EXEC: &[&str] = &["shell"];
+
+impl ToolSet {
+    /// The names accepted by `--tools`.
+    pub const NAMES: &'static [&'static str] =
+        &["canonical", "all", "safe_shell", "shell", "process", "exec"];
+
+    /// The tools of this set.
+    pub fn tool_names(self) -> Vec<&'static str> {
+        match self {
+            ToolSet::Canonical => CANONICAL.to_vec(),
+            ToolSet::SafeShell => SAFE_SHELL.to_vec(),
+            ToolSet::Shell => SHELL.to_vec(),
+            ToolSet::Process => PROCESS.to_vec(),
+            ToolSet::Exec => EXEC.to_vec(),
+            // Shared names (wait_for_port, run_test, run_build) are one tool.
+            ToolSet::All => [CANONICAL, SAFE_SHELL, SHELL, PROCESS, EXEC].concat(),
+        }
+    }
 }
 
 impl FromStr for ToolSet {
@@ -19,17 +130,131 @@ impl FromStr for ToolSet {
         match s {
             "canonical" => Ok(ToolSet::Canonical),
             "all" => Ok(ToolSet::All),
+            "safe_shell" => Ok(ToolSet::SafeShell),
+            "shell" => Ok(ToolSet::Shell),
+            "process" => Ok(ToolSet::Process),
+            "exec" => Ok(ToolSet::Exec),
             _ => Err(Error::InvalidValue {
                 what: "tool set",
                 input: s.into(),
-                message: "expected canonical or all".into(),
+                message: format!("expected one of: {}", Self::NAMES.join(", ")),
             }),
         }
     }
 }
 
 /// Serve MCP on stdio with an in-process manager that also serves the
-/// instance socket, until stdin ends or a signal arrives.
-pub async fn run(_config: Config, _tools: ToolSet) -> Result<()> {
-    Err(Error::InvalidSpec("berth mcp is not implemented yet".into()))
+/// instance socket, until stdin ends, a signal arrives or `berth down` asks.
+pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
+    let manager = Manager::new(config.clone())?;
+    let bound = crate::daemon::bind(&manager)?;
+    // Cleans up if this process dies without tearing down (SIGKILL).
+    crate::watchdog::spawn(&config)?;
+    tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), ?tools, "berth mcp serving");
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let mut daemon = tokio::spawn(bound.serve(async {
+        let _ = stop_rx.await;
+    }));
+
+    let (stdin, mut eof) = EofReader::new(tokio::io::stdin());
+    let server = BerthMcp::new(manager.clone(), tools);
+    let (ct_tx, ct_rx) = oneshot::channel();
+    let mut mcp = tokio::spawn(async move {
+        match server.serve((stdin, tokio::io::stdout())).await {
+            Ok(running) => {
+                let _ = ct_tx.send(running.cancellation_token());
+                let _ = running.waiting().await;
+            }
+            Err(e) => tracing::info!(error = %e, "MCP session ended before it began"),
+        }
+    });
+
+    let (mut daemon_done, mut mcp_done) = (false, false);
+    tokio::select! {
+        _ = eof.wait_for(|e| *e) => tracing::info!("stdin closed"),
+        _ = &mut mcp => {
+            mcp_done = true;
+            tracing::info!("MCP session ended");
+        }
+        _ = crate::daemon::signals() => tracing::info!("signal received"),
+        r = &mut daemon => {
+            daemon_done = true;
+            tracing::info!(result = ?r, "shutdown requested over the socket");
+        }
+    }
+    // Teardown: every job stopped and the socket removed (bounded by the grace).
+    let _ = stop_tx.send(());
+    if !daemon_done {
+        match (&mut daemon).await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "socket server ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "socket server task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
+    // Answers of calls that were waiting on jobs go out, then MCP stops.
+    let mut ct_rx = ct_rx;
+    if let Ok(ct) = ct_rx.try_recv() {
+        ct.cancel();
+    }
+    if !mcp_done && tokio::time::timeout(DRAIN_ANSWERS, &mut mcp).await.is_err() {
+        mcp.abort();
+    }
+    Ok(())
+}
+
+/// A reader that reports the end of its input (or a read error) on a watch channel.
+struct EofReader<R> {
+    inner: R,
+    eof: watch::Sender<bool>,
+}
+
+impl<R> EofReader<R> {
+    fn new(inner: R) -> (Self, watch::Receiver<bool>) {
+        let (eof, rx) = watch::channel(false);
+        (EofReader { inner, eof }, rx)
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EofReader<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(r) = &res
+            && (r.is_err() || (buf.filled().len() == before && buf.remaining() > 0))
+        {
+            this.eof.send_replace(true);
+        }
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_sets_parse_and_name_their_tools() {
+        for name in ToolSet::NAMES {
+            assert!(name.parse::<ToolSet>().is_ok(), "{name}");
+        }
+        let err = "bogus".parse::<ToolSet>().unwrap_err().to_string();
+        assert!(err.contains("safe_shell") && err.contains("exec"), "{err}");
+        let all = ToolSet::All.tool_names();
+        assert!(all.contains(&"safe_shell") && all.contains(&"shell_log") && all.contains(&"run"));
+    }
+
+    #[tokio::test]
+    async fn eof_reader_reports_the_end() {
+        use tokio::io::AsyncReadExt;
+        let (mut r, rx) = EofReader::new(&b"abc"[..]);
+        let mut s = String::new();
+        r.read_to_string(&mut s).await.unwrap();
+        assert_eq!(s, "abc");
+        assert!(*rx.borrow());
+    }
 }

@@ -4,5 +4,7 @@ mod cli;
 mod daemon;
 mod docker;
 mod host;
+mod mcp;
 mod output;
 mod ready;
+mod recovery;

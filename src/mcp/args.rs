@@ -1,0 +1,369 @@
+//! Arguments of the canonical tools (their JSON schemas come from these
+//! types via schemars; the doc comments are what a model reads), and their
+//! mapping onto the library's [`JobSpec`], readiness conditions and signals.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::logs::LogMode;
+use crate::JobSpec;
+use crate::error::{Error, Result};
+use crate::job::{Limits, PortSpec, RunnerChoice, parse_size};
+use crate::manager::ListFilter;
+use crate::output::Stream;
+use crate::ready::{HttpCheck, ReadyCondition};
+
+/// Where a job runs.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerArg {
+    /// Docker when the engine answers, else the host.
+    Auto,
+    /// A container with limits (image default berth/sandbox:latest).
+    Docker,
+    /// A plain process group on this machine.
+    Host,
+}
+
+impl From<RunnerArg> for RunnerChoice {
+    fn from(r: RunnerArg) -> Self {
+        match r {
+            RunnerArg::Auto => RunnerChoice::Auto,
+            RunnerArg::Docker => RunnerChoice::Docker,
+            RunnerArg::Host => RunnerChoice::Host,
+        }
+    }
+}
+
+/// When a job counts as ready; all given conditions must hold.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadyArg {
+    /// The job's port (as given in `ports`) accepts TCP connections.
+    pub port: Option<u16>,
+    /// A line of output matches this regex, e.g. "Listening on".
+    pub log: Option<String>,
+    /// An HTTP GET of this path (e.g. "/") on the job's first published port answers 2xx/3xx.
+    pub http: Option<String>,
+    /// The HTTP status `http` must answer with (implies http "/" when alone).
+    pub status: Option<u16>,
+}
+
+impl ReadyArg {
+    pub fn conditions(&self) -> Vec<ReadyCondition> {
+        let mut c = Vec::new();
+        if let Some(p) = self.port {
+            c.push(ReadyCondition::Port(p));
+        }
+        if let Some(re) = &self.log {
+            c.push(ReadyCondition::Log(re.clone()));
+        }
+        if self.http.is_some() || self.status.is_some() {
+            c.push(ReadyCondition::Http(HttpCheck {
+                path: self.http.clone().unwrap_or_else(|| "/".into()),
+                status: self.status,
+                port: None,
+            }));
+        }
+        c
+    }
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// A shell command line, run with `sh -c` (pipes, &&, $VARS work). Give this or `argv`.
+    pub command: Option<String>,
+    /// Program and arguments, run directly with no shell. Give this or `command`.
+    pub argv: Option<Vec<String>>,
+    /// true: start and answer at once with the job id (servers, watchers, long builds).
+    /// Default false: wait up to `timeout` seconds for the end. Giving `ready` implies true.
+    pub background: Option<bool>,
+    /// Foreground: seconds to wait before the job moves to the background (default 60; it is
+    /// never killed for this). Background with `ready`: seconds to wait for readiness (default 60).
+    pub timeout: Option<f64>,
+    /// Stop the job after this many seconds and return its output (programs that never exit).
+    pub keep_alive: Option<f64>,
+    /// Text written to stdin, which is then closed.
+    pub input: Option<String>,
+    /// Ports to publish, e.g. ["3000"] or ["8080:3000"] (host:job). Each comes back as a URL
+    /// http://127.0.0.1:PORT. A host job gets its port in $PORT: make the server listen on it.
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// CPU cores, e.g. 0.5.
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. "256m", "1g".
+    pub memory: Option<String>,
+    /// Docker image (default berth/sandbox:latest).
+    pub image: Option<String>,
+    /// auto (default: docker when available), docker or host.
+    pub runner: Option<RunnerArg>,
+    /// Working directory, relative to the workspace root.
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Regexes on output; each matching line is reported once in a later answer (e.g. "error|panic").
+    #[serde(default)]
+    pub watch: Vec<String>,
+    /// Wait until the job is ready before answering (implies background).
+    pub ready: Option<ReadyArg>,
+    /// A short name for the job in lists and cards.
+    pub label: Option<String>,
+    /// When the background cap (3 jobs) is full, wait for a free slot instead of failing.
+    #[serde(default)]
+    pub queue: bool,
+}
+
+impl RunArgs {
+    pub fn spec(&self) -> Result<JobSpec> {
+        let mut spec = match (&self.command, &self.argv) {
+            (Some(c), None) => JobSpec::shell(c.clone()),
+            (None, Some(a)) => JobSpec::argv(a.clone()),
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidSpec("give `command` or `argv`, not both".into()));
+            }
+            (None, None) => {
+                return Err(Error::InvalidSpec(
+                    "missing command: give `command` (a shell command line) or `argv` (a program and its arguments)"
+                        .into(),
+                ));
+            }
+        };
+        let ready = self.ready.as_ref().map(ReadyArg::conditions).unwrap_or_default();
+        spec.background = self.background.unwrap_or(!ready.is_empty());
+        if !spec.background && !ready.is_empty() {
+            return Err(Error::InvalidSpec(
+                "`ready` needs a background job: drop `background: false`".into(),
+            ));
+        }
+        spec.ready = ready;
+        spec.timeout = self.timeout.filter(|_| !spec.background);
+        spec.keep_alive = self.keep_alive;
+        spec.input = self.input.clone();
+        spec.ports = parse_ports(&self.ports)?;
+        spec.limits = Limits {
+            cpus: self.cpus,
+            memory: self.memory.as_deref().map(parse_size).transpose()?,
+            pids: None,
+        };
+        spec.image = self.image.clone();
+        if let Some(r) = self.runner {
+            spec.runner = r.into();
+        }
+        spec.cwd = self.cwd.as_ref().map(PathBuf::from);
+        spec.env = self.env.clone();
+        spec.watch = self.watch.clone();
+        spec.label = self.label.clone();
+        spec.queue = self.queue;
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+pub fn parse_ports(ports: &[String]) -> Result<Vec<PortSpec>> {
+    ports.iter().map(|p| p.parse::<PortSpec>()).collect()
+}
+
+/// A job id argument.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdArgs {
+    /// The job id from `run` (e.g. "job-3").
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub id: String,
+}
+
+/// Accept "job-3", "3" or 3 as a job id.
+pub fn id_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Text(String),
+        Number(u64),
+    }
+    Ok(match Id::deserialize(d)? {
+        Id::Text(s) => s.trim().to_string(),
+        Id::Number(n) => n.to_string(),
+    })
+}
+
+/// [`id_de`] for an optional id (`#[serde(default)]` makes it absent-able).
+pub fn opt_id_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    id_de(d).map(Some)
+}
+
+/// The library's id for an id argument.
+pub fn job_id(s: &str) -> crate::JobId {
+    crate::JobId::from(s)
+}
+
+/// Which jobs to list.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterArg {
+    Running,
+    Completed,
+    Failed,
+    All,
+}
+
+impl From<FilterArg> for ListFilter {
+    fn from(f: FilterArg) -> Self {
+        match f {
+            FilterArg::Running => ListFilter::Running,
+            FilterArg::Completed => ListFilter::Completed,
+            FilterArg::Failed => ListFilter::Failed,
+            FilterArg::All => ListFilter::All,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// running (default), completed, failed or all.
+    pub filter: Option<FilterArg>,
+}
+
+/// One output stream.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamArg {
+    Stdout,
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(s: StreamArg) -> Self {
+        match s {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogsArgs {
+    /// The job id.
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub id: String,
+    /// tail (default: the last lines), body (page forward from since_seq) or diagnostic
+    /// (the last 120 lines of both streams).
+    pub mode: Option<LogMode>,
+    /// The last N lines (tail mode; default 120).
+    pub tail: Option<usize>,
+    /// First line to return (body mode; lines are numbered from 1). Use the `next_seq` of the
+    /// previous answer to read on.
+    pub since_seq: Option<u64>,
+    /// Most lines in this page (default 120, at most 1000; pages are also capped at 16 KiB).
+    pub limit: Option<usize>,
+    /// Only stdout or only stderr (default both, merged in order).
+    pub stream: Option<StreamArg>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The job id.
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub id: String,
+    /// Wait until the job's port accepts connections.
+    pub port: Option<u16>,
+    /// Wait until a line of output matches this regex.
+    pub log: Option<String>,
+    /// Wait until an HTTP GET of this path on the job's first port answers.
+    pub http: Option<String>,
+    /// Expected HTTP status for `http`.
+    pub status: Option<u16>,
+    /// Seconds to wait at most (default 60).
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForPortArgs {
+    /// Host to connect to (default 127.0.0.1).
+    pub host: Option<String>,
+    /// The TCP port.
+    pub port: u16,
+    /// Seconds to wait at most (default 60).
+    pub timeout: Option<f64>,
+}
+
+/// A signal as a number (15) or a name ("TERM", "SIGINT").
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SignalArg {
+    Number(i32),
+    Name(String),
+}
+
+impl SignalArg {
+    pub fn number(&self) -> Result<i32> {
+        match self {
+            SignalArg::Number(n) => Ok(*n),
+            SignalArg::Name(name) => {
+                let upper = name.trim().to_ascii_uppercase();
+                let full = if upper.starts_with("SIG") {
+                    upper
+                } else {
+                    format!("SIG{upper}")
+                };
+                full.parse::<nix::sys::signal::Signal>()
+                    .map(|s| s as i32)
+                    .map_err(|_| Error::InvalidValue {
+                        what: "signal",
+                        input: name.clone(),
+                        message: "expected a signal name like TERM, INT, KILL or a number".into(),
+                    })
+            }
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillArgs {
+    /// The job id.
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub id: String,
+    /// First signal (default TERM); KILL follows after `grace`.
+    pub signal: Option<SignalArg>,
+    /// Seconds between the first signal and KILL (default 5).
+    pub grace: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsArgs {
+    /// Events with seq >= since (default: everything you have not seen yet).
+    pub since: Option<u64>,
+    /// Most events to return (default 100).
+    pub limit: Option<usize>,
+}
+
+/// Arguments of `run_test` and `run_build`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectArgs {
+    /// true: start in the background and answer at once with the job id.
+    #[serde(default)]
+    pub background: bool,
+    /// Foreground budget in seconds before it moves to the background (default 60).
+    pub timeout: Option<f64>,
+    /// auto (default), docker or host.
+    pub runner: Option<RunnerArg>,
+    /// Extra arguments appended to the command (e.g. a test name filter).
+    #[serde(default)]
+    pub args: Vec<String>,
+}

@@ -1,0 +1,169 @@
+//! Backlog steering: every tool answer ends with the events this client has
+//! not seen yet (watch hits, ends, promotions, readiness), each once, one
+//! line each, so the agent learns that a build failed or a user killed its
+//! server without polling.
+//!
+//! The server serves one stdio client, so one cursor per server is the
+//! client's cursor. Noise is left out: the `started`/`queued` events of jobs
+//! this client started itself, and lifecycle events an answer already
+//! reports (a call marks its job with [`cover`] while it runs; the events of
+//! that job emitted so far are then implied by the answer). Watch hits are
+//! never dropped.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Mutex;
+
+use crate::events::{Event, EventKind};
+use crate::job::JobId;
+use crate::manager::Manager;
+
+use super::format;
+
+/// Most event lines appended to one answer; the rest follow in the next ones.
+pub const MAX_PER_ANSWER: usize = 20;
+
+tokio::task_local! {
+    static COVERED: RefCell<Vec<(JobId, u64)>>;
+}
+
+/// Say that the answer being built reports `id`'s lifecycle so far.
+pub fn cover(manager: &Manager, id: &JobId) {
+    let upto = manager.events_log().next_seq();
+    let _ = COVERED.try_with(|c| c.borrow_mut().push((id.clone(), upto)));
+}
+
+/// Run a tool call, collecting what it [`cover`]s.
+pub async fn scope<T>(fut: impl Future<Output = T>) -> (T, Vec<(JobId, u64)>) {
+    COVERED
+        .scope(RefCell::new(Vec::new()), async {
+            let out = fut.await;
+            let covered = COVERED.with(|c| c.take());
+            (out, covered)
+        })
+        .await
+}
+
+struct State {
+    /// Seq of the first event not yet shown to the client.
+    cursor: u64,
+    /// Jobs this client started.
+    own: HashSet<JobId>,
+    /// Jobs seen queued: their start is news.
+    queued: HashSet<JobId>,
+}
+
+/// The per-client cursor into the manager's event log.
+pub struct Backlog {
+    state: Mutex<State>,
+}
+
+impl Backlog {
+    pub fn new(manager: &Manager) -> Self {
+        Backlog {
+            state: Mutex::new(State {
+                cursor: manager.events_log().next_seq(),
+                own: HashSet::new(),
+                queued: HashSet::new(),
+            }),
+        }
+    }
+
+    /// Remember that this client started `id` (its start is not news to it).
+    pub fn own(&self, id: &JobId) {
+        self.state.lock().unwrap().own.insert(id.clone());
+    }
+
+    /// The unseen events worth telling, formatted, advancing the cursor.
+    pub fn take(&self, manager: &Manager, covered: &[(JobId, u64)]) -> Vec<String> {
+        let mut st = self.state.lock().unwrap();
+        let events = manager.events(st.cursor, 10_000);
+        let mut lines = Vec::new();
+        let mut pending = 0;
+        for e in &events {
+            if lines.len() >= MAX_PER_ANSWER {
+                pending += usize::from(worth(e, &st, covered));
+                continue;
+            }
+            st.cursor = e.seq + 1;
+            if matches!(e.kind, EventKind::Queued) {
+                st.queued.insert(e.job.clone());
+            }
+            if worth(e, &st, covered) {
+                lines.push(line(manager, e));
+            }
+        }
+        if pending > 0 {
+            lines.push(format!("… {pending} more events follow in your next answers"));
+        }
+        lines
+    }
+
+    /// Events from `since` (default: the cursor) for the `events` tool; marks
+    /// what it shows as seen when it reads from the cursor or before.
+    pub fn list(&self, manager: &Manager, since: Option<u64>, limit: usize) -> (Vec<String>, u64) {
+        let mut st = self.state.lock().unwrap();
+        let from = since.unwrap_or(st.cursor);
+        let events = manager.events(from, limit);
+        let next = events.last().map(|e| e.seq + 1).unwrap_or(from);
+        if from <= st.cursor {
+            st.cursor = st.cursor.max(next);
+        }
+        (events.iter().map(|e| line(manager, e)).collect(), next)
+    }
+}
+
+fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
+    let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
+    let own = st.own.contains(&e.job);
+    match &e.kind {
+        EventKind::WatchHit { .. } => true,
+        EventKind::Queued => !own,
+        EventKind::Started { .. } => !own || (st.queued.contains(&e.job) && !is_covered),
+        EventKind::Ready { .. } | EventKind::Promoted { .. } | EventKind::Ended { .. } => !is_covered,
+    }
+}
+
+/// One event as one line: `[event #12] job-3 (sleep 30) ended: killed by user (exit 143)`.
+pub fn line(manager: &Manager, e: &Event) -> String {
+    let label = manager
+        .info(&e.job)
+        .map(|i| format!(" ({})", format::short(&i.label, 40)))
+        .unwrap_or_default();
+    let what = match &e.kind {
+        EventKind::Queued => "queued: waiting for a free background slot".to_string(),
+        EventKind::Started {
+            runner,
+            start_mode,
+            ports,
+        } => {
+            let ports: Vec<String> = ports.iter().map(|m| format!(" {}→{}", m.url(), m.port)).collect();
+            format!("started ({runner}, {start_mode}){}", ports.concat())
+        }
+        EventKind::Ready { elapsed_ms } => {
+            format!("ready after {}", format::secs(*elapsed_ms as f64 / 1000.0))
+        }
+        EventKind::WatchHit {
+            line_seq,
+            line,
+            pattern,
+            ..
+        } => format!(
+            "watch /{pattern}/ matched line {line_seq}: {}",
+            format::short(line, 200)
+        ),
+        EventKind::Promoted { reason, .. } => format!("promoted: {reason}"),
+        EventKind::Ended {
+            status,
+            ended_by,
+            exit_code,
+            reason,
+            ..
+        } => format!(
+            "ended: {}",
+            format::end_words(status, *ended_by, *exit_code, reason.as_deref())
+        ),
+    };
+    format!("[event #{}] {}{label} {what}", e.seq, e.job)
+}

@@ -1,0 +1,325 @@
+//! Seed-compatible tool sets over the same core: `--tools process`
+//! (`run_background`, `stop_process`, `list_processes`,
+//! `read_process_output`, `wait_for_service`, plus the canonical
+//! `wait_for_port`, `run_test` and `run_build`) and `--tools exec` (one
+//! `shell` tool driven by `action`: spawn, poll, log, kill; no action runs
+//! the command synchronously).
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::{WaitForPortArgs, id_de, job_id, opt_id_de, parse_ports};
+use super::compat_shell::Checked;
+use super::core::{Answer, reply};
+use super::format::{self, Dialect};
+use super::logs::{self, LogMode, LogRequest};
+use super::server::BerthMcp;
+use super::tools::kill_json;
+use crate::error::{Error, Result};
+use crate::job::{EndedBy, JobSpec};
+use crate::manager::{KillRequest, ListFilter};
+use crate::ready::ReadyCondition;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBackgroundArgs {
+    /// The command. With `args`: the binary, run directly. Without: a shell command line (sh -c).
+    pub command: String,
+    /// Arguments for the binary (no shell).
+    pub args: Option<Vec<String>>,
+    /// Ports to publish, e.g. ["3000"]; each comes back as a URL http://127.0.0.1:PORT (host jobs get $PORT).
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// Working directory, relative to the workspace root.
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessIdArgs {
+    /// The process_id from run_background (e.g. "job-3").
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub process_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadOutputArgs {
+    /// The process_id.
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub process_id: String,
+    /// How many recent lines (default 50).
+    pub lines: Option<usize>,
+    /// Read forward from this line seq instead (the next_seq of a previous answer).
+    pub since_seq: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForServiceArgs {
+    /// The process to wait on (its port and output); without it, `port` is checked on 127.0.0.1.
+    #[serde(default, deserialize_with = "opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub process_id: Option<String>,
+    /// Port that must accept connections (the process's own port, as given in `ports`).
+    pub port: Option<u16>,
+    /// Regex a line of output must match, e.g. "Ready on".
+    pub output_regex: Option<String>,
+    /// Seconds to wait at most (default 60).
+    pub timeout: Option<f64>,
+}
+
+/// What the exec `shell` tool does.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Spawn,
+    Poll,
+    Log,
+    Kill,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellActionArgs {
+    /// spawn | poll | log | kill. Absent: run `command` synchronously and return its output.
+    pub action: Option<Action>,
+    /// Shell command line (spawn, or the synchronous run).
+    pub command: Option<String>,
+    /// spawn: run in the background (default true).
+    pub background: Option<bool>,
+    /// spawn: regexes to watch; each match is reported once in a later answer.
+    #[serde(default)]
+    pub watch: Vec<String>,
+    /// The run_id from spawn (poll, log, kill).
+    #[serde(default, deserialize_with = "opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub run_id: Option<String>,
+    /// log: first seq to return (default 1); pass the previous next_seq to read on.
+    pub since_seq: Option<u64>,
+    /// log: most items to return (default 120, at most 1000).
+    pub limit: Option<usize>,
+}
+
+#[tool_router(router = process_router, vis = "pub(super)")]
+impl BerthMcp {
+    #[tool(
+        description = "Start a long-running process (dev server, database, watcher) in the background and return \
+at once with its process_id, each port as a URL and its log files. Then use wait_for_service instead of sleeping, \
+read_process_output to peek at logs, stop_process when done. All processes stop when the session ends."
+    )]
+    async fn run_background(&self, Parameters(a): Parameters<RunBackgroundArgs>) -> CallToolResult {
+        reply(
+            async {
+                let mut spec = match a.args {
+                    Some(args) => JobSpec::argv(std::iter::once(a.command).chain(args)),
+                    None => JobSpec::shell(a.command),
+                };
+                spec.background = true;
+                spec.ports = parse_ports(&a.ports)?;
+                spec.cwd = a.cwd.map(Into::into);
+                self.core.run(spec.checked()?, None, Dialect::Process).await
+            }
+            .await,
+        )
+    }
+
+    #[tool(description = "Stop a background process (TERM, then KILL). Answers {result, reason, ended_by}.")]
+    async fn stop_process(&self, Parameters(a): Parameters<ProcessIdArgs>) -> CallToolResult {
+        reply(
+            async {
+                let req = KillRequest {
+                    ended_by: Some(EndedBy::Agent),
+                    ..Default::default()
+                };
+                Ok(Answer::json(&kill_json(
+                    &self.core.kill(&job_id(&a.process_id), req).await?,
+                )))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "List processes: status, exit codes of ended ones, CPU and memory use, ports as URLs, command."
+    )]
+    async fn list_processes(&self) -> CallToolResult {
+        reply(Ok(self.list_answer(ListFilter::All).await))
+    }
+
+    #[tool(
+        description = "Peek at a process's recent output: the last `lines` lines (default 50) of stdout and stderr \
+merged. since_seq reads forward from a line number instead."
+    )]
+    async fn read_process_output(&self, Parameters(a): Parameters<ReadOutputArgs>) -> CallToolResult {
+        let req = LogRequest {
+            mode: if a.since_seq.is_some() {
+                LogMode::Body
+            } else {
+                LogMode::Tail
+            },
+            since: a.since_seq,
+            limit: Some(a.lines.unwrap_or(50)),
+            stream: None,
+        };
+        reply(logs::answer(
+            &self.core.manager,
+            &job_id(&a.process_id),
+            &req,
+            Dialect::Process,
+        ))
+    }
+
+    #[tool(
+        description = "Block until a service is ready instead of guessing with sleep: its `port` accepts \
+connections and/or a line of its output matches `output_regex`. Answers as soon as it is ready, or early with \
+the reason (the process exited, with its code and last output; or `timeout` seconds passed, default 60)."
+    )]
+    async fn wait_for_service(&self, Parameters(a): Parameters<WaitForServiceArgs>) -> CallToolResult {
+        reply(self.wait_for_service_answer(a).await)
+    }
+}
+
+#[tool_router(router = exec_router, vis = "pub(super)")]
+impl BerthMcp {
+    #[tool(
+        description = "Run shell commands without blocking. action spawn: start `command` in the background \
+(with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
+code and a short output snippet. action log: output items {seq, stream, text} from since_seq, with next_seq to \
+continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
+Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
+    )]
+    async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
+        reply(self.exec_answer(a).await)
+    }
+}
+
+impl BerthMcp {
+    async fn wait_for_service_answer(&self, a: WaitForServiceArgs) -> Result<Answer> {
+        let Some(id) = a.process_id else {
+            if a.output_regex.is_some() {
+                return Err(Error::InvalidSpec(
+                    "output_regex needs the process_id whose output to watch".into(),
+                ));
+            }
+            let port = a.port.ok_or_else(|| {
+                Error::InvalidSpec("give process_id, port or both (and output_regex with process_id)".into())
+            })?;
+            return self
+                .wait_for_port_answer(WaitForPortArgs {
+                    host: None,
+                    port,
+                    timeout: a.timeout,
+                })
+                .await;
+        };
+        let id = job_id(&id);
+        let mut conds = Vec::new();
+        if let Some(p) = a.port {
+            conds.push(ReadyCondition::Port(p));
+        }
+        if let Some(re) = a.output_regex {
+            conds.push(ReadyCondition::Log(re));
+        }
+        if conds.is_empty() {
+            let info = self.core.manager.info(&id)?;
+            let port = info.ports.first().map(|m| m.port).ok_or_else(|| {
+                Error::InvalidSpec(format!("{id} publishes no port: give `port` or `output_regex`"))
+            })?;
+            conds.push(ReadyCondition::Port(port));
+        }
+        self.core.wait(&id, &conds, a.timeout).await
+    }
+
+    async fn exec_answer(&self, a: ShellActionArgs) -> Result<Answer> {
+        let run_id = || {
+            a.run_id
+                .as_deref()
+                .map(job_id)
+                .ok_or_else(|| Error::InvalidSpec("this action needs `run_id` (from spawn)".into()))
+        };
+        let command = || {
+            a.command
+                .clone()
+                .ok_or_else(|| Error::InvalidSpec("missing `command`: the shell command line to run".into()))
+        };
+        match a.action {
+            None | Some(Action::Spawn) => {
+                let mut spec = JobSpec::shell(command()?);
+                spec.background = a.action.is_some() && a.background.unwrap_or(true);
+                spec.watch = a.watch.clone();
+                let spec = spec.checked()?;
+                if !spec.background {
+                    return self.core.run(spec, None, Dialect::Exec).await;
+                }
+                let (info, _) = self.core.start(spec, None).await?;
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": info.id,
+                    "status": poll_status(&info),
+                    "pid": info.pid,
+                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
+                    "stdout": info.logs.stdout,
+                    "stderr": info.logs.stderr,
+                })))
+            }
+            Some(Action::Poll) => {
+                let id = run_id()?;
+                let info = self.core.manager.info(&id)?;
+                super::backlog::cover(&self.core.manager, &id);
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": id,
+                    "status": poll_status(&info),
+                    "state": info.status.name(),
+                    "exit_code": info.exit_code,
+                    "ended_by": info.ended_by,
+                    "reason": info.reason.clone().or(info.promotion_reason.clone()),
+                    "runtime": format::duration(&info),
+                    "next_seq": info.last_seq + 1,
+                    "snippet": self.core.manager.snippet(&id)?,
+                })))
+            }
+            Some(Action::Log) => {
+                let id = run_id()?;
+                let req = LogRequest {
+                    mode: LogMode::Body,
+                    since: Some(a.since_seq.unwrap_or(1)),
+                    limit: a.limit,
+                    stream: None,
+                };
+                let page = logs::read(&self.core.manager, &id, &req)?.page;
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": id,
+                    "items": page.lines.iter().map(|l| serde_json::json!({
+                        "seq": l.seq, "stream": l.stream, "text": l.text,
+                    })).collect::<Vec<_>>(),
+                    "next_seq": page.next_seq,
+                    "has_more": page.has_more,
+                    "last_seq": page.last_seq,
+                })))
+            }
+            Some(Action::Kill) => {
+                let req = KillRequest {
+                    ended_by: Some(EndedBy::Agent),
+                    ..Default::default()
+                };
+                Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))
+            }
+        }
+    }
+}
+
+/// running | success | failed (queued counts as running).
+fn poll_status(info: &crate::JobInfo) -> &'static str {
+    if info.status.is_active() {
+        "running"
+    } else if info.status.is_success() {
+        "success"
+    } else {
+        "failed"
+    }
+}

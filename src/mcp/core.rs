@@ -1,0 +1,353 @@
+//! The core every tool set adapts: start a job and answer for it
+//! (foreground: its exit and capped output, or why it went to background;
+//! background: id, URLs, log files, readiness), wait, kill, and the project's
+//! test/build command. Tools only parse their arguments into these calls and
+//! pick a [`Dialect`] for the hints.
+
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use super::backlog::{self, Backlog};
+use super::format::{self, Dialect};
+use crate::error::{Error, Result};
+use crate::job::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice};
+use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
+use crate::ready::{ReadyCondition, WaitOutcome};
+
+/// Default wait for readiness and `wait` calls, in seconds.
+pub const DEFAULT_WAIT_SECS: f64 = 60.0;
+
+/// A tool's answer before the backlog is appended.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub text: String,
+    pub is_error: bool,
+}
+
+impl Answer {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Answer {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+    pub fn fail(text: impl Into<String>) -> Self {
+        Answer {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+    /// Pretty JSON (field order kept for structs).
+    pub fn json(v: &impl serde::Serialize) -> Self {
+        Answer::ok(
+            serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("(unserializable answer: {e})")),
+        )
+    }
+}
+
+/// A library error as one line for a model (hints name MCP tools, not CLI verbs).
+pub fn message(e: &Error) -> String {
+    match e {
+        Error::UnknownJob(id) => {
+            format!(
+                "unknown job `{id}`: list job ids with `list` {{\"filter\":\"all\"}} (or the set's list tool)"
+            )
+        }
+        Error::CapReached { max, running } => format!(
+            "background job limit reached ({max} running: {running}); stop one first, or pass \"queue\": true to wait for a free slot"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Turn a tool outcome into an MCP result (`isError` for failures).
+pub fn reply(r: Result<Answer>) -> CallToolResult {
+    let a = r.unwrap_or_else(|e| {
+        let text = message(&e);
+        let one_line: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        Answer::fail(format!("error ({}): {}", e.code(), one_line.join(" ")))
+    });
+    let content = vec![ContentBlock::text(a.text)];
+    if a.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+/// State shared by every tool of one `berth mcp` server.
+pub struct Core {
+    pub manager: Manager,
+    pub backlog: Backlog,
+}
+
+impl Core {
+    pub fn new(manager: Manager) -> Self {
+        Core {
+            backlog: Backlog::new(&manager),
+            manager,
+        }
+    }
+
+    fn cover(&self, id: &JobId) {
+        backlog::cover(&self.manager, id);
+    }
+
+    /// Start `spec` and answer: foreground waits up to its budget (then
+    /// promotes), background answers at once, after `spec.ready` if given.
+    pub async fn run(&self, spec: JobSpec, ready_timeout: Option<f64>, d: Dialect) -> Result<Answer> {
+        let (info, outcome) = self.start(spec, ready_timeout).await?;
+        match outcome {
+            Started::Finished => self.finished(&info, d),
+            Started::Promoted => self.promoted(&info, d),
+            Started::Background(waited) => self.background(&info, waited.as_ref(), d),
+        }
+    }
+
+    /// Answer for a background job started another way (resume): after its
+    /// readiness conditions, if it has any.
+    pub async fn run_started(&self, id: &JobId, spec: &JobSpec, d: Dialect) -> Result<Answer> {
+        let waited = if spec.ready.is_empty() {
+            None
+        } else {
+            let t = Duration::from_secs_f64(DEFAULT_WAIT_SECS);
+            Some(self.manager.wait(id, &spec.ready, t).await?)
+        };
+        self.cover(id);
+        self.background(&self.manager.info(id)?, waited.as_ref(), d)
+    }
+
+    /// Start a job and follow it as far as the spec says.
+    pub async fn start(&self, mut spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
+        // As in the CLI: a job that names no runner gets the configured one.
+        if spec.runner == RunnerChoice::Auto {
+            spec.runner = self.manager.config().runner;
+        }
+        if spec.background {
+            let ready = spec.ready.clone();
+            let http_without_port = ready
+                .iter()
+                .any(|c| matches!(c, ReadyCondition::Http(h) if h.port.is_none()));
+            if http_without_port && spec.ports.is_empty() {
+                return Err(Error::InvalidSpec(
+                    "a `ready.http` check needs a published port: add `ports`, e.g. [\"8080\"]".into(),
+                ));
+            }
+            let job = self.manager.start(spec).await?;
+            self.backlog.own(&job.id);
+            let waited = if ready.is_empty() {
+                None
+            } else {
+                let t = Duration::from_secs_f64(ready_timeout.unwrap_or(DEFAULT_WAIT_SECS));
+                let w = self.manager.wait(&job.id, &ready, t).await;
+                Some(w.map_err(|e| {
+                    Error::InvalidSpec(format!(
+                        "{} started, but its readiness could not be checked: {}",
+                        job.id,
+                        message(&e)
+                    ))
+                })?)
+            };
+            self.cover(&job.id);
+            return Ok((self.manager.info(&job.id)?, Started::Background(waited)));
+        }
+        spec.timeout = Some(spec.timeout.unwrap_or(self.manager.config().timeout_secs));
+        spec.on_timeout = OnTimeout::Background;
+        let job = self.manager.start(spec).await?;
+        self.backlog.own(&job.id);
+        let fg = self.manager.await_foreground(&job.id).await?;
+        self.cover(&job.id);
+        Ok(match fg {
+            Foreground::Finished { info } => (*info, Started::Finished),
+            Foreground::Promoted { info } => (*info, Started::Promoted),
+        })
+    }
+
+    pub fn finished(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
+        let mut text = format!(
+            "{} {} after {} · `{}`\n",
+            info.id,
+            format::info_end_words(info),
+            format::duration(info),
+            format::short(&info.command, 120)
+        );
+        text += &format!("Output ({} lines):\n", info.last_seq);
+        text += &format::output_block(&self.manager, &info.id, d)?;
+        Ok(Answer {
+            is_error: info.status.is_failure(),
+            text,
+        })
+    }
+
+    pub fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
+        let reason = info
+            .promotion_reason
+            .clone()
+            .unwrap_or_else(|| "moved to background".into());
+        let mut text = format!(
+            "{} is still running and goes on in the background: {reason}.\n",
+            info.id
+        );
+        if let Some(note) = self.cap_note() {
+            text += &note;
+        }
+        text += &format::port_lines(info);
+        text += &format!(
+            "Next: read its output with {}, check it with {}, stop it with {}.\n",
+            d.logs(&info.id, 1),
+            d.status(&info.id),
+            d.kill(info)
+        );
+        let snippet = self.manager.snippet(&info.id)?;
+        text += &format::card(info, &snippet);
+        if snippet.lines().count() > crate::card::CARD_LOG_LINES {
+            text += &format!("Recent output:\n{snippet}");
+            if !snippet.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        Ok(Answer::ok(text))
+    }
+
+    pub fn background(&self, info: &JobInfo, waited: Option<&WaitOutcome>, d: Dialect) -> Result<Answer> {
+        let mut text = match &info.status {
+            JobStatus::Queued => format!(
+                "{} is queued: the background cap ({}) is full; it starts when a slot frees.\n",
+                info.id,
+                self.manager.config().max_jobs
+            ),
+            s if s.is_active() => format!(
+                "{} started in the background ({}) · `{}`\n",
+                info.id,
+                info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+                format::short(&info.command, 120)
+            ),
+            _ => format!(
+                "{} already ended: {} · `{}`\n",
+                info.id,
+                format::info_end_words(info),
+                format::short(&info.command, 120)
+            ),
+        };
+        let mut is_error = false;
+        if let Some(w) = waited {
+            let (line, ok) = wait_words(info, w);
+            is_error = !ok;
+            text += &line;
+        }
+        text += &format::port_lines(info);
+        text += &format::log_paths(info);
+        text += &format!(
+            "Next: read its output with {}, stop it with {}.\n",
+            d.logs(&info.id, 1),
+            d.kill(info)
+        );
+        if is_error || !info.status.is_active() {
+            text += &format::card(info, &self.manager.snippet(&info.id)?);
+        }
+        Ok(Answer { text, is_error })
+    }
+
+    /// Wait on a job and answer how it went.
+    pub async fn wait(&self, id: &JobId, conds: &[ReadyCondition], timeout: Option<f64>) -> Result<Answer> {
+        let t = Duration::from_secs_f64(timeout.unwrap_or(DEFAULT_WAIT_SECS));
+        let outcome = self.manager.wait(id, conds, t).await?;
+        self.cover(id);
+        let info = self.manager.info(id)?;
+        let (mut text, ok) = if conds.is_empty() {
+            match &outcome {
+                WaitOutcome::TimedOut { elapsed_ms, .. } => (
+                    format!(
+                        "{id} is still running after {}.\n",
+                        format::secs(*elapsed_ms as f64 / 1000.0)
+                    ),
+                    false,
+                ),
+                _ => (format!("{id} ended: {}.\n", format::info_end_words(&info)), true),
+            }
+        } else {
+            wait_words(&info, &outcome)
+        };
+        if !ok || conds.is_empty() {
+            text += &format::card(&info, &self.manager.snippet(id)?);
+        }
+        Ok(Answer { text, is_error: !ok })
+    }
+
+    /// Stop a job; the answer is `{result, reason, ended_by, …}`.
+    pub async fn kill(&self, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+        let out = self.manager.kill(id, req).await?;
+        self.cover(id);
+        Ok(out)
+    }
+
+    /// A note when more background jobs run than the cap allows (a promotion never kills).
+    fn cap_note(&self) -> Option<String> {
+        let max = self.manager.config().max_jobs;
+        let n = self
+            .manager
+            .list(ListFilter::Running)
+            .iter()
+            .filter(|i| i.start_mode.is_background())
+            .count();
+        (n > max).then(|| {
+            format!(
+                "Note: {n} background jobs now run, over the cap of {max}; stop one you no longer need.\n"
+            )
+        })
+    }
+}
+
+/// How a job was followed after its start.
+pub enum Started {
+    Finished,
+    Promoted,
+    Background(Option<WaitOutcome>),
+}
+
+/// A wait outcome in words, and whether it is a success.
+pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
+    let id = &info.id;
+    match w {
+        WaitOutcome::Ready {
+            elapsed_ms,
+            matched_line,
+            url,
+            ..
+        } => {
+            let mut s = format!(
+                "{id} is ready after {}",
+                format::secs(*elapsed_ms as f64 / 1000.0)
+            );
+            if let Some(u) = url {
+                s += &format!(" ({u} answered)");
+            }
+            if let Some(l) = matched_line {
+                s += &format!("; matched line: {}", format::short(l, 200));
+            }
+            (s + ".\n", true)
+        }
+        WaitOutcome::Exited {
+            status,
+            exit_code,
+            reason,
+            ..
+        } => (
+            format!(
+                "{id} did not become ready: it ended first: {}.\n",
+                format::end_words(status, info.ended_by, *exit_code, reason.as_deref())
+            ),
+            false,
+        ),
+        WaitOutcome::TimedOut { elapsed_ms, pending } => (
+            format!(
+                "{id} did not become ready within {}; still waiting for: {}. It is {}.\n",
+                format::secs(*elapsed_ms as f64 / 1000.0),
+                pending.join(", "),
+                info.status.name()
+            ),
+            false,
+        ),
+    }
+}

@@ -1,0 +1,343 @@
+//! The text of MCP answers: one place for how a job, its end, its output and
+//! a list of jobs read to a model. Output given to a model is capped (at most
+//! [`MAX_LINES`] lines and [`MAX_BYTES`] bytes, head and tail kept) and every
+//! cut says what was left out and which call fetches it. Which call that is
+//! depends on the tool set in use: a [`Dialect`] names it.
+
+use crate::card;
+use crate::error::Result;
+use crate::job::{EndedBy, JobId, JobInfo};
+use crate::manager::Manager;
+use crate::output::{Line, LogPage, LogQuery};
+
+/// Most lines of output in one answer.
+pub const MAX_LINES: usize = 120;
+/// Most bytes of output in one answer.
+pub const MAX_BYTES: usize = 16 * 1024;
+/// Longest single line shown inside a capped output block.
+const MAX_LINE_SHOWN: usize = 4 * 1024;
+
+/// Which tools an answer points to for "read more" and "stop it".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Canonical,
+    SafeShell,
+    Shell,
+    Process,
+    Exec,
+}
+
+impl Dialect {
+    /// The call that reads a job's output from `since`.
+    pub fn logs(self, id: &JobId, since: u64) -> String {
+        match self {
+            Dialect::Canonical => format!(r#"`logs` {{"id":"{id}","since_seq":{since}}}"#),
+            Dialect::Shell => format!(r#"`shell_log` {{"shell_id":"{id}","mode":"body","cursor":{since}}}"#),
+            Dialect::Process => {
+                format!(r#"`read_process_output` {{"process_id":"{id}","since_seq":{since}}}"#)
+            }
+            Dialect::Exec => format!(r#"`shell` {{"action":"log","run_id":"{id}","since_seq":{since}}}"#),
+            Dialect::SafeShell => "the stdout/stderr log files".into(),
+        }
+    }
+
+    /// The call that stops a job.
+    pub fn kill(self, info: &JobInfo) -> String {
+        let id = &info.id;
+        match self {
+            Dialect::Canonical => format!(r#"`kill` {{"id":"{id}"}}"#),
+            Dialect::Shell => format!(r#"`shell_kill` {{"shell_id":"{id}"}}"#),
+            Dialect::Process => format!(r#"`stop_process` {{"process_id":"{id}"}}"#),
+            Dialect::Exec => format!(r#"`shell` {{"action":"kill","run_id":"{id}"}}"#),
+            Dialect::SafeShell => match info.pid {
+                Some(pid) => format!(r#"`safe_shell` {{"command":"kill","args":["{pid}"]}}"#),
+                None => "`berth kill` from a terminal".into(),
+            },
+        }
+    }
+
+    /// The call that checks on a job.
+    pub fn status(self, id: &JobId) -> String {
+        match self {
+            Dialect::Canonical => format!(r#"`status` {{"id":"{id}"}}"#),
+            Dialect::Shell => r#"`shell_summary` {}"#.into(),
+            Dialect::Process => r#"`list_processes` {}"#.into(),
+            Dialect::Exec => format!(r#"`shell` {{"action":"poll","run_id":"{id}"}}"#),
+            Dialect::SafeShell => "the log files".into(),
+        }
+    }
+}
+
+/// How a job ended, in a few words: `success (exit 0)`, `killed by user (exit 143)`, …
+pub fn end_words(
+    status: &str,
+    ended_by: Option<EndedBy>,
+    exit_code: Option<i32>,
+    reason: Option<&str>,
+) -> String {
+    let exit = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
+    match status {
+        "success" | "failed" => format!("{status}{exit}"),
+        "killed" => {
+            let by = ended_by
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "someone".into());
+            let plain = format!("killed by {by}");
+            match reason {
+                Some(r) if !r.is_empty() && r != plain => format!("{plain}: {r}{exit}"),
+                _ => format!("{plain}{exit}"),
+            }
+        }
+        "timed_out" => format!("timed out{exit}"),
+        "signaled" => format!("{}{exit}", reason.unwrap_or("died of a signal")),
+        "start_failed" => format!("failed to start: {}", reason.unwrap_or("unknown error")),
+        other => match reason {
+            Some(r) => format!("{other}: {r}{exit}"),
+            None => format!("{other}{exit}"),
+        },
+    }
+}
+
+/// [`end_words`] for a job record.
+pub fn info_end_words(info: &JobInfo) -> String {
+    end_words(
+        info.status.name(),
+        info.ended_by,
+        info.exit_code,
+        info.reason.as_deref(),
+    )
+}
+
+/// `1.2s`, `3m04s`.
+pub fn duration(info: &JobInfo) -> String {
+    match info.runtime() {
+        Some(d) => secs(d.num_milliseconds().max(0) as f64 / 1000.0),
+        None => "-".into(),
+    }
+}
+
+pub fn secs(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else {
+        let s = s.round() as u64;
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+/// A command shortened for one line.
+pub fn short(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// `port 8080 → http://127.0.0.1:49153` lines, one per published port.
+pub fn port_lines(info: &JobInfo) -> String {
+    let mut out = String::new();
+    for m in &info.ports {
+        let note = m.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+        out += &format!("  port {} → {}{note}\n", m.port, m.url());
+    }
+    out
+}
+
+/// The raw log file paths.
+pub fn log_paths(info: &JobInfo) -> String {
+    format!(
+        "  log files: {} (stdout), {} (stderr)\n",
+        info.logs.stdout.display(),
+        info.logs.stderr.display()
+    )
+}
+
+/// The card (no colour) for a job with its recent output.
+pub fn card(info: &JobInfo, snippet: &str) -> String {
+    card::render(info, snippet, false)
+}
+
+fn truncate_line(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[+{} bytes]", &text[..end], text.len() - end)
+}
+
+/// A job's whole output, merged in seq order, capped head+tail. Says what was
+/// cut and how to read it.
+pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String> {
+    let head = m.logs(
+        id,
+        &LogQuery {
+            since: Some(1),
+            limit: Some(MAX_LINES),
+            ..Default::default()
+        },
+    )?;
+    let mut lines = head.lines;
+    if head.has_more {
+        lines.truncate(MAX_LINES / 2);
+        let tail = m.logs(
+            id,
+            &LogQuery {
+                tail: Some(MAX_LINES / 2),
+                ..Default::default()
+            },
+        )?;
+        let after = lines.last().map(|l| l.seq).unwrap_or(0);
+        lines.extend(tail.lines.into_iter().filter(|l| l.seq > after));
+    }
+    if lines.is_empty() {
+        return Ok("(no output)\n".into());
+    }
+    for l in &mut lines {
+        l.text = truncate_line(&l.text, MAX_LINE_SHOWN);
+    }
+    let total: usize = lines.iter().map(|l| l.text.len() + 1).sum();
+    let (keep_head, keep_tail) = if total <= MAX_BYTES {
+        (lines.len(), 0)
+    } else {
+        let h = fit(lines.iter(), MAX_BYTES / 2);
+        let t = fit(lines.iter().rev(), MAX_BYTES / 2).min(lines.len() - h);
+        (h, t)
+    };
+    let mut out = String::new();
+    let mut prev: Option<u64> = None;
+    let shown = lines[..keep_head]
+        .iter()
+        .chain(lines[lines.len() - keep_tail..].iter());
+    for l in shown {
+        if let Some(p) = prev
+            && l.seq > p + 1
+        {
+            out += &gap_note(p + 1, l.seq - 1, id, dialect);
+        }
+        out += &l.text;
+        out.push('\n');
+        prev = Some(l.seq);
+    }
+    Ok(out)
+}
+
+/// How many lines from the start of `lines` fit in `budget` bytes.
+fn fit<'a>(lines: impl Iterator<Item = &'a Line>, budget: usize) -> usize {
+    let mut used = 0;
+    let mut n = 0;
+    for l in lines {
+        used += l.text.len() + 1;
+        if used > budget {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+fn gap_note(from: u64, to: u64, id: &JobId, dialect: Dialect) -> String {
+    format!(
+        "… [lines {from}–{to} not shown ({} lines); read them with {}] …\n",
+        to - from + 1,
+        dialect.logs(id, from)
+    )
+}
+
+/// A page read forward (`body`): keeps whole lines within [`MAX_BYTES`] and
+/// moves `next_seq` back to the first line left out.
+pub fn cap_page_forward(mut page: LogPage) -> LogPage {
+    let n = fit(page.lines.iter(), MAX_BYTES).max(1.min(page.lines.len()));
+    if n < page.lines.len() {
+        page.next_seq = page.lines[n].seq;
+        page.lines.truncate(n);
+        page.has_more = true;
+    }
+    page
+}
+
+/// A tail page: keeps the last whole lines within [`MAX_BYTES`]; returns how many were dropped.
+pub fn cap_page_tail(page: &mut LogPage) -> usize {
+    let n = fit(page.lines.iter().rev(), MAX_BYTES).max(1.min(page.lines.len()));
+    let dropped = page.lines.len() - n;
+    page.lines.drain(..dropped);
+    dropped
+}
+
+/// Lines as plain text, one per line.
+pub fn lines_text(lines: &[Line]) -> String {
+    let mut out = String::new();
+    for l in lines {
+        out += &l.text;
+        out.push('\n');
+    }
+    out
+}
+
+/// A compact table of jobs: id, status, runner, mode, ports, usage, time, command.
+pub fn table(jobs: &[JobInfo]) -> String {
+    let mut out = String::new();
+    for j in jobs {
+        let status = if j.status.is_active() {
+            j.status.name().to_string()
+        } else {
+            info_end_words(j)
+        };
+        let mut cols = vec![
+            j.id.to_string(),
+            status,
+            j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            j.start_mode.to_string(),
+        ];
+        let ports: Vec<String> = j
+            .ports
+            .iter()
+            .map(|m| format!("{}→{}", m.url(), m.port))
+            .collect();
+        if !ports.is_empty() {
+            cols.push(ports.join(","));
+        }
+        if let Some(u) = &j.usage {
+            cols.push(format!("cpu {:.1}% mem {}", u.cpu_percent, bytes(u.memory_bytes)));
+        }
+        cols.push(duration(j));
+        cols.push(format!("`{}`", short(&j.command, 60)));
+        out += &cols.join("  ");
+        out.push('\n');
+    }
+    out
+}
+
+pub fn bytes(b: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if b >= 1 << 30 {
+        format!("{:.1}GiB", b as f64 / (MIB * 1024.0))
+    } else {
+        format!("{:.1}MiB", b as f64 / MIB)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_words_read_well() {
+        assert_eq!(end_words("success", None, Some(0), None), "success (exit 0)");
+        assert_eq!(
+            end_words("killed", Some(EndedBy::User), Some(143), Some("killed by user")),
+            "killed by user (exit 143)"
+        );
+        assert_eq!(
+            end_words("killed", Some(EndedBy::System), None, Some("shutdown")),
+            "killed by system: shutdown"
+        );
+        assert_eq!(short("abcdef", 4), "abc…");
+        assert_eq!(truncate_line("héllo", 2), "h…[+5 bytes]");
+    }
+}

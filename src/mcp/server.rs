@@ -1,0 +1,125 @@
+//! The MCP server object: the tools of the chosen [`ToolSet`] in one rmcp
+//! router, and a `call_tool` that turns every failure into an `isError`
+//! answer (never a protocol error the model cannot read) and appends the
+//! client's unseen events to every answer.
+//!
+//! rmcp runs each request in its own task, so a long call (a 60 s
+//! foreground run, a wait) does not hold up the others.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use super::ToolSet;
+use super::backlog;
+use super::core::Core;
+use super::format::Dialect;
+use crate::manager::Manager;
+
+const INSTRUCTIONS: &str = "berth runs commands as jobs you can leave running: dev servers, databases, \
+watchers, long builds and test runs. Start servers with background: true and a `ready` condition, then use the \
+URLs the answer gives. Short commands can run in the foreground: a command still running after its budget \
+(60 s) moves to the background instead of being killed. Every answer ends with the job events you have not seen \
+yet (watch hits, exits, kills by the user, moves to background): react to them. Every job is stopped when this \
+server exits.";
+
+/// The `berth mcp` server.
+#[derive(Clone)]
+pub struct BerthMcp {
+    pub(super) core: Arc<Core>,
+    /// Hints for tools shared between sets (`run_test`, `run_build`, `status`…).
+    pub(super) dialect: Dialect,
+    router: Arc<ToolRouter<BerthMcp>>,
+}
+
+impl BerthMcp {
+    pub fn new(manager: Manager, tools: ToolSet) -> Self {
+        let mut router = Self::canonical_router()
+            + Self::safe_shell_router()
+            + Self::shell_router()
+            + Self::process_router()
+            + Self::exec_router();
+        let names = tools.tool_names();
+        router.map.retain(|name, _| names.contains(&name.as_ref()));
+        BerthMcp {
+            core: Arc::new(Core::new(manager)),
+            dialect: match tools {
+                ToolSet::Process => Dialect::Process,
+                _ => Dialect::Canonical,
+            },
+            router: Arc::new(router),
+        }
+    }
+
+    /// Names of the tools this server offers, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+}
+
+impl ServerHandler for BerthMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("berth", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let tcc = ToolCallContext::new(self, request, context);
+        let (result, covered) = backlog::scope(self.router.call(tcc)).await;
+        let mut result = match result {
+            Ok(CallToolResponse::Complete(r)) => r,
+            Ok(other) => return Ok(other),
+            Err(_) if !self.router.has_route(&name) => {
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "error: unknown tool `{name}`; this server offers: {}",
+                    self.tool_names().join(", ")
+                ))])
+            }
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("error: {}", e.message))]),
+        };
+        let lines = self.core.backlog.take(&self.core.manager, &covered);
+        if !lines.is_empty() {
+            result.content.push(ContentBlock::text(format!(
+                "Events since your last call:\n{}\n",
+                lines.join("\n")
+            )));
+        }
+        Ok(result.into())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut result = ListToolsResult::with_all_items(self.router.list_all());
+        if context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+        {
+            result = result.with_ttl_ms(0).with_cache_scope(CacheScope::Public);
+        }
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.router.get(name).cloned()
+    }
+}

@@ -1,0 +1,294 @@
+//! The canonical tools: `run`, `status`, `list`, `logs`, `wait`,
+//! `wait_for_port`, `kill`, `resume`, `background`, `events`, `run_test`,
+//! `run_build`. Each parses its arguments and calls the core; the
+//! descriptions are written for a model: when to use the tool, what comes
+//! back, what to do next.
+
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+
+use super::args::{
+    EventsArgs, IdArgs, KillArgs, ListArgs, LogsArgs, ProjectArgs, RunArgs, WaitArgs, WaitForPortArgs, job_id,
+};
+use super::core::{Answer, DEFAULT_WAIT_SECS, reply};
+use super::format::{self, Dialect};
+use super::logs::{self, LogRequest};
+use super::project::{ProjectTask, append_args, project_command};
+use super::server::BerthMcp;
+use crate::error::Result;
+use crate::job::{EndedBy, JobSpec};
+use crate::manager::{KillOutcome, KillRequest, ListFilter};
+use crate::ready::WaitOutcome;
+
+const RUN: &str = "Run a command as a job. Foreground (default): waits up to `timeout` seconds (default 60) and \
+answers with the exit code and the output (capped at 120 lines / 16 KiB; the answer says how to read the rest). \
+A command still running then is moved to the background, not killed: the answer gives its job id. \
+Use background: true for servers, watchers and anything long: the answer comes at once with the job id, \
+each published port as a URL (ports: [\"3000\"] → http://127.0.0.1:PORT) and the log file paths. \
+Add `ready` (e.g. {\"http\": \"/\"} or {\"log\": \"Listening\"}) to answer only once the server is ready, or with \
+the reason it never became ready. Add `watch` regexes to be told in later answers when a line matches. \
+Next: `logs` to read output, `wait` to wait for readiness or the end, `kill` to stop it.";
+
+#[tool_router(router = canonical_router, vis = "pub(super)")]
+impl BerthMcp {
+    #[tool(description = RUN)]
+    async fn run(&self, Parameters(a): Parameters<RunArgs>) -> CallToolResult {
+        let timeout = a.timeout;
+        reply(async { self.core.run(a.spec()?, timeout, Dialect::Canonical).await }.await)
+    }
+
+    #[tool(
+        description = "Show one job's card: status, runner, ports as URLs, why it is in the background, \
+CPU and memory use, its log files, and its last lines of output. Use it to check on a job; then `logs` for more output."
+    )]
+    async fn status(&self, Parameters(a): Parameters<IdArgs>) -> CallToolResult {
+        reply(self.status_answer(&a.id).await)
+    }
+
+    #[tool(
+        description = "List jobs as a compact table: id, status (with exit code and who ended it), runner, mode, \
+ports as URLs, CPU/memory use, run time and command. Shows running jobs by default; filter: completed, failed or all."
+    )]
+    async fn list(&self, Parameters(a): Parameters<ListArgs>) -> CallToolResult {
+        let filter: ListFilter = a.filter.map(Into::into).unwrap_or_default();
+        reply(Ok(self.list_answer(filter).await))
+    }
+
+    #[tool(
+        description = "Read a job's output (stdout and stderr merged in order; lines numbered by seq from 1). \
+mode tail (default): the last `tail` lines (120). mode body: page forward from `since_seq` with `limit` lines; \
+the answer gives `next_seq` to read on. mode diagnostic: the last 120 lines of both streams, to see why it failed. \
+Pages are capped at 16 KiB. `stream` picks stdout or stderr only."
+    )]
+    async fn logs(&self, Parameters(a): Parameters<LogsArgs>) -> CallToolResult {
+        let req = LogRequest {
+            mode: a.mode.unwrap_or_default(),
+            since: a.since_seq,
+            limit: a.tail.or(a.limit),
+            stream: a.stream.map(Into::into),
+        };
+        reply(logs::answer(
+            &self.core.manager,
+            &job_id(&a.id),
+            &req,
+            Dialect::Canonical,
+        ))
+    }
+
+    #[tool(
+        description = "Wait until a job is ready — its port accepts connections (`port`), a line matches (`log` \
+regex), an HTTP path answers (`http`, optional `status`) — all given conditions must hold; with none, wait for the \
+job to end. Answers as soon as that happens, or early with the reason: the job exited (with its code and last \
+output) or `timeout` seconds passed (default 60; says which conditions are still pending). No need to sleep and poll."
+    )]
+    async fn wait(&self, Parameters(a): Parameters<WaitArgs>) -> CallToolResult {
+        let ready = super::args::ReadyArg {
+            port: a.port,
+            log: a.log,
+            http: a.http,
+            status: a.status,
+        };
+        let conds = ready.conditions();
+        reply(self.core.wait(&job_id(&a.id), &conds, a.timeout).await)
+    }
+
+    #[tool(
+        description = "Wait until something accepts TCP connections at host:port (host default 127.0.0.1) — e.g. a \
+database or server you did not start with berth. Answers as soon as the port opens, or after `timeout` seconds \
+(default 60) with an error."
+    )]
+    async fn wait_for_port(&self, Parameters(a): Parameters<WaitForPortArgs>) -> CallToolResult {
+        reply(self.wait_for_port_answer(a).await)
+    }
+
+    #[tool(
+        description = "Stop a job: TERM to its whole process group (or container), then KILL after `grace` seconds \
+(default 5). Answers {result: killed|already_finished, reason, ended_by, exit_code}. A job that already ended is \
+not an error (already_finished, with who ended it)."
+    )]
+    async fn kill(&self, Parameters(a): Parameters<KillArgs>) -> CallToolResult {
+        reply(
+            async {
+                let req = KillRequest {
+                    ended_by: Some(EndedBy::Agent),
+                    reason: None,
+                    signal: a.signal.as_ref().map(|s| s.number()).transpose()?,
+                    grace: a.grace,
+                };
+                let out = self.core.kill(&job_id(&a.id), req).await?;
+                Ok(Answer::json(&kill_json(&out)))
+            }
+            .await,
+        )
+    }
+
+    #[tool(
+        description = "Run a finished job's command again, with the same settings, as a new background job. \
+Answers the new job id, its URLs and log files."
+    )]
+    async fn resume(&self, Parameters(a): Parameters<IdArgs>) -> CallToolResult {
+        reply(self.resume_answer(&a.id, Dialect::Canonical).await)
+    }
+
+    #[tool(
+        description = "Move a job that runs in the foreground (a `run` still waiting for it) to the background now: \
+that `run` call answers at once with the job id and the job keeps running."
+    )]
+    async fn background(&self, Parameters(a): Parameters<IdArgs>) -> CallToolResult {
+        reply(self.background_answer(&a.id))
+    }
+
+    #[tool(
+        description = "List job events — started, ready, watch hits, moved to background, ended (with exit code and \
+who ended it: agent, user or system) — one line each. By default the events you have not seen yet (every answer \
+already ends with those); `since` lists from that event seq on."
+    )]
+    async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {
+        let (lines, next) =
+            self.core
+                .backlog
+                .list(&self.core.manager, a.since, a.limit.unwrap_or(100).max(1));
+        let text = if lines.is_empty() {
+            format!("No new events. Next event seq: {next}.\n")
+        } else {
+            format!("{}\nNext: `events` {{\"since\":{next}}}\n", lines.join("\n"))
+        };
+        reply(Ok(Answer::ok(text)))
+    }
+
+    #[tool(
+        description = "Run the project's tests: the configured test_command, else detected from the workspace \
+(cargo test, npm test, go test ./..., pytest, make test). Same as `run`: foreground by default (exit code + capped \
+output; moved to background after `timeout` seconds), or background: true to get a job id at once. `args` are \
+appended (e.g. a test name)."
+    )]
+    async fn run_test(&self, Parameters(a): Parameters<ProjectArgs>) -> CallToolResult {
+        reply(self.project(ProjectTask::Test, a).await)
+    }
+
+    #[tool(
+        description = "Build the project: the configured build_command, else detected from the workspace (cargo \
+build, npm run build, go build ./..., make). Same semantics as `run_test`."
+    )]
+    async fn run_build(&self, Parameters(a): Parameters<ProjectArgs>) -> CallToolResult {
+        reply(self.project(ProjectTask::Build, a).await)
+    }
+}
+
+impl BerthMcp {
+    pub(super) async fn status_answer(&self, id: &str) -> Result<Answer> {
+        let m = &self.core.manager;
+        let id = job_id(id);
+        let info = m.info_with_usage(&id).await?;
+        super::backlog::cover(m, &id);
+        let mut text = format::card(&info, &m.snippet(&id)?);
+        text += &format::port_lines(&info);
+        if let Some(u) = &info.usage {
+            text += &format!(
+                "  usage: cpu {:.1}% · memory {}\n",
+                u.cpu_percent,
+                format::bytes(u.memory_bytes)
+            );
+        }
+        text += &format::log_paths(&info);
+        text += &format!(
+            "  output: {} lines; read with {}\n",
+            info.last_seq,
+            self.dialect.logs(&id, 1)
+        );
+        Ok(Answer::ok(text))
+    }
+
+    pub(super) async fn list_answer(&self, filter: ListFilter) -> Answer {
+        let jobs = self.core.manager.list_with_usage(filter).await;
+        let name = serde_json::to_value(filter)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        if jobs.is_empty() {
+            return Answer::ok(format!("No {name} jobs.\n"));
+        }
+        Answer::ok(format!("{} {name} job(s):\n{}", jobs.len(), format::table(&jobs)))
+    }
+
+    pub(super) async fn wait_for_port_answer(&self, a: WaitForPortArgs) -> Result<Answer> {
+        let host = a.host.unwrap_or_else(|| "127.0.0.1".into());
+        let t = Duration::from_secs_f64(a.timeout.unwrap_or(DEFAULT_WAIT_SECS));
+        let out = crate::ready::wait_for_port(&host, a.port, t).await?;
+        Ok(match out {
+            WaitOutcome::Ready { elapsed_ms, .. } => Answer::ok(format!(
+                "{host}:{} accepts connections (after {}).\n",
+                a.port,
+                format::secs(elapsed_ms as f64 / 1000.0)
+            )),
+            _ => Answer::fail(format!(
+                "nothing accepted connections at {host}:{} within {}.\n",
+                a.port,
+                format::secs(t.as_secs_f64())
+            )),
+        })
+    }
+
+    pub(super) async fn resume_answer(&self, id: &str, d: Dialect) -> Result<Answer> {
+        let old = job_id(id);
+        let job = self.core.manager.resume(&old).await?;
+        self.core.backlog.own(&job.id);
+        let spec = self.core.manager.info(&job.id)?.spec;
+        let mut a = self.core.run_started(&job.id, &spec, d).await?;
+        a.text = format!("{old} restarted as {}.\n{}", job.id, a.text);
+        Ok(a)
+    }
+
+    pub(super) fn background_answer(&self, id: &str) -> Result<Answer> {
+        let id = job_id(id);
+        let info = self.core.manager.background(&id, EndedBy::Agent)?;
+        super::backlog::cover(&self.core.manager, &id);
+        Ok(Answer::ok(format!(
+            "{id} moved to background ({}); the `run` call waiting on it answers now. Stop it with {}.\n",
+            info.promotion_reason.clone().unwrap_or_default(),
+            self.dialect.kill(&info)
+        )))
+    }
+
+    pub(super) async fn project(&self, task: ProjectTask, a: ProjectArgs) -> Result<Answer> {
+        let cmd = append_args(&project_command(self.core.manager.config(), task)?, &a.args);
+        let mut spec = JobSpec::shell(cmd);
+        spec.label = Some(match task {
+            ProjectTask::Test => "test".into(),
+            ProjectTask::Build => "build".into(),
+        });
+        spec.background = a.background;
+        spec.timeout = a.timeout.filter(|_| !a.background);
+        if let Some(r) = a.runner {
+            spec.runner = r.into();
+        }
+        spec.validate()?;
+        self.core.run(spec, None, self.dialect).await
+    }
+}
+
+/// The answer to a kill, fields in reading order.
+#[derive(serde::Serialize)]
+pub struct KillAnswer<'a> {
+    result: &'a str,
+    job: &'a crate::JobId,
+    status: &'a str,
+    exit_code: Option<i32>,
+    ended_by: Option<EndedBy>,
+    reason: Option<&'a str>,
+}
+
+/// `{result, job, status, exit_code, ended_by, reason}` of a kill.
+pub fn kill_json(out: &KillOutcome) -> KillAnswer<'_> {
+    KillAnswer {
+        result: &out.result,
+        job: &out.job,
+        status: out.status.name(),
+        exit_code: out.exit_code,
+        ended_by: out.ended_by,
+        reason: out.reason.as_deref(),
+    }
+}

@@ -1,0 +1,840 @@
+//! `berth mcp` as an agent meets it: the real binary driven over stdio by an
+//! rmcp client. The canonical journey (background server with readiness, URL,
+//! logs, kill, stdin EOF teardown), foreground promotion by budget and by
+//! `berth bg`, backlog steering, each seed-compatible tool set, bad calls, and
+//! SIGTERM teardown.
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::common::{eventually, instance_name, processes_with, unique_sleep};
+
+/// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
+struct ServerFixture {
+    runner: &'static str,
+    command: &'static str,
+    image: Option<&'static str>,
+    /// What the server logs for a `GET /` answered 200.
+    request_logged: &'static str,
+}
+
+const HOST_SERVER: ServerFixture = ServerFixture {
+    runner: "host",
+    command: "exec python3 -m http.server $PORT --bind 127.0.0.1",
+    image: None,
+    request_logged: "\"GET / HTTP/1.0\" 200",
+};
+
+#[allow(dead_code)]
+const DOCKER_SERVER: ServerFixture = ServerFixture {
+    runner: "docker",
+    command: "httpd -f -vv -p 8080 -h /www",
+    image: Some("berth/sandbox:latest"),
+    request_logged: "response:200",
+};
+
+const SERVER: ServerFixture = HOST_SERVER;
+
+/// `run` arguments for a background web server on port 8080, ready when `/` answers.
+fn server_args() -> Value {
+    let mut v = json!({
+        "command": SERVER.command,
+        "background": true,
+        "ports": ["8080"],
+        "ready": {"http": "/"},
+        "runner": SERVER.runner,
+    });
+    if let Some(image) = SERVER.image {
+        v["image"] = json!(image);
+    }
+    v
+}
+
+/// A `berth mcp` child process with its own state, instance and workspace,
+/// and an MCP client connected to its stdio.
+struct Mcp {
+    dir: tempfile::TempDir,
+    instance: String,
+    child: tokio::process::Child,
+    client: Option<RunningService<RoleClient, ()>>,
+    /// (tool, arguments, answer text) of every call, for README transcripts.
+    transcript: std::sync::Mutex<Vec<(String, Value, String)>>,
+}
+
+/// A tool answer: all text blocks joined, and `isError`.
+struct Reply {
+    text: String,
+    is_error: bool,
+}
+
+impl Mcp {
+    async fn start(tools: &str) -> Mcp {
+        Self::start_with(tools, &[], |_| {}).await
+    }
+
+    /// Start with extra environment (e.g. `BERTH_RUNNER`) and files in the workspace.
+    async fn start_with(tools: &str, env: &[(&str, &str)], prepare_ws: impl FnOnce(&std::path::Path)) -> Mcp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        prepare_ws(&dir.path().join("ws"));
+        let instance = instance_name("mcp");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.args(["mcp", "--tools", tools]);
+        Self::apply_env(cmd.as_std_mut(), dir.path(), &instance);
+        cmd.envs(env.iter().copied());
+        let stderr = std::fs::File::create(dir.path().join("mcp.stderr")).unwrap();
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn berth mcp");
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let client = ().serve((stdout, stdin)).await.expect("MCP initialize");
+        Mcp {
+            dir,
+            instance,
+            child,
+            client: Some(client),
+            transcript: Default::default(),
+        }
+    }
+
+    fn apply_env(cmd: &mut std::process::Command, dir: &std::path::Path, instance: &str) {
+        cmd.env("BERTH_STATE_DIR", dir.join("state"))
+            .env("BERTH_INSTANCE", instance)
+            .env("BERTH_WORKSPACE", dir.join("ws"))
+            .env("BERTH_GRACE", "2")
+            .env_remove("BERTH_SOCKET")
+            .env_remove("BERTH_CONFIG")
+            .env_remove("BERTH_LOG");
+    }
+
+    fn client(&self) -> &RunningService<RoleClient, ()> {
+        self.client.as_ref().expect("client open")
+    }
+
+    async fn tool_names(&self) -> Vec<String> {
+        let tools = self.client().list_all_tools().await.expect("tools/list");
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    }
+
+    async fn call(&self, name: &str, args: Value) -> Reply {
+        let params = CallToolRequestParams::new(name.to_string())
+            .with_arguments(args.as_object().cloned().expect("arguments are an object"));
+        let result: CallToolResult = self
+            .client()
+            .call_tool(params)
+            .await
+            .unwrap_or_else(|e| panic!("tools/call {name}: protocol error {e}"));
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.transcript
+            .lock()
+            .unwrap()
+            .push((name.to_string(), args, text.clone()));
+        Reply {
+            text,
+            is_error: result.is_error == Some(true),
+        }
+    }
+
+    /// Call and expect success.
+    async fn ok(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args.clone()).await;
+        assert!(
+            !r.is_error,
+            "{name} {args} failed:\n{}\n{}",
+            r.text,
+            self.stderr()
+        );
+        r.text
+    }
+
+    /// A `berth` CLI command aimed at this server's instance.
+    fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_berth"));
+        Self::apply_env(&mut cmd, self.dir.path(), &self.instance);
+        let o = cmd.args(args).output().expect("run berth");
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("mcp.stderr")).unwrap_or_default()
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        berth::api::socket_path(&berth::Config::isolated(
+            self.dir.path().join("state"),
+            &self.instance,
+        ))
+    }
+
+    /// Close the client (stdin EOF) and wait for the server to exit.
+    async fn close(&mut self) -> std::process::ExitStatus {
+        if let Some(client) = self.client.take() {
+            let _ = client.cancel().await;
+        }
+        self.wait_exit(Duration::from_secs(10)).await
+    }
+
+    async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        match tokio::time::timeout(timeout, self.child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => panic!(
+                "berth mcp did not exit within {timeout:?}; stderr:\n{}",
+                self.stderr()
+            ),
+        }
+    }
+
+    fn print_transcript(&self, title: &str) {
+        println!("### {title}");
+        for (i, (name, args, text)) in self.transcript.lock().unwrap().iter().enumerate() {
+            println!("\n{}. `{name}` {args}\n```\n{}\n```", i + 1, text.trim_end());
+        }
+    }
+}
+
+/// Wait (through the CLI, not to disturb the MCP transcript) until the server logged a request.
+async fn wait_logged(mcp: &Mcp, id: &str) {
+    eventually(Duration::from_secs(5), "request logged", || {
+        let (_, out, err) = mcp.cli(&["logs", id]);
+        out.contains(SERVER.request_logged) || err.contains(SERVER.request_logged)
+    })
+    .await;
+}
+
+/// `logs` once the server logged a request.
+async fn eventually_logged(mcp: &Mcp, id: &str) -> String {
+    wait_logged(mcp, id).await;
+    let logs = mcp.ok("logs", json!({"id": id})).await;
+    assert!(logs.contains(SERVER.request_logged), "{logs}");
+    logs
+}
+
+/// A test that ends without `close` (or panics) still tears the server down
+/// the way a user would, so that no job outlives it.
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let Some(pid) = self.child.id() else { return };
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// The first `http://127.0.0.1:PORT` in an answer.
+fn url_port(text: &str) -> u16 {
+    let at = text
+        .find("http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("no URL in: {text}"));
+    let digits: String = text[at + "http://127.0.0.1:".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap()
+}
+
+/// The first `job-N` in an answer.
+fn job_in(text: &str) -> String {
+    let at = text
+        .find("job-")
+        .unwrap_or_else(|| panic!("no job id in: {text}"));
+    let n: String = text[at + 4..].chars().take_while(char::is_ascii_digit).collect();
+    format!("job-{n}")
+}
+
+fn http_get(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[tokio::test]
+async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() {
+    let mut mcp = Mcp::start("canonical").await;
+    let names = mcp.tool_names().await;
+    for t in [
+        "run",
+        "status",
+        "list",
+        "logs",
+        "wait",
+        "wait_for_port",
+        "kill",
+        "resume",
+        "background",
+        "events",
+        "run_test",
+        "run_build",
+    ] {
+        assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
+    }
+    let answer = mcp.ok("run", server_args()).await;
+    assert!(answer.contains("is ready after"), "{answer}");
+    let id = job_in(&answer);
+    let port = url_port(&answer);
+    assert!(answer.contains("stdout.log"), "log paths in: {answer}");
+    assert!(http_get(port).contains(" 200 OK"));
+    let logs = eventually_logged(&mcp, &id).await;
+    assert!(logs.contains("next_seq"), "{logs}");
+    let status = mcp.ok("status", json!({"id": id})).await;
+    assert!(status.contains("Status: running"), "{status}");
+    // The CLI sees the agent's jobs through the instance socket.
+    let (code, ps, err) = mcp.cli(&["ps"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(ps.contains(&id), "{ps}");
+    let kill = mcp.ok("kill", json!({"id": id})).await;
+    let v: Value = serde_json::from_str(kill.split("\nEvents").next().unwrap()).expect("kill answer is JSON");
+    assert_eq!(v["result"], "killed");
+    assert_eq!(v["ended_by"], "agent");
+    // A job still running at EOF is torn down with the server.
+    let token = unique_sleep();
+    mcp.ok(
+        "run",
+        json!({"argv": ["sleep", token], "background": true, "runner": "host"}),
+    )
+    .await;
+    assert_eq!(processes_with(&token).len(), 1);
+    let started = Instant::now();
+    let status = mcp.close().await;
+    assert!(status.success(), "exit {status:?}; stderr:\n{}", mcp.stderr());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(processes_with(&token).is_empty(), "sleep job left behind");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "server still answers"
+    );
+    assert!(!mcp.socket().exists(), "socket removed");
+}
+
+#[tokio::test]
+async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
+    let mcp = Mcp::start("canonical").await;
+    let started = Instant::now();
+    let a = mcp
+        .ok(
+            "run",
+            json!({"command": "sleep 30", "timeout": 1, "runner": "host"}),
+        )
+        .await;
+    assert!(a.contains("auto background (1s budget exceeded)"), "{a}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let token = unique_sleep();
+    let run = mcp.call(
+        "run",
+        json!({"argv": ["sleep", token], "timeout": 60, "runner": "host"}),
+    );
+    let steer = async {
+        // Other calls are answered while the foreground run waits.
+        let mut fg_id = None;
+        eventually(Duration::from_secs(10), "foreground job listed", || {
+            let (_, out, _) = mcp.cli(&["ps", "--json"]);
+            let jobs: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
+            fg_id = jobs
+                .iter()
+                .find(|j| j["start_mode"]["mode"] == "foreground")
+                .map(|j| j["id"].as_str().unwrap().to_string());
+            fg_id.is_some()
+        })
+        .await;
+        let id = fg_id.unwrap();
+        let list = mcp.ok("list", json!({})).await;
+        assert!(
+            list.contains(&format!("{id}  running  host  foreground")),
+            "{list}"
+        );
+        let (code, _, err) = mcp.cli(&["bg", &id]);
+        assert_eq!(code, 0, "{err}");
+        id
+    };
+    let started = Instant::now();
+    let (answer, id) = tokio::join!(run, steer);
+    assert!(!answer.is_error, "{}", answer.text);
+    assert!(
+        answer.text.contains("moved to background by user"),
+        "{}",
+        answer.text
+    );
+    assert!(answer.text.contains(&id));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_canonical_agent_task_takes_three_calls() {
+    let mut mcp = Mcp::start("canonical").await;
+    // 1. Start the server and wait until it serves: the answer gives the URL.
+    let answer = mcp.ok("run", server_args()).await;
+    let id = job_in(&answer);
+    // (The agent checks the page itself.)
+    assert!(http_get(url_port(&answer)).contains(" 200 OK"));
+    wait_logged(&mcp, &id).await;
+    // 2. Read what the server logged.
+    let logs = mcp.ok("logs", json!({"id": id, "tail": 5})).await;
+    assert!(logs.contains(SERVER.request_logged), "{logs}");
+    // 3. Stop it.
+    let kill = mcp.ok("kill", json!({"id": id})).await;
+    assert!(kill.contains("\"killed\""), "{kill}");
+    assert_eq!(mcp.transcript.lock().unwrap().len(), 3);
+    mcp.print_transcript("berth mcp: start a web server, check it, stop it");
+    assert!(mcp.close().await.success());
+}
+
+#[tokio::test]
+async fn every_answer_carries_unseen_events_once() {
+    let mcp = Mcp::start("canonical").await;
+    let a = mcp
+        .ok(
+            "run",
+            json!({"command": "echo starting; sleep 0.2; echo 'BUILD FAILED: boom'; exec sleep 30",
+                   "background": true, "watch": ["FAILED"], "runner": "host"}),
+        )
+        .await;
+    let id = job_in(&a);
+    assert!(!a.contains("started ("), "own start is not news: {a}");
+    // The watch hit is recorded before its line can be read.
+    eventually(Duration::from_secs(10), "the matching line", || {
+        mcp.cli(&["logs", &id]).1.contains("BUILD FAILED")
+    })
+    .await;
+    let first = mcp.ok("list", json!({})).await;
+    assert_eq!(first.matches("watch /FAILED/ matched").count(), 1, "{first}");
+    assert!(first.contains("BUILD FAILED: boom"), "{first}");
+    let second = mcp.ok("list", json!({})).await;
+    assert!(!second.contains("watch /FAILED/"), "repeated: {second}");
+
+    let (code, _, err) = mcp.cli(&["kill", &id, "--as", "user"]);
+    assert_eq!(code, 0, "{err}");
+    let third = mcp.ok("list", json!({"filter": "all"})).await;
+    assert!(
+        third.contains(&format!("{id} (echo starting")) && third.contains("ended: killed by user"),
+        "{third}"
+    );
+    // An error answer carries events too, and nothing is repeated.
+    let fourth = mcp.call("status", json!({"id": "job-999"})).await;
+    assert!(fourth.is_error);
+    assert!(!fourth.text.contains("killed by user"), "{}", fourth.text);
+}
+
+#[tokio::test]
+async fn wait_resume_background_and_events_tools() {
+    let mcp = Mcp::start_with("canonical", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    // A server that dies before it is ready: the answer says why, with its output.
+    let r = mcp
+        .call(
+            "run",
+            json!({"command": "echo oops; exit 3", "ready": {"log": "never"}, "timeout": 20}),
+        )
+        .await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text
+            .contains("did not become ready: it ended first: failed (exit 3)")
+            && r.text.contains("oops"),
+        "{}",
+        r.text
+    );
+    let failed = job_in(&r.text);
+    let w = mcp.ok("wait", json!({"id": failed})).await;
+    assert!(w.contains("ended: failed (exit 3)"), "{w}");
+    // A wait that times out says what is still pending.
+    let token = unique_sleep();
+    let s = mcp
+        .ok("run", json!({"argv": ["sleep", token], "background": true}))
+        .await;
+    let w = mcp
+        .call("wait", json!({"id": job_in(&s), "log": "never", "timeout": 0.3}))
+        .await;
+    assert!(
+        w.is_error && w.text.contains("still waiting for: log /never/"),
+        "{}",
+        w.text
+    );
+    // Resume runs the same command again as a new job.
+    let r = mcp.call("resume", json!({"id": failed})).await;
+    assert!(
+        r.text.contains(&format!("{failed} restarted as job-")),
+        "{}",
+        r.text
+    );
+    // `background` releases a foreground run waiting in another call.
+    let token = unique_sleep();
+    let run = mcp.call("run", json!({"argv": ["sleep", token]}));
+    let steer = async {
+        let mut fg = None;
+        for _ in 0..250 {
+            let list = mcp.ok("list", json!({})).await;
+            if let Some(line) = list.lines().find(|l| l.contains("  foreground  ")) {
+                fg = Some(job_in(line));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let id = fg.expect("foreground job listed");
+        let b = mcp.ok("background", json!({"id": id})).await;
+        assert!(b.contains("moved to background by agent"), "{b}");
+        id
+    };
+    let (answer, id) = tokio::join!(run, steer);
+    assert!(
+        answer.text.contains(&format!("{id} is still running"))
+            && answer.text.contains("moved to background by agent"),
+        "{}",
+        answer.text
+    );
+    let e = mcp.ok("events", json!({"since": 1})).await;
+    assert!(
+        e.contains("started (host") && e.contains("ended: failed (exit 3)"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn bad_calls_are_tool_errors_and_the_server_keeps_answering() {
+    let mcp = Mcp::start("all").await;
+    let cases = [
+        ("status", json!({"id": "job-99"}), "unknown job `job-99`"),
+        (
+            "run",
+            json!({"command": "true", "watch": ["("]}),
+            "invalid regex `(`",
+        ),
+        ("run", json!({}), "missing command"),
+        ("run", json!({"cmd": "true"}), "unknown field `cmd`"),
+        ("logs", json!({"id": "job-1", "since_seq": "x"}), "invalid type"),
+        (
+            "run",
+            json!({"command": "true", "ports": ["99999"]}),
+            "invalid port",
+        ),
+        (
+            "run",
+            json!({"command": "true", "memory": "lots"}),
+            "invalid size",
+        ),
+        (
+            "kill",
+            json!({"id": "job-7", "signal": "NOPE"}),
+            "invalid signal `NOPE`",
+        ),
+        (
+            "safe_shell",
+            json!({"command": "ls -la"}),
+            "put its arguments in `args`",
+        ),
+        ("shell", json!({"action": "poll"}), "needs `run_id`"),
+        ("no_such_tool", json!({}), "unknown tool `no_such_tool`"),
+    ];
+    for (tool, args, expect) in cases {
+        let r = mcp.call(tool, args.clone()).await;
+        assert!(r.is_error, "{tool} {args} should fail: {}", r.text);
+        assert!(r.text.contains(expect), "{tool} {args}: {}", r.text);
+        let first_block = r.text.split("\nEvents since").next().unwrap();
+        assert_eq!(first_block.trim_end().lines().count(), 1, "one line: {}", r.text);
+    }
+    let ok = mcp
+        .ok("run", json!({"command": "echo still here", "runner": "host"}))
+        .await;
+    assert!(ok.contains("still here"), "{ok}");
+    // An unknown tool set is refused with the valid names.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(["mcp", "--tools", "bogus"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("canonical") && err.contains("exec"), "{err}");
+}
+
+#[tokio::test]
+async fn sigterm_tears_down_like_eof() {
+    let mut mcp = Mcp::start("canonical").await;
+    let token = unique_sleep();
+    mcp.ok(
+        "run",
+        json!({"argv": ["sleep", token], "background": true, "runner": "host"}),
+    )
+    .await;
+    assert_eq!(processes_with(&token).len(), 1);
+    let pid = mcp.child.id().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status = mcp.wait_exit(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}");
+    assert!(processes_with(&token).is_empty());
+    assert!(!mcp.socket().exists());
+}
+
+// ---- seed-compatible tool sets ----
+
+#[tokio::test]
+async fn safe_shell_blocks_keeps_alive_and_backgrounds_with_log_files() {
+    let mcp = Mcp::start_with("safe_shell", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    assert_eq!(mcp.tool_names().await, vec!["safe_shell"]);
+    let r = mcp
+        .call(
+            "safe_shell",
+            json!({"command": "sh", "args": ["-c", "echo out; echo err >&2; exit 2"]}),
+        )
+        .await;
+    assert!(r.is_error && r.text.starts_with("exit code: 2"), "{}", r.text);
+    assert!(r.text.contains("out\n") && r.text.contains("err\n"), "{}", r.text);
+    let started = Instant::now();
+    let t = mcp
+        .ok(
+            "safe_shell",
+            json!({"command": "sh", "args": ["-c", "read x; echo got $x; exec sleep 30"], "input": "hi\n", "keep_alive": 1}),
+        )
+        .await;
+    assert!(t.contains("got hi") && t.contains("keep_alive expired"), "{t}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let t = mcp
+        .ok(
+            "safe_shell",
+            json!({"command": "sh", "args": ["-c", "echo bg-out; echo bg-err >&2; exec sleep 30"], "background": true}),
+        )
+        .await;
+    let v: Value = serde_json::from_str(t.split("\nEvents").next().unwrap()).expect("JSON answer");
+    let pid = v["pid"].as_u64().expect("pid");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    assert!(v["job_id"].as_str().unwrap().starts_with("job-"));
+    let (out, err) = (v["stdout"].as_str().unwrap(), v["stderr"].as_str().unwrap());
+    eventually(Duration::from_secs(5), "log files written", || {
+        std::fs::read_to_string(out)
+            .unwrap_or_default()
+            .contains("bg-out")
+            && std::fs::read_to_string(err)
+                .unwrap_or_default()
+                .contains("bg-err")
+    })
+    .await;
+    let t = mcp
+        .ok(
+            "safe_shell",
+            json!({"command": "kill", "args": [pid.to_string()]}),
+        )
+        .await;
+    assert!(t.starts_with("exit code: 0"), "{t}");
+}
+
+#[tokio::test]
+async fn shell_set_runs_pages_logs_with_cursors_kills_and_resumes() {
+    let mcp = Mcp::start_with("shell", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    let mut names = mcp.tool_names().await;
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "shell_kill",
+            "shell_log",
+            "shell_resume",
+            "shell_run",
+            "shell_summary"
+        ]
+    );
+    let t = mcp.ok("shell_run", json!({"command": "seq 1 300"})).await;
+    let id = job_in(&t);
+    assert!(t.contains("success (exit 0)"), "{t}");
+    assert!(
+        t.contains("lines 61–240 not shown") && t.contains("`shell_log`"),
+        "{t}"
+    );
+    let p1 = mcp
+        .ok(
+            "shell_log",
+            json!({"shell_id": id, "mode": "body", "cursor": 1, "limit": 100}),
+        )
+        .await;
+    assert!(p1.contains("lines 1–100 of 300 · next_seq 101"), "{p1}");
+    assert!(p1.contains("\"cursor\":101"), "{p1}");
+    let p2 = mcp
+        .ok(
+            "shell_log",
+            json!({"shell_id": id, "mode": "body", "cursor": 101, "limit": 500}),
+        )
+        .await;
+    assert!(
+        p2.contains("lines 101–220 of 300 · next_seq 221"),
+        "limit capped at 120: {p2}"
+    );
+    let d = mcp
+        .ok("shell_log", json!({"shell_id": id, "mode": "diagnostic"}))
+        .await;
+    assert!(
+        d.contains("lines 181–300") && d.ends_with("300\n") || d.contains("300\nEarlier"),
+        "{d}"
+    );
+    let s = mcp.ok("shell_summary", json!({"completed": true})).await;
+    assert!(
+        s.contains("RUNNING (0)") && s.contains("COMPLETED (1)") && s.contains(&id),
+        "{s}"
+    );
+    let k = mcp.ok("shell_kill", json!({"shell_id": id})).await;
+    assert!(k.contains("\"already_finished\""), "{k}");
+    let r = mcp.ok("shell_resume", json!({"shell_id": id})).await;
+    assert!(
+        r.contains("\"resumed\"") && r.contains("\"shell_id\": \"job-2\""),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn process_set_runs_waits_reads_and_stops() {
+    let mcp = Mcp::start_with("process", &[("BERTH_RUNNER", "host")], |ws| {
+        std::fs::write(ws.join("Makefile"), "test:\n\techo tests-ok\n").unwrap();
+    })
+    .await;
+    let mut names = mcp.tool_names().await;
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "list_processes",
+            "read_process_output",
+            "run_background",
+            "run_build",
+            "run_test",
+            "stop_process",
+            "wait_for_port",
+            "wait_for_service"
+        ]
+    );
+    let t = mcp
+        .ok(
+            "run_background",
+            json!({"command": "exec python3 -m http.server $PORT --bind 127.0.0.1", "ports": ["8080"]}),
+        )
+        .await;
+    let id = job_in(&t);
+    let port = url_port(&t);
+    let w = mcp
+        .ok(
+            "wait_for_service",
+            json!({"process_id": id, "port": 8080, "timeout": 30}),
+        )
+        .await;
+    assert!(w.contains("is ready after"), "{w}");
+    let w = mcp.ok("wait_for_port", json!({"port": port, "timeout": 5})).await;
+    assert!(w.contains("accepts connections"), "{w}");
+    assert!(http_get(port).starts_with("HTTP/1.0 200"));
+    eventually(Duration::from_secs(5), "request logged", || {
+        mcp.cli(&["logs", &id]).2.contains("GET / HTTP")
+    })
+    .await;
+    let out = mcp
+        .ok("read_process_output", json!({"process_id": id, "lines": 5}))
+        .await;
+    assert!(out.contains("GET / HTTP"), "{out}");
+    let l = mcp.ok("list_processes", json!({})).await;
+    assert!(
+        l.contains(&id) && l.contains("running") && l.contains("mem"),
+        "{l}"
+    );
+    let k = mcp.ok("stop_process", json!({"process_id": id})).await;
+    assert!(k.contains("\"killed\""), "{k}");
+    let t = mcp.ok("run_test", json!({"runner": "host"})).await;
+    assert!(t.contains("tests-ok") && t.contains("success (exit 0)"), "{t}");
+    let b = mcp
+        .ok("run_test", json!({"runner": "host", "background": true}))
+        .await;
+    assert!(
+        b.contains("started in the background") && b.contains("read_process_output"),
+        "{b}"
+    );
+}
+
+#[tokio::test]
+async fn exec_set_spawns_polls_pages_with_next_seq_and_kills() {
+    let mcp = Mcp::start_with("exec", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    assert_eq!(mcp.tool_names().await, vec!["shell"]);
+    let t = mcp
+        .ok(
+            "shell",
+            json!({"action": "spawn", "command": "for i in 1 2 3; do echo line$i; done; exec sleep 30",
+                   "watch": ["line3"]}),
+        )
+        .await;
+    let v: Value = serde_json::from_str(t.split("\nEvents").next().unwrap()).unwrap();
+    let run_id = v["run_id"].as_str().unwrap().to_string();
+    assert_eq!(v["status"], "running");
+    let mut polled = String::new();
+    for _ in 0..200 {
+        polled = mcp.ok("shell", json!({"action": "poll", "run_id": run_id})).await;
+        if polled.contains("line3") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        polled.contains("\"status\": \"running\"") && polled.contains("line3"),
+        "{polled}"
+    );
+    let log = mcp
+        .ok(
+            "shell",
+            json!({"action": "log", "run_id": run_id, "since_seq": 1, "limit": 2}),
+        )
+        .await;
+    let v: Value = serde_json::from_str(log.split("\nEvents").next().unwrap()).unwrap();
+    assert_eq!(v["items"].as_array().unwrap().len(), 2);
+    assert_eq!(v["items"][1]["text"], "line2");
+    assert_eq!(v["next_seq"], 3);
+    let log = mcp
+        .ok(
+            "shell",
+            json!({"action": "log", "run_id": run_id, "since_seq": 3}),
+        )
+        .await;
+    let v: Value = serde_json::from_str(log.split("\nEvents").next().unwrap()).unwrap();
+    assert_eq!(v["items"][0]["text"], "line3");
+    assert_eq!(v["next_seq"], 4);
+    let k = mcp.ok("shell", json!({"action": "kill", "run_id": run_id})).await;
+    assert!(k.contains("\"killed\""), "{k}");
+    let sync = mcp.ok("shell", json!({"command": "echo sync-run"})).await;
+    assert!(
+        sync.contains("sync-run") && sync.contains("success (exit 0)"),
+        "{sync}"
+    );
+}
