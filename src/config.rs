@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::job::{RunnerChoice, parse_size};
 use crate::output::DEFAULT_RING_BYTES;
+use crate::safety::{SafetyConfig, SafetyLayer};
 
 /// Default background job cap.
 pub const DEFAULT_MAX_JOBS: usize = 3;
@@ -95,6 +96,8 @@ pub struct Layer {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Option<Recovery>,
+    /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
+    pub safety: Option<SafetyLayer>,
 }
 
 /// Where a setting came from.
@@ -134,6 +137,8 @@ pub struct Config {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Recovery,
+    /// Command filter and security log settings (`[safety]`).
+    pub safety: SafetyConfig,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -154,6 +159,7 @@ impl Default for Config {
             test_command: None,
             build_command: None,
             recovery: Recovery::Reap,
+            safety: SafetyConfig::default(),
             sources: BTreeMap::new(),
         };
         for k in FIELDS {
@@ -308,6 +314,9 @@ impl Config {
             self.build_command = Some(v);
             self.sources.insert("build_command", source("build_command"));
         }
+        if let Some(v) = l.safety {
+            self.safety.apply(v)?;
+        }
         Ok(())
     }
 
@@ -398,6 +407,7 @@ fn env_layer() -> Result<Layer> {
         test_command: get("test_command"),
         build_command: get("build_command"),
         recovery: get("recovery").map(|v| v.parse()).transpose()?,
+        safety: None,
     })
 }
 

@@ -147,6 +147,10 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
     let bound = bind(&manager)?;
     // Only once we own the instance: a refused second daemon starts none.
     crate::watchdog::spawn(&config)?;
+    let adopted = manager.adopt_orphans().await?;
+    if !adopted.is_empty() {
+        tracing::info!(?adopted, "adopted jobs of a manager that died");
+    }
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
     eprintln!(
         "berth daemon: serving {} (pid {})",

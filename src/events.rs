@@ -151,7 +151,10 @@ impl EventLog {
     pub fn since(&self, since: u64, limit: usize) -> Vec<Event> {
         let (first_in_memory, next) = {
             let st = self.state.lock().unwrap();
-            (st.events.front().map(|e| e.seq).unwrap_or(st.next_seq), st.next_seq)
+            (
+                st.events.front().map(|e| e.seq).unwrap_or(st.next_seq),
+                st.next_seq,
+            )
         };
         let mut out = Vec::new();
         if since < first_in_memory
@@ -164,7 +167,13 @@ impl EventLog {
         let from = out.last().map(|e| e.seq + 1).unwrap_or(since);
         if out.len() < limit && from < next {
             let st = self.state.lock().unwrap();
-            out.extend(st.events.iter().filter(|e| e.seq >= from).take(limit - out.len()).cloned());
+            out.extend(
+                st.events
+                    .iter()
+                    .filter(|e| e.seq >= from)
+                    .take(limit - out.len())
+                    .cloned(),
+            );
         }
         out
     }

@@ -206,8 +206,17 @@ impl JobOutput {
 
     /// The output of a job that ended before this manager started: every line
     /// is in the store.
-    pub fn finished(job: JobId, dir: &Path, events: Arc<EventLog>, store: Arc<Store>, last_seq: u64) -> Arc<Self> {
-        let (progress, _) = watch::channel(Progress { last_seq, closed: true });
+    pub fn finished(
+        job: JobId,
+        dir: &Path,
+        events: Arc<EventLog>,
+        store: Arc<Store>,
+        last_seq: u64,
+    ) -> Arc<Self> {
+        let (progress, _) = watch::channel(Progress {
+            last_seq,
+            closed: true,
+        });
         Arc::new(JobOutput {
             job,
             dir: dir.to_path_buf(),
@@ -250,6 +259,7 @@ impl JobOutput {
             raw: BufWriter::with_capacity(64 * 1024, file),
             splitter: LineSplitter::default(),
             pending: Vec::new(),
+            skip: 0,
             closed: false,
         })
     }
@@ -286,7 +296,12 @@ impl JobOutput {
                     }
                 }
                 ring.bytes += text.len() + LINE_OVERHEAD;
-                let line = Line { seq, stream, ts, text };
+                let line = Line {
+                    seq,
+                    stream,
+                    ts,
+                    text,
+                };
                 durable.push(line.clone());
                 ring.lines.push_back(line);
                 while ring.bytes > ring.max_bytes && ring.lines.len() > 1 {
@@ -464,13 +479,28 @@ pub struct StreamWriter {
     raw: BufWriter<File>,
     splitter: LineSplitter,
     pending: Vec<String>,
+    /// Lines still to drop (a replay of output that is already stored).
+    skip: u64,
     closed: bool,
 }
 
 impl StreamWriter {
+    /// Drop the next `n` complete lines: they are a replay of stored output.
+    pub fn skip_lines(&mut self, n: u64) {
+        self.skip = n;
+    }
+
     pub fn write(&mut self, chunk: &[u8]) {
-        let _ = self.raw.write_all(chunk);
+        // The raw file already has a replayed chunk; the seq'd lines skip below.
+        if self.skip == 0 {
+            let _ = self.raw.write_all(chunk);
+        }
         self.splitter.push(chunk, &mut self.pending);
+        if self.skip > 0 {
+            let n = (self.skip as usize).min(self.pending.len());
+            self.pending.drain(..n);
+            self.skip -= n as u64;
+        }
         self.output.append(self.stream, &mut self.pending);
         // Keep the raw file close to live for `tail -f` without a syscall per chunk.
         if self.raw.buffer().len() > 32 * 1024 || memchr(b'\n', chunk).is_some() {

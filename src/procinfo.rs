@@ -50,7 +50,10 @@ mod tests {
         let me = owner_label();
         assert!(owner_alive(&me), "{me}");
         let (pid, start) = parse_owner(&me).unwrap();
-        assert!(!is_same_process(pid, start + 1), "a different start time is another process");
+        assert!(
+            !is_same_process(pid, start + 1),
+            "a different start time is another process"
+        );
         assert!(!owner_alive("999999999:1"));
         assert!(!owner_alive("garbage"));
     }

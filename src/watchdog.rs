@@ -100,7 +100,11 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let containers = engine.remove_owned(owner).await;
     let store = Store::open(&config.instance_dir().join("berth.db"))?;
     let mut groups = 0;
-    for mut row in store.runs()?.into_iter().filter(|r| r.owner == owner && r.info.status.is_active()) {
+    for mut row in store
+        .runs()?
+        .into_iter()
+        .filter(|r| r.owner == owner && r.info.status.is_active())
+    {
         if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
             && procinfo::is_same_process(pgid as u32, start)
         {
@@ -116,5 +120,7 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         store.put_run(RunRow { ..row });
     }
     store.flush();
-    Ok(format!("removed {containers} container(s), killed {groups} process group(s)"))
+    Ok(format!(
+        "removed {containers} container(s), killed {groups} process group(s)"
+    ))
 }

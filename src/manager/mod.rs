@@ -165,6 +165,8 @@ pub(crate) struct Inner {
     store: Arc<crate::store::Store>,
     /// This manager as `pid:start_time`, the owner recorded on every run.
     owner: String,
+    /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
+    orphans: Mutex<Vec<crate::store::RunRow>>,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -243,6 +245,7 @@ impl Manager {
             events: EventLog::with_store(store.clone())?,
             store,
             owner: crate::procinfo::owner_label(),
+            orphans: Mutex::new(Vec::new()),
             config,
             registry: Mutex::new(Registry::default()),
             ids,

@@ -15,12 +15,16 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::watch;
 
-use super::{Entry, Inner, number};
+use super::{Entry, Inner, Live, Manager, number};
+use crate::config::Recovery;
 use crate::error::Result;
+use crate::events::EventKind;
 use crate::job::JobStatus;
 use crate::output::JobOutput;
 use crate::procinfo;
+use crate::runner::docker::Adoption;
 use crate::store::RunRow;
+use crate::watch::Watchers;
 
 pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
     let rows = inner.store.runs()?;
@@ -32,12 +36,27 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             if procinfo::owner_alive(&row.owner) && row.owner != inner.owner {
                 continue; // another live manager's job
             }
+            if inner.config.recovery == Recovery::Adopt && row.info.container_id.is_some() {
+                // Settled by `adopt_orphans` once this manager owns the instance.
+                inner.orphans.lock().unwrap().push(row);
+                continue;
+            }
             reap(inner, &mut row);
         }
         let last_seq = inner.store.last_seq(&row.info.id)?;
         row.info.last_seq = last_seq;
-        let dir = inner.config.instance_dir().join("jobs").join(row.info.id.as_str());
-        let output = JobOutput::finished(row.info.id.clone(), &dir, inner.events.clone(), inner.store.clone(), last_seq);
+        let dir = inner
+            .config
+            .instance_dir()
+            .join("jobs")
+            .join(row.info.id.as_str());
+        let output = JobOutput::finished(
+            row.info.id.clone(),
+            &dir,
+            inner.events.clone(),
+            inner.store.clone(),
+            last_seq,
+        );
         let entry = Entry {
             status_tx: watch::channel(row.info.status.clone()).0,
             mode_tx: watch::channel(row.info.start_mode).0,
@@ -92,4 +111,103 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
             reason: row.info.reason.clone(),
         },
     );
+}
+
+impl Manager {
+    /// Recovery mode `adopt`: follow the containers a dead manager left
+    /// running, continuing their output from the last stored line; a
+    /// container that is gone (or cannot be followed) is reaped as `lost`.
+    /// Call once this manager owns the instance (after binding its socket).
+    pub async fn adopt_orphans(&self) -> Result<Vec<crate::job::JobId>> {
+        let inner = &self.inner;
+        let orphans = std::mem::take(&mut *inner.orphans.lock().unwrap());
+        let mut adopted = Vec::new();
+        for mut row in orphans {
+            let id = row.info.id.clone();
+            let Some(n) = number(&id) else { continue };
+            let last_seq = inner.store.last_seq(&id)?;
+            let stored = inner.store.line_counts(&id)?;
+            let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
+            let watchers = Watchers::new(&row.info.spec.watch).unwrap_or_default();
+            let output = JobOutput::create(
+                id.clone(),
+                &dir,
+                inner.config.ring_bytes,
+                watchers,
+                inner.events.clone(),
+                inner.store.clone(),
+                last_seq + 1,
+            )?;
+            let adoption = Adoption {
+                container_id: row.info.container_id.clone().unwrap_or_default(),
+                stored,
+                ports: row.info.ports.clone(),
+                limits: row.info.limits.clone(),
+            };
+            match inner.runners.adopt(&id, &output, adoption).await {
+                Ok(launched) => {
+                    let (stop_tx, stop_rx) = tokio::sync::mpsc::unbounded_channel();
+                    let mut spec = row.info.spec.clone();
+                    // Nobody waits in the foreground for it any more.
+                    spec.background = true;
+                    {
+                        let mut reg = inner.registry.lock().unwrap();
+                        let entry = Entry {
+                            status_tx: watch::channel(JobStatus::Running).0,
+                            mode_tx: watch::channel(row.info.start_mode).0,
+                            pid_start: None,
+                            info: row.info.clone(),
+                            output,
+                            live: Some(Live {
+                                stop_tx,
+                                control: Some(launched.control.clone()),
+                                internal_ip: launched.internal_ip,
+                            }),
+                            ready_seen: true,
+                        };
+                        inner.persist(&entry);
+                        reg.jobs.insert(n, entry);
+                    }
+                    inner.events.emit(
+                        id.clone(),
+                        EventKind::Started {
+                            runner: crate::job::RunnerKind::Docker,
+                            start_mode: row.info.start_mode,
+                            ports: row.info.ports.clone(),
+                        },
+                    );
+                    tokio::spawn(super::supervise::supervise(
+                        inner.clone(),
+                        id.clone(),
+                        spec,
+                        launched,
+                        stop_rx,
+                    ));
+                    adopted.push(id);
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "could not adopt; reaping");
+                    reap(inner, &mut row);
+                    let output = JobOutput::finished(
+                        id.clone(),
+                        &dir,
+                        inner.events.clone(),
+                        inner.store.clone(),
+                        last_seq,
+                    );
+                    let entry = Entry {
+                        status_tx: watch::channel(row.info.status.clone()).0,
+                        mode_tx: watch::channel(row.info.start_mode).0,
+                        pid_start: None,
+                        info: row.info,
+                        output,
+                        live: None,
+                        ready_seen: true,
+                    };
+                    inner.registry.lock().unwrap().jobs.insert(n, entry);
+                }
+            }
+        }
+        Ok(adopted)
+    }
 }

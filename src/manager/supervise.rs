@@ -261,7 +261,7 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
 }
 
 /// Own the live job until it ends.
-async fn supervise(
+pub(super) async fn supervise(
     inner: Arc<Inner>,
     id: JobId,
     spec: JobSpec,

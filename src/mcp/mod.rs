@@ -150,6 +150,7 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
     let bound = crate::daemon::bind(&manager)?;
     // Cleans up if this process dies without tearing down (SIGKILL).
     crate::watchdog::spawn(&config)?;
+    manager.adopt_orphans().await?;
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), ?tools, "berth mcp serving");
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let mut daemon = tokio::spawn(bound.serve(async {

@@ -67,9 +67,12 @@ fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 
 fn connect(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| db_err(path, e))?;
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| db_err(path, e))?;
-    conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| db_err(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| db_err(path, e))?;
     Ok(conn)
 }
 
@@ -150,7 +153,14 @@ impl Store {
     }
 
     /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
-    pub fn lines(&self, job: &JobId, from: u64, until: u64, limit: usize, stream: Option<Stream>) -> Result<Vec<Line>> {
+    pub fn lines(
+        &self,
+        job: &JobId,
+        from: u64,
+        until: u64,
+        limit: usize,
+        stream: Option<Stream>,
+    ) -> Result<Vec<Line>> {
         let conn = self.reader.lock().unwrap();
         let sql = "SELECT seq, stream, ts, text FROM lines
                    WHERE job = ?1 AND seq >= ?2 AND seq < ?3 AND (?4 < 0 OR stream = ?4)
@@ -159,9 +169,19 @@ impl Store {
         let stream_code = stream.map(stream_code).unwrap_or(-1);
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = stmt
-            .query_map(params![job.as_str(), from as i64, until.min(i64::MAX as u64) as i64, stream_code, limit], row_line)
+            .query_map(
+                params![
+                    job.as_str(),
+                    from as i64,
+                    until.min(i64::MAX as u64) as i64,
+                    stream_code,
+                    limit
+                ],
+                row_line,
+            )
             .map_err(|e| db_err(&self.path, e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| db_err(&self.path, e))
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| db_err(&self.path, e))
     }
 
     /// The last `n` lines of `job` before seq `until`, oldest first.
@@ -173,9 +193,19 @@ impl Store {
         let mut stmt = conn.prepare_cached(sql).map_err(|e| db_err(&self.path, e))?;
         let stream_code = stream.map(stream_code).unwrap_or(-1);
         let rows = stmt
-            .query_map(params![job.as_str(), until.min(i64::MAX as u64) as i64, stream_code, n as i64], row_line)
+            .query_map(
+                params![
+                    job.as_str(),
+                    until.min(i64::MAX as u64) as i64,
+                    stream_code,
+                    n as i64
+                ],
+                row_line,
+            )
             .map_err(|e| db_err(&self.path, e))?;
-        let mut lines = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| db_err(&self.path, e))?;
+        let mut lines = rows
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| db_err(&self.path, e))?;
         lines.reverse();
         Ok(lines)
     }
@@ -183,9 +213,11 @@ impl Store {
     /// Highest stored seq of `job` (0 = none).
     pub fn last_seq(&self, job: &JobId) -> Result<u64> {
         let conn = self.reader.lock().unwrap();
-        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM lines WHERE job = ?1", [job.as_str()], |r| {
-            r.get::<_, i64>(0)
-        })
+        conn.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM lines WHERE job = ?1",
+            [job.as_str()],
+            |r| r.get::<_, i64>(0),
+        )
         .map(|v| v as u64)
         .map_err(|e| db_err(&self.path, e))
     }
@@ -258,9 +290,11 @@ impl Store {
     /// Highest stored event seq (0 = none).
     pub fn max_event_seq(&self) -> Result<u64> {
         let conn = self.reader.lock().unwrap();
-        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get::<_, i64>(0))
-            .map(|v| v as u64)
-            .map_err(|e| db_err(&self.path, e))
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|v| v as u64)
+        .map_err(|e| db_err(&self.path, e))
     }
 }
 
@@ -277,7 +311,11 @@ fn row_line(r: &rusqlite::Row<'_>) -> rusqlite::Result<Line> {
     let ms: i64 = r.get(2)?;
     Ok(Line {
         seq: seq as u64,
-        stream: if stream == 1 { Stream::Stderr } else { Stream::Stdout },
+        stream: if stream == 1 {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        },
         ts: Utc.timestamp_millis_opt(ms).single().unwrap_or_default(),
         text: r.get(3)?,
     })
@@ -303,13 +341,18 @@ fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path) {
     }
 }
 
-fn write_batch(conn: &mut Connection, batch: Vec<Op>, flushed: &mut Vec<std::sync::mpsc::Sender<()>>) -> rusqlite::Result<()> {
+fn write_batch(
+    conn: &mut Connection,
+    batch: Vec<Op>,
+    flushed: &mut Vec<std::sync::mpsc::Sender<()>>,
+) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
         let mut line = tx.prepare_cached(
             "INSERT OR IGNORE INTO lines (job, seq, stream, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)",
         )?;
-        let mut event = tx.prepare_cached("INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)")?;
+        let mut event =
+            tx.prepare_cached("INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)")?;
         let mut run = tx.prepare_cached(
             "INSERT INTO runs (id, number, status, info, updated_at, instance, owner, container_id, pid, pgid, pid_start_time)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)

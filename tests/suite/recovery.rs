@@ -8,7 +8,12 @@ use crate::common::{Daemon, eventually, processes_with, unique_sleep};
 
 fn containers_of(instance: &str) -> usize {
     let o = std::process::Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("label=berth.instance={instance}")])
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=berth.instance={instance}"),
+        ])
         .output()
         .expect("docker CLI");
     String::from_utf8_lossy(&o.stdout).lines().count()
@@ -27,7 +32,10 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
         let v = d.json(&["run", "-d", "--runner", runner, "--shell", "--", &cmd]);
         ids.push(v["job"]["id"].as_str().unwrap().to_string());
     }
-    eventually(Duration::from_secs(15), "all four sleeps", || processes_with(&token).len() == 4).await;
+    eventually(Duration::from_secs(15), "all four sleeps", || {
+        processes_with(&token).len() == 4
+    })
+    .await;
     assert_eq!(containers_of(&d.instance), 2);
     for id in &ids {
         let (code, _, _) = d.run(&["wait", id, "--log", "container|host", "--timeout", "10"]);
@@ -37,14 +45,21 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
     let killed_at = Instant::now();
-    eventually(Duration::from_secs(5), "the watchdog removes containers and processes", || {
-        containers_of(&d.instance) == 0 && processes_with(&token).is_empty()
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the watchdog removes containers and processes",
+        || containers_of(&d.instance) == 0 && processes_with(&token).is_empty(),
+    )
     .await;
     eprintln!("cleaned up {:?} after the kill", killed_at.elapsed());
 
     // A new daemon for the instance: the records, their output and the ids survive.
-    let mut again = d.cli().arg("daemon").stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut again = d
+        .cli()
+        .arg("daemon")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
     let all = d.json(&["ps", "--all"]);
     let all = all.as_array().unwrap();
@@ -58,10 +73,78 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
     let v = d.json(&["run", "-d", "--runner", "host", "--", "true"]);
     assert_eq!(v["job"]["id"], "job-4", "ids are never reused");
     let events = d.json(&["events"]);
-    let seqs: Vec<u64> = events["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     let mut sorted = seqs.clone();
     sorted.dedup();
     assert_eq!(seqs, sorted, "event seqs stay unique across the restart");
     again.kill().unwrap();
     again.wait().unwrap();
+}
+
+#[tokio::test]
+async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
+    let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--shell",
+        "--",
+        "seq 1 1000000 | while read i; do echo $i; sleep 0.05; done",
+    ]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let (code, _, _) = d.run(&["wait", &id, "--log", "^20$", "--timeout", "20"]);
+    assert_eq!(code, 0);
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+
+    // A new manager takes over within the watchdog's adopt window.
+    let mut again = d
+        .cli()
+        .arg("daemon")
+        .env("BERTH_RECOVERY", "adopt")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
+    let info = d.json(&["status", &id]);
+    assert_eq!(info["status"]["state"], "running", "{info}");
+    let before = info["last_seq"].as_u64().unwrap();
+    let (code, _, err) = d.run(&[
+        "wait",
+        &id,
+        "--log",
+        &format!("^{}$", before + 40),
+        "--timeout",
+        "20",
+    ]);
+    assert_eq!(code, 0, "the counter goes on after the crash: {err}");
+
+    let page = d.json(&["logs", &id, "--since", "1", "--limit", "100000"]);
+    let lines = page["lines"].as_array().unwrap();
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["seq"].as_u64().unwrap(), i as u64 + 1, "contiguous seq");
+        assert_eq!(
+            l["text"].as_str().unwrap(),
+            (i + 1).to_string(),
+            "no gap, no duplicate"
+        );
+    }
+    assert!(lines.len() as u64 >= before + 40);
+    let k = d.json(&["kill", &id]);
+    assert_eq!(k["result"], "killed");
+    again.kill().unwrap();
+    again.wait().unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "watchdog of the second daemon cleans up",
+        || containers_of(&d.instance) == 0,
+    )
+    .await;
 }

@@ -314,7 +314,7 @@ async fn feed(mut input: Pin<Box<dyn AsyncWrite + Send>>, text: String, hold: Op
 /// The container's address on its network, for probes that must reach the
 /// server itself (a published port is answered by the userland proxy even
 /// when nothing listens inside).
-fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
+pub(super) fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
     let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
     // Prefer the default bridge; any network with an address will do.
     let mut candidates: Vec<_> = networks.iter().collect();

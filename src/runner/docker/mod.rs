@@ -10,6 +10,7 @@
 //! (manager pid + start time) and `berth.job` labels, so whatever a crashed
 //! manager left behind can be found and removed without guessing.
 
+mod adopt;
 mod create;
 mod exit;
 mod launch;
@@ -36,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::job::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
 use crate::output::JobOutput;
 
+pub use adopt::Adoption;
 pub use create::{DEFAULT_PIDS_LIMIT, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name};
 pub use usage::UsageTarget;
 
@@ -278,6 +280,13 @@ impl Engine {
         }
     }
 
+    /// Follow a container a dead manager left running, skipping the lines
+    /// already stored per stream (recovery mode `adopt`).
+    pub async fn adopt(&self, id: &JobId, output: &Arc<JobOutput>, adoption: Adoption) -> Result<Launched> {
+        let docker = self.client().await?.clone();
+        adopt::adopt(self, docker, id, output, adoption).await
+    }
+
     /// Force-remove a container from synchronous code (recovery, `Drop`).
     pub fn remove_container_blocking(&self, container_id: &str) -> bool {
         blocking_remove(self.endpoint.clone(), container_id.to_string())
@@ -318,8 +327,11 @@ impl Engine {
     /// Force-remove every container labelled as managed by `instance`.
     /// Returns how many were removed (0 when the engine is unreachable).
     pub async fn remove_labelled(&self, instance: &str) -> usize {
-        self.remove_matching(&[format!("{LABEL_MANAGED}=true"), format!("{LABEL_INSTANCE}={instance}")])
-            .await
+        self.remove_matching(&[
+            format!("{LABEL_MANAGED}=true"),
+            format!("{LABEL_INSTANCE}={instance}"),
+        ])
+        .await
     }
 
     /// Force-remove every container whose `berth.owner` is `owner` (a manager

@@ -1,0 +1,397 @@
+//! berth's benchmarks, each beside a baseline measured in the same run, so a
+//! figure is a ratio and not a number from another day or machine. These are
+//! measurements, not tests: nothing here fails on a slow machine.
+//!
+//! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
+//! first), or `cargo bench --bench berth -- [NAME…]` with names from
+//! `start`, `ready`, `detect`, `spawn`, `ingest`, `memory` (default: all).
+//! Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn berth_bin() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let release = root.join("target/release/berth");
+    if release.exists() {
+        release
+    } else {
+        root.join("target/debug/berth")
+    }
+}
+
+/// A daemon of its own for the benchmarks.
+struct Daemon {
+    dir: tempfile::TempDir,
+    instance: String,
+    child: std::process::Child,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let instance = format!("bench-{}", std::process::id());
+        let mut d = Daemon {
+            child: Command::new(berth_bin())
+                .arg("daemon")
+                .env("BERTH_STATE_DIR", dir.path())
+                .env("BERTH_WORKSPACE", dir.path())
+                .env("BERTH_INSTANCE", &instance)
+                .env("BERTH_MAX_JOBS", "50")
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+            dir,
+            instance,
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !d.cli(&["ps"]).status().map(|s| s.success()).unwrap_or(false) {
+            assert!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d.child.try_wait().unwrap();
+        d
+    }
+
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(berth_bin());
+        c.args(args)
+            .env("BERTH_STATE_DIR", self.dir.path())
+            .env("BERTH_WORKSPACE", self.dir.path())
+            .env("BERTH_INSTANCE", &self.instance)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut args = args.to_vec();
+        args.insert(1, "--json");
+        let o = self.cli(&args).stdout(Stdio::piped()).output().unwrap();
+        serde_json::from_slice(&o.stdout).unwrap_or_default()
+    }
+
+    fn rss_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.cli(&["down"]).status();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Median and p95 of `n` timings of `f`, in ms.
+fn time(n: usize, mut f: impl FnMut() -> Duration) -> (f64, f64) {
+    let mut v: Vec<f64> = (0..n).map(|_| f().as_secs_f64() * 1000.0).collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (percentile(&v, 0.5), percentile(&v, 0.95))
+}
+
+fn row(what: &str, berth: (f64, f64), base: (f64, f64), base_name: &str) {
+    println!(
+        "| {what} | {:.1} / {:.1} | {base_name}: {:.1} / {:.1} | {:.2}× | {:+.1} ms |",
+        berth.0,
+        berth.1,
+        base.0,
+        base.1,
+        berth.0 / base.0,
+        berth.0 - base.0
+    );
+}
+
+fn run_timed(mut c: Command) -> Duration {
+    let t = Instant::now();
+    let s = c.status().unwrap();
+    assert!(s.success(), "{c:?} failed");
+    t.elapsed()
+}
+
+fn bench_start(d: &Daemon) {
+    let n = 20;
+    let berth = time(n, || d_run(d, &["run", "--runner", "docker", "--", "true"]));
+    let docker = time(n, || {
+        let mut c = Command::new("docker");
+        c.args(["run", "--rm", "berth/sandbox:latest", "true"])
+            .stdout(Stdio::null());
+        run_timed(c)
+    });
+    row(
+        "container start-to-exit (p50 / p95 ms)",
+        berth,
+        docker,
+        "docker run --rm",
+    );
+}
+
+fn d_run(d: &Daemon, args: &[&str]) -> Duration {
+    run_timed(d.cli(args))
+}
+
+fn bench_spawn(d: &Daemon) {
+    let n = 50;
+    let berth = time(n, || d_run(d, &["run", "--runner", "host", "--", "true"]));
+    let raw = time(n, || run_timed(Command::new("true")));
+    row(
+        "host spawn `true` through the daemon (p50 / p95 ms)",
+        berth,
+        raw,
+        "spawn true",
+    );
+}
+
+/// One GET; true on any HTTP answer.
+fn http_ok(port: u16) -> bool {
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"GET / HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 12];
+    matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.starts_with(b"HTTP/1."))
+}
+
+fn bench_ready(d: &Daemon) {
+    let n = 30;
+    let berth = time(n, || {
+        let t = Instant::now();
+        let v = d.json(&[
+            "run",
+            "-d",
+            "--runner",
+            "docker",
+            "-p",
+            "8080",
+            "--ready-http",
+            "/",
+            "--",
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+            "-h",
+            "/www",
+        ]);
+        let took = t.elapsed();
+        assert_eq!(v["ready"]["outcome"], "ready", "{v}");
+        let id = v["job"]["id"].as_str().unwrap().to_string();
+        let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
+        took
+    });
+    // Baseline: the raw engine sequence through the docker CLI (create, start,
+    // read the port, poll HTTP every 5 ms), then remove.
+    let raw = time(n, || {
+        let t = Instant::now();
+        let o = Command::new("docker")
+            .args([
+                "create",
+                "-p",
+                "127.0.0.1::8080",
+                "berth/sandbox:latest",
+                "httpd",
+                "-f",
+                "-p",
+                "8080",
+                "-h",
+                "/www",
+            ])
+            .output()
+            .unwrap();
+        let cid = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        Command::new("docker")
+            .args(["start", &cid])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        let o = Command::new("docker")
+            .args(["port", &cid, "8080"])
+            .output()
+            .unwrap();
+        let port: u16 = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap();
+        while !http_ok(port) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let took = t.elapsed();
+        Command::new("docker")
+            .args(["rm", "-f", &cid])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        took
+    });
+    row(
+        "httpd start-to-ready (p50 / p95 ms)",
+        berth,
+        raw,
+        "docker create+start+poll 5 ms",
+    );
+}
+
+/// Time from a server's bind (it prints the moment) to `berth wait --port` returning.
+fn bench_detect(d: &Daemon) {
+    let n = 20;
+    let script = "import socket,time,sys; time.sleep(0.3); s=socket.socket(); \
+                  s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); \
+                  s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); \
+                  print(time.time_ns(), flush=True); time.sleep(30)";
+    let mut lat = Vec::new();
+    for _ in 0..n {
+        let v = d.json(&[
+            "run",
+            "-d",
+            "--runner",
+            "host",
+            "-p",
+            "9000",
+            "--shell",
+            "--",
+            &format!("exec python3 -c \"{script}\" $PORT"),
+        ]);
+        let id = v["job"]["id"].as_str().unwrap().to_string();
+        let o = d
+            .cli(&["wait", &id, "--port", "9000", "--timeout", "10"])
+            .output()
+            .unwrap();
+        let returned = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        assert!(o.status.success());
+        let logs = d.json(&["logs", &id, "--tail", "1"]);
+        let bound: u128 = logs["lines"][0]["text"]
+            .as_str()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0);
+        lat.push((returned.saturating_sub(bound)) as f64 / 1e6);
+        let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
+    }
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "| readiness detection: bind → `berth wait --port` returns (p50 / p95 ms) | {:.1} / {:.1} | poll interval 20 ms | | |",
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.95)
+    );
+}
+
+fn gen_cmd(line: usize, bytes: u64) -> String {
+    format!("yes $(printf '%0{}d' 0) | head -c {bytes}", line - 1)
+}
+
+fn bench_ingest(d: &Daemon) {
+    let bytes: u64 = std::env::var("BERTH_BENCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30);
+    for (runner, line) in [
+        ("host", 100usize),
+        ("host", 4096),
+        ("docker", 100),
+        ("docker", 4096),
+    ] {
+        let cmd = gen_cmd(line, bytes);
+        let raw = if runner == "host" {
+            let t = Instant::now();
+            Command::new("sh")
+                .args(["-c", &format!("{cmd} | cat > /dev/null")])
+                .status()
+                .unwrap();
+            t.elapsed()
+        } else {
+            let t = Instant::now();
+            Command::new("docker")
+                .args(["run", "--rm", "berth/sandbox:latest", "sh", "-c", &cmd])
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            t.elapsed()
+        };
+        let rss_before = d.rss_kib("VmRSS:");
+        let t = Instant::now();
+        let v = d.json(&["run", "-d", "--runner", runner, "--shell", "--", &cmd]);
+        let id = v["job"]["id"].as_str().unwrap_or("").to_string();
+        let _ = d.cli(&["wait", &id, "--timeout", "3600"]).status();
+        let took = t.elapsed();
+        let v = d.json(&["status", &id]);
+        let hwm = d.rss_kib("VmHWM:");
+        let lines = bytes / line as u64;
+        let last = v["last_seq"].as_u64().unwrap_or(0);
+        let mb = bytes as f64 / 1e6;
+        println!(
+            "| ingest {runner}, {line}-byte lines, {:.0} MB | {:.0} MB/s, {:.0} lines/s | raw reader: {:.0} MB/s | {:.2}× | peak RSS growth {:.1} MiB; lines stored {last}/{lines} |",
+            mb,
+            mb / took.as_secs_f64(),
+            lines as f64 / took.as_secs_f64(),
+            mb / raw.as_secs_f64(),
+            raw.as_secs_f64() / took.as_secs_f64(),
+            hwm.saturating_sub(rss_before) as f64 / 1024.0,
+        );
+    }
+}
+
+fn bench_memory(d: &Daemon) {
+    let idle = d.rss_kib("VmRSS:");
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let v = d.json(&["run", "-d", "--runner", "host", "--", "sleep", "60"]);
+        ids.push(v["job"]["id"].as_str().unwrap_or("").to_string());
+    }
+    let busy = d.rss_kib("VmRSS:");
+    for id in ids {
+        let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
+    }
+    println!(
+        "| manager memory | idle {:.1} MiB; +{:.0} KiB per running job (10 jobs) | | | |",
+        idle as f64 / 1024.0,
+        busy.saturating_sub(idle) as f64 / 10.0
+    );
+}
+
+fn main() {
+    let all = ["start", "ready", "detect", "spawn", "ingest", "memory"];
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let chosen: Vec<&str> = if args.is_empty() {
+        all.to_vec()
+    } else {
+        all.iter()
+            .copied()
+            .filter(|a| args.iter().any(|x| x == a))
+            .collect()
+    };
+    let d = Daemon::start();
+    println!("| measure | berth | baseline | ratio | note |");
+    println!("|---|---|---|---|---|");
+    for name in chosen {
+        match name {
+            "memory" => bench_memory(&d),
+            "spawn" => bench_spawn(&d),
+            "start" => bench_start(&d),
+            "ready" => bench_ready(&d),
+            "detect" => bench_detect(&d),
+            "ingest" => bench_ingest(&d),
+            _ => {}
+        }
+    }
+}

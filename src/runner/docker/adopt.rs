@@ -1,0 +1,81 @@
+//! Adopting a container that a dead manager left running (recovery mode
+//! `adopt`): follow its logs again and observe its exit as if we had started
+//! it. The logs endpoint replays the whole output from the start; the lines
+//! the store already holds are skipped per stream, so the job's seq continues
+//! from the last stored line with no gap and no duplicate.
+
+use std::sync::Arc;
+
+use bollard::Docker;
+use bollard::query_parameters::LogsOptions;
+
+use super::exit::{OutputStream, exit_future, pump, wait_exit};
+use super::{DockerControl, Engine, message};
+use crate::error::{Error, Result};
+use crate::job::{AppliedLimits, JobId, PortMapping};
+use crate::output::{JobOutput, Stream as OutStream};
+use crate::runner::{Control, Launched};
+
+/// What the record of an orphaned container job says about it.
+pub struct Adoption {
+    pub container_id: String,
+    /// Lines already stored per stream (stdout, stderr): the replay skips them.
+    pub stored: (u64, u64),
+    pub ports: Vec<PortMapping>,
+    pub limits: AppliedLimits,
+}
+
+/// Re-attach to the container of job `id`.
+pub(super) async fn adopt(
+    engine: &Engine,
+    docker: Docker,
+    id: &JobId,
+    output: &Arc<JobOutput>,
+    a: Adoption,
+) -> Result<Launched> {
+    let Adoption {
+        container_id,
+        stored,
+        ports,
+        limits,
+    } = a;
+    let container_id = container_id.as_str();
+    let fail = |message: String| Error::Docker {
+        action: "adopt container",
+        job: id.to_string(),
+        message,
+    };
+    let inspected = docker
+        .inspect_container(container_id, None)
+        .await
+        .map_err(|e| fail(message(&e)))?;
+    if !inspected.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
+        return Err(fail("the container is no longer running".into()));
+    }
+    // Ask for the exit before following: a container that ends meanwhile is not missed.
+    let wait = tokio::spawn(wait_exit(docker.clone(), container_id.to_string()));
+    let opts = LogsOptions {
+        follow: true,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    let stream: OutputStream = Box::pin(docker.logs(container_id, Some(opts)));
+    let mut out = output.writer(OutStream::Stdout)?;
+    let mut err = output.writer(OutStream::Stderr)?;
+    out.skip_lines(stored.0);
+    err.skip_lines(stored.1);
+    let pump_task = tokio::spawn(pump(stream, out, err));
+    let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.to_string());
+    let internal_ip = super::launch::container_ip(&inspected);
+    let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
+    Ok(Launched {
+        pid: None,
+        container_id: Some(container_id.to_string()),
+        ports,
+        limits,
+        internal_ip,
+        control: Control::Docker(control),
+        exit,
+    })
+}
