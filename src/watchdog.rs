@@ -30,18 +30,21 @@ pub const POLL: Duration = Duration::from_millis(200);
 /// In `adopt` mode, how long a new manager gets to take over.
 pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
 
-/// Start the watchdog for this process (the manager of `config.instance`).
-pub fn spawn(config: &Config) -> Result<u32> {
+/// Start `berth ARGS…` detached for `config`'s instance: its own process
+/// group (a Ctrl+C or a signal to the caller's group does not reach it), no
+/// stdin, output appended to `<instance>/<log>`.
+pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::process::Child> {
     let dir = config.instance_dir();
-    let log_path = dir.join("watchdog.log");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    let log_path = dir.join(log);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
         .map_err(|e| Error::io("open", &log_path, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
-    let child = std::process::Command::new(exe)
-        .args(["watchdog", "--owner", &procinfo::owner_label()])
+    std::process::Command::new(exe)
+        .args(args)
         .env("BERTH_INSTANCE", &config.instance)
         .env("BERTH_STATE_DIR", &config.state_dir)
         .env("BERTH_WORKSPACE", &config.workspace)
@@ -51,7 +54,16 @@ pub fn spawn(config: &Config) -> Result<u32> {
         .stdout(log.try_clone().map_err(|e| Error::io("open", &log_path, e))?)
         .stderr(log)
         .spawn()
-        .map_err(|e| Error::io("start watchdog", "berth watchdog", e))?;
+        .map_err(|e| Error::io("start", format!("berth {}", args.join(" ")), e))
+}
+
+/// Start the watchdog for this process (the manager of `config.instance`).
+pub fn spawn(config: &Config) -> Result<u32> {
+    let child = spawn_berth(
+        config,
+        &["watchdog", "--owner", &procinfo::owner_label()],
+        "watchdog.log",
+    )?;
     // Reaped by whoever outlives whom; never waited for here on purpose.
     let pid = child.id();
     std::mem::forget(child);

@@ -2,14 +2,11 @@
 //! detached and return once its socket answers) and `berth down` (tear it
 //! down and wait until it is gone).
 
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::Global;
 use crate::api::client::Client;
 use crate::api::socket_path;
-use crate::error::Error;
 
 /// How long `up` and `down` wait for the daemon.
 const SETTLE: Duration = Duration::from_secs(15);
@@ -34,24 +31,8 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
         );
         return Ok(0);
     }
-    let dir = config.instance_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
-    let log_path = dir.join("daemon.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| Error::io("create", &log_path, e))?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
-    let mut child = std::process::Command::new(exe)
-        .arg("daemon")
-        .env("BERTH_INSTANCE", &config.instance)
-        .env("BERTH_STATE_DIR", &config.state_dir)
-        .env("BERTH_WORKSPACE", &config.workspace)
-        .env("BERTH_RECOVERY", config.recovery.as_str())
-        // Its own process group: a Ctrl+C in this terminal must not reach it.
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| Error::io("open", &log_path, e))?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| Error::io("start daemon", "berth daemon", e))?;
+    let log_path = config.instance_dir().join("daemon.log");
+    let mut child = crate::watchdog::spawn_berth(&config, &["daemon"], "daemon.log")?;
     let deadline = Instant::now() + SETTLE;
     loop {
         if let Ok(h) = client.health().await {

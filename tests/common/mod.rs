@@ -250,3 +250,17 @@ impl Drop for Daemon {
         }
     }
 }
+
+/// How many containers (any state) carry `berth.instance=<instance>`.
+pub fn containers_of(instance: &str) -> usize {
+    let o = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=berth.instance={instance}"),
+        ])
+        .output()
+        .expect("docker CLI");
+    String::from_utf8_lossy(&o.stdout).lines().count()
+}

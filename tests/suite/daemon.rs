@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, eventually, processes_with, unique_sleep};
+use crate::common::{Daemon, containers_of, eventually, processes_with, unique_sleep};
 
 fn http_get(port: u16) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
@@ -48,23 +48,6 @@ async fn the_main_journey_on_the_host_runner() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
 
-/// `docker ps -aq` for the containers of one berth instance.
-fn containers_of(instance: &str) -> Vec<String> {
-    let o = std::process::Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=berth.instance={instance}"),
-        ])
-        .output()
-        .expect("docker CLI");
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 #[tokio::test]
 async fn the_main_journey_in_a_container() {
     let mut d = Daemon::start();
@@ -103,7 +86,7 @@ async fn the_main_journey_in_a_container() {
     assert_eq!(ended["start_mode"]["mode"], "background");
     assert_eq!(d.run(&["down"]).0, 0);
     assert!(d.wait_exit(Duration::from_secs(5)).is_some());
-    assert_eq!(containers_of(&d.instance), Vec::<String>::new());
+    assert_eq!(containers_of(&d.instance), 0);
 }
 
 #[tokio::test]
@@ -219,7 +202,7 @@ async fn sigterm_tears_everything_down_within_grace_plus_one_second() {
         processes_with(&token).len() == 4
     })
     .await;
-    assert_eq!(containers_of(&d.instance).len(), 1);
+    assert_eq!(containers_of(&d.instance), 1);
     let started = Instant::now();
     std::process::Command::new("kill")
         .args(["-TERM", &d.pid().to_string()])
@@ -230,7 +213,7 @@ async fn sigterm_tears_everything_down_within_grace_plus_one_second() {
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(3), "grace 2 s + 1 s, took {took:?}");
     assert_eq!(processes_with(&token), Vec::<u32>::new());
-    assert_eq!(containers_of(&d.instance), Vec::<String>::new());
+    assert_eq!(containers_of(&d.instance), 0);
     assert!(!d.socket().exists());
 }
 

@@ -4,20 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, eventually, processes_with, unique_sleep};
-
-fn containers_of(instance: &str) -> usize {
-    let o = std::process::Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=berth.instance={instance}"),
-        ])
-        .output()
-        .expect("docker CLI");
-    String::from_utf8_lossy(&o.stdout).lines().count()
-}
+use crate::common::{Daemon, containers_of, eventually, processes_with, unique_sleep};
 
 #[tokio::test]
 async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
