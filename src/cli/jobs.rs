@@ -77,7 +77,7 @@ pub fn table(jobs: &[JobInfo]) -> String {
         "ID", "STATUS", "RUNNER", "MODE", "PORTS", "TIME", "COMMAND"
     );
     for j in jobs {
-        let time = j.runtime().map(fmt_duration).unwrap_or_else(|| "-".into());
+        let time = j.runtime().map(card::clock).unwrap_or_else(|| "-".into());
         let status = match j.exit_code {
             Some(c) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
             _ => j.status.name().to_string(),
@@ -94,15 +94,6 @@ pub fn table(jobs: &[JobInfo]) -> String {
         );
     }
     out
-}
-
-pub fn fmt_duration(d: chrono::Duration) -> String {
-    let s = d.num_seconds().max(0);
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{:02}:{:02}", s / 60, s % 60)
-    }
 }
 
 #[derive(Debug, Args)]

@@ -8,3 +8,4 @@ mod mcp;
 mod output;
 mod ready;
 mod recovery;
+mod tui;

@@ -1,0 +1,186 @@
+//! Text the panel shows for a job: the table's cells (time, badge, ports),
+//! clocks and sizes, and [`sanitize`], which every piece of job-controlled
+//! text (commands, labels, log lines) goes through before it reaches a cell.
+//! Everything takes `now` as an argument so the same job always renders the
+//! same way in tests.
+
+use chrono::{DateTime, Duration, FixedOffset, Utc};
+
+use crate::job::{EndedBy, JobInfo, JobStatus, StartMode};
+
+/// `01:43`, or `1:02:03` past an hour.
+pub use crate::card::clock;
+
+/// A running job that still blocks its caller (the one Ctrl+R can release).
+pub fn is_foreground(info: &JobInfo) -> bool {
+    info.status.is_active() && info.start_mode == StartMode::Foreground
+}
+
+/// What is left of a foreground job's budget: started_at + spec.timeout - now.
+pub fn eta(info: &JobInfo, now: DateTime<Utc>) -> Option<Duration> {
+    if !is_foreground(info) {
+        return None;
+    }
+    let budget = Duration::milliseconds((info.spec.timeout? * 1000.0) as i64);
+    let left = info.started_at? + budget - now;
+    Some(left.max(Duration::zero()))
+}
+
+/// Runtime so far (running) or in total (ended), against `now`.
+pub fn runtime(info: &JobInfo, now: DateTime<Utc>) -> Option<Duration> {
+    Some(info.ended_at.unwrap_or(now) - info.started_at?)
+}
+
+/// The TIME cell: `ETA 00:43` for a foreground job, else the runtime.
+pub fn time_cell(info: &JobInfo, now: DateTime<Utc>) -> String {
+    if let Some(left) = eta(info, now) {
+        return format!("ETA {}", clock(left));
+    }
+    runtime(info, now).map(clock).unwrap_or_else(|| "-".into())
+}
+
+/// Seconds as a person writes them: `60s`, `1.5s`.
+pub fn secs(s: f64) -> String {
+    format!("{s}s")
+}
+
+/// The badge saying why a job is where it is: `[foreground]`,
+/// `[auto background · 60s]`, `[killed by user]`, `[exit 1]`, …
+pub fn badge(info: &JobInfo) -> String {
+    match &info.status {
+        JobStatus::Queued => "[queued]".into(),
+        JobStatus::Starting => "[starting]".into(),
+        JobStatus::Running => match info.start_mode {
+            StartMode::Foreground => "[foreground]".into(),
+            StartMode::Background => "[background]".into(),
+            StartMode::Promoted(EndedBy::System) => match info.spec.timeout {
+                Some(t) => format!("[auto background · {}]", secs(t)),
+                None => "[auto background]".into(),
+            },
+            StartMode::Promoted(by) => format!("[background by {by}]"),
+        },
+        JobStatus::Exited { code } => format!("[exit {code}]"),
+        JobStatus::Signaled { signal } => format!("[signal {signal}]"),
+        JobStatus::Killed { reason, .. } if reason == "oom" => "[out of memory]".into(),
+        JobStatus::Killed { reason, .. } if reason.starts_with("keep_alive") => "[keep-alive ended]".into(),
+        JobStatus::Killed {
+            ended_by: EndedBy::System,
+            reason,
+            ..
+        } if reason == "shutdown" => "[shutdown]".into(),
+        JobStatus::Killed { ended_by, .. } => format!("[killed by {ended_by}]"),
+        JobStatus::TimedOut => "[timed out]".into(),
+        JobStatus::Lost { .. } => "[lost]".into(),
+        JobStatus::StartFailed { .. } => "[failed to start]".into(),
+    }
+}
+
+/// Ports for a table cell: `:49153→3000`. The host side is always
+/// 127.0.0.1, so the address is left to the details view to save width.
+pub fn ports_cell(info: &JobInfo) -> String {
+    info.ports
+        .iter()
+        .map(|m| format!(":{}→{}", m.host_port, m.port))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `512 MiB`, `1.5 GiB`, `900 B`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v.fract() < 0.05 || v >= 100.0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// `12:00:01` in the viewer's time zone (an offset, so tests can pin it).
+pub fn time_of_day(t: DateTime<Utc>, offset: FixedOffset) -> String {
+    t.with_timezone(&offset).format("%H:%M:%S").to_string()
+}
+
+/// Make job-controlled text safe to put in a cell. Escape sequences (colour
+/// codes, cursor moves, OSC titles) would otherwise reach the real terminal
+/// and corrupt the screen; tabs would desync ratatui's idea of the width.
+/// So: ANSI sequences are dropped, tabs become spaces to the next stop of 8,
+/// other control characters are dropped.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut col = 0usize;
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC/DCS/…: up to BEL or ST (ESC \).
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\x07' {
+                            break;
+                        }
+                        if c == '\x1b' && chars.peek() == Some(&'\\') {
+                            chars.next();
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\t' => {
+                let pad = 8 - col % 8;
+                out.extend(std::iter::repeat_n(' ', pad));
+                col += pad;
+            }
+            c if c.is_control() => {}
+            c => {
+                out.push(c);
+                col += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_strips_what_would_reach_the_terminal() {
+        assert_eq!(sanitize("\x1b[31mred\x1b[0m plain"), "red plain");
+        assert_eq!(sanitize("a\tb"), "a       b");
+        assert_eq!(sanitize("\x1b]0;title\x07ok\r"), "ok");
+        assert_eq!(sanitize("\x1b]8;;http://x\x1b\\link"), "link");
+        assert_eq!(sanitize("bell\x07 and \u{9b}c1"), "bell and c1");
+        assert_eq!(sanitize("ünïcode → fine"), "ünïcode → fine");
+    }
+
+    #[test]
+    fn clocks_and_sizes() {
+        assert_eq!(clock(Duration::seconds(103)), "01:43");
+        assert_eq!(clock(Duration::seconds(3723)), "1:02:03");
+        assert_eq!(clock(Duration::seconds(-5)), "00:00");
+        assert_eq!(bytes(900), "900 B");
+        assert_eq!(bytes(256 << 20), "256 MiB");
+        assert_eq!(bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(secs(60.0), "60s");
+        assert_eq!(secs(1.5), "1.5s");
+    }
+}

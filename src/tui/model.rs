@@ -1,0 +1,159 @@
+//! The job list as the panel sees it: which tab a job belongs to, the order
+//! of rows, which events earn a `new` badge, and how an event updates a job
+//! record at once (before the refreshed record arrives from the manager, and
+//! even when it cannot: a manager shutting down still sends its events).
+
+use crate::events::{Event, EventKind};
+use crate::job::{EndedBy, JobId, JobInfo, JobStatus, StartMode};
+
+/// The three tabs, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Running,
+    Completed,
+    Failed,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 3] = [Tab::Running, Tab::Completed, Tab::Failed];
+
+    /// Same split as `berth ps` (`ListFilter`): active / ended well / ended badly.
+    pub fn admits(self, s: &JobStatus) -> bool {
+        match self {
+            Tab::Running => s.is_active(),
+            Tab::Completed => s.is_terminal() && !s.is_failure(),
+            Tab::Failed => s.is_failure(),
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Running => "RUNNING",
+            Tab::Completed => "COMPLETED",
+            Tab::Failed => "FAILED",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn step(self, by: usize) -> Tab {
+        Tab::ALL[(self.index() + by) % 3]
+    }
+}
+
+/// Jobs sort by their number (job-9 before job-10).
+pub fn sort_key(id: &JobId) -> (u64, String) {
+    let n = id.as_str().strip_prefix("job-").and_then(|n| n.parse().ok());
+    (n.unwrap_or(u64::MAX), id.to_string())
+}
+
+/// An event a person should notice: an end by a user or the system (kill,
+/// OOM, timeout, shutdown), a failure, or an automatic promotion.
+pub fn noteworthy(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Ended { ended_by, status, .. } => {
+            matches!(ended_by, Some(EndedBy::User | EndedBy::System))
+                || !matches!(status.as_str(), "success" | "killed")
+        }
+        EventKind::Promoted { by, .. } => *by == EndedBy::System,
+        _ => false,
+    }
+}
+
+/// Apply what `e` says to `info` (a job the manager will send again anyway).
+pub fn patch(info: &mut JobInfo, e: &Event) {
+    if info.status.is_terminal() {
+        return; // an ended job's record is final
+    }
+    match &e.kind {
+        EventKind::Started {
+            runner,
+            start_mode,
+            ports,
+        } => {
+            info.status = JobStatus::Running;
+            info.runner = Some(*runner);
+            info.start_mode = *start_mode;
+            info.ports = ports.clone();
+            info.started_at.get_or_insert(e.ts);
+        }
+        EventKind::Promoted { by, reason } => {
+            info.start_mode = StartMode::Promoted(*by);
+            info.promotion_reason = Some(reason.clone());
+        }
+        EventKind::Ended {
+            status,
+            ended_by,
+            exit_code,
+            reason,
+            ..
+        } => {
+            info.status = ended_status(status, *ended_by, *exit_code, reason.clone());
+            info.ended_at = Some(e.ts);
+            info.ended_by = *ended_by;
+            info.exit_code = *exit_code;
+            info.reason = reason.clone();
+        }
+        _ => {}
+    }
+}
+
+/// The final status an `ended` event names (see `JobStatus::name`).
+fn ended_status(name: &str, by: Option<EndedBy>, code: Option<i32>, reason: Option<String>) -> JobStatus {
+    let reason = reason.unwrap_or_default();
+    match name {
+        "success" => JobStatus::Exited { code: 0 },
+        "failed" => JobStatus::Exited {
+            code: code.unwrap_or(1),
+        },
+        "signaled" => JobStatus::Signaled {
+            signal: code.map_or(0, |c| c - 128),
+        },
+        "timed_out" => JobStatus::TimedOut,
+        "lost" => JobStatus::Lost { reason },
+        "start_failed" => JobStatus::StartFailed { error: reason },
+        _ => JobStatus::Killed {
+            signal: code.and_then(|c| (c > 128).then_some(c - 128)),
+            ended_by: by.unwrap_or(EndedBy::Agent),
+            reason,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ended_events_name_the_status() {
+        assert_eq!(
+            ended_status("success", None, Some(0), None),
+            JobStatus::Exited { code: 0 }
+        );
+        assert_eq!(
+            ended_status("failed", None, Some(3), None),
+            JobStatus::Exited { code: 3 }
+        );
+        assert_eq!(
+            ended_status("timed_out", Some(EndedBy::System), Some(124), None),
+            JobStatus::TimedOut
+        );
+        let killed = ended_status(
+            "killed",
+            Some(EndedBy::User),
+            Some(143),
+            Some("killed by user".into()),
+        );
+        assert_eq!(
+            killed,
+            JobStatus::Killed {
+                signal: Some(15),
+                ended_by: EndedBy::User,
+                reason: "killed by user".into()
+            }
+        );
+        assert!(ended_status("killed", Some(EndedBy::System), None, Some("oom".into())).is_failure());
+    }
+}

@@ -1,0 +1,157 @@
+//! Keys and answers fed to the app: tabs and selection, which actions each
+//! key asks for and when it refuses, `new` badges from events, resume.
+
+use crossterm::event::KeyCode;
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+#[test]
+fn tabs_and_selection_keys() {
+    let mut app = mixed();
+    assert_eq!(app.tab(), Tab::Running);
+    press(&mut app, KeyCode::Left);
+    assert_eq!(app.tab(), Tab::Failed);
+    press(&mut app, KeyCode::Right);
+    press(&mut app, KeyCode::Right);
+    assert_eq!(app.tab(), Tab::Completed);
+    press(&mut app, KeyCode::BackTab);
+    assert_eq!(app.selected().unwrap().id, JobId::from("job-1"));
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(
+        app.selected().unwrap().id,
+        JobId::from("job-4"),
+        "stops at the end"
+    );
+    // job-2 ends: the selection stays on job-4.
+    let mut done = app.job(&JobId::from("job-2")).unwrap().clone();
+    done.status = JobStatus::Exited { code: 0 };
+    app.apply(Msg::Job(Box::new(JobView {
+        info: done,
+        snippet: String::new(),
+    })));
+    assert_eq!(app.selected().unwrap().id, JobId::from("job-4"));
+    assert_eq!(press(&mut app, KeyCode::Char('q')), Action::Quit);
+    assert!(app.should_quit());
+}
+
+#[test]
+fn actions_only_where_they_make_sense() {
+    let mut app = mixed();
+    assert_eq!(
+        press(&mut app, KeyCode::Char('k')),
+        Action::Kill(JobId::from("job-1"))
+    );
+    assert_eq!(press(&mut app, KeyCode::Char('r')), Action::None);
+    assert!(
+        app.notice()
+            .unwrap()
+            .contains("r resumes completed or failed jobs")
+    );
+    // job-1 is not in the foreground, but job-4 is the only one that is.
+    assert_eq!(ctrl_r(&mut app), Action::Background(JobId::from("job-4")));
+    press(&mut app, KeyCode::Left); // FAILED
+    assert_eq!(press(&mut app, KeyCode::Char('k')), Action::None);
+    assert!(app.notice().unwrap().contains("is not running"));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('r')),
+        Action::Resume(JobId::from("job-6"))
+    );
+    let mut quiet = App::new("default", now());
+    assert_eq!(ctrl_r(&mut quiet), Action::None);
+    assert!(quiet.notice().unwrap().starts_with("no foreground job"));
+}
+
+#[test]
+fn details_open_clear_the_badge_and_go_back() {
+    let mut app = mixed();
+    press(&mut app, KeyCode::Down);
+    assert!(app.is_new(&JobId::from("job-2")));
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        Action::Open(JobId::from("job-2"), PaneKind::Details)
+    );
+    assert!(!app.is_new(&JobId::from("job-2")), "viewed");
+    assert_eq!(
+        press(&mut app, KeyCode::Char('c')),
+        Action::Copy(JobId::from("job-2"))
+    );
+    assert_eq!(press(&mut app, KeyCode::Esc), Action::Close);
+    assert!(matches!(app.screen(), Screen::Panel));
+    assert!(!app.should_quit(), "Esc in details goes back, not out");
+}
+
+#[test]
+fn events_badge_and_refresh() {
+    let mut app = mixed();
+    let id = JobId::from("job-1");
+    // Something fresh happened to job-1: fetch it again, badge it, and show
+    // the end at once (the manager may be gone before the refresh answers).
+    assert_eq!(
+        event(&mut app, 1, ended("killed", Some(EndedBy::User))),
+        Action::Refresh(id.clone())
+    );
+    assert!(app.is_new(&id));
+    assert_eq!(app.job(&id).unwrap().status.ended_by(), Some(EndedBy::User));
+    assert!(app.rows(Tab::Completed).iter().any(|j| j.id == id));
+    assert_eq!(
+        app.selected().unwrap().id,
+        JobId::from("job-2"),
+        "the selection moved on"
+    );
+    // An agent's kill or a clean exit is no news for the person.
+    assert_eq!(
+        event(&mut app, 3, ended("success", None)),
+        Action::Refresh(JobId::from("job-3"))
+    );
+    assert!(!app.is_new(&JobId::from("job-3")));
+    assert!(!app.is_new(&JobId::from("job-4")));
+    event(&mut app, 4, ended("failed", None));
+    assert!(app.is_new(&JobId::from("job-4")), "failures are news");
+    // History (before the panel attached) is already in the list.
+    let old = Event {
+        seq: 1,
+        ts: ago(3600),
+        job: JobId::from("job-6"),
+        kind: ended("failed", None),
+    };
+    assert_eq!(app.apply(Msg::Event(Box::new(old.clone()))), Action::None);
+    assert!(!app.is_new(&JobId::from("job-6")));
+    let unknown = Event {
+        job: JobId::from("job-99"),
+        ..old
+    };
+    assert_eq!(
+        app.apply(Msg::Event(Box::new(unknown))),
+        Action::Refresh(JobId::from("job-99"))
+    );
+    // A lost connection is redrawn as such; coming back re-reads everything.
+    app.apply(Msg::Connected(false));
+    assert!(
+        draw(&app, 100, 10)
+            .backend()
+            .to_string()
+            .contains("disconnected, retrying")
+    );
+    assert_eq!(app.apply(Msg::Connected(true)), Action::RefreshAll);
+}
+
+#[test]
+fn resume_selects_the_new_job() {
+    let mut app = mixed();
+    press(&mut app, KeyCode::Left);
+    let new = job(8, "make build", JobStatus::Running, StartMode::Background, 0);
+    let view = JobView {
+        info: new,
+        snippet: String::new(),
+    };
+    app.apply(Msg::Resumed {
+        from: JobId::from("job-6"),
+        view: Box::new(view),
+    });
+    assert_eq!(app.tab(), Tab::Running);
+    assert_eq!(app.selected().unwrap().id, JobId::from("job-8"));
+    assert_eq!(app.notice(), Some("job-6 resumed as job-8"));
+}
