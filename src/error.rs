@@ -106,6 +106,27 @@ pub enum Error {
 
     #[error("the manager is shutting down; no new jobs are accepted")]
     ShuttingDown,
+
+    /// Refused by the command filter. Displays as one line of JSON,
+    /// `{"blocked":true,"command":…,"pattern":…,"reason":…}`.
+    #[error("{}", blocked_json(reason, pattern, command))]
+    Blocked {
+        reason: String,
+        pattern: String,
+        command: String,
+    },
+
+    #[error(
+        "working directory `{}` is outside the workspace `{}` (after resolving symlinks and `..`); jobs run only inside the workspace",
+        path.display(),
+        root.display()
+    )]
+    OutsideWorkspace { path: PathBuf, root: PathBuf },
+}
+
+/// The one-line JSON form of a blocked command (what the CLI prints and the API returns).
+fn blocked_json(reason: &str, pattern: &str, command: &str) -> String {
+    serde_json::json!({"blocked": true, "reason": reason, "command": command, "pattern": pattern}).to_string()
 }
 
 impl Error {
@@ -134,6 +155,8 @@ impl Error {
             Error::ImageMissing { .. } => "image_missing",
             Error::Docker { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
+            Error::Blocked { .. } => "blocked",
+            Error::OutsideWorkspace { .. } => "outside_workspace",
         }
     }
 
@@ -145,17 +168,18 @@ impl Error {
                 "command_not_found" => 127,
                 "blocked" => 126,
                 "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec"
-                | "bad_cwd" | "bad_request" => 2,
+                | "bad_cwd" | "bad_request" | "outside_workspace" => 2,
                 _ => 1,
             },
             Error::CommandNotFound { .. } => 127,
-            Error::Spawn { .. } => 126,
+            Error::Spawn { .. } | Error::Blocked { .. } => 126,
             Error::InvalidRegex { .. }
             | Error::InvalidPort { .. }
             | Error::InvalidSize { .. }
             | Error::InvalidValue { .. }
             | Error::InvalidSpec(_)
             | Error::BadCwd { .. }
+            | Error::OutsideWorkspace { .. }
             | Error::Config { .. } => 2,
             _ => 1,
         }
@@ -175,6 +199,8 @@ impl Error {
                 | Error::BadCwd { .. }
                 | Error::NotForeground { .. }
                 | Error::NotFinished { .. }
+                | Error::Blocked { .. }
+                | Error::OutsideWorkspace { .. }
         )
     }
 

@@ -269,6 +269,13 @@ pub struct JobSpec {
     /// When the cap is reached, wait as `queued` instead of being refused.
     #[serde(default)]
     pub queue: bool,
+    /// Container jobs: a read-only root file system (with a writable tmpfs
+    /// `/tmp`); the workspace stays writable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// Container jobs: `none` (no network at all) or `bridge` (the engine's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 impl JobSpec {
@@ -401,6 +408,32 @@ impl JobSpec {
         }
         for c in &self.ready {
             c.validate()?;
+        }
+        self.validate_isolation()
+    }
+
+    /// `read_only` and `network` are container settings: refuse what cannot hold.
+    fn validate_isolation(&self) -> Result<()> {
+        match self.network.as_deref() {
+            None | Some("bridge") => {}
+            Some("none") if !self.ports.is_empty() => {
+                return Err(Error::InvalidSpec(
+                    "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
+                ));
+            }
+            Some("none") => {}
+            Some(other) => {
+                return Err(Error::InvalidValue {
+                    what: "network",
+                    input: other.into(),
+                    message: "expected none or bridge".into(),
+                });
+            }
+        }
+        if self.runner == RunnerChoice::Host && (self.read_only || self.network.is_some()) {
+            return Err(Error::InvalidSpec(
+                "read_only and network apply to container jobs; the host runner cannot enforce them".into(),
+            ));
         }
         Ok(())
     }

@@ -8,4 +8,5 @@ mod mcp;
 mod output;
 mod ready;
 mod recovery;
+mod safety;
 mod tui;

@@ -11,6 +11,9 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, PortBin
 use crate::error::{Error, Result};
 use crate::job::{AppliedLimits, JobId, JobSpec, PortMapping};
 
+/// The writable `/tmp` of a read-only container: small, and no setuid files.
+pub const READ_ONLY_TMPFS: &str = "rw,nosuid,size=64m";
+
 /// Processes a container may have when the spec asks for no limit: enough for
 /// any dev server or build, low enough that a fork bomb stays contained.
 pub const DEFAULT_PIDS_LIMIT: i64 = 512;
@@ -205,6 +208,12 @@ pub fn body(
             read_only: Some(false),
             ..Default::default()
         }]),
+        // Opt-in: the image cannot be changed, only the workspace and /tmp.
+        readonly_rootfs: Some(spec.read_only),
+        tmpfs: spec
+            .read_only
+            .then(|| HashMap::from([("/tmp".to_string(), READ_ONLY_TMPFS.to_string())])),
+        network_mode: spec.network.clone(),
         ..Default::default()
     };
 

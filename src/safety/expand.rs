@@ -1,0 +1,296 @@
+//! The cheap, side-effect-free evaluations the normaliser uses to see what a
+//! word becomes: brace expansion (`{su,}do`), lexical path clean-up (`/bin/..`
+//! is `/`), and the few producers and filters worth evaluating inside a
+//! command substitution (`echo`, `printf`, `base64 -d`, `rev`), with the
+//! backslash escapes they (and `$'…'`) understand. Anything more is left
+//! undecided, and an undecided command name is blocked by the filter.
+
+/// Most words a brace expansion may produce before it counts as undecidable.
+pub const MAX_BRACE_WORDS: usize = 64;
+
+/// Bash brace expansion of unquoted text: `s{u,x}do` → `sudo`, `sxdo`.
+/// `None` when it would produce more than [`MAX_BRACE_WORDS`] words.
+pub fn braces(s: &str) -> Option<Vec<String>> {
+    let b: Vec<char> = s.chars().collect();
+    // The first `{` whose matching `}` encloses a top-level comma.
+    for open in (0..b.len()).filter(|&i| b[i] == '{') {
+        let mut depth = 0;
+        let mut commas = Vec::new();
+        let mut close = None;
+        for (j, &c) in b.iter().enumerate().skip(open) {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(j);
+                        break;
+                    }
+                }
+                ',' if depth == 1 => commas.push(j),
+                _ => {}
+            }
+        }
+        let (Some(close), false) = (close, commas.is_empty()) else {
+            continue;
+        };
+        let text = |a: usize, z: usize| b[a..z].iter().collect::<String>();
+        let (prefix, suffix) = (text(0, open), text(close + 1, b.len()));
+        let mut bounds = vec![open];
+        bounds.extend(&commas);
+        bounds.push(close);
+        let mut out = Vec::new();
+        for w in bounds.windows(2) {
+            for rest in braces(&format!("{prefix}{}{suffix}", text(w[0] + 1, w[1])))? {
+                out.push(rest);
+                if out.len() > MAX_BRACE_WORDS {
+                    return None;
+                }
+            }
+        }
+        return Some(out);
+    }
+    Some(vec![s.to_string()])
+}
+
+/// Lexical clean-up of a path argument: `//`, `/./` and `..` resolved without
+/// touching the file system, `$HOME`'s value shown as `~`. Other text is
+/// returned unchanged.
+pub fn clean_path(s: &str, home: Option<&str>) -> String {
+    let home_form = home
+        .filter(|h| h.len() > 1)
+        .and_then(|h| s.strip_prefix(h.trim_end_matches('/')))
+        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+        .map(|rest| format!("~{rest}"));
+    let s = home_form.as_deref().unwrap_or(s);
+    let (root, rest) = if let Some(r) = s.strip_prefix('/') {
+        ("/", r)
+    } else if s == "~" || s.starts_with("~/") {
+        ("~", &s[1..])
+    } else {
+        return s.to_string();
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for p in rest.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    match (root, parts.is_empty()) {
+        (r, true) => r.to_string(),
+        ("/", false) => format!("/{}", parts.join("/")),
+        (r, false) => format!("{r}/{}", parts.join("/")),
+    }
+}
+
+/// Standard base64 (whitespace ignored); `None` if it is not base64.
+pub fn base64_decode(s: &str) -> Option<String> {
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in s.chars().filter(|c| !c.is_whitespace()) {
+        let v = match c {
+            'A'..='Z' => c as u32 - 'A' as u32,
+            'a'..='z' => c as u32 - 'a' as u32 + 26,
+            '0'..='9' => c as u32 - '0' as u32 + 52,
+            '+' | '-' => 62,
+            '/' | '_' => 63,
+            '=' => break,
+            _ => return None,
+        };
+        bits = (bits << 6) | v;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+            bits &= (1 << n) - 1;
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// What `echo ARGS` prints. Escapes are decoded: dash's and busybox's echo
+/// do so without `-e`, and seeing too much is the safe side here.
+pub fn echo(args: &[String]) -> String {
+    let mut newline = true;
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        let flag = a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| "neE".contains(c));
+        if !flag {
+            break;
+        }
+        newline &= !a.contains('n');
+        i += 1;
+    }
+    let mut out = decode_escapes(&args[i..].join(" "), false);
+    if newline {
+        out.push('\n');
+    }
+    out
+}
+
+/// What `printf FORMAT ARGS` prints, for `%s`, `%b`, `%c` and `%%` only.
+pub fn printf(args: &[String]) -> Option<String> {
+    let mut args = args.iter();
+    let mut format = args.next()?;
+    if format == "--" {
+        format = args.next()?;
+    }
+    let format = decode_escapes(format, true);
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let conversion = chars.next()?;
+        if conversion == '%' {
+            out.push('%');
+            continue;
+        }
+        let arg = args.next().cloned().unwrap_or_default();
+        match conversion {
+            's' => out.push_str(&arg),
+            'b' => out.push_str(&decode_escapes(&arg, false)),
+            'c' => out.extend(arg.chars().next()),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// One filter stage of a substitution pipeline applied to `input`.
+pub fn filter(program: &str, args: &[String], input: &str) -> Option<String> {
+    match program {
+        "base64" if args.iter().any(|a| a == "-d" || a == "--decode" || a == "-D") => base64_decode(input),
+        "rev" if args.is_empty() => Some(
+            input
+                .lines()
+                .map(|l| l.chars().rev().collect::<String>() + "\n")
+                .collect(),
+        ),
+        "cat" if args.is_empty() => Some(input.to_string()),
+        _ => None,
+    }
+}
+
+/// Backslash escapes as `printf`/`echo -e`/`$'…'` read them: `\n`, `\t`,
+/// `\\`, `\'`, `\"`, `\xHH`, `\uHHHH`, and octal: `\NNN` when `ansi`
+/// (`$'…'`, printf's format), `\0NNN` otherwise (`echo`, `%b`). Anything
+/// else keeps its backslash.
+pub fn decode_escapes(raw: &str, ansi: bool) -> String {
+    let c: Vec<char> = raw.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    let radix_run = |i: &mut usize, radix: u32, max: usize| -> Option<u32> {
+        let start = *i;
+        let mut v = 0u32;
+        while *i < c.len() && *i - start < max && c[*i].is_digit(radix) {
+            v = v * radix + c[*i].to_digit(radix).unwrap_or(0);
+            *i += 1;
+        }
+        (*i > start).then_some(v)
+    };
+    while i < c.len() {
+        if c[i] != '\\' || i + 1 == c.len() {
+            out.push(c[i]);
+            i += 1;
+            continue;
+        }
+        i += 2;
+        let simple = match c[i - 1] {
+            'n' => Some('\n'),
+            't' => Some('\t'),
+            'r' => Some('\r'),
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'e' | 'E' => Some('\u{1b}'),
+            'f' => Some('\u{c}'),
+            'v' => Some('\u{b}'),
+            '\\' => Some('\\'),
+            '\'' => Some('\''),
+            '"' => Some('"'),
+            '?' => Some('?'),
+            _ => None,
+        };
+        if let Some(ch) = simple {
+            out.push(ch);
+            continue;
+        }
+        let code = match c[i - 1] {
+            'x' => radix_run(&mut i, 16, 2),
+            'u' => radix_run(&mut i, 16, 4),
+            'U' => radix_run(&mut i, 16, 8),
+            '0'..='7' => {
+                i -= 1;
+                // `echo -e` writes octal as `\0NNN`; `$'…'` and printf as `\NNN`.
+                if !ansi && c[i] == '0' {
+                    i += 1;
+                }
+                radix_run(&mut i, 8, 3).or(Some(0))
+            }
+            _ => None,
+        };
+        match code.and_then(char::from_u32) {
+            Some(ch) => out.push(ch),
+            None => {
+                out.push('\\');
+                out.push(c[i - 1]);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn brace_expansion() {
+        assert_eq!(braces("{sudo,id}").unwrap(), vec!["sudo", "id"]);
+        assert_eq!(braces("s{u,x}do").unwrap(), vec!["sudo", "sxdo"]);
+        assert_eq!(braces("{a,b}{c,d}").unwrap(), vec!["ac", "ad", "bc", "bd"]);
+        assert_eq!(braces("{x}").unwrap(), vec!["{x}"]);
+        assert_eq!(braces("a{b,{c,d}}").unwrap(), vec!["ab", "ac", "ad"]);
+        assert!(braces(&"{a,b}".repeat(8)).is_none(), "2^8 words is too many");
+    }
+
+    #[test]
+    fn paths_are_cleaned() {
+        for (raw, clean) in [
+            ("/", "/"),
+            ("//", "/"),
+            ("/./", "/"),
+            ("/bin/..", "/"),
+            ("/*", "/*"),
+            ("~/", "~"),
+            ("~/./x/../*", "~/*"),
+            ("/home/me/", "~"),
+            ("/home/me/src", "~/src"),
+            ("/home/mer", "/home/mer"),
+            ("rel/../x", "rel/../x"),
+        ] {
+            assert_eq!(clean_path(raw, Some("/home/me")), clean, "{raw}");
+        }
+    }
+
+    #[test]
+    fn producers_and_filters() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(echo(&s(&["-n", "su"])), "su");
+        assert_eq!(echo(&s(&["a", "b"])), "a b\n");
+        assert_eq!(printf(&s(&[r"\163\165%s", "do"])).unwrap(), "sudo");
+        assert_eq!(printf(&s(&[r"\x73udo"])).unwrap(), "sudo");
+        assert_eq!(printf(&s(&["%d", "3"])), None);
+        assert_eq!(base64_decode("c3VkbyBpZA==").unwrap(), "sudo id");
+        assert_eq!(filter("rev", &[], "odus\n").unwrap(), "sudo\n");
+        assert_eq!(base64_decode("not base64!"), None);
+    }
+}

@@ -1,0 +1,384 @@
+//! A small, forgiving shell lexer for the command filter: it turns a command
+//! line into words (each a list of quoted, unquoted and expanded parts),
+//! separators (`;`, `&&`, `||`, `|`, `&`, newline, parentheses) and
+//! redirections. It never fails: an unterminated quote or substitution runs to
+//! the end of the input, which is what a conservative filter wants (the text is
+//! still looked at). It is not a shell parser; it keeps exactly what the
+//! normaliser needs to see through quoting tricks like `s'u'do`, `s\udo`,
+//! `"su""do"`, `$'\x73udo'` and `$(echo su)do`.
+
+use super::expand::decode_escapes;
+
+/// One piece of a word.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Unquoted text: globs and braces in it are live.
+    Lit(String),
+    /// Quoted or escaped text: taken literally.
+    Quoted(String),
+    /// `$name`, `${name}`, `$1`, `$@`, …
+    Var(String),
+    /// `${…}` with an operator, `$((…))`: not evaluated.
+    Complex(String),
+    /// `$(…)` or `` `…` ``: the inner command line.
+    Subst(String),
+    /// `<(…)` or `>(…)`: the inner command line.
+    Proc(String),
+}
+
+/// A word: adjacent parts with no unquoted blank between them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Word(pub Vec<Part>);
+
+/// What separates commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sep {
+    /// `;`, `&&`, `||`, `&`, newline: the end of a pipeline.
+    List,
+    /// `|` or `|&`: the next command reads this one's output.
+    Pipe,
+    /// `(`
+    Open,
+    /// `)`
+    Close,
+    /// `&` alone: a background job (kept apart for the fork-bomb check).
+    Amp,
+}
+
+/// A token of a command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tok {
+    Word(Word),
+    Sep(Sep),
+    /// A redirection operator (`>`, `>>`, `<<<`, `&>`, …); its target is the next word.
+    Redir(String),
+}
+
+/// Blanks that are not newlines: every Unicode space (U+00A0, U+2000…, U+3000).
+fn is_blank(c: char) -> bool {
+    c != '\n' && c.is_whitespace()
+}
+
+/// Invisible characters that could hide inside a name (zero-width spaces and
+/// joiners, word joiner, BOM, soft hyphen, Mongolian vowel separator).
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}'
+    )
+}
+
+/// Lex `input` into tokens.
+pub fn lex(input: &str) -> Vec<Tok> {
+    let chars: Vec<char> = input
+        .chars()
+        .filter(|c| !is_invisible(*c))
+        .map(|c| if c == '\r' { '\n' } else { c })
+        .collect();
+    let mut lx = Lexer {
+        s: chars,
+        i: 0,
+        toks: Vec::new(),
+        word: Word::default(),
+        lit: String::new(),
+        started: false,
+    };
+    lx.run();
+    lx.toks
+}
+
+struct Lexer {
+    s: Vec<char>,
+    i: usize,
+    toks: Vec<Tok>,
+    word: Word,
+    /// Unquoted text of the current word not yet pushed as a part.
+    lit: String,
+    /// The current word has begun (even if it is `''`).
+    started: bool,
+}
+
+impl Lexer {
+    fn peek(&self, k: usize) -> Option<char> {
+        self.s.get(self.i + k).copied()
+    }
+
+    fn flush_lit(&mut self) {
+        if !self.lit.is_empty() {
+            self.word.0.push(Part::Lit(std::mem::take(&mut self.lit)));
+        }
+    }
+
+    fn part(&mut self, p: Part) {
+        self.flush_lit();
+        self.word.0.push(p);
+        self.started = true;
+    }
+
+    fn end_word(&mut self) {
+        self.flush_lit();
+        if self.started {
+            self.toks.push(Tok::Word(std::mem::take(&mut self.word)));
+        }
+        self.started = false;
+    }
+
+    fn sep(&mut self, sep: Sep, width: usize) {
+        self.end_word();
+        self.toks.push(Tok::Sep(sep));
+        self.i += width;
+    }
+
+    fn run(&mut self) {
+        while let Some(c) = self.peek(0) {
+            match c {
+                '\n' | ';' => self.sep(Sep::List, 1),
+                c if is_blank(c) => {
+                    self.end_word();
+                    self.i += 1;
+                }
+                '#' if !self.started => {
+                    // A comment runs to the end of the line and is not executed.
+                    while self.peek(0).is_some_and(|c| c != '\n') {
+                        self.i += 1;
+                    }
+                }
+                '&' if self.peek(1) == Some('&') => self.sep(Sep::List, 2),
+                '&' if self.peek(1) == Some('>') => self.redir(),
+                '&' => self.sep(Sep::Amp, 1),
+                '|' if self.peek(1) == Some('|') => self.sep(Sep::List, 2),
+                '|' if self.peek(1) == Some('&') => self.sep(Sep::Pipe, 2),
+                '|' => self.sep(Sep::Pipe, 1),
+                '(' => self.sep(Sep::Open, 1),
+                ')' => self.sep(Sep::Close, 1),
+                '<' | '>' if self.peek(1) == Some('(') && !self.started => {
+                    self.i += 2;
+                    let inner = self.until_close();
+                    self.part(Part::Proc(inner));
+                }
+                '<' | '>' => {
+                    // Digits right before a redirection are a file descriptor, not a word.
+                    if self.word.0.is_empty() && self.lit.chars().all(|c| c.is_ascii_digit()) {
+                        self.lit.clear();
+                        self.started = false;
+                    }
+                    self.redir();
+                }
+                _ => self.word_char(false),
+            }
+        }
+        self.end_word();
+    }
+
+    /// A redirection operator at `self.i`.
+    fn redir(&mut self) {
+        self.end_word();
+        let mut op = String::new();
+        while let Some(c) = self.peek(0).filter(|c| "<>&|-".contains(*c)) {
+            // `>&2`, `2>&1`, `<&-`: a descriptor duplication has no file target.
+            if c == '&' && op.ends_with(['<', '>']) {
+                self.i += 1;
+                while self.peek(0).is_some_and(|c| c.is_ascii_digit() || c == '-') {
+                    self.i += 1;
+                }
+                return;
+            }
+            if (c == '|' && !op.ends_with('>')) || (c == '-' && op != "<<") || op.len() >= 3 {
+                break;
+            }
+            op.push(c);
+            self.i += 1;
+        }
+        self.toks.push(Tok::Redir(op));
+    }
+
+    /// One character of a word (outside double quotes when `dq` is false).
+    fn word_char(&mut self, dq: bool) {
+        let c = self.peek(0).unwrap_or(' ');
+        match c {
+            '\\' => {
+                self.i += 1;
+                match self.peek(0) {
+                    Some('\n') => self.i += 1,
+                    Some(n) if !dq || "$`\"\\".contains(n) => {
+                        self.part(Part::Quoted(n.to_string()));
+                        self.i += 1;
+                    }
+                    Some(_) => self.part(Part::Quoted("\\".into())),
+                    None => {}
+                }
+            }
+            '\'' if !dq => {
+                self.i += 1;
+                let text = self.take_until('\'');
+                self.part(Part::Quoted(text));
+            }
+            '"' if !dq => {
+                self.i += 1;
+                self.started = true;
+                self.flush_lit();
+                while let Some(c) = self.peek(0) {
+                    if c == '"' {
+                        self.i += 1;
+                        break;
+                    }
+                    if "\\$`".contains(c) {
+                        self.word_char(true);
+                    } else {
+                        self.part(Part::Quoted(c.to_string()));
+                        self.i += 1;
+                    }
+                }
+            }
+            '$' => self.dollar(dq),
+            '`' => {
+                self.i += 1;
+                let mut inner = String::new();
+                while let Some(c) = self.peek(0) {
+                    self.i += 1;
+                    match c {
+                        '`' => break,
+                        '\\' if self.peek(0).is_some_and(|n| "`$\\".contains(n)) => {
+                            inner.push(self.s[self.i]);
+                            self.i += 1;
+                        }
+                        c => inner.push(c),
+                    }
+                }
+                self.part(Part::Subst(inner));
+            }
+            c => {
+                self.lit.push(c);
+                self.started = true;
+                self.i += 1;
+            }
+        }
+    }
+
+    /// `$…` at `self.i`.
+    fn dollar(&mut self, dq: bool) {
+        match self.peek(1) {
+            Some('\'') if !dq => {
+                self.i += 2;
+                let raw = self.take_until_unescaped('\'');
+                self.part(Part::Quoted(decode_escapes(&raw, true)));
+            }
+            Some('(') if self.peek(2) == Some('(') => {
+                self.i += 3;
+                let inner = self.until_close();
+                // `$((…))`: the second `)` is still ahead.
+                if self.peek(0) == Some(')') {
+                    self.i += 1;
+                }
+                self.part(Part::Complex(format!("(({inner}))")));
+            }
+            Some('(') => {
+                self.i += 2;
+                let inner = self.until_close();
+                self.part(Part::Subst(inner));
+            }
+            Some('{') => {
+                self.i += 2;
+                let inner = self.take_until('}');
+                let plain = !inner.is_empty()
+                    && (inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                        || (inner.len() == 1 && "@*#?$!-".contains(&inner)));
+                self.part(if plain {
+                    Part::Var(inner)
+                } else {
+                    Part::Complex(inner)
+                });
+            }
+            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+                self.i += 1;
+                let mut name = String::new();
+                while let Some(c) = self.peek(0).filter(|c| c.is_ascii_alphanumeric() || *c == '_') {
+                    name.push(c);
+                    self.i += 1;
+                }
+                self.part(Part::Var(name));
+            }
+            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
+                self.i += 2;
+                self.part(Part::Var(c.to_string()));
+            }
+            _ => {
+                self.lit.push('$');
+                self.started = true;
+                self.i += 1;
+            }
+        }
+    }
+
+    fn take_until(&mut self, end: char) -> String {
+        let mut out = String::new();
+        while let Some(c) = self.peek(0) {
+            self.i += 1;
+            if c == end {
+                break;
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    fn take_until_unescaped(&mut self, end: char) -> String {
+        let mut out = String::new();
+        while let Some(c) = self.peek(0) {
+            self.i += 1;
+            if c == end {
+                break;
+            }
+            out.push(c);
+            if c == '\\'
+                && let Some(n) = self.peek(0)
+            {
+                out.push(n);
+                self.i += 1;
+            }
+        }
+        out
+    }
+
+    /// The text up to the `)` matching an already consumed `(`, skipping quotes.
+    fn until_close(&mut self) -> String {
+        let mut depth = 1;
+        let mut out = String::new();
+        while let Some(c) = self.peek(0) {
+            self.i += 1;
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                '\'' | '"' => {
+                    out.push(c);
+                    while let Some(q) = self.peek(0) {
+                        self.i += 1;
+                        out.push(q);
+                        if q == c {
+                            break;
+                        }
+                        if q == '\\' && c == '"' && self.peek(0).is_some() {
+                            out.push(self.s[self.i]);
+                            self.i += 1;
+                        }
+                    }
+                    continue;
+                }
+                '\\' if self.peek(0).is_some() => {
+                    out.push(c);
+                    out.push(self.s[self.i]);
+                    self.i += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+        }
+        out
+    }
+}

@@ -1,0 +1,129 @@
+//! The security log: one JSON line per refused job, appended to a file that
+//! only its owner can read (created 0600). Append-only by construction: it is
+//! opened with `O_APPEND` for each entry and never rewritten, so concurrent
+//! managers interleave whole lines and nothing here can truncate history.
+//! A log that cannot be written is a warning, never a reason to let the
+//! refused command through or to fail the caller differently.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// Mode of a newly created log: the commands may carry secrets.
+const LOG_MODE: u32 = 0o600;
+
+/// One refusal, as written.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Entry {
+    /// RFC 3339, UTC.
+    pub timestamp: String,
+    /// `blocked` (the filter) or `outside_workspace` (the guard).
+    pub kind: &'static str,
+    pub reason: String,
+    pub pattern: String,
+    pub command: String,
+    /// The normalised view that matched, when the filter refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<String>,
+    pub cwd: PathBuf,
+    pub instance: String,
+    /// Who asked: `cli`, `api`, `mcp`, `resume`, ….
+    pub client: String,
+}
+
+/// The append-only log file of one manager.
+#[derive(Debug)]
+pub struct SecurityLog {
+    path: PathBuf,
+    /// One writer at a time within this process: lines never interleave.
+    lock: Mutex<()>,
+}
+
+impl SecurityLog {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        SecurityLog {
+            path: path.into(),
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append `entry`; on failure, warn and carry on.
+    pub fn append(&self, entry: &Entry) {
+        if let Err(e) = self.try_append(entry) {
+            tracing::warn!(
+                log = %self.path.display(),
+                error = %e,
+                command = %entry.command,
+                "could not write the security log; the command is refused all the same"
+            );
+        }
+    }
+
+    fn try_append(&self, entry: &Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
+        line.push('\n');
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(LOG_MODE)
+            .open(&self.path)?;
+        // One write of the whole line: with O_APPEND it lands at the end intact.
+        file.write_all(line.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn entry(command: &str) -> Entry {
+        Entry {
+            timestamp: chrono::Utc::now().to_rfc3339(),
+            kind: "blocked",
+            reason: "r".into(),
+            pattern: "p".into(),
+            command: command.into(),
+            matched: Some("m".into()),
+            cwd: "/w".into(),
+            instance: "i".into(),
+            client: "test".into(),
+        }
+    }
+
+    #[test]
+    fn appends_one_json_line_per_entry_to_a_private_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SecurityLog::new(dir.path().join("sub/security.log"));
+        log.append(&entry("sudo id"));
+        log.append(&entry("multi\nline"));
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["command"], "sudo id");
+        assert_eq!(lines[1]["command"], "multi\nline");
+        let mode = std::fs::metadata(log.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn an_unwritable_log_is_only_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        // A path under a regular file can never be created.
+        let log = SecurityLog::new(dir.path().join("file/security.log"));
+        log.append(&entry("sudo id"));
+        assert!(!log.path().exists());
+    }
+}

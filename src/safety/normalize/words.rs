@@ -1,0 +1,271 @@
+//! Words after expansion: what a variable, a substitution or a brace list
+//! becomes (as far as the filter can tell cheaply), and the small helpers the
+//! normaliser uses to read words (assignments, option skipping, program names).
+
+use std::collections::HashMap;
+
+use super::{DYNAMIC, MAX_DEPTH, Walker};
+use crate::safety::expand;
+use crate::safety::lexer::{self, Part, Sep, Tok, Word};
+
+/// What a variable holds, as far as the filter knows.
+#[derive(Debug, Clone)]
+pub(super) enum Val {
+    Known(String),
+    Unknown,
+}
+
+/// Variables assigned so far on this line (and `$0`, `$1`… inside `sh -c`).
+pub(super) type Scope = HashMap<String, Val>;
+
+/// A word after expansion.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Text {
+    pub(super) s: String,
+    /// Holds something not evaluated (`$(…)` the filter could not run).
+    pub(super) dynamic: bool,
+    /// Has an unquoted glob character.
+    pub(super) glob: bool,
+    /// Came (partly) from a variable or substitution: subject to word splitting.
+    pub(super) expanded: bool,
+    /// Where the last undecided part ends in `s`: a `/` after it means the
+    /// base name is still known (`$(pwd)/run.sh`).
+    pub(super) dynamic_end: usize,
+}
+
+impl Text {
+    pub(super) fn plain(s: &str) -> Self {
+        Text {
+            s: s.to_string(),
+            ..Default::default()
+        }
+    }
+    /// Append a part the filter could not evaluate, shown as `marker`.
+    fn undecided(&mut self, marker: &str) {
+        self.s.push_str(marker);
+        self.dynamic = true;
+        self.dynamic_end = self.s.len();
+    }
+    pub(super) fn value(&self) -> Val {
+        if self.dynamic {
+            Val::Unknown
+        } else {
+            Val::Known(self.s.clone())
+        }
+    }
+}
+
+/// The program name a word stands for: its lower-case base name, or
+/// [`DYNAMIC`] when a glob or an undecided part makes that name unknown.
+pub(super) fn program(t: &Text) -> String {
+    if t.glob && t.s != "[" && t.s != "[[" {
+        return DYNAMIC.to_string();
+    }
+    let slash = t.s.rfind('/').filter(|&i| i + 1 < t.s.len());
+    // A computed directory with a literal name (`$(pwd)/run.sh`) still names the program.
+    if t.dynamic && slash.is_none_or(|i| i < t.dynamic_end) {
+        return DYNAMIC.to_string();
+    }
+    slash.map_or(&t.s[..], |i| &t.s[i + 1..]).to_lowercase()
+}
+
+pub(super) fn is_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `NAME=value` at the start of a word, split into the name and the value's parts.
+pub(super) fn assignment(w: &Word) -> Option<(String, Word)> {
+    let Some(Part::Lit(first)) = w.0.first() else {
+        return None;
+    };
+    let (name, rest) = first.split_once('=')?;
+    let name = name.strip_suffix('+').unwrap_or(name);
+    if !is_name(name) {
+        return None;
+    }
+    let mut value = Word::default();
+    if !rest.is_empty() {
+        value.0.push(Part::Lit(rest.to_string()));
+    }
+    value.0.extend(w.0[1..].iter().cloned());
+    Some((name.to_string(), value))
+}
+
+/// `NAME:-word`, `NAME-word`, `NAME:=word`, `NAME=word` (the body of `${…}`)
+/// as the name and its default.
+pub(super) fn default_of(body: &str) -> Option<(&str, &str)> {
+    let end = body.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+    let (name, rest) = body.split_at(end);
+    let rest = rest.strip_prefix(':').unwrap_or(rest);
+    let default = rest.strip_prefix('-').or_else(|| rest.strip_prefix('='))?;
+    is_name(name).then_some((name, default))
+}
+
+/// The literal text of a word, expansions shown as written.
+pub(super) fn literal(w: &Word) -> String {
+    w.0.iter()
+        .map(|p| match p {
+            Part::Lit(s) | Part::Quoted(s) => s.clone(),
+            Part::Var(n) => format!("${n}"),
+            _ => DYNAMIC.to_string(),
+        })
+        .collect()
+}
+
+/// Drop leading options (and the values of those in `with_value`).
+pub(super) fn skip_options(w: &mut Vec<Text>, with_value: &[&str]) {
+    while let Some(a) = w.first().map(|t| t.s.clone()) {
+        if a == "--" {
+            w.remove(0);
+            break;
+        }
+        if !(a.starts_with('-') && a.len() > 1) {
+            break;
+        }
+        w.remove(0);
+        if with_value.contains(&a.as_str()) && !w.is_empty() {
+            w.remove(0);
+        }
+    }
+}
+
+impl Walker<'_> {
+    /// A word, brace-expanded and word-split: possibly several words.
+    pub(super) fn expand(&mut self, w: &Word, scope: &mut Scope, depth: usize) -> Vec<Text> {
+        let mut variants = vec![w.clone()];
+        if let Some(i) =
+            w.0.iter()
+                .position(|p| matches!(p, Part::Lit(s) if s.contains('{')))
+        {
+            let Part::Lit(s) = &w.0[i] else { unreachable!() };
+            match expand::braces(s) {
+                Some(alts) => {
+                    variants = alts
+                        .into_iter()
+                        .map(|a| {
+                            let mut v = w.clone();
+                            v.0[i] = Part::Lit(a);
+                            v
+                        })
+                        .collect()
+                }
+                None => return vec![self.dynamic()],
+            }
+        }
+        let mut out = Vec::new();
+        for v in &variants {
+            let t = self.join(v, scope, depth);
+            if t.expanded && !t.dynamic && t.s.contains(char::is_whitespace) {
+                out.extend(t.s.split_whitespace().map(|s| Text {
+                    s: s.to_string(),
+                    expanded: true,
+                    glob: t.glob,
+                    ..Default::default()
+                }));
+            } else {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    pub(super) fn dynamic(&self) -> Text {
+        let mut t = Text::default();
+        t.undecided(DYNAMIC);
+        t
+    }
+
+    /// A word's parts resolved into one text (no splitting).
+    pub(super) fn join(&mut self, w: &Word, scope: &Scope, depth: usize) -> Text {
+        let mut t = Text::default();
+        let var = |t: &mut Text, name: &str, unset: Option<&str>| match scope.get(name) {
+            Some(Val::Known(v)) => {
+                t.s.push_str(v);
+                t.expanded = true;
+            }
+            Some(Val::Unknown) => t.undecided(DYNAMIC),
+            None if name == "HOME" => t.s.push('~'),
+            None => match unset {
+                Some(default) => t.s.push_str(default),
+                None => {
+                    t.s.push('$');
+                    t.s.push_str(name);
+                }
+            },
+        };
+        for p in &w.0 {
+            match p {
+                Part::Lit(s) => {
+                    t.glob |= s.contains(['*', '?', '[']);
+                    t.s.push_str(s);
+                }
+                Part::Quoted(s) => t.s.push_str(s),
+                Part::Var(name) => var(&mut t, name, None),
+                // `${NAME:-word}` and friends: the default when NAME is not known here.
+                Part::Complex(c) => match default_of(c) {
+                    Some((name, default)) => var(&mut t, name, Some(default)),
+                    None => t.undecided(DYNAMIC),
+                },
+                Part::Subst(inner) => {
+                    self.line(inner, &mut scope.clone(), depth + 1);
+                    match self.eval(inner, scope, depth + 1) {
+                        Some(v) => {
+                            t.s.push_str(v.trim_end_matches('\n'));
+                            t.expanded = true;
+                        }
+                        None => t.undecided(DYNAMIC),
+                    }
+                }
+                Part::Proc(inner) => {
+                    self.line(inner, &mut scope.clone(), depth + 1);
+                    t.undecided("<(?)");
+                }
+            }
+        }
+        t
+    }
+
+    /// What a command substitution prints, when that is cheap to know:
+    /// `echo`/`printf` of known words, optionally through `base64 -d`/`rev`.
+    pub(super) fn eval(&self, inner: &str, scope: &Scope, depth: usize) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut stages: Vec<Vec<Word>> = vec![Vec::new()];
+        let toks = lexer::lex(inner);
+        let last_word = toks.iter().rposition(|t| matches!(t, Tok::Word(_)))?;
+        for (i, tok) in toks.into_iter().enumerate() {
+            match tok {
+                Tok::Word(w) => stages.last_mut()?.push(w),
+                Tok::Sep(Sep::Pipe) => stages.push(Vec::new()),
+                Tok::Sep(Sep::List) if i > last_word => {}
+                _ => return None,
+            }
+        }
+        // A scratch walker: the views of these words were already collected.
+        let mut scratch = Walker::new(self.home);
+        let mut out = String::new();
+        for (n, stage) in stages.iter().enumerate() {
+            let mut texts = Vec::new();
+            for w in stage {
+                texts.extend(scratch.expand(w, &mut scope.clone(), depth));
+            }
+            if texts.is_empty() || texts.iter().any(|t| t.dynamic) {
+                return None;
+            }
+            let args: Vec<String> = texts[1..].iter().map(|t| t.s.clone()).collect();
+            out = match (n, program(&texts[0]).as_str()) {
+                (0, "echo") => expand::echo(&args),
+                (0, "printf") => expand::printf(&args)?,
+                // `$(which python3)`: some path ending in the name asked for.
+                (0, "which") => args.iter().rfind(|a| !a.starts_with('-'))?.clone(),
+                (0, "command") if args.first().is_some_and(|a| a == "-v") => args.last()?.clone(),
+                (0, _) => return None,
+                (_, p) => expand::filter(p, &args, &out)?,
+            };
+        }
+        Some(out)
+    }
+}

@@ -1,0 +1,210 @@
+//! The default blocklist: one regex and one plain-words reason per kind of
+//! command that is almost never what an agent should run. Patterns are
+//! matched against the normaliser's views (lower case, quotes removed,
+//! program as a base name, wrappers peeled; see `normalize.rs`), so they are
+//! written against that form: `^sudo(\s|$)` catches `/usr/bin/SUDO`, `env sudo`
+//! and `s'u'do` alike. A `|` inside a quoted argument is shown as `¦`, so a
+//! `\|` in a pattern only ever meets a real pipe. `berth.toml` can add rules
+//! (`[[safety.blocked]]`) or turn these off (`safety.default_blocklist = false`).
+
+/// Block devices a job has no business writing to.
+macro_rules! dev {
+    () => {
+        r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|disk[0-9]|md[0-9]|dm-[0-9]|mapper/|loop[0-9]|sr[0-9]|root(?:\s|$))"
+    };
+}
+/// Shells: code piped into one is code the filter never sees.
+macro_rules! shell {
+    () => {
+        r"(?:sh|bash|zsh|dash|ksh|ash|mksh|fish|rbash|yash|posh|csh|tcsh)"
+    };
+}
+/// Interpreters that run a script from stdin.
+macro_rules! interp {
+    () => {
+        r"(?:python[0-9.]*|perl|ruby|node|php)"
+    };
+}
+/// `/` or the home directory, as the normaliser shows them.
+macro_rules! root_or_home {
+    () => {
+        r"(?:/|/\*|/\.\*|~|~/\*|~/\.\*|\$home|\$home/\*)"
+    };
+}
+/// Top-level system directories.
+macro_rules! system_dir {
+    () => {
+        r"/(?:bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|run|sbin|srv|sys|usr|var)(?:/\*?)?"
+    };
+}
+/// The account and sudo databases.
+macro_rules! auth {
+    () => {
+        r"/etc/(?:passwd|shadow|gshadow|group|sudoers)(?:\.d\S*)?"
+    };
+}
+/// A recursive flag of rm/chmod/chown.
+macro_rules! recursive {
+    () => {
+        r"(?:-[a-z]*r[a-z]*|--recursive)"
+    };
+}
+/// Output redirection operators as the lexer keeps them.
+macro_rules! redirect {
+    () => {
+        r"(?:^|\s)(?:>|>>|>\||&>|&>>|<>)\s*"
+    };
+}
+
+/// `(pattern, reason)`, checked in this order; the first match is reported.
+pub const DEFAULT_RULES: &[(&str, &str)] = &[
+    (
+        r"^(?:sudo|su|doas|pkexec|sudoedit|run0|gosu|su-exec)(?:\s|$)",
+        "privilege escalation (sudo, su, doas, pkexec): a job runs with your rights, never more",
+    ),
+    (
+        r"^\$\(\?\)",
+        "the command name is computed at run time (a substitution, glob, expansion or nesting the filter cannot evaluate), so the filter cannot tell what would run",
+    ),
+    (
+        r"^eval\s.*\$",
+        "eval of a value computed at run time: the filter cannot tell what would run",
+    ),
+    (
+        concat!(r"^(?:", shell!(), r"|source|\.)\s(?:.*\s)?<\(\?\)"),
+        "runs code from a process substitution the filter cannot read",
+    ),
+    (
+        concat!(
+            r"(?:^|\|\s*)(?:curl|wget|fetch)\s[^|]*\|\s*(?:",
+            shell!(),
+            r"(?:\s|$)|",
+            interp!(),
+            r"(?:\s+-\S*)*\s*(?:\||$))"
+        ),
+        "pipes a download straight into an interpreter: download it, read it, then run it",
+    ),
+    (
+        concat!(
+            r"(?:base64\s(?:[^|]*\s)?(?:-d|--decode)|xxd\s(?:[^|]*\s)?-r\S*)(?:\s[^|]*)?\|\s*(?:",
+            shell!(),
+            "|",
+            interp!(),
+            r")(?:\s|$)"
+        ),
+        "decodes hidden code into an interpreter",
+    ),
+    (
+        concat!(
+            r"\|\s*",
+            shell!(),
+            r"(?:\s+[-+][-abd-z]*)*(?:\s+-s(?:\s[^|]*)?)?\s*(?:\||$)"
+        ),
+        "pipes data into a shell: the filter cannot read the code it would run",
+    ),
+    (
+        r"^function\(\) .*@self@.*(?:\||&)",
+        "fork bomb: a function that calls itself in a pipe or in the background",
+    ),
+    (
+        concat!(
+            r"^rm\s(?:.*\s)?",
+            recursive!(),
+            r"\s(?:.*\s)?",
+            root_or_home!(),
+            r"(?:\s|$)|^rm\s(?:.*\s)?",
+            root_or_home!(),
+            r"\s(?:.*\s)?",
+            recursive!(),
+            r"(?:\s|$)|^rm\s.*--no-preserve-root"
+        ),
+        "recursive deletion of / or of the home directory",
+    ),
+    (
+        concat!(
+            r"^rm\s(?:.*\s)?",
+            recursive!(),
+            r"\s(?:.*\s)?",
+            system_dir!(),
+            r"(?:\s|$)"
+        ),
+        "recursive deletion of a system directory",
+    ),
+    (
+        concat!(r"^find\s+", root_or_home!(), r"(?:\s.*)?\s-delete(?:\s|$)"),
+        "deletes every file under / or the home directory",
+    ),
+    (
+        concat!(
+            r"^(?:chmod|chown|chgrp)\s(?:.*\s)?(?:/|/\*)(?:\s|$)|^(?:chmod|chown|chgrp)\s(?:.*\s)?",
+            recursive!(),
+            r"\s(?:.*\s)?",
+            system_dir!(),
+            r"(?:\s|$)"
+        ),
+        "changes the permissions or owner of / or a system directory",
+    ),
+    (
+        r"^(?:mkfs(?:\.\S+)?|mke2fs|mkswap|mkdosfs|mkntfs|mkexfatfs)(?:\s|$)",
+        "creates a file system (formats a disk)",
+    ),
+    (
+        concat!(
+            r"^(?:fdisk|sfdisk|cfdisk|gdisk|sgdisk|parted|wipefs|blkdiscard|shred|badblocks)\s(?:.*\s)?",
+            dev!()
+        ),
+        "partitions or wipes a disk",
+    ),
+    (
+        concat!(
+            r"^dd\s(?:.*\s)?of=",
+            dev!(),
+            "|",
+            redirect!(),
+            dev!(),
+            r"|^(?:tee|cp|mv|install|pv)\s(?:.*\s)?",
+            dev!()
+        ),
+        "writes onto a block device",
+    ),
+    (
+        r"(?:docker|containerd|podman|crio|cri-dockerd|buildkitd)\.sock|/run/(?:podman|containerd)/|\bdocker_host\b",
+        "reaches the container engine (its socket is root on the host)",
+    ),
+    (
+        r"^(?:docker|podman|nerdctl)\s(?:.*\s)?(?:--privileged|--pid[= ]host|(?:-v|--volume)[= ]/:)",
+        "starts a container with the host's privileges or root file system",
+    ),
+    (
+        r"^(?:shutdown|reboot|halt|poweroff|kexec)(?:\s|$)|^(?:init|telinit)\s+[06](?:\s|$)|^systemctl\s(?:.*\s)?(?:poweroff|reboot|halt|kexec|suspend|hibernate)(?:\s|$)",
+        "shuts down or reboots the machine",
+    ),
+    (
+        concat!(
+            redirect!(),
+            auth!(),
+            r"(?:\s|$)|^(?:tee|truncate|chattr|chmod|chown)\s(?:.*\s)?",
+            auth!(),
+            r"(?:\s|$)|^(?:cp|mv|install|ln)\s.*\s",
+            auth!(),
+            r"$|^sed\s(?:.*\s)?-i\S*\s(?:.*\s)?",
+            auth!(),
+            r"(?:\s|$)|^dd\s(?:.*\s)?of=",
+            auth!(),
+            r"|^(?:useradd|usermod|userdel|groupadd|groupmod|chpasswd|adduser|deluser|visudo|vipw|vigr)(?:\s|$)"
+        ),
+        "changes the account or sudo database (/etc/passwd, shadow, sudoers)",
+    ),
+    (
+        r"^kill\s+\S+\s+(?:.*\s)?-1(?:\s|$)|^killall5(?:\s|$)",
+        "signals every process you may signal (kill -1)",
+    ),
+    (
+        r"^nsenter(?:\s|$)",
+        "enters another process's namespaces (a container escape)",
+    ),
+    (
+        r"^(?:insmod|rmmod|modprobe)(?:\s|$)",
+        "loads or unloads kernel modules",
+    ),
+];

