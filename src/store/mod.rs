@@ -494,7 +494,7 @@ mod tests {
         let job = JobId::from_number(1);
         let line = |seq: u64| Line {
             seq,
-            stream: if seq % 2 == 0 {
+            stream: if seq.is_multiple_of(2) {
                 Stream::Stderr
             } else {
                 Stream::Stdout
