@@ -91,6 +91,17 @@ impl Drop for Daemon {
     }
 }
 
+/// VmRSS of `pid` in KiB.
+fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -329,13 +340,28 @@ fn bench_ingest(d: &Daemon) {
             t.elapsed()
         };
         let rss_before = d.rss_kib("VmRSS:");
+        // Sample RSS while the job runs: VmHWM is a lifetime peak, useless after the first run.
+        let pid = d.child.id();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut peak = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(rss_of(pid));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                peak
+            })
+        };
         let t = Instant::now();
         let v = d.json(&["run", "-d", "--runner", runner, "--shell", "--", &cmd]);
         let id = v["job"]["id"].as_str().unwrap_or("").to_string();
         let _ = d.cli(&["wait", &id, "--timeout", "3600"]).status();
         let took = t.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let hwm = sampler.join().unwrap();
         let v = d.json(&["status", &id]);
-        let hwm = d.rss_kib("VmHWM:");
         let lines = bytes / line as u64;
         let last = v["last_seq"].as_u64().unwrap_or(0);
         let mb = bytes as f64 / 1e6;
@@ -370,7 +396,7 @@ fn bench_memory(d: &Daemon) {
 }
 
 fn main() {
-    let all = ["start", "ready", "detect", "spawn", "ingest", "memory"];
+    let all = ["memory", "start", "ready", "detect", "spawn", "ingest"];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
         all.to_vec()

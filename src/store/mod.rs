@@ -29,8 +29,9 @@ use crate::events::Event;
 use crate::job::{JobId, JobInfo};
 use crate::output::{Line, Stream};
 
-/// Queued writes before a writer must wait.
-const QUEUE_BOUND: usize = 1024;
+/// Queued writes before a writer must wait. A write is one chunk of output
+/// (up to 64 KiB of lines), so this bounds what waits for the disk to ~1 MiB.
+const QUEUE_BOUND: usize = 16;
 
 /// A run as stored, with what recovery and the watchdog need beside the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +68,10 @@ fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 
 fn connect(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
+    // Only takes effect on a new database: pages that fit a whole 4 KiB line
+    // (SQLite's default 4 KiB page would spill each such row to overflow pages).
+    conn.pragma_update(None, "page_size", 16384)
+        .map_err(|e| db_err(path, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| db_err(path, e))?;
     conn.pragma_update(None, "journal_mode", "WAL")
@@ -325,7 +330,7 @@ fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         // Take whatever else is queued: the busier the jobs, the bigger the batch.
-        while batch.len() < 4096 {
+        while batch.len() < QUEUE_BOUND {
             match rx.try_recv() {
                 Ok(op) => batch.push(op),
                 Err(_) => break,
