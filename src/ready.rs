@@ -30,6 +30,10 @@ use crate::output::{JobOutput, LogQuery};
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// Longest a single connect or HTTP attempt may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest a connect may take before it is retried. Short on purpose: a SYN
+/// sent before a container's network is up is dropped, and the kernel would
+/// only retry it after a full second.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// An HTTP readiness check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +165,11 @@ impl Target {
         SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), host_port)
     }
 
+    /// The job's own port an HTTP check is aimed at.
+    fn http_port(&self, check: &HttpCheck) -> Option<u16> {
+        check.port.or_else(|| self.ports.first().map(|m| m.port))
+    }
+
     /// Address to send HTTP to: the mapped host port (or the container address when unpublished).
     fn http_addr(&self, check: &HttpCheck) -> Result<SocketAddr> {
         let mapping = match check.port {
@@ -262,7 +271,13 @@ pub async fn wait(
                 }
                 ReadyCondition::Http(check) => {
                     let addr = target.http_addr(check)?;
-                    let ok = http_ok(addr, check).await;
+                    // A container's server is probed at its own address first: the
+                    // engine's proxy would hold a request while nothing listens inside.
+                    let inside = match (target.internal_ip, target.http_port(check)) {
+                        (Some(_), Some(p)) => port_open(target.listen_addr(p)).await,
+                        _ => true,
+                    };
+                    let ok = inside && http_ok(addr, check).await;
                     if ok {
                         host_port = Some(addr.port());
                         url = Some(format!("http://{addr}{}", check.path));
@@ -346,7 +361,7 @@ pub async fn wait_for_port(host: &str, port: u16, timeout: Duration) -> Result<W
 
 async fn port_open(addr: SocketAddr) -> bool {
     matches!(
-        tokio::time::timeout(ATTEMPT_TIMEOUT, TcpStream::connect(addr)).await,
+        tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await,
         Ok(Ok(_))
     )
 }
@@ -354,7 +369,10 @@ async fn port_open(addr: SocketAddr) -> bool {
 /// One HTTP/1.1 GET; true when the status is the expected one.
 async fn http_ok(addr: SocketAddr, check: &HttpCheck) -> bool {
     let attempt = async {
-        let stream = TcpStream::connect(addr).await.ok()?;
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .ok()?
+            .ok()?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
                 .await
