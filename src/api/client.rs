@@ -150,6 +150,11 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}")).await
     }
 
+    /// `info` with CPU/memory sampled (about a second for a container).
+    pub async fn info_with_usage(&self, id: &JobId) -> Result<JobView> {
+        self.get(&format!("/v1/jobs/{id}?usage=true")).await
+    }
+
     pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
         self.get(&format!("/v1/jobs/{id}/logs{}", log_query(q))).await
     }

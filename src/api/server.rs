@@ -182,6 +182,9 @@ async fn create(State(s): State<AppState>, spec: Result<Json<JobSpec>, JsonRejec
 struct ListQuery {
     #[serde(default)]
     filter: Option<ListFilter>,
+    /// Sample CPU/memory of running jobs (costs about a second per container).
+    #[serde(default)]
+    usage: bool,
 }
 
 async fn list(
@@ -189,15 +192,32 @@ async fn list(
     q: Result<Query<ListQuery>, QueryRejection>,
 ) -> ApiResult<Vec<crate::job::JobInfo>> {
     let Query(q) = q?;
-    Ok(Json(
-        s.manager.list_with_usage(q.filter.unwrap_or_default()).await,
-    ))
+    let filter = q.filter.unwrap_or_default();
+    Ok(Json(if q.usage {
+        s.manager.list_with_usage(filter).await
+    } else {
+        s.manager.list(filter)
+    }))
 }
 
-async fn info(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<JobView> {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InfoQuery {
+    #[serde(default)]
+    usage: bool,
+}
+
+async fn info(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<InfoQuery>, QueryRejection>,
+) -> ApiResult<JobView> {
+    let Query(q) = q?;
     let id = JobId::from(id.as_str());
     let mut v = view(&s.manager, &id)?;
-    v.info = s.manager.info_with_usage(&id).await?;
+    if q.usage {
+        v.info = s.manager.info_with_usage(&id).await?;
+    }
     Ok(Json(v))
 }
 

@@ -105,7 +105,10 @@ pub struct IdArgs {
 }
 
 pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
-    let v = client(global).await?.info(&JobId::from(a.id.as_str())).await?;
+    let v = client(global)
+        .await?
+        .info_with_usage(&JobId::from(a.id.as_str()))
+        .await?;
     if a.json {
         print_json(&v)?;
     } else {

@@ -225,7 +225,7 @@ impl Io {
         let ids = std::mem::take(&mut self.pending);
         self.spawn(|c, tx| async move {
             for id in ids {
-                if let Ok(view) = c.info(&id).await {
+                if let Ok(view) = c.info_with_usage(&id).await {
                     let _ = tx.send(Reply::App(Msg::Job(Box::new(view))));
                 }
             }
