@@ -13,13 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn berth_bin() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let release = root.join("target/release/berth");
-    if release.exists() {
-        release
-    } else {
-        root.join("target/debug/berth")
-    }
+    // Built by cargo for this bench, in the same profile (release under `cargo bench`).
+    PathBuf::from(env!("CARGO_BIN_EXE_berth"))
 }
 
 /// A daemon of its own for the benchmarks.
@@ -396,6 +391,11 @@ fn bench_memory(d: &Daemon) {
 }
 
 fn main() {
+    // `cargo test --all-targets` runs this binary without `--bench`: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("berth benchmarks: run them with `bash bench/run.sh` (cargo bench --bench berth)");
+        return;
+    }
     let all = ["memory", "start", "ready", "detect", "spawn", "ingest"];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
