@@ -229,6 +229,15 @@ impl JobHandle {
     pub fn logs(&self, query: &LogQuery) -> Result<LogPage> {
         self.manager.logs(&self.id, query)
     }
+    /// Every output line so far (both streams, in seq order), as text.
+    pub fn output_lines(&self) -> Result<Vec<String>> {
+        Ok(self
+            .logs(&LogQuery::default())?
+            .lines
+            .into_iter()
+            .map(|l| l.text)
+            .collect())
+    }
     pub async fn kill(&self) -> Result<KillOutcome> {
         self.manager.kill(&self.id, KillRequest::default()).await
     }

@@ -144,13 +144,7 @@ async fn a_fast_exit_loses_no_output() {
         .await
         .unwrap();
     job.wait_end().await.unwrap();
-    let texts: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let texts: Vec<String> = job.output_lines().unwrap();
     assert_eq!(texts, vec!["x", "y"]);
 }
 
@@ -278,13 +272,7 @@ async fn berth_readiness_agrees_with_a_testcontainers_fixture() {
         .unwrap();
     let info = job.wait_end().await.unwrap();
     assert_eq!(info.exit_code, Some(0));
-    let texts: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let texts: Vec<String> = job.output_lines().unwrap();
     assert_eq!(texts, vec!["hello from berth"]);
     let waited = job.wait(&[], Duration::from_secs(1)).await.unwrap();
     assert!(matches!(waited, WaitOutcome::Exited { .. }), "{waited:?}");

@@ -61,13 +61,7 @@ async fn stdin_is_never_left_open_and_cwd_env_apply() {
         .unwrap()
         .unwrap();
     assert_eq!(info.status, JobStatus::Exited { code: 0 });
-    let texts: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let texts: Vec<String> = job.output_lines().unwrap();
     let sub = t.workspace().join("sub").canonicalize().unwrap();
     assert_eq!(texts, vec![sub.display().to_string(), "hello".to_string()]);
 
@@ -77,13 +71,7 @@ async fn stdin_is_never_left_open_and_cwd_env_apply() {
         .await
         .unwrap();
     job.wait_end().await.unwrap();
-    let texts: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let texts: Vec<String> = job.output_lines().unwrap();
     assert_eq!(texts, vec!["line one", "line two"]);
 }
 

@@ -32,13 +32,7 @@ async fn containers_run_without_capabilities_or_new_privileges_and_cannot_leave_
             .unwrap_or(false)
     })
     .await;
-    let text: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let text: Vec<String> = job.output_lines().unwrap();
     assert!(
         text.contains(&"CapEff:\t0000000000000000".to_string()),
         "{text:?}"

@@ -241,13 +241,7 @@ async fn contained(form: &str, cmd: &str) -> Result<String, String> {
         .await
         .map_err(|_| format!("{form}: did not end"))?
         .map_err(|e| format!("{form}: {e}"))?;
-    let lines: Vec<String> = job
-        .logs(&Default::default())
-        .unwrap()
-        .lines
-        .into_iter()
-        .map(|l| l.text)
-        .collect();
+    let lines: Vec<String> = job.output_lines().unwrap();
     let why = || format!("{form} ({:?}): {lines:?}", info.status);
     for tag in ["before", "after"] {
         let probes: Vec<&String> = lines
