@@ -44,32 +44,37 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             reap(inner, &mut row);
         }
         let last_seq = inner.store.last_seq(&row.info.id)?;
-        row.info.last_seq = last_seq;
-        let dir = inner
-            .config
-            .instance_dir()
-            .join("jobs")
-            .join(row.info.id.as_str());
-        let output = JobOutput::finished(
-            row.info.id.clone(),
-            &dir,
-            inner.events.clone(),
-            inner.store.clone(),
-            last_seq,
-        );
-        let entry = Entry {
-            status_tx: watch::channel(row.info.status.clone()).0,
-            mode_tx: watch::channel(row.info.start_mode).0,
-            pid_start: row.pid_start_time,
-            info: row.info,
-            output,
-            live: None,
-            ready_seen: true,
-        };
-        inner.registry.lock().unwrap().jobs.insert(n, entry);
+        insert_finished(inner, n, row, last_seq);
     }
     inner.ids.ensure_above(highest)?;
     Ok(())
+}
+
+/// Put an ended run into the registry; its output is read from the store.
+fn insert_finished(inner: &Arc<Inner>, n: u64, mut row: RunRow, last_seq: u64) {
+    row.info.last_seq = last_seq;
+    let dir = inner
+        .config
+        .instance_dir()
+        .join("jobs")
+        .join(row.info.id.as_str());
+    let output = JobOutput::finished(
+        row.info.id.clone(),
+        &dir,
+        inner.events.clone(),
+        inner.store.clone(),
+        last_seq,
+    );
+    let entry = Entry {
+        status_tx: watch::channel(row.info.status.clone()).0,
+        mode_tx: watch::channel(row.info.start_mode).0,
+        pid_start: row.pid_start_time,
+        info: row.info,
+        output,
+        live: None,
+        ready_seen: true,
+    };
+    inner.registry.lock().unwrap().jobs.insert(n, entry);
 }
 
 /// Kill what is left of an orphaned run and mark it lost.
@@ -188,23 +193,7 @@ impl Manager {
                 Err(e) => {
                     tracing::warn!(job = %id, error = %e, "could not adopt; reaping");
                     reap(inner, &mut row);
-                    let output = JobOutput::finished(
-                        id.clone(),
-                        &dir,
-                        inner.events.clone(),
-                        inner.store.clone(),
-                        last_seq,
-                    );
-                    let entry = Entry {
-                        status_tx: watch::channel(row.info.status.clone()).0,
-                        mode_tx: watch::channel(row.info.start_mode).0,
-                        pid_start: None,
-                        info: row.info,
-                        output,
-                        live: None,
-                        ready_seen: true,
-                    };
-                    inner.registry.lock().unwrap().jobs.insert(n, entry);
+                    insert_finished(inner, n, row, last_seq);
                 }
             }
         }

@@ -264,3 +264,13 @@ pub fn containers_of(instance: &str) -> usize {
         .expect("docker CLI");
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
+
+/// GET / over HTTP/1.0 on 127.0.0.1:`port`; the whole answer.
+pub fn http_get(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}

@@ -6,15 +6,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, containers_of, eventually, processes_with, unique_sleep};
-
-fn http_get(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
+use crate::common::{Daemon, containers_of, eventually, http_get, processes_with, unique_sleep};
 
 #[tokio::test]
 async fn the_main_journey_on_the_host_runner() {

@@ -3,26 +3,17 @@
 //! uses its own instance; the labelled-container sweep in scripts/test.sh
 //! checks that none of them leaves a container behind.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use berth::{EndedBy, Error, JobSpec, JobStatus, ReadyCondition, RunnerChoice, WaitOutcome};
 use pretty_assertions::assert_eq;
 
-use crate::common::{berth, manager};
+use crate::common::{berth, http_get, manager};
 
 const IMAGE: &str = "berth/sandbox:latest";
 
 fn docker(spec: JobSpec) -> JobSpec {
     spec.with_runner(RunnerChoice::Docker).with_image(IMAGE)
-}
-
-fn http_get(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
 }
 
 /// `docker inspect` as JSON, or None when the container does not exist.

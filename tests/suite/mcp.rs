@@ -4,7 +4,6 @@
 //! `berth bg`, backlog steering, each seed-compatible tool set, bad calls, and
 //! SIGTERM teardown.
 
-use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::common::{eventually, instance_name, processes_with, unique_sleep};
+use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
 /// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
 struct ServerFixture {
@@ -270,14 +269,6 @@ fn job_in(text: &str) -> String {
         .unwrap_or_else(|| panic!("no job id in: {text}"));
     let n: String = text[at + 4..].chars().take_while(char::is_ascii_digit).collect();
     format!("job-{n}")
-}
-
-fn http_get(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
 }
 
 #[tokio::test]
