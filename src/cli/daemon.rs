@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::out::outln;
 use super::Global;
 use crate::api::client::Client;
 use crate::api::socket_path;
@@ -25,7 +26,7 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
     let config = global.config()?;
     let client = Client::new(&config);
     if let Ok(h) = client.health().await {
-        println!(
+        outln!(
             "berth daemon for instance `{}` already running (pid {})",
             h.instance, h.pid
         );
@@ -36,7 +37,7 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
     let deadline = Instant::now() + SETTLE;
     loop {
         if let Ok(h) = client.health().await {
-            println!(
+            outln!(
                 "berth daemon for instance `{}` running (pid {}, socket {})",
                 h.instance,
                 h.pid,
@@ -64,7 +65,7 @@ pub async fn down(global: &Global) -> anyhow::Result<i32> {
     let health = match client.health().await {
         Ok(h) => h,
         Err(_) => {
-            println!(
+            outln!(
                 "no berth daemon running for instance `{}` ({})",
                 config.instance,
                 socket_path(&config).display()
@@ -84,7 +85,7 @@ pub async fn down(global: &Global) -> anyhow::Result<i32> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    println!("berth daemon for instance `{}` stopped", health.instance);
+    outln!("berth daemon for instance `{}` stopped", health.instance);
     Ok(0)
 }
 

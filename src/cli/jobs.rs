@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 
 use clap::Args;
 
+use super::out::{StdoutClosed, out, outln};
 use super::Global;
 use crate::api::client::{Client, log_query};
 use crate::api::{WaitRequest, socket_path};
@@ -32,7 +33,7 @@ fn color() -> bool {
 }
 
 fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
 
@@ -47,6 +48,7 @@ pub struct PsArgs {
     /// Jobs that failed (non-zero exit, crash, timeout, OOM, lost).
     #[arg(long)]
     pub failed: bool,
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -62,7 +64,7 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
     if a.json {
         print_json(&jobs)?;
     } else {
-        print!("{}", table(&jobs));
+        out!("{}", table(&jobs));
     }
     Ok(0)
 }
@@ -100,6 +102,7 @@ pub fn table(jobs: &[JobInfo]) -> String {
 pub struct IdArgs {
     /// Job id (`job-3` or `3`).
     pub id: String,
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -112,13 +115,14 @@ pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
     if a.json {
         print_json(&v)?;
     } else {
-        print!("{}", card::render(&v.info, &v.snippet, color()));
+        out!("{}", card::render(&v.info, &v.snippet, color()));
     }
     Ok(0)
 }
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
+    /// Job id (`job-3` or `3`).
     pub id: String,
     /// Last N lines.
     #[arg(long, conflicts_with = "since")]
@@ -136,6 +140,7 @@ pub struct LogsArgs {
     #[arg(long)]
     pub stream: Option<String>,
     /// Print the page (or each line when following) as JSON.
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -156,7 +161,7 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
             print_json(&page)?;
         } else {
             for l in &page.lines {
-                print_line(l);
+                print_line(l)?;
             }
             if page.has_more {
                 eprintln!(
@@ -169,9 +174,9 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
     }
     for l in &page.lines {
         if a.json {
-            println!("{}", serde_json::to_string(l)?);
+            outln!("{}", serde_json::to_string(l)?);
         } else {
-            print_line(l);
+            print_line(l)?;
         }
     }
     let mut q = LogQuery {
@@ -185,10 +190,10 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         .await?;
     while let Some((event, data)) = sse.next().await {
         match event.as_str() {
-            "line" if a.json => println!("{data}"),
+            "line" if a.json => outln!("{data}"),
             "line" => {
                 if let Ok(l) = serde_json::from_str::<Line>(&data) {
-                    print_line(&l);
+                    print_line(&l)?;
                 }
             }
             "end" => break,
@@ -198,15 +203,17 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn print_line(l: &Line) {
+fn print_line(l: &Line) -> Result<(), StdoutClosed> {
     match l.stream {
-        Stream::Stdout => println!("{}", l.text),
+        Stream::Stdout => outln!("{}", l.text),
         Stream::Stderr => eprintln!("{}", l.text),
     }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
+    /// Job id (`job-3` or `3`).
     pub id: String,
     /// The job's port accepts connections (at the server itself).
     #[arg(long)]
@@ -223,6 +230,7 @@ pub struct WaitArgs {
     /// Seconds to wait (default 60).
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -261,7 +269,7 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
         } => {
             if !a.json {
                 let what = url.clone().or(matched_line.clone()).unwrap_or_default();
-                println!("ready after {elapsed_ms} ms {what}");
+                outln!("ready after {elapsed_ms} ms {what}");
             }
             0
         }
@@ -294,6 +302,7 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
 
 #[derive(Debug, Args)]
 pub struct KillArgs {
+    /// Job id (`job-3` or `3`).
     pub id: String,
     /// Who is stopping it: agent (default) or user.
     #[arg(long = "as", value_name = "WHO")]
@@ -304,8 +313,10 @@ pub struct KillArgs {
     /// Seconds between the signal and SIGKILL.
     #[arg(long)]
     pub grace: Option<f64>,
+    /// Why it was stopped (shown in the card and the `ended` event).
     #[arg(long)]
     pub reason: Option<String>,
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -329,7 +340,7 @@ pub async fn kill(global: &Global, a: KillArgs) -> anyhow::Result<i32> {
             .ended_by
             .map(|b| format!(", ended_by {b}"))
             .unwrap_or_default();
-        println!("{}: {} ({}{by})", out.job, out.result, out.status.name());
+        outln!("{}: {} ({}{by})", out.job, out.result, out.status.name());
     }
     Ok(0)
 }
@@ -339,8 +350,8 @@ pub async fn resume(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
     if a.json {
         print_json(&v)?;
     } else {
-        println!("{} resumed as {}", a.id, v.info.id);
-        print!("{}", card::render(&v.info, &v.snippet, color()));
+        outln!("{} resumed as {}", a.id, v.info.id);
+        out!("{}", card::render(&v.info, &v.snippet, color()));
     }
     Ok(0)
 }
@@ -353,7 +364,7 @@ pub async fn background(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
     if a.json {
         print_json(&info)?;
     } else {
-        println!("{}: moved to background by user", info.id);
+        outln!("{}: moved to background by user", info.id);
     }
     Ok(0)
 }
@@ -366,6 +377,7 @@ pub struct EventsArgs {
     /// Keep printing new events.
     #[arg(short, long)]
     pub follow: bool,
+    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -378,7 +390,7 @@ pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
             print_json(&page)?;
         } else {
             for e in &page.events {
-                println!("{}", event_line(e));
+                outln!("{}", event_line(e));
             }
         }
         return Ok(0);
@@ -386,9 +398,9 @@ pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
     let mut sse = c.follow(&format!("/v1/events/follow?since={}", a.since)).await?;
     while let Some((_, data)) = sse.next().await {
         if a.json {
-            println!("{data}");
+            outln!("{data}");
         } else if let Ok(e) = serde_json::from_str::<crate::events::Event>(&data) {
-            println!("{}", event_line(&e));
+            outln!("{}", event_line(&e));
         }
     }
     Ok(0)

@@ -4,6 +4,7 @@
 
 mod daemon;
 mod jobs;
+pub(crate) mod out;
 mod remote;
 mod run;
 
@@ -14,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, Layer};
 use crate::error::Error;
+use out::{StdoutClosed, out, outln};
 
 /// berth: run dev servers, databases, watchers and long test runs in
 /// sandboxed background jobs you can wait on, read and stop.
@@ -95,6 +97,11 @@ pub enum Command {
         #[command(subcommand)]
         action: ImagesAction,
     },
+    /// Print a shell completion script: `berth completions bash > /etc/bash_completion.d/berth`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -149,6 +156,7 @@ async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
         Command::Config { json } => show_config(&cli.global, json),
+        Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
         Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
@@ -175,6 +183,9 @@ async fn dispatch(cli: Cli) -> i32 {
 
 /// One line on stderr, and the exit code for the error.
 pub fn report(e: &anyhow::Error) -> i32 {
+    if e.downcast_ref::<StdoutClosed>().is_some() {
+        return out::CLOSED_STDOUT_EXIT;
+    }
     eprintln!("berth: {e:#}");
     match e.downcast_ref::<Error>() {
         Some(err) => err.exit_code(),
@@ -192,12 +203,19 @@ fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             .map(|(k, _, s)| (k, serde_json::Value::String(s)))
             .collect();
         v["sources"] = serde_json::Value::Object(sources);
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for (k, v, s) in config.describe() {
-            println!("{k:<14} = {v:<40} ({s})");
+            outln!("{k:<14} = {v:<40} ({s})");
         }
     }
+    Ok(0)
+}
+
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "berth", &mut buf);
+    out!("{}", String::from_utf8_lossy(&buf));
     Ok(0)
 }
 
@@ -234,4 +252,46 @@ async fn tui(global: &Global) -> anyhow::Result<i32> {
 async fn watchdog(global: &Global, owner: String) -> anyhow::Result<i32> {
     crate::watchdog::run(global.config()?, owner).await?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every flag and positional of every verb says what it is for in `--help`.
+    #[test]
+    fn every_argument_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.is_hide_set() {
+                    continue;
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "berth", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
+
+    #[test]
+    fn completions_generate_for_bash_and_name_the_verbs() {
+        let mut buf = Vec::new();
+        clap_complete::generate(clap_complete::Shell::Bash, &mut Cli::command(), "berth", &mut buf);
+        let script = String::from_utf8(buf).unwrap();
+        assert!(script.contains("complete -F _berth"), "not a bash completion script");
+        for verb in ["run", "logs", "kill", "completions"] {
+            assert!(script.contains(verb), "{verb} missing from the script");
+        }
+    }
 }

@@ -7,12 +7,13 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use super::out::{self, StdoutClosed, out, outln};
 use super::run::{RunArgs, exit_code};
 use crate::api::WaitRequest;
 use crate::api::client::Client;
 use crate::card;
 use crate::config::Config;
-use crate::job::{EndedBy, JobSpec, OnTimeout};
+use crate::job::{EndedBy, JobInfo, JobSpec, OnTimeout};
 use crate::manager::{Foreground, KillRequest};
 use crate::output::{Line, Stream};
 use crate::ready::WaitOutcome;
@@ -21,6 +22,11 @@ fn color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
+/// Exit code of a foreground `berth run` whose job was moved to the background
+/// and is still running (EX_TEMPFAIL: "not done yet, look again later"). Never 0,
+/// so a CI step cannot mistake a job that is still running for a success.
+pub const STILL_RUNNING_EXIT: i32 = 75;
+
 pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Config) -> anyhow::Result<i32> {
     if args.detach {
         spec.background = true;
@@ -28,12 +34,18 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
     }
     spec.background = false;
     spec.timeout = Some(args.timeout.unwrap_or(config.timeout_secs));
-    spec.on_timeout = OnTimeout::Background;
+    spec.on_timeout = match args.on_timeout.as_deref() {
+        Some("kill") => OnTimeout::Kill,
+        _ => OnTimeout::Background,
+    };
     let view = client.create(&spec).await?;
     let id = view.info.id.clone();
     let mut sse = client
         .follow(&format!("/v1/jobs/{id}/logs/follow?since=1"))
         .await?;
+    // The printer tells us when stdout is closed (`berth run -- yes | head -1`):
+    // like a shell pipeline, the job is then stopped rather than left running.
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
     let printer = tokio::spawn(async move {
         while let Some((event, data)) = sse.next().await {
             if event == "end" {
@@ -41,22 +53,32 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             }
             if let Ok(l) = serde_json::from_str::<Line>(&data) {
                 match l.stream {
-                    Stream::Stdout => println!("{}", l.text),
+                    Stream::Stdout => {
+                        if out::write(format_args!("{}\n", l.text)).is_err() {
+                            let _ = closed_tx.send(());
+                            return;
+                        }
+                    }
                     Stream::Stderr => eprintln!("{}", l.text),
                 }
             }
         }
     });
+    let stop = |reason: &str| KillRequest {
+        ended_by: Some(EndedBy::User),
+        reason: Some(reason.into()),
+        ..Default::default()
+    };
     let outcome = tokio::select! {
         out = client.foreground(&id) => out?,
         _ = tokio::signal::ctrl_c() => {
-            let req = KillRequest {
-                ended_by: Some(EndedBy::User),
-                reason: Some("interrupted (Ctrl+C)".into()),
-                ..Default::default()
-            };
-            client.kill(&id, &req).await?;
+            client.kill(&id, &stop("interrupted (Ctrl+C)")).await?;
             client.foreground(&id).await?
+        }
+        Ok(()) = closed_rx => {
+            client.kill(&id, &stop("stdout closed")).await?;
+            client.foreground(&id).await?;
+            return Err(StdoutClosed.into());
         }
     };
     match outcome {
@@ -64,7 +86,7 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             // Let the follower print the last lines (it stops at the end event).
             let _ = tokio::time::timeout(Duration::from_secs(5), printer).await;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&info)?);
+                outln!("{}", serde_json::to_string_pretty(&info)?);
             }
             Ok(exit_code(&info))
         }
@@ -72,22 +94,26 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             printer.abort();
             let snippet = client.info(&id).await.map(|v| v.snippet).unwrap_or_default();
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&info)?);
+                outln!("{}", serde_json::to_string_pretty(&info)?);
             } else {
-                eprintln!(
-                    "berth: {} {}; it keeps running. Follow it with `berth logs {} --follow`, stop it with `berth kill {}`.",
-                    info.id,
-                    info.promotion_reason
-                        .clone()
-                        .unwrap_or_else(|| "moved to background".into()),
-                    info.id,
-                    info.id
-                );
-                print!("{}", card::render(&info, &snippet, color()));
+                print_card(&info, &snippet)?;
             }
-            Ok(0)
+            eprintln!(
+                "berth: {id} {}; it keeps running in the background (exit {STILL_RUNNING_EXIT}). \
+                 Wait for it with `berth wait {id}`, follow it with `berth logs {id} --follow`, \
+                 stop it with `berth kill {id}`; `--on-timeout kill` kills at the budget instead.",
+                info.promotion_reason
+                    .clone()
+                    .unwrap_or_else(|| "moved to background".into()),
+            );
+            Ok(STILL_RUNNING_EXIT)
         }
     }
+}
+
+fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
+    out!("{}", card::render(info, snippet, color()));
+    Ok(())
 }
 
 async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Result<i32> {
@@ -105,14 +131,16 @@ async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Res
     let view = client.info(&id).await?;
     if args.json {
         let v = serde_json::json!({"job": view, "ready": waited});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else if args.quiet {
+        outln!("{id}");
     } else {
-        println!("{id}");
+        outln!("{id}");
         for m in &view.info.ports {
             let note = m.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
-            println!("  port {}/{} → {}{note}", m.port, m.proto, m.url());
+            outln!("  port {}/{} → {}{note}", m.port, m.proto, m.url());
         }
-        print!("{}", card::render(&view.info, &view.snippet, color()));
+        print_card(&view.info, &view.snippet)?;
     }
     Ok(match waited {
         None | Some(WaitOutcome::Ready { .. }) => 0,

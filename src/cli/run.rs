@@ -13,6 +13,7 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::json;
 
+use super::out::{StdoutClosed, outln};
 use super::Global;
 use crate::api::client::Client;
 use crate::card::cap_head_tail;
@@ -61,6 +62,13 @@ pub struct RunArgs {
     /// Print one JSON object at the end instead of streaming.
     #[arg(long)]
     pub json: bool,
+    /// With -d: print only the job id.
+    #[arg(short = 'q', long, requires = "detach")]
+    pub quiet: bool,
+    /// When the foreground budget runs out through a daemon: `background` (default: the job keeps
+    /// running and berth exits 75) or `kill` (the process group is killed, exit 124).
+    #[arg(long, env = "BERTH_ON_TIMEOUT", value_name = "WHAT", value_parser = ["background", "kill"])]
+    pub on_timeout: Option<String>,
     /// auto, docker or host.
     #[arg(long)]
     pub runner: Option<String>,
@@ -187,23 +195,40 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     let manager = Manager::new(config)?;
     let handle = manager.start_from(spec, "cli").await?;
     let output = manager.output(&handle.id)?;
-    let follower = (!args.json).then(|| tokio::spawn(follow(output.clone())));
-
+    // The follower ends early when stdout is closed (`berth run -- yes | head -1`);
+    // like a shell pipeline, the job is then stopped instead of running on unseen.
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+    let follower = (!args.json).then(|| {
+        let output = output.clone();
+        tokio::spawn(async move {
+            if follow(output).await.is_err() {
+                let _ = closed_tx.send(());
+            }
+        })
+    });
+    let stop = |reason: &str| KillRequest {
+        ended_by: Some(EndedBy::User),
+        reason: Some(reason.into()),
+        ..Default::default()
+    };
     let info = tokio::select! {
         info = handle.wait_end() => info?,
         _ = tokio::signal::ctrl_c() => {
-            let req = KillRequest {
-                ended_by: Some(EndedBy::User),
-                reason: Some("interrupted (Ctrl+C)".into()),
-                ..Default::default()
-            };
-            manager.kill(&handle.id, req).await?;
+            manager.kill(&handle.id, stop("interrupted (Ctrl+C)")).await?;
             handle.wait_end().await?
+        }
+        Ok(()) = closed_rx => {
+            manager.kill(&handle.id, stop("stdout closed")).await?;
+            handle.wait_end().await?;
+            manager.shutdown().await;
+            return Err(StdoutClosed.into());
         }
     };
     if let Some(f) = follower {
         let _ = f.await;
     }
+    // Every line and the final record reach the store before this process exits.
+    manager.shutdown().await;
     let code = exit_code(&info);
     if args.json {
         print_json(&info, &output, code)?;
@@ -228,8 +253,9 @@ pub(super) fn exit_code(info: &JobInfo) -> i32 {
     }
 }
 
-/// Print lines to stdout/stderr as they arrive, until all output is in.
-async fn follow(output: Arc<JobOutput>) {
+/// Print lines to stdout/stderr as they arrive, until all output is in or
+/// stdout is closed.
+async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
     let mut rx = output.subscribe();
     let mut since = 1;
     loop {
@@ -239,28 +265,32 @@ async fn follow(output: Arc<JobOutput>) {
             limit: Some(10_000),
             ..Default::default()
         }) else {
-            return;
+            return Ok(());
         };
         {
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
             let mut err = std::io::stderr().lock();
             for line in &page.lines {
-                let _ = match line.stream {
-                    Stream::Stdout => writeln!(out, "{}", line.text),
-                    Stream::Stderr => writeln!(err, "{}", line.text),
-                };
+                match line.stream {
+                    Stream::Stdout => writeln!(out, "{}", line.text).map_err(|_| StdoutClosed)?,
+                    Stream::Stderr => {
+                        // Keep the two streams in seq order on a shared terminal.
+                        out.flush().map_err(|_| StdoutClosed)?;
+                        let _ = writeln!(err, "{}", line.text);
+                    }
+                }
             }
-            let _ = out.flush();
+            out.flush().map_err(|_| StdoutClosed)?;
         }
         since = page.next_seq;
         if page.has_more {
             continue;
         }
         if progress.closed && since > progress.last_seq {
-            return;
+            return Ok(());
         }
         if rx.changed().await.is_err() {
-            return;
+            return Ok(());
         }
     }
 }
@@ -298,6 +328,6 @@ fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<(
         "truncated_bytes": cut_out + cut_err,
         "log_files": info.logs,
     });
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
