@@ -205,7 +205,7 @@ fn kill_and_background_from_the_panel() {
     };
     let out = fg.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(status.success(), "berth run: {status}: {stderr}");
+    assert_eq!(status.code(), Some(75), "released, still running: {stderr}");
     assert!(stderr.contains("moved to background by user"), "{stderr}");
     let screen = tmux.wait_for("job-3 in background", |s| s.contains("[background by user]"));
     assert!(
