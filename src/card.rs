@@ -49,6 +49,10 @@ pub fn status_text(info: &JobInfo) -> String {
         JobStatus::TimedOut => "failed (timed out)".into(),
         JobStatus::Lost { .. } => "lost".into(),
         JobStatus::StartFailed { .. } => "failed to start".into(),
+        JobStatus::Queued => match info.queue_position {
+            Some(p) => format!("queued (#{p} in line)"),
+            None => "queued".into(),
+        },
         other => other.name().into(),
     }
 }

@@ -658,6 +658,9 @@ pub struct JobInfo {
     pub logs: LogPaths,
     /// Seq of the last output line (0 = no output yet).
     pub last_seq: u64,
+    /// Place in line while queued for a slot of the cap (1 = next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
 }
 
 impl JobInfo {

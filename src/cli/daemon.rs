@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::out::outln;
 use super::Global;
+use super::out::outln;
 use crate::api::client::Client;
 use crate::api::socket_path;
 
@@ -28,7 +28,8 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
     if let Ok(h) = client.health().await {
         outln!(
             "berth daemon for instance `{}` already running (pid {})",
-            h.instance, h.pid
+            h.instance,
+            h.pid
         );
         return Ok(0);
     }

@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 
 use clap::Args;
 
-use super::out::{StdoutClosed, out, outln};
 use super::Global;
+use super::out::{StdoutClosed, out, outln};
 use crate::api::client::{Client, log_query};
 use crate::api::{WaitRequest, socket_path};
 use crate::card;
@@ -80,8 +80,9 @@ pub fn table(jobs: &[JobInfo]) -> String {
     );
     for j in jobs {
         let time = j.runtime().map(card::clock).unwrap_or_else(|| "-".into());
-        let status = match j.exit_code {
-            Some(c) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
+        let status = match (j.exit_code, j.queue_position) {
+            (Some(c), _) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
+            (_, Some(p)) => format!("queued #{p}"),
             _ => j.status.name().to_string(),
         };
         out += &format!(

@@ -214,7 +214,12 @@ fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     let mut buf = Vec::new();
-    clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "berth", &mut buf);
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "berth",
+        &mut buf,
+    );
     out!("{}", String::from_utf8_lossy(&buf));
     Ok(0)
 }
@@ -289,7 +294,10 @@ mod tests {
         let mut buf = Vec::new();
         clap_complete::generate(clap_complete::Shell::Bash, &mut Cli::command(), "berth", &mut buf);
         let script = String::from_utf8(buf).unwrap();
-        assert!(script.contains("complete -F _berth"), "not a bash completion script");
+        assert!(
+            script.contains("complete -F _berth"),
+            "not a bash completion script"
+        );
         for verb in ["run", "logs", "kill", "completions"] {
             assert!(script.contains(verb), "{verb} missing from the script");
         }

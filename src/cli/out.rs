@@ -21,7 +21,9 @@ pub const CLOSED_STDOUT_EXIT: i32 = 141;
 /// Write formatted text to stdout and flush it.
 pub fn write(args: fmt::Arguments<'_>) -> Result<(), StdoutClosed> {
     let mut out = std::io::stdout().lock();
-    out.write_fmt(args).and_then(|_| out.flush()).map_err(|_| StdoutClosed)
+    out.write_fmt(args)
+        .and_then(|_| out.flush())
+        .map_err(|_| StdoutClosed)
 }
 
 /// `println!` that returns `Err(StdoutClosed)` from the enclosing function

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::json;
 
-use super::out::{StdoutClosed, outln};
 use super::Global;
+use super::out::{StdoutClosed, outln};
 use crate::api::client::Client;
 use crate::card::cap_head_tail;
 use crate::config::Config;

@@ -137,15 +137,22 @@ impl Registry {
             .and_then(|n| self.jobs.get_mut(&n))
             .ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
-    /// Jobs holding a background slot.
-    fn background_running(&self) -> Vec<&JobInfo> {
+    /// Jobs holding a slot of the cap: every job starting or running,
+    /// foreground or background, whoever started it. A foreground job keeps
+    /// its slot when it is promoted, so a promotion can never exceed the cap.
+    fn holding_slots(&self) -> Vec<&JobInfo> {
         self.jobs
             .values()
             .map(|e| &e.info)
-            .filter(|i| {
-                i.start_mode.is_background() && matches!(i.status, JobStatus::Starting | JobStatus::Running)
-            })
+            .filter(|i| matches!(i.status, JobStatus::Starting | JobStatus::Running))
             .collect()
+    }
+
+    /// The record with live figures filled in, and its place in line if queued.
+    fn snapshot(&self, e: &Entry) -> JobInfo {
+        let mut info = snapshot(e);
+        info.queue_position = self.queue.iter().position(|q| q == &e.info.id).map(|p| p + 1);
+        info
     }
 }
 
@@ -375,7 +382,7 @@ impl Manager {
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
         let reg = self.inner.registry.lock().unwrap();
-        Ok(snapshot(reg.get(id)?))
+        Ok(reg.snapshot(reg.get(id)?))
     }
 
     pub fn list(&self, filter: ListFilter) -> Vec<JobInfo> {
@@ -383,7 +390,7 @@ impl Manager {
         reg.jobs
             .values()
             .filter(|e| filter.admits(&e.info.status))
-            .map(snapshot)
+            .map(|e| reg.snapshot(e))
             .collect()
     }
 

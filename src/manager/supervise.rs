@@ -53,23 +53,22 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     let (id, queued) = {
         let mut reg = inner.registry.lock().unwrap();
         let mut queued = false;
-        if spec.background {
-            let running = reg.background_running();
-            // Queued jobs are ahead of a new start in line for a slot.
-            if running.len() + reg.queue.len() >= inner.config.max_jobs {
-                if !spec.queue {
-                    let names = running
-                        .iter()
-                        .map(|i| format!("{} `{}`", i.id, i.command))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(Error::CapReached {
-                        max: inner.config.max_jobs,
-                        running: names,
-                    });
-                }
-                queued = true;
+        // The cap counts every running job, foreground or background, from
+        // any client; queued jobs are ahead of a new start in line for a slot.
+        let running = reg.holding_slots();
+        if running.len() + reg.queue.len() >= inner.config.max_jobs {
+            if !spec.queue {
+                let names = running
+                    .iter()
+                    .map(|i| format!("{} `{}`", i.id, i.command))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(Error::CapReached {
+                    max: inner.config.max_jobs,
+                    running: names,
+                });
             }
+            queued = true;
         }
         let id = inner.ids.next()?;
         let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
@@ -114,6 +113,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             usage: None,
             logs: output.paths(),
             last_seq: 0,
+            queue_position: None,
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
@@ -179,7 +179,7 @@ async fn run_queued(
         {
             let mut reg = inner.registry.lock().unwrap();
             let first = reg.queue.front() == Some(&id);
-            if first && reg.background_running().len() < inner.config.max_jobs {
+            if first && reg.holding_slots().len() < inner.config.max_jobs {
                 reg.queue.pop_front();
                 if let Ok(e) = reg.get_mut(&id) {
                     e.info.status = JobStatus::Starting;

@@ -441,6 +441,7 @@ mod tests {
                 stderr: "/e".into(),
             },
             last_seq: 0,
+            queue_position: None,
         }
     }
 

@@ -208,7 +208,7 @@ async fn refused_starts_leave_no_record() {
 }
 
 #[tokio::test]
-async fn cap_refuses_a_fourth_background_job_naming_the_running_ones() {
+async fn cap_refuses_a_fourth_job_naming_the_running_ones() {
     let t = manager();
     let token = unique_sleep();
     let mut ids = Vec::new();
@@ -231,13 +231,13 @@ async fn cap_refuses_a_fourth_background_job_naming_the_running_ones() {
         assert!(msg.contains(id.as_str()), "{msg}");
     }
     assert!(msg.contains("--queue"), "{msg}");
-    // A foreground run is not capped.
-    let fg = t
+    // A foreground run counts too: it would hold a slot, and keep it if promoted.
+    let err = t
         .manager
         .run_foreground(host(JobSpec::argv(["true"])))
         .await
-        .unwrap();
-    assert!(matches!(fg, Foreground::Finished { .. }));
+        .unwrap_err();
+    assert!(matches!(err, Error::CapReached { max: 3, .. }), "{err}");
 
     // With queue: waits as queued, starts when a slot frees.
     let queued = t
