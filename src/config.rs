@@ -21,8 +21,16 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_GRACE_SECS: f64 = 5.0;
 /// Default sandbox image, built from `images/sandbox`.
 pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
+/// The smallest per-job output cap accepted (below it a job's own tail would not fit).
+pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 /// Default instance name.
 pub const DEFAULT_INSTANCE: &str = "default";
+/// Most output stored per job; beyond it the oldest lines are dropped (said as `truncated_before`).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+/// Finished runs kept in history (newest first); older ones are pruned.
+pub const DEFAULT_KEEP_RUNS: usize = 500;
+/// Finished runs older than this many days are pruned.
+pub const DEFAULT_KEEP_DAYS: f64 = 7.0;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 
@@ -96,6 +104,12 @@ pub struct Layer {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Option<Recovery>,
+    /// Most output stored per job (`256m`); the oldest lines beyond it are dropped.
+    pub max_output: Option<SizeValue>,
+    /// Finished runs kept in history.
+    pub keep_runs: Option<usize>,
+    /// Days a finished run is kept in history.
+    pub keep_days: Option<f64>,
     /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
     pub safety: Option<SafetyLayer>,
 }
@@ -137,6 +151,12 @@ pub struct Config {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Recovery,
+    /// Most output stored per job, in bytes (lines and raw log files together).
+    pub max_output_bytes: u64,
+    /// Finished runs kept in history (newest first).
+    pub keep_runs: usize,
+    /// Days a finished run is kept in history.
+    pub keep_days: f64,
     /// Command filter and security log settings (`[safety]`).
     pub safety: SafetyConfig,
     /// Where each value came from, by field name.
@@ -159,6 +179,9 @@ impl Default for Config {
             test_command: None,
             build_command: None,
             recovery: Recovery::Reap,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            keep_runs: DEFAULT_KEEP_RUNS,
+            keep_days: DEFAULT_KEEP_DAYS,
             safety: SafetyConfig::default(),
             sources: BTreeMap::new(),
         };
@@ -169,8 +192,11 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 15] = [
     "recovery",
+    "max_output",
+    "keep_runs",
+    "keep_days",
     "instance",
     "state_dir",
     "workspace",
@@ -214,6 +240,10 @@ impl Config {
     }
     pub fn with_ring_bytes(mut self, b: usize) -> Self {
         self.ring_bytes = b;
+        self
+    }
+    pub fn with_max_output_bytes(mut self, b: u64) -> Self {
+        self.max_output_bytes = b;
         self
     }
     pub fn with_workspace(mut self, p: impl Into<PathBuf>) -> Self {
@@ -314,6 +344,30 @@ impl Config {
             self.build_command = Some(v);
             self.sources.insert("build_command", source("build_command"));
         }
+        if let Some(v) = l.max_output {
+            let bytes = v.bytes()?;
+            if bytes < MIN_MAX_OUTPUT_BYTES {
+                return Err(Error::InvalidValue {
+                    what: "max_output",
+                    input: bytes.to_string(),
+                    message: "must be at least 1m".into(),
+                });
+            }
+            self.max_output_bytes = bytes;
+            self.sources.insert("max_output", source("max_output"));
+        }
+        set!(keep_runs, "keep_runs", Ok::<_, Error>);
+        if let Some(v) = l.keep_days {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidValue {
+                    what: "keep_days",
+                    input: v.to_string(),
+                    message: "must be zero or more days".into(),
+                });
+            }
+            self.keep_days = v;
+            self.sources.insert("keep_days", source("keep_days"));
+        }
         if let Some(v) = l.safety {
             self.safety.apply(v)?;
         }
@@ -336,6 +390,9 @@ impl Config {
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
             ("recovery", self.recovery.as_str().into()),
+            ("max_output", self.max_output_bytes.to_string()),
+            ("keep_runs", self.keep_runs.to_string()),
+            ("keep_days", self.keep_days.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -407,6 +464,9 @@ fn env_layer() -> Result<Layer> {
         test_command: get("test_command"),
         build_command: get("build_command"),
         recovery: get("recovery").map(|v| v.parse()).transpose()?,
+        max_output: get("max_output").map(SizeValue::Text),
+        keep_runs: num("keep_runs")?.map(|v| v as usize),
+        keep_days: num("keep_days")?,
         safety: None,
     })
 }

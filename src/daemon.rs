@@ -26,6 +26,8 @@ use crate::manager::Manager;
 
 /// How long in-flight requests (log follows, long polls) get after teardown.
 const DRAIN_REQUESTS: Duration = Duration::from_millis(500);
+/// How often a serving manager applies the history policy (`keep_runs`, `keep_days`).
+const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// A manager with its socket bound, ready to serve.
 pub struct Bound {
@@ -112,10 +114,24 @@ impl Bound {
                 })
                 .into_future(),
         );
+        // History retention: once now, then every hour while serving.
+        let pruner = tokio::spawn({
+            let manager = self.manager.clone();
+            async move {
+                let mut every = tokio::time::interval(PRUNE_EVERY);
+                loop {
+                    every.tick().await;
+                    if let Err(e) = manager.prune(&Default::default()) {
+                        tracing::warn!(error = %e, "pruning history failed");
+                    }
+                }
+            }
+        });
         tokio::select! {
             _ = shutdown => tracing::info!("shutdown requested"),
             _ = requested.notified() => tracing::info!("shutdown requested over the API"),
         }
+        pruner.abort();
         // Jobs first: ending them also ends the log follows and long polls
         // that would otherwise hold the server open.
         self.manager.shutdown().await;

@@ -129,6 +129,11 @@ pub struct LogPage {
     pub last_seq: u64,
     /// Lowest seq still readable; lines below it are gone (said, never skipped silently).
     pub first_available_seq: u64,
+    /// Set when the page would have started below `first_available_seq`: the
+    /// lines before this seq were dropped by the per-job output cap
+    /// (`max_output`), and the page starts here instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_before: Option<u64>,
 }
 
 /// What a reader can ask for.
@@ -247,15 +252,14 @@ impl JobOutput {
             Stream::Stdout => self.dir.join("stdout.log"),
             Stream::Stderr => self.dir.join("stderr.log"),
         };
-        // Append: a re-adopted job keeps what its raw files already hold.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io("create", &path, e))?;
+        let file = open_raw(&path)?;
+        let raw_len = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(StreamWriter {
             output: self.clone(),
             stream,
+            raw_path: path,
+            raw_len,
+            raw_cap: self.store.raw_file_cap(),
             raw: BufWriter::with_capacity(64 * 1024, file),
             splitter: LineSplitter::default(),
             pending: Vec::new(),
@@ -347,17 +351,27 @@ impl JobOutput {
             .progress()
             .last_seq
             .max(self.ring.lock().unwrap().next_seq - 1);
+        // Lines the output cap dropped from the store are gone, unless the
+        // ring still holds them.
+        let mut first_available = self.store.dropped_before(&self.job)?.min(self.ring_first());
         if let Some(n) = query.tail {
-            return self.tail(n.min(limit), query.stream, last_seq);
+            let mut page = self.tail(n.min(limit), query.stream, last_seq)?;
+            page.first_available_seq = first_available;
+            return Ok(page);
         }
-        let from = query.since.unwrap_or(1).max(1);
+        let asked = query.since.unwrap_or(1).max(1);
+        let from = asked;
         let mut lines = Vec::new();
         let mut cursor = from;
         loop {
             let ring_first = self.ring_first();
             if cursor < ring_first {
                 // Older than the ring: page through the store up to the ring.
-                cursor = self.read_store(cursor, ring_first, limit, query.stream, &mut lines)?;
+                let (next, start) = self.read_store(cursor, ring_first, limit, query.stream, &mut lines)?;
+                // The store's start, read with the lines: exact even while
+                // the writer is dropping old lines.
+                first_available = start.min(ring_first);
+                cursor = next;
                 if lines.len() >= limit {
                     break;
                 }
@@ -388,7 +402,8 @@ impl JobOutput {
             next_seq: cursor,
             lines,
             last_seq,
-            first_available_seq: 1,
+            first_available_seq: first_available,
+            truncated_before: (from < first_available).then_some(first_available),
         })
     }
 
@@ -421,11 +436,13 @@ impl JobOutput {
             has_more: false,
             last_seq,
             first_available_seq: 1,
+            truncated_before: None,
         })
     }
 
     /// Lines from the store with seq in `[from, until)`, until `out` holds
-    /// `limit`. Returns the cursor after the last line looked at.
+    /// `limit`. Returns the cursor after the last line looked at and the
+    /// first seq the store still has.
     fn read_store(
         &self,
         from: u64,
@@ -433,18 +450,18 @@ impl JobOutput {
         limit: usize,
         stream: Option<Stream>,
         out: &mut Vec<Line>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, u64)> {
         // Lines that just left the ring may still be queued for the store.
         self.store.flush();
         let want = limit.saturating_sub(out.len());
-        let got = self.store.lines(&self.job, from, until, want, stream)?;
+        let (got, start) = self.store.lines_and_start(&self.job, from, until, want, stream)?;
         let full = got.len() >= want;
         let cursor = match (full, got.last()) {
             (true, Some(last)) => last.seq + 1,
             _ => until,
         };
         out.extend(got);
-        Ok(cursor)
+        Ok((cursor, start))
     }
 
     /// The last ~[`SNIPPET_BYTES`] of output, whole lines, both streams.
@@ -472,10 +489,23 @@ impl JobOutput {
     }
 }
 
+/// Open a raw log file for appending: a re-adopted job keeps what it holds.
+fn open_raw(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io("create", path, e))
+}
+
 /// Writes one stream of one job: raw file, line splitting, hand-off to the ring.
 pub struct StreamWriter {
     output: Arc<JobOutput>,
     stream: Stream,
+    raw_path: PathBuf,
+    /// Bytes in the current raw file, and the size at which it is rotated.
+    raw_len: u64,
+    raw_cap: u64,
     raw: BufWriter<File>,
     splitter: LineSplitter,
     pending: Vec<String>,
@@ -494,6 +524,10 @@ impl StreamWriter {
         // The raw file already has a replayed chunk; the seq'd lines skip below.
         if self.skip == 0 {
             let _ = self.raw.write_all(chunk);
+            self.raw_len += chunk.len() as u64;
+            if self.raw_len > self.raw_cap {
+                self.rotate_raw();
+            }
         }
         self.splitter.push(chunk, &mut self.pending);
         if self.skip > 0 {
@@ -506,6 +540,20 @@ impl StreamWriter {
         if self.raw.buffer().len() > 32 * 1024 || memchr(b'\n', chunk).is_some() {
             let _ = self.raw.flush();
         }
+    }
+
+    /// Move the full raw file to `*.log.1` and start a new one (`tail -F`
+    /// follows the rotation); the store keeps every line regardless.
+    fn rotate_raw(&mut self) {
+        let _ = self.raw.flush();
+        let mut old = self.raw_path.clone().into_os_string();
+        old.push(".1");
+        if std::fs::rename(&self.raw_path, &old).is_ok()
+            && let Ok(file) = open_raw(&self.raw_path)
+        {
+            self.raw = BufWriter::with_capacity(64 * 1024, file);
+        }
+        self.raw_len = 0;
     }
 
     /// The stream ended: deliver the last partial line and mark the stream closed.

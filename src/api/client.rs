@@ -140,10 +140,41 @@ impl Client {
         self.post("/v1/jobs", spec).await
     }
 
+    /// Jobs matching `filter`, newest first, at most the server's default page (50).
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
+        self.list_page(filter, None, None).await
+    }
+
+    /// What a live panel shows: every job still running or queued, however
+    /// old, plus the newest page of history, newest first.
+    pub async fn panel_jobs(&self) -> Result<Vec<JobInfo>> {
+        let mut jobs = self
+            .list_page(ListFilter::Running, Some(usize::MAX >> 1), None)
+            .await?;
+        for j in self.list(ListFilter::All).await? {
+            if !jobs.iter().any(|k| k.id == j.id) {
+                jobs.push(j);
+            }
+        }
+        Ok(crate::manager::newest_first(jobs, None, usize::MAX))
+    }
+
+    /// A page of jobs: newest first, at most `limit`, older than `before`.
+    pub async fn list_page(
+        &self,
+        filter: ListFilter,
+        limit: Option<usize>,
+        before: Option<&JobId>,
+    ) -> Result<Vec<JobInfo>> {
         let f = serde_json::to_value(filter).expect("filter serializes");
-        self.get(&format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running")))
-            .await
+        let mut path = format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running"));
+        if let Some(n) = limit {
+            path += &format!("&limit={n}");
+        }
+        if let Some(b) = before {
+            path += &format!("&before={b}");
+        }
+        self.get(&path).await
     }
 
     pub async fn info(&self, id: &JobId) -> Result<JobView> {
@@ -190,6 +221,10 @@ impl Client {
 
     pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<WaitOutcome> {
         self.post("/v1/wait_for_port", req).await
+    }
+
+    pub async fn prune(&self, req: &crate::manager::PruneRequest) -> Result<crate::manager::PruneOutcome> {
+        self.post("/v1/prune", req).await
     }
 
     pub async fn shutdown(&self) -> Result<serde_json::Value> {

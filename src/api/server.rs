@@ -124,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(events))
         .route("/v1/events/follow", get(follow_events))
         .route("/v1/wait_for_port", post(wait_for_port))
+        .route("/v1/prune", post(prune))
         .route("/v1/shutdown", post(shutdown))
         .fallback(|| async {
             ApiError {
@@ -185,6 +186,12 @@ struct ListQuery {
     /// Sample CPU/memory of running jobs (costs about a second per container).
     #[serde(default)]
     usage: bool,
+    /// Most jobs in the answer (newest first; default 50).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Only jobs older than this one (the last id of the previous page).
+    #[serde(default)]
+    before: Option<String>,
 }
 
 async fn list(
@@ -193,11 +200,14 @@ async fn list(
 ) -> ApiResult<Vec<crate::job::JobInfo>> {
     let Query(q) = q?;
     let filter = q.filter.unwrap_or_default();
-    Ok(Json(if q.usage {
+    let jobs = if q.usage {
         s.manager.list_with_usage(filter).await
     } else {
         s.manager.list(filter)
-    }))
+    };
+    let before = q.before.as_deref().map(JobId::from);
+    let limit = q.limit.unwrap_or(crate::manager::DEFAULT_LIST_LIMIT);
+    Ok(Json(crate::manager::newest_first(jobs, before.as_ref(), limit)))
 }
 
 #[derive(Deserialize)]
@@ -427,6 +437,14 @@ async fn wait_for_port(
     Ok(Json(
         crate::ready::wait_for_port(&req.host, req.port, timeout).await?,
     ))
+}
+
+async fn prune(
+    State(s): State<AppState>,
+    req: Result<Json<crate::manager::PruneRequest>, JsonRejection>,
+) -> ApiResult<crate::manager::PruneOutcome> {
+    let req = body(req)?;
+    Ok(Json(s.manager.prune(&req)?))
 }
 
 async fn shutdown(State(s): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {

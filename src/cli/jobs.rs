@@ -48,6 +48,12 @@ pub struct PsArgs {
     /// Jobs that failed (non-zero exit, crash, timeout, OOM, lost).
     #[arg(long)]
     pub failed: bool,
+    /// Most jobs to list, newest first.
+    #[arg(long, default_value_t = crate::manager::DEFAULT_LIST_LIMIT)]
+    pub limit: usize,
+    /// Only jobs older than this one (continue a list where the last page ended).
+    #[arg(long, value_name = "ID")]
+    pub before: Option<String>,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -60,11 +66,23 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
         (_, _, true) => ListFilter::Failed,
         _ => ListFilter::Running,
     };
-    let jobs = client(global).await?.list(filter).await?;
+    let before = a.before.as_deref().map(JobId::from);
+    let jobs = client(global)
+        .await?
+        .list_page(filter, Some(a.limit), before.as_ref())
+        .await?;
     if a.json {
         print_json(&jobs)?;
     } else {
         out!("{}", table(&jobs));
+        if jobs.len() == a.limit
+            && let Some(last) = jobs.last()
+        {
+            eprintln!(
+                "berth: more may follow: `berth ps --before {} --limit {}`",
+                last.id, a.limit
+            );
+        }
     }
     Ok(0)
 }
@@ -157,6 +175,11 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         stream,
     };
     let page = c.logs(&id, &q).await?;
+    if let Some(seq) = page.truncated_before {
+        eprintln!(
+            "berth: lines before seq {seq} of {id} were dropped by the output cap (max_output); showing from {seq}"
+        );
+    }
     if !a.follow {
         if a.json {
             print_json(&page)?;
@@ -432,4 +455,69 @@ pub fn event_line(e: &crate::events::Event) -> String {
         e.job,
         details.join(" ")
     )
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Every finished run (running and queued jobs are never pruned).
+    #[arg(long, conflicts_with = "older_than")]
+    pub all: bool,
+    /// Finished runs that ended longer ago than this: `90s`, `30m`, `12h`, `7d`.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub older_than: Option<f64>,
+    /// Print JSON (the API's answer) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `90s`, `30m`, `12h`, `7d`, or plain seconds → seconds.
+fn parse_age(s: &str) -> Result<f64, String> {
+    let (num, unit) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let factor = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86_400.0,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{s}`: use s, m, h or d (e.g. 7d)"
+            ));
+        }
+    };
+    match num.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * factor),
+        _ => Err(format!("`{s}` is not an age: use e.g. 90s, 30m, 12h or 7d")),
+    }
+}
+
+pub async fn prune(global: &Global, a: PruneArgs) -> anyhow::Result<i32> {
+    let req = crate::manager::PruneRequest {
+        all: a.all,
+        older_than_secs: a.older_than,
+    };
+    let out = client(global).await?.prune(&req).await?;
+    if a.json {
+        print_json(&out)?;
+    } else {
+        outln!("pruned {} finished run(s); {} kept", out.pruned.len(), out.kept);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+
+    #[test]
+    fn ages_parse_with_units_and_bad_ones_say_why() {
+        assert_eq!(parse_age("90"), Ok(90.0));
+        assert_eq!(parse_age("30m"), Ok(1800.0));
+        assert_eq!(parse_age("7d"), Ok(604_800.0));
+        assert!(parse_age("7w").unwrap_err().contains("unknown unit"));
+        assert!(parse_age("-1h").unwrap_err().contains("not an age"));
+        assert!(parse_age("").is_err());
+    }
 }

@@ -84,6 +84,8 @@ pub enum Command {
     Bg(jobs::IdArgs),
     /// Print events (starts, readiness, watch hits, promotions, ends).
     Events(jobs::EventsArgs),
+    /// Forget finished runs: by the history policy (keep_runs, keep_days), all, or by age.
+    Prune(jobs::PruneArgs),
     /// Serve MCP on stdio for an agent (runs the manager and its socket too).
     Mcp {
         /// Tool set: canonical (default), all, or a seed-compatible set.
@@ -174,6 +176,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Resume(a) => jobs::resume(&cli.global, a).await,
         Command::Bg(a) => jobs::background(&cli.global, a).await,
         Command::Events(a) => jobs::events(&cli.global, a).await,
+        Command::Prune(a) => jobs::prune(&cli.global, a).await,
     };
     match result {
         Ok(code) => code,

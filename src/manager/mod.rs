@@ -13,6 +13,7 @@
 
 mod ids;
 mod recover;
+mod retention;
 mod supervise;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -34,6 +35,7 @@ use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;
 use crate::watch::Watchers;
 
+pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
 
 /// Which jobs `list` shows.
@@ -254,7 +256,10 @@ impl Manager {
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
-        let store = crate::store::Store::open(&config.instance_dir().join("berth.db"))?;
+        let store = crate::store::Store::open_capped(
+            &config.instance_dir().join("berth.db"),
+            config.max_output_bytes,
+        )?;
         let inner = Arc::new(Inner {
             runners: crate::runner::docker::Engine::new(&config),
             safety: crate::safety::Safety::from_config(&config)?,

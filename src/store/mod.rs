@@ -12,6 +12,7 @@
 //! on its pipe. Reads use their own connection (WAL lets them run beside the
 //! writer). `(job, seq)` is the key of a line, so a replay never duplicates.
 
+mod retention;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use chrono::{TimeZone, Utc};
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
+pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
 
 use crate::error::{Error, Result};
@@ -45,16 +47,24 @@ pub struct RunRow {
     pub pid_start_time: Option<u64>,
 }
 
+/// Where the writer answers a prune: `Err` carries the database's message.
+type PruneReply = std::sync::mpsc::Sender<std::result::Result<(), String>>;
+
 enum Op {
     Lines(JobId, Vec<Line>),
     Event(Box<Event>),
     Run(Box<RunRow>),
     Flush(std::sync::mpsc::Sender<()>),
+    /// Delete these runs and everything stored for them; answer when done
+    /// (after the freed space went back to the file system).
+    Prune(Vec<String>, PruneReply),
 }
 
 /// Handle to an instance's database.
 pub struct Store {
     path: PathBuf,
+    /// The per-job output budget: lines here plus the job's raw log files.
+    max_job_bytes: u64,
     tx: SyncSender<Op>,
     reader: Mutex<Connection>,
 }
@@ -72,18 +82,36 @@ fn connect(path: &Path) -> Result<Connection> {
     // (SQLite's default 4 KiB page would spill each such row to overflow pages).
     conn.pragma_update(None, "page_size", 16384)
         .map_err(|e| db_err(path, e))?;
+    // Only takes effect on a new database: lets a prune give space back to
+    // the file system page by page instead of a blocking VACUUM.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(|e| db_err(path, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| db_err(path, e))?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(|e| db_err(path, e))?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| db_err(path, e))?;
+    // Keep the WAL small: checkpoint every 4 MiB (256 pages of 16 KiB) and
+    // truncate the file back to 4 MiB after a checkpoint.
+    conn.pragma_update(None, "wal_autocheckpoint", 256)
+        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
+        .map_err(|e| db_err(path, e))?;
     Ok(conn)
 }
 
 impl Store {
-    /// Open (creating or upgrading) the database at `path` and start its writer.
+    /// Open (creating or upgrading) the database at `path` and start its
+    /// writer, with the default per-job output cap.
     pub fn open(path: &Path) -> Result<Arc<Store>> {
+        Self::open_capped(path, crate::config::DEFAULT_MAX_OUTPUT_BYTES)
+    }
+
+    /// [`Store::open`] keeping at most `max_job_bytes` of output per job: 7/8
+    /// of it for lines in the database, 1/8 for the raw log files (two files
+    /// per stream, rotated at [`Store::raw_file_cap`]).
+    pub fn open_capped(path: &Path, max_job_bytes: u64) -> Result<Arc<Store>> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
@@ -97,10 +125,11 @@ impl Store {
         let wpath = path.to_path_buf();
         std::thread::Builder::new()
             .name("berth-store".into())
-            .spawn(move || write_loop(writer, rx, &wpath))
+            .spawn(move || write_loop(writer, rx, &wpath, retention::Budgets::new(max_job_bytes / 8 * 7)))
             .map_err(|e| Error::io("start store writer for", path, e))?;
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
+            max_job_bytes,
             tx,
             reader: Mutex::new(reader),
         }))
@@ -108,6 +137,13 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Size at which a job's raw `stdout.log`/`stderr.log` is rotated to
+    /// `*.log.1` (the previous `.1` is dropped): the raw files of a job never
+    /// hold more than 1/8 of its output budget. The store has every line.
+    pub fn raw_file_cap(&self) -> u64 {
+        (self.max_job_bytes / 32).max(64 * 1024)
     }
 
     /// Queue `op`, waiting (without stalling other tasks) while the queue is full.
@@ -166,27 +202,47 @@ impl Store {
         limit: usize,
         stream: Option<Stream>,
     ) -> Result<Vec<Line>> {
-        let conn = self.reader.lock().unwrap();
-        let sql = "SELECT seq, stream, ts, text FROM lines
-                   WHERE job = ?1 AND seq >= ?2 AND seq < ?3 AND (?4 < 0 OR stream = ?4)
-                   ORDER BY seq LIMIT ?5";
-        let mut stmt = conn.prepare_cached(sql).map_err(|e| db_err(&self.path, e))?;
-        let stream_code = stream.map(stream_code).unwrap_or(-1);
-        let limit = limit.min(i64::MAX as usize) as i64;
-        let rows = stmt
-            .query_map(
-                params![
-                    job.as_str(),
-                    from as i64,
-                    until.min(i64::MAX as u64) as i64,
-                    stream_code,
-                    limit
-                ],
-                row_line,
-            )
-            .map_err(|e| db_err(&self.path, e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| db_err(&self.path, e))
+        Ok(self.lines_and_start(job, from, until, limit, stream)?.0)
+    }
+
+    /// [`Store::lines`] and, read in the same snapshot, the first seq still
+    /// stored ([`Store::dropped_before`]): the writer may drop older lines at
+    /// any moment, and a reader must say exactly where its page starts.
+    pub fn lines_and_start(
+        &self,
+        job: &JobId,
+        from: u64,
+        until: u64,
+        limit: usize,
+        stream: Option<Stream>,
+    ) -> Result<(Vec<Line>, u64)> {
+        let mut conn = self.reader.lock().unwrap();
+        let err = |e| db_err(&self.path, e);
+        let tx = conn.transaction().map_err(err)?;
+        let start = dropped_before(&tx, job).map_err(err)?;
+        let lines = {
+            let sql = "SELECT seq, stream, ts, text FROM lines
+                       WHERE job = ?1 AND seq >= ?2 AND seq < ?3 AND (?4 < 0 OR stream = ?4)
+                       ORDER BY seq LIMIT ?5";
+            let mut stmt = tx.prepare_cached(sql).map_err(err)?;
+            let stream_code = stream.map(stream_code).unwrap_or(-1);
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let rows = stmt
+                .query_map(
+                    params![
+                        job.as_str(),
+                        from.max(start) as i64,
+                        until.min(i64::MAX as u64) as i64,
+                        stream_code,
+                        limit
+                    ],
+                    row_line,
+                )
+                .map_err(err)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(err)?
+        };
+        tx.commit().map_err(err)?;
+        Ok((lines, start))
     }
 
     /// The last `n` lines of `job` before seq `until`, oldest first.
@@ -213,6 +269,39 @@ impl Store {
             .map_err(|e| db_err(&self.path, e))?;
         lines.reverse();
         Ok(lines)
+    }
+
+    /// Delete the runs `jobs` and everything stored for them (lines, events).
+    pub fn prune(&self, jobs: &[JobId]) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ids = jobs.iter().map(|j| j.to_string()).collect();
+        self.send(Op::Prune(ids, tx));
+        let wait = || rx.recv();
+        let answer = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        };
+        let message = match answer {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(message)) => message,
+            Err(_) => "the store writer is gone".into(),
+        };
+        Err(Error::Store {
+            path: self.path.clone(),
+            message,
+        })
+    }
+
+    /// The first seq of `job` still stored after the per-job cap dropped its
+    /// oldest lines (1 when nothing was dropped).
+    pub fn dropped_before(&self, job: &JobId) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        dropped_before(&conn, job).map_err(|e| db_err(&self.path, e))
     }
 
     /// Highest stored seq of `job` (0 = none).
@@ -303,6 +392,15 @@ impl Store {
     }
 }
 
+fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(dropped_before), 1) FROM output_meta WHERE job = ?1",
+        [job.as_str()],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|v| v.max(1) as u64)
+}
+
 fn stream_code(s: Stream) -> i64 {
     match s {
         Stream::Stdout => 0,
@@ -326,7 +424,7 @@ fn row_line(r: &rusqlite::Row<'_>) -> rusqlite::Result<Line> {
     })
 }
 
-fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path) {
+fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path, mut budgets: retention::Budgets) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         // Take whatever else is queued: the busier the jobs, the bigger the batch.
@@ -337,8 +435,23 @@ fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path) {
             }
         }
         let mut flushed = Vec::new();
-        if let Err(e) = write_batch(&mut conn, batch, &mut flushed) {
+        let mut pruned = Vec::new();
+        let result = write_batch(&mut conn, batch, &mut flushed, &mut pruned, &mut budgets);
+        if let Err(e) = &result {
             tracing::error!(path = %path.display(), error = %e, "store write failed");
+        }
+        if !pruned.is_empty()
+            && result.is_ok()
+            && let Err(e) = retention::give_back_space(&conn)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
+        }
+        for (reply, outcome) in pruned {
+            let answer = match (&result, outcome) {
+                (Err(e), _) => Err(e.to_string()),
+                (Ok(()), r) => r.map_err(|e| e.to_string()),
+            };
+            let _ = reply.send(answer);
         }
         for f in flushed {
             let _ = f.send(());
@@ -350,6 +463,8 @@ fn write_batch(
     conn: &mut Connection,
     batch: Vec<Op>,
     flushed: &mut Vec<std::sync::mpsc::Sender<()>>,
+    pruned: &mut Vec<(PruneReply, rusqlite::Result<()>)>,
+    budgets: &mut retention::Budgets,
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
@@ -367,7 +482,11 @@ fn write_batch(
         for op in batch {
             match op {
                 Op::Lines(job, lines) => {
+                    budgets.ensure(&tx, job.as_str())?;
+                    let mut bytes = 0;
+                    let last = lines.last().map(|l| l.seq).unwrap_or(0);
                     for l in lines {
+                        bytes += l.text.len() as u64 + LINE_OVERHEAD;
                         line.execute(params![
                             job.as_str(),
                             l.seq as i64,
@@ -375,6 +494,9 @@ fn write_batch(
                             l.ts.timestamp_millis(),
                             l.text
                         ])?;
+                    }
+                    if let Some(cut) = budgets.add(job.as_str(), last, bytes) {
+                        retention::drop_before(&tx, job.as_str(), cut)?;
                     }
                 }
                 Op::Event(e) => {
@@ -399,6 +521,13 @@ fn write_batch(
                     ])?;
                 }
                 Op::Flush(tx) => flushed.push(tx),
+                Op::Prune(jobs, reply) => {
+                    let result = retention::prune(&tx, &jobs);
+                    for j in &jobs {
+                        budgets.forget(j);
+                    }
+                    pruned.push((reply, result));
+                }
             }
         }
     }

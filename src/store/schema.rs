@@ -38,6 +38,12 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN pgid INTEGER;
     ALTER TABLE runs ADD COLUMN pid_start_time INTEGER;
     CREATE INDEX runs_by_status ON runs (status);",
+    // 3: retention: where a job's stored output starts once its oldest lines
+    // were dropped for the per-job cap.
+    "CREATE TABLE output_meta (
+        job             TEXT PRIMARY KEY,
+        dropped_before  INTEGER NOT NULL
+    );",
 ];
 
 /// The version this build writes.

@@ -23,7 +23,7 @@ use crate::api::JobView;
 use crate::api::client::Client;
 use crate::events::Event;
 use crate::job::{EndedBy, JobId, JobInfo};
-use crate::manager::{KillRequest, ListFilter};
+use crate::manager::KillRequest;
 use crate::output::{Line, LogPage, LogQuery};
 
 /// Wait before following events again once the manager went away.
@@ -192,7 +192,7 @@ impl Io {
             Action::Refresh(id) => self.refresh(id),
             Action::RefreshAll => {
                 self.spawn(|c, tx| async move {
-                    if let Ok(jobs) = c.list(ListFilter::All).await {
+                    if let Ok(jobs) = c.panel_jobs().await {
                         let _ = tx.send(Reply::App(Msg::Jobs(jobs)));
                     }
                 });

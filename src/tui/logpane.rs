@@ -219,6 +219,7 @@ mod tests {
             lines: seqs.map(line).collect(),
             has_more: false,
             first_available_seq: 1,
+            truncated_before: None,
         }
     }
 

@@ -47,7 +47,6 @@ use crate::api::client::Client;
 use crate::api::socket_path;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::manager::ListFilter;
 use app::{App, Msg};
 use io::{Io, Reply};
 
@@ -68,7 +67,7 @@ pub async fn run(config: Config) -> Result<()> {
     let client = Client::connect(&config).await.map_err(|_| no_daemon())?;
     // Taken before the list, so events racing with it count as fresh.
     let attached = Utc::now();
-    let jobs = client.list(ListFilter::All).await.map_err(|_| no_daemon())?;
+    let jobs = client.panel_jobs().await.map_err(|_| no_daemon())?;
     if !std::io::stdout().is_terminal() {
         return Err(Error::io(
             "draw the panel on",

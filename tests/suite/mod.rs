@@ -10,5 +10,6 @@ mod mcp;
 mod output;
 mod ready;
 mod recovery;
+mod retention;
 mod safety;
 mod tui;

@@ -198,5 +198,6 @@ pub fn log_page(lines: std::ops::RangeInclusive<u64>) -> LogPage {
         has_more: false,
         last_seq: last,
         first_available_seq: 1,
+        truncated_before: None,
     }
 }
