@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::job::{RunnerChoice, parse_size};
+use crate::job::{Limits, RunnerChoice, host_cpus, parse_size};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -23,6 +23,12 @@ pub const DEFAULT_GRACE_SECS: f64 = 5.0;
 pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
 /// Default instance name.
 pub const DEFAULT_INSTANCE: &str = "default";
+/// Default CPU limit of a container job (capped at the host's CPUs).
+pub const DEFAULT_CPUS: f64 = 2.0;
+/// Default memory limit of a container job.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
+/// Default process limit of a container job.
+pub const DEFAULT_PIDS: i64 = 512;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 
@@ -98,6 +104,16 @@ pub struct Layer {
     pub recovery: Option<Recovery>,
     /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
     pub safety: Option<SafetyLayer>,
+    /// Container jobs run as `UID:GID`, or `root`; unset = the caller's own uid:gid.
+    pub user: Option<String>,
+    /// Container jobs' network: `bridge` (berth's own, no traffic between jobs) or `none`.
+    pub network: Option<String>,
+    /// Default CPU limit of container jobs (cores).
+    pub cpus: Option<f64>,
+    /// Default memory limit of container jobs (`2g`, `512m`, bytes).
+    pub memory: Option<SizeValue>,
+    /// Default process limit of container jobs.
+    pub pids: Option<i64>,
 }
 
 /// Where a setting came from.
@@ -139,6 +155,12 @@ pub struct Config {
     pub recovery: Recovery,
     /// Command filter and security log settings (`[safety]`).
     pub safety: SafetyConfig,
+    /// `Some("UID:GID")` or `Some("root")` from config; `None` = the caller's uid:gid.
+    pub user: Option<String>,
+    /// `bridge` (berth's own isolated bridge) or `none`.
+    pub network: String,
+    /// Limits for container jobs that ask for none (each field always set).
+    pub limits: Limits,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -160,6 +182,9 @@ impl Default for Config {
             build_command: None,
             recovery: Recovery::Reap,
             safety: SafetyConfig::default(),
+            user: None,
+            network: "bridge".into(),
+            limits: default_limits(),
             sources: BTreeMap::new(),
         };
         for k in FIELDS {
@@ -169,7 +194,12 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 17] = [
+    "user",
+    "network",
+    "cpus",
+    "memory",
+    "pids",
     "recovery",
     "instance",
     "state_dir",
@@ -183,6 +213,52 @@ const FIELDS: [&str; 12] = [
     "test_command",
     "build_command",
 ];
+
+/// 2 CPUs (or all of them on a smaller machine), 2 GiB, 512 processes.
+fn default_limits() -> Limits {
+    Limits {
+        cpus: Some(DEFAULT_CPUS.min(host_cpus() as f64)),
+        memory: Some(DEFAULT_MEMORY),
+        pids: Some(DEFAULT_PIDS),
+    }
+}
+
+/// The uid:gid of this process: whoever asked the manager for the job.
+pub fn caller_user() -> String {
+    format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+}
+
+/// `root`, or numeric `UID:GID` (names would be looked up in the image,
+/// which may not know them).
+pub fn validate_user(user: String) -> Result<String> {
+    let numeric = |s: &str| {
+        !s.is_empty() && s.len() <= 10 && s.chars().all(|c| c.is_ascii_digit()) && s.parse::<u32>().is_ok()
+    };
+    let ok = user == "root"
+        || user
+            .split_once(':')
+            .is_some_and(|(u, g)| numeric(u) && numeric(g));
+    if ok {
+        Ok(user)
+    } else {
+        Err(Error::InvalidValue {
+            what: "user",
+            input: user,
+            message: "expected UID:GID (numbers, e.g. 1000:1000) or root".into(),
+        })
+    }
+}
+
+fn validate_network(network: String) -> Result<String> {
+    match network.as_str() {
+        "bridge" | "none" => Ok(network),
+        _ => Err(Error::InvalidValue {
+            what: "network",
+            input: network,
+            message: "expected bridge (berth's own, no traffic between jobs) or none".into(),
+        }),
+    }
+}
 
 fn default_state_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
@@ -223,6 +299,11 @@ impl Config {
     pub fn with_runner(mut self, r: RunnerChoice) -> Self {
         self.runner = r;
         self
+    }
+
+    /// The `uid:gid` (or `root`) container jobs run as.
+    pub fn container_user(&self) -> String {
+        self.user.clone().unwrap_or_else(caller_user)
     }
 
     /// This instance's state directory.
@@ -317,6 +398,30 @@ impl Config {
         if let Some(v) = l.safety {
             self.safety.apply(v)?;
         }
+        if let Some(v) = l.user {
+            self.user = Some(validate_user(v)?);
+            self.sources.insert("user", source("user"));
+        }
+        set!(network, "network", validate_network);
+        let mut limits = self.limits.clone();
+        let mut touched = Vec::new();
+        if let Some(v) = l.cpus {
+            limits.cpus = Some(v);
+            touched.push("cpus");
+        }
+        if let Some(v) = l.memory {
+            limits.memory = Some(v.bytes()?);
+            touched.push("memory");
+        }
+        if let Some(v) = l.pids {
+            limits.pids = Some(v);
+            touched.push("pids");
+        }
+        limits.validate()?;
+        self.limits = limits;
+        for k in touched {
+            self.sources.insert(k, source(k));
+        }
         Ok(())
     }
 
@@ -336,6 +441,25 @@ impl Config {
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
             ("recovery", self.recovery.as_str().into()),
+            (
+                "user",
+                self.user
+                    .clone()
+                    .unwrap_or_else(|| format!("{} (the caller)", caller_user())),
+            ),
+            ("network", self.network.clone()),
+            (
+                "cpus",
+                self.limits.cpus.map(|c| c.to_string()).unwrap_or_default(),
+            ),
+            (
+                "memory",
+                self.limits.memory.map(|m| m.to_string()).unwrap_or_default(),
+            ),
+            (
+                "pids",
+                self.limits.pids.map(|p| p.to_string()).unwrap_or_default(),
+            ),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -408,6 +532,11 @@ fn env_layer() -> Result<Layer> {
         build_command: get("build_command"),
         recovery: get("recovery").map(|v| v.parse()).transpose()?,
         safety: None,
+        user: get("user"),
+        network: get("network"),
+        cpus: num("cpus")?,
+        memory: get("memory").map(SizeValue::Text),
+        pids: num("pids")?.map(|v| v as i64),
     })
 }
 

@@ -6,14 +6,18 @@
 //! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
 //! the exit future in `exit.rs`, the stats arithmetic in `usage.rs`.
 //!
-//! Every container carries `berth.managed`, `berth.instance`, `berth.owner`
-//! (manager pid + start time) and `berth.job` labels, so whatever a crashed
-//! manager left behind can be found and removed without guessing.
+//! Every container carries `berth.managed`, `berth.instance`, `berth.state`
+//! (hash of the state dir), `berth.owner` (manager pid + start time) and
+//! `berth.job` labels, so whatever a crashed manager left behind can be found
+//! and removed without guessing, and nothing is removed by name alone
+//! (`ownership.rs`). Jobs share the instance's isolated bridge (`network.rs`).
 
 mod adopt;
 mod create;
 mod exit;
 mod launch;
+mod network;
+mod ownership;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -38,7 +42,11 @@ use crate::job::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
 use crate::output::JobOutput;
 
 pub use adopt::Adoption;
-pub use create::{DEFAULT_PIDS_LIMIT, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name};
+pub use create::{
+    DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
+};
+pub use network::NO_ICC;
+pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use usage::UsageTarget;
 
 /// How long the engine gets to answer a ping before `auto` picks the host.
@@ -168,7 +176,7 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        blocking_remove(self.endpoint.clone(), self.container_id.clone());
+        blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
     }
 }
 
@@ -189,6 +197,25 @@ async fn remove_container(docker: &Docker, id: &str) -> bool {
     }
 }
 
+/// Force-remove `id` only when its labels say it is `owner`'s. True when it
+/// was removed or is gone; a container of someone else's is never touched.
+async fn remove_if_owned(docker: &Docker, id: &str, owner: &Ownership) -> bool {
+    match docker.inspect_container(id, None).await {
+        Ok(c) if owner.owns(c.config.as_ref().and_then(|c| c.labels.as_ref())) => {
+            remove_container(docker, id).await
+        }
+        Ok(_) => {
+            tracing::warn!(container = %id, "not removed: its labels name another berth instance or state dir");
+            false
+        }
+        Err(e) if status(&e) == Some(404) => true,
+        Err(e) => {
+            tracing::warn!(container = %id, error = %message(&e), "could not inspect container");
+            false
+        }
+    }
+}
+
 /// The engine connection, made lazily on first use and shared by all jobs.
 pub struct Engine {
     endpoint: String,
@@ -197,6 +224,22 @@ pub struct Engine {
     workspace: PathBuf,
     grace: Duration,
     owner: String,
+    /// This instance and state dir: what `berth.instance`/`berth.state` must say.
+    ownership: Ownership,
+    /// `UID:GID` or `root`; the caller's own ids unless the config says.
+    user: String,
+    /// The instance's isolated bridge.
+    network: String,
+    /// `bridge` or `none`, for specs that do not say.
+    default_network: String,
+    /// Limits for what a spec leaves unset.
+    defaults: crate::job::Limits,
+    /// Set once a job used the instance network: teardown (`Drop`) removes it
+    /// if no job of another manager still does. Kept between jobs because
+    /// making a network costs ~0.2 s.
+    used_network: std::sync::atomic::AtomicBool,
+    /// One `network::ensure` at a time: concurrent launches would each make one.
+    network_lock: tokio::sync::Mutex<()>,
     client: OnceCell<Docker>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
@@ -204,6 +247,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: &Config) -> Self {
+        let state = state_hash(&config.state_dir);
         Engine {
             endpoint: default_endpoint(),
             instance: config.instance.clone(),
@@ -211,6 +255,16 @@ impl Engine {
             workspace: config.workspace.clone(),
             grace: config.grace(),
             owner: owner_label(),
+            network: network::name(&create::clean_name(&config.instance), &state),
+            ownership: Ownership {
+                instance: config.instance.clone(),
+                state,
+            },
+            user: config.container_user(),
+            default_network: config.network.clone(),
+            defaults: config.limits.clone(),
+            used_network: std::sync::atomic::AtomicBool::new(false),
+            network_lock: tokio::sync::Mutex::new(()),
             client: OnceCell::new(),
             precheck_ports: true,
         }
@@ -223,6 +277,14 @@ impl Engine {
     /// The `berth.owner` label value: `<pid>:<start time>` of this process.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+    /// The `berth.state` label value: hash of this manager's state dir.
+    pub fn state(&self) -> &str {
+        &self.ownership.state
+    }
+    /// The instance's isolated bridge network.
+    pub fn network_name(&self) -> &str {
+        &self.network
     }
     /// The image used when a spec names none.
     pub fn default_image(&self) -> &str {
@@ -287,9 +349,14 @@ impl Engine {
         adopt::adopt(self, docker, id, output, adoption).await
     }
 
-    /// Force-remove a container from synchronous code (recovery, `Drop`).
+    /// Force-remove a container from synchronous code (recovery), only when
+    /// its labels say it is this instance's and state dir's.
     pub fn remove_container_blocking(&self, container_id: &str) -> bool {
-        blocking_remove(self.endpoint.clone(), container_id.to_string())
+        blocking_remove(
+            self.endpoint.clone(),
+            container_id.to_string(),
+            Some(self.ownership.clone()),
+        )
     }
 
     /// Start `spec` as a container writing into `output`.
@@ -324,21 +391,32 @@ impl Engine {
         Some(usage::between(&first, &second))
     }
 
-    /// Force-remove every container labelled as managed by `instance`.
-    /// Returns how many were removed (0 when the engine is unreachable).
+    /// Force-remove every container labelled as managed by `instance` *and*
+    /// this state dir (another state dir's instance of that name is left
+    /// alone), then the instance network. Returns how many were removed (0
+    /// when the engine is unreachable).
     pub async fn remove_labelled(&self, instance: &str) -> usize {
-        self.remove_matching(&[
-            format!("{LABEL_MANAGED}=true"),
-            format!("{LABEL_INSTANCE}={instance}"),
-        ])
-        .await
+        let owner = Ownership {
+            instance: instance.to_string(),
+            state: self.ownership.state.clone(),
+        };
+        let n = self.remove_matching(&owner.filters()).await;
+        if let Ok(docker) = self.client().await {
+            network::release(docker, &self.network, &self.ownership).await;
+        }
+        n
     }
 
-    /// Force-remove every container whose `berth.owner` is `owner` (a manager
-    /// that died); returns how many were removed.
+    /// Force-remove every container of this instance and state dir whose
+    /// `berth.owner` is `owner` (a manager that died); returns how many were removed.
     pub async fn remove_owned(&self, owner: &str) -> usize {
-        self.remove_matching(&[format!("{LABEL_MANAGED}=true"), format!("{LABEL_OWNER}={owner}")])
-            .await
+        let mut labels = self.ownership.filters();
+        labels.push(format!("{LABEL_OWNER}={owner}"));
+        let n = self.remove_matching(&labels).await;
+        if let Ok(docker) = self.client().await {
+            network::release(docker, &self.network, &self.ownership).await;
+        }
+        n
     }
 
     async fn remove_matching(&self, labels: &[String]) -> usize {
@@ -370,11 +448,55 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The id of the instance network, made if needed (one caller at a time).
+    async fn ensure_network(&self, docker: &Docker) -> Result<String> {
+        self.used_network.store(true, Ordering::SeqCst);
+        let _one = self.network_lock.lock().await;
+        network::ensure(docker, &self.network, &self.ownership).await
+    }
+}
+
+impl Drop for Engine {
+    /// Teardown: remove the instance network when this manager used it and
+    /// no container (of any manager of the instance) still does.
+    fn drop(&mut self) {
+        if !self.used_network.load(Ordering::SeqCst) {
+            return;
+        }
+        let (endpoint, name, owner) = (
+            self.endpoint.clone(),
+            self.network.clone(),
+            self.ownership.clone(),
+        );
+        let done = std::thread::Builder::new()
+            .name("berth-docker-network".into())
+            .spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                    return;
+                };
+                rt.block_on(async {
+                    if let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                        let _ = tokio::time::timeout(
+                            BLOCKING_REMOVE_LIMIT,
+                            network::release(&docker, &name, &owner),
+                        )
+                        .await;
+                    }
+                });
+            });
+        if let Ok(handle) = done {
+            let _ = handle.join();
+        }
+    }
+}
+
 /// Force-remove container `id` from synchronous code (`Drop`, recovery) that
 /// may itself run inside a tokio runtime: a thread of its own with its own
 /// runtime does the work, waited for at most [`BLOCKING_REMOVE_LIMIT`].
+/// With `owner`, a container whose labels say otherwise is left alone.
 /// True when the container was removed (or already gone).
-fn blocking_remove(endpoint: String, id: String) -> bool {
+fn blocking_remove(endpoint: String, id: String, owner: Option<Ownership>) -> bool {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread_id = id.clone();
     let spawned = std::thread::Builder::new()
@@ -390,7 +512,10 @@ fn blocking_remove(endpoint: String, id: String) -> bool {
             };
             let removed = rt.block_on(async {
                 match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                    Ok(docker) => remove_container(&docker, &id).await,
+                    Ok(docker) => match owner {
+                        None => remove_container(&docker, &id).await,
+                        Some(owner) => remove_if_owned(&docker, &id, &owner).await,
+                    },
                     Err(e) => {
                         tracing::warn!(container = %id, error = %e, "could not remove container");
                         false

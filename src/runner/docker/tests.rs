@@ -94,7 +94,7 @@ impl Drop for Fixture {
         // Runs inside the test's runtime: use a thread with its own runtime
         // and connection, as `remove_blocking` does.
         let instance = self.instance.clone();
-        let config = Config::isolated(self.dir.path(), &instance);
+        let config = Config::isolated(self.dir.path().join("state"), &instance);
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -162,10 +162,11 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
     assert_eq!(labels[LABEL_INSTANCE], fx.instance);
     assert_eq!(labels[LABEL_JOB], "job-1");
     assert_eq!(labels[LABEL_OWNER], fx.engine.owner());
+    assert_eq!(labels[LABEL_STATE], fx.engine.state());
     assert!(fx.engine.owner().starts_with(&format!("{}:", std::process::id())));
     assert_eq!(
         i.name.as_deref(),
-        Some(format!("/berth-{}-job-1", fx.instance).as_str())
+        Some(format!("/berth-{}-{}-job-1", fx.instance, &fx.engine.state()[..8]).as_str())
     );
 
     assert_eq!(
@@ -175,6 +176,10 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             memory: Some(64 << 20),
             pids: Some(100),
             not_enforced: vec![],
+            user: Some(crate::config::caller_user())
+                .filter(|u| u != "0:0")
+                .or(Some("root".into())),
+            network: Some(fx.engine.network_name().to_string()),
         }
     );
     assert_eq!(launched.ports.len(), 1);
