@@ -579,6 +579,83 @@ mod tests {
     }
 
     #[test]
+    fn container_user_defaults_to_the_caller_and_root_is_explicit() {
+        let c = Config::default();
+        let me = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
+        assert_eq!(c.container_user(), me);
+        assert!(
+            c.describe()
+                .iter()
+                .any(|(k, v, _)| k == "user" && v.contains("(the caller)"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "user = \"root\"\n").unwrap();
+        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        assert_eq!(c.container_user(), "root");
+        assert_eq!(validate_user("1234:1234".into()).unwrap(), "1234:1234");
+        for bad in ["", "alice", "1234", "1:x", ":1", "99999999999:1", "-1:0"] {
+            let err = validate_user(bad.into()).unwrap_err().to_string();
+            assert!(err.contains("UID:GID"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn limit_defaults_and_bounds() {
+        let c = Config::default();
+        let host = host_cpus() as f64;
+        assert_eq!(c.limits.cpus, Some(DEFAULT_CPUS.min(host)));
+        assert_eq!(c.limits.memory, Some(2 << 30));
+        assert_eq!(c.limits.pids, Some(512));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(CONFIG_FILE);
+        std::fs::write(
+            &file,
+            "cpus = 1\nmemory = \"64m\"\npids = 100\nnetwork = \"none\"\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        assert_eq!(
+            c.limits,
+            Limits {
+                cpus: Some(1.0),
+                memory: Some(64 << 20),
+                pids: Some(100)
+            }
+        );
+        assert_eq!(c.network, "none");
+        assert!(matches!(c.sources["pids"], Source::File(_)));
+        let too_many = format!("cpus = {}\n", host + 1.0);
+        for (text, what) in [
+            ("pids = 0\n", "pids"),
+            ("pids = -1\n", "pids"),
+            ("pids = 40000\n", "pids"),
+            ("cpus = 0\n", "cpus"),
+            (too_many.as_str(), "cpus"),
+            ("memory = \"1m\"\n", "memory"),
+            ("network = \"host\"\n", "network"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = Config::load(dir.path(), Layer::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
+        }
+        // The same bounds hold for a job's own limits.
+        let mut spec = crate::job::JobSpec::argv(["true"]);
+        spec.limits.pids = Some(-1);
+        assert!(
+            spec.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("between 1 and 32768")
+        );
+        spec.limits.pids = Some(32768);
+        spec.limits.memory = Some(6 << 20);
+        spec.limits.cpus = Some(host);
+        spec.validate().unwrap();
+    }
+
+    #[test]
     fn bad_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(CONFIG_FILE), "max_jobz = 5\n").unwrap();

@@ -1,5 +1,6 @@
 //! Integration tests, one file per area.
 
+mod boundary;
 mod cli;
 mod daemon;
 mod docker;
