@@ -207,6 +207,7 @@ async fn jobs_of_one_instance_cannot_reach_each_other() {
     assert_eq!(networks.len(), 1, "{networks:?}");
     let (net_name, endpoint) = networks.iter().next().unwrap();
     let ip = endpoint["IPAddress"].as_str().unwrap().to_string();
+    let gateway = endpoint["Gateway"].as_str().unwrap().to_string();
 
     // The network is berth's: no traffic between containers, labelled as ours.
     let net = inspect("network", net_name).unwrap();
@@ -234,14 +235,19 @@ async fn jobs_of_one_instance_cannot_reach_each_other() {
     let probe = t
         .manager
         .start(docker(JobSpec::shell(format!(
-            "httpd -p 9090 -h /www; {}; {}",
+            "httpd -p 9090 -h /www; {}; {}; {}",
             try_connect("127.0.0.1", 9090),
-            try_connect(&ip, 8080)
+            try_connect(&ip, 8080),
+            // Its published port is on the host's 127.0.0.1, not on the gateway.
+            try_connect(&gateway, port),
         ))))
         .await
         .unwrap();
     probe.wait_end().await.unwrap();
-    assert_eq!(probe.output_lines().unwrap(), ["REACHED 9090", "BLOCKED 8080"]);
+    assert_eq!(
+        probe.output_lines().unwrap(),
+        ["REACHED 9090", "BLOCKED 8080", format!("BLOCKED {port}").as_str()]
+    );
 
     // `network = none` stays available: no interface but loopback.
     let none = t
