@@ -532,3 +532,47 @@ async fn an_unreachable_engine_is_a_clear_error_and_auto_falls_back() {
     );
     assert_eq!(engine.remove_labelled("unreachable").await, 0);
 }
+
+#[tokio::test]
+async fn containers_of_another_state_dir_are_never_removed_or_adopted() {
+    let fx = Fixture::new("owner").await;
+    // Same instance name, another state dir: a twin manager's job.
+    let twin_dir = tempfile::tempdir().unwrap();
+    let twin = Engine::new(
+        &Config::isolated(twin_dir.path().join("state"), &fx.instance).with_workspace(&fx.workspace),
+    );
+    assert_ne!(twin.state(), fx.engine.state());
+    let id = JobId::from_number(1);
+    let out = fx.output(&id);
+    let launched = twin
+        .launch(&id, &JobSpec::argv(["sleep", "1000"]), &fx.workspace, &out)
+        .await
+        .unwrap();
+    let cid = launched.container_id.clone().unwrap();
+
+    assert!(!fx.engine.remove_container_blocking(&cid), "not ours: refused");
+    assert_eq!(fx.engine.remove_labelled(&fx.instance).await, 0);
+    let adoption = Adoption {
+        container_id: cid.clone(),
+        stored: (0, 0),
+        ports: vec![],
+        limits: AppliedLimits::default(),
+    };
+    let err = fx
+        .engine
+        .adopt(&id, &fx.output(&JobId::from_number(2)), adoption)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("another berth instance or state dir"),
+        "{err}"
+    );
+    assert_eq!(inspect_status(fx.docker().await, &cid).await, None, "still there");
+
+    // Its own manager may.
+    assert!(twin.remove_container_blocking(&cid));
+    assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
+    ended(launched).await;
+    twin.remove_labelled(&fx.instance).await;
+}
