@@ -5,6 +5,7 @@
 //! ● Shell (npm run dev)
 //!   └ Status: running · job-3 · docker · 127.0.0.1:49153→3000
 //!     Command: npm run dev
+//!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net
 //!     Reason: moved to background by user (Ctrl+R)
 //!     Last log:
 //!         ready on http://localhost:3000
@@ -66,6 +67,43 @@ pub fn ports_text(info: &JobInfo) -> String {
         .join(", ")
 }
 
+/// `user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network …` for a
+/// container job (what the container was made with; `user root` when it
+/// runs as root), `None` for host jobs.
+pub fn sandbox_text(info: &JobInfo) -> Option<String> {
+    let l = &info.limits;
+    let user = l.user.as_ref()?;
+    let mut parts = vec![format!("user {user}")];
+    if let Some(c) = l.cpus {
+        parts.push(format!("cpus {c}"));
+    }
+    if let Some(m) = l.memory {
+        parts.push(format!("memory {}", size(m)));
+    }
+    if let Some(p) = l.pids {
+        parts.push(format!("pids {p}"));
+    }
+    if let Some(n) = &l.network {
+        parts.push(format!("network {n}"));
+    }
+    Some(parts.join(" · "))
+}
+
+/// `2 GiB`, `512 MiB`, `1.5 GiB`, `900 B`.
+fn size(n: u64) -> String {
+    let (v, unit) = match n {
+        n if n >= 1 << 30 => (n as f64 / (1u64 << 30) as f64, "GiB"),
+        n if n >= 1 << 20 => (n as f64 / (1u64 << 20) as f64, "MiB"),
+        n if n >= 1 << 10 => (n as f64 / 1024.0, "KiB"),
+        n => return format!("{n} B"),
+    };
+    if v.fract() < 0.05 {
+        format!("{v:.0} {unit}")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
 /// Render a card. `snippet` is the job's recent output; `color` adds ANSI colour.
 pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     let (dot, head) = match light(&info.status) {
@@ -85,6 +123,9 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     let mut out = format!("{dot} {head} ({})\n", info.label);
     out += &format!("  └ Status: {}\n", status.join(" · "));
     out += &format!("    Command: {}\n", info.command);
+    if let Some(sandbox) = sandbox_text(info) {
+        out += &format!("    Sandbox: {sandbox}\n");
+    }
     let reason = info
         .reason
         .clone()
@@ -148,6 +189,55 @@ pub fn cap_head_tail(text: &str, max: usize) -> (String, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_cards_show_user_limits_and_network() {
+        use crate::job::{JobId, JobSpec, LogPaths, RunnerKind, StartMode};
+        let spec = JobSpec::shell("true");
+        let mut info = JobInfo {
+            id: JobId::from_number(1),
+            label: "true".into(),
+            command: "true".into(),
+            runner: Some(RunnerKind::Docker),
+            exit_code: None,
+            ended_by: None,
+            reason: None,
+            status: JobStatus::Running,
+            start_mode: StartMode::Background,
+            created_at: chrono::Utc::now(),
+            started_at: None,
+            ended_at: None,
+            promotion_reason: None,
+            pid: None,
+            container_id: None,
+            ports: Vec::new(),
+            limits: Default::default(),
+            usage: None,
+            logs: LogPaths {
+                stdout: "/s/o".into(),
+                stderr: "/s/e".into(),
+            },
+            spec,
+            last_seq: 0,
+            queue_position: None,
+        };
+        assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
+        info.limits = crate::job::AppliedLimits {
+            cpus: Some(2.0),
+            memory: Some(2 << 30),
+            pids: Some(512),
+            user: Some("root".into()),
+            network: Some("none".into()),
+            not_enforced: vec![],
+        };
+        let card = render(&info, "", false);
+        assert!(
+            card.contains("    Sandbox: user root · cpus 2 · memory 2 GiB · pids 512 · network none\n"),
+            "{card}"
+        );
+        assert_eq!(size(64 << 20), "64 MiB");
+        assert_eq!(size(3 << 29), "1.5 GiB");
+    }
 
     #[test]
     fn caps_keep_head_and_tail() {

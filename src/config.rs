@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::job::{RunnerChoice, parse_size};
+use crate::job::{Limits, RunnerChoice, host_cpus, parse_size};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -31,6 +31,12 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_KEEP_RUNS: usize = 500;
 /// Finished runs older than this many days are pruned.
 pub const DEFAULT_KEEP_DAYS: f64 = 7.0;
+/// Default CPU limit of a container job (capped at the host's CPUs).
+pub const DEFAULT_CPUS: f64 = 2.0;
+/// Default memory limit of a container job.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
+/// Default process limit of a container job.
+pub const DEFAULT_PIDS: i64 = 512;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 
@@ -112,6 +118,16 @@ pub struct Layer {
     pub keep_days: Option<f64>,
     /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
     pub safety: Option<SafetyLayer>,
+    /// Container jobs run as `UID:GID`, or `root`; unset = the caller's own uid:gid.
+    pub user: Option<String>,
+    /// Container jobs' network: `bridge` (berth's own, no traffic between jobs) or `none`.
+    pub network: Option<String>,
+    /// Default CPU limit of container jobs (cores).
+    pub cpus: Option<f64>,
+    /// Default memory limit of container jobs (`2g`, `512m`, bytes).
+    pub memory: Option<SizeValue>,
+    /// Default process limit of container jobs.
+    pub pids: Option<i64>,
 }
 
 /// Where a setting came from.
@@ -159,6 +175,12 @@ pub struct Config {
     pub keep_days: f64,
     /// Command filter and security log settings (`[safety]`).
     pub safety: SafetyConfig,
+    /// `Some("UID:GID")` or `Some("root")` from config; `None` = the caller's uid:gid.
+    pub user: Option<String>,
+    /// `bridge` (berth's own isolated bridge) or `none`.
+    pub network: String,
+    /// Limits for container jobs that ask for none (each field always set).
+    pub limits: Limits,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -183,6 +205,9 @@ impl Default for Config {
             keep_runs: DEFAULT_KEEP_RUNS,
             keep_days: DEFAULT_KEEP_DAYS,
             safety: SafetyConfig::default(),
+            user: None,
+            network: "bridge".into(),
+            limits: default_limits(),
             sources: BTreeMap::new(),
         };
         for k in FIELDS {
@@ -192,7 +217,12 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 20] = [
+    "user",
+    "network",
+    "cpus",
+    "memory",
+    "pids",
     "recovery",
     "max_output",
     "keep_runs",
@@ -209,6 +239,52 @@ const FIELDS: [&str; 15] = [
     "test_command",
     "build_command",
 ];
+
+/// 2 CPUs (or all of them on a smaller machine), 2 GiB, 512 processes.
+fn default_limits() -> Limits {
+    Limits {
+        cpus: Some(DEFAULT_CPUS.min(host_cpus() as f64)),
+        memory: Some(DEFAULT_MEMORY),
+        pids: Some(DEFAULT_PIDS),
+    }
+}
+
+/// The uid:gid of this process: whoever asked the manager for the job.
+pub fn caller_user() -> String {
+    format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+}
+
+/// `root`, or numeric `UID:GID` (names would be looked up in the image,
+/// which may not know them).
+pub fn validate_user(user: String) -> Result<String> {
+    let numeric = |s: &str| {
+        !s.is_empty() && s.len() <= 10 && s.chars().all(|c| c.is_ascii_digit()) && s.parse::<u32>().is_ok()
+    };
+    let ok = user == "root"
+        || user
+            .split_once(':')
+            .is_some_and(|(u, g)| numeric(u) && numeric(g));
+    if ok {
+        Ok(user)
+    } else {
+        Err(Error::InvalidValue {
+            what: "user",
+            input: user,
+            message: "expected UID:GID (numbers, e.g. 1000:1000) or root".into(),
+        })
+    }
+}
+
+fn validate_network(network: String) -> Result<String> {
+    match network.as_str() {
+        "bridge" | "none" => Ok(network),
+        _ => Err(Error::InvalidValue {
+            what: "network",
+            input: network,
+            message: "expected bridge (berth's own, no traffic between jobs) or none".into(),
+        }),
+    }
+}
 
 fn default_state_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
@@ -253,6 +329,11 @@ impl Config {
     pub fn with_runner(mut self, r: RunnerChoice) -> Self {
         self.runner = r;
         self
+    }
+
+    /// The `uid:gid` (or `root`) container jobs run as.
+    pub fn container_user(&self) -> String {
+        self.user.clone().unwrap_or_else(caller_user)
     }
 
     /// This instance's state directory.
@@ -371,6 +452,30 @@ impl Config {
         if let Some(v) = l.safety {
             self.safety.apply(v)?;
         }
+        if let Some(v) = l.user {
+            self.user = Some(validate_user(v)?);
+            self.sources.insert("user", source("user"));
+        }
+        set!(network, "network", validate_network);
+        let mut limits = self.limits.clone();
+        let mut touched = Vec::new();
+        if let Some(v) = l.cpus {
+            limits.cpus = Some(v);
+            touched.push("cpus");
+        }
+        if let Some(v) = l.memory {
+            limits.memory = Some(v.bytes()?);
+            touched.push("memory");
+        }
+        if let Some(v) = l.pids {
+            limits.pids = Some(v);
+            touched.push("pids");
+        }
+        limits.validate()?;
+        self.limits = limits;
+        for k in touched {
+            self.sources.insert(k, source(k));
+        }
         Ok(())
     }
 
@@ -393,6 +498,25 @@ impl Config {
             ("max_output", self.max_output_bytes.to_string()),
             ("keep_runs", self.keep_runs.to_string()),
             ("keep_days", self.keep_days.to_string()),
+            (
+                "user",
+                self.user
+                    .clone()
+                    .unwrap_or_else(|| format!("{} (the caller)", caller_user())),
+            ),
+            ("network", self.network.clone()),
+            (
+                "cpus",
+                self.limits.cpus.map(|c| c.to_string()).unwrap_or_default(),
+            ),
+            (
+                "memory",
+                self.limits.memory.map(|m| m.to_string()).unwrap_or_default(),
+            ),
+            (
+                "pids",
+                self.limits.pids.map(|p| p.to_string()).unwrap_or_default(),
+            ),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -468,6 +592,11 @@ fn env_layer() -> Result<Layer> {
         keep_runs: num("keep_runs")?.map(|v| v as usize),
         keep_days: num("keep_days")?,
         safety: None,
+        user: get("user"),
+        network: get("network"),
+        cpus: num("cpus")?,
+        memory: get("memory").map(SizeValue::Text),
+        pids: num("pids")?.map(|v| v as i64),
     })
 }
 
@@ -507,6 +636,83 @@ mod tests {
         assert_eq!(c.sources["grace"], Source::Flag);
         assert!(matches!(c.sources["max_jobs"], Source::File(_)));
         assert_eq!(c.sources["image"], Source::Default);
+    }
+
+    #[test]
+    fn container_user_defaults_to_the_caller_and_root_is_explicit() {
+        let c = Config::default();
+        let me = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
+        assert_eq!(c.container_user(), me);
+        assert!(
+            c.describe()
+                .iter()
+                .any(|(k, v, _)| k == "user" && v.contains("(the caller)"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "user = \"root\"\n").unwrap();
+        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        assert_eq!(c.container_user(), "root");
+        assert_eq!(validate_user("1234:1234".into()).unwrap(), "1234:1234");
+        for bad in ["", "alice", "1234", "1:x", ":1", "99999999999:1", "-1:0"] {
+            let err = validate_user(bad.into()).unwrap_err().to_string();
+            assert!(err.contains("UID:GID"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn limit_defaults_and_bounds() {
+        let c = Config::default();
+        let host = host_cpus() as f64;
+        assert_eq!(c.limits.cpus, Some(DEFAULT_CPUS.min(host)));
+        assert_eq!(c.limits.memory, Some(2 << 30));
+        assert_eq!(c.limits.pids, Some(512));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(CONFIG_FILE);
+        std::fs::write(
+            &file,
+            "cpus = 1\nmemory = \"64m\"\npids = 100\nnetwork = \"none\"\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        assert_eq!(
+            c.limits,
+            Limits {
+                cpus: Some(1.0),
+                memory: Some(64 << 20),
+                pids: Some(100)
+            }
+        );
+        assert_eq!(c.network, "none");
+        assert!(matches!(c.sources["pids"], Source::File(_)));
+        let too_many = format!("cpus = {}\n", host + 1.0);
+        for (text, what) in [
+            ("pids = 0\n", "pids"),
+            ("pids = -1\n", "pids"),
+            ("pids = 40000\n", "pids"),
+            ("cpus = 0\n", "cpus"),
+            (too_many.as_str(), "cpus"),
+            ("memory = \"1m\"\n", "memory"),
+            ("network = \"host\"\n", "network"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = Config::load(dir.path(), Layer::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
+        }
+        // The same bounds hold for a job's own limits.
+        let mut spec = crate::job::JobSpec::argv(["true"]);
+        spec.limits.pids = Some(-1);
+        assert!(
+            spec.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("between 1 and 32768")
+        );
+        spec.limits.pids = Some(32768);
+        spec.limits.memory = Some(6 << 20);
+        spec.limits.cpus = Some(host);
+        spec.validate().unwrap();
     }
 
     #[test]

@@ -183,6 +183,51 @@ pub struct Limits {
     pub pids: Option<i64>,
 }
 
+/// Most processes a job may be limited to (`pids`).
+pub const MAX_PIDS: i64 = 32768;
+/// Least memory a job may be limited to: the engine refuses less.
+pub const MIN_MEMORY: u64 = 6 << 20;
+
+/// CPUs this machine offers (at least 1).
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+impl Limits {
+    /// Bounds: a limit that would switch itself off (`pids = 0`/`-1`) or that
+    /// the engine would refuse is a clear error before anything runs.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: &'static str, input: String, message: String| {
+            Err(Error::InvalidValue { what, input, message })
+        };
+        if let Some(c) = self.cpus {
+            let host = host_cpus();
+            if !(c.is_finite() && c > 0.0 && c <= host as f64) {
+                return bad(
+                    "cpus",
+                    c.to_string(),
+                    format!("must be more than 0 and at most {host} (this machine's CPUs)"),
+                );
+            }
+        }
+        if let Some(m) = self.memory
+            && m < MIN_MEMORY
+        {
+            return bad(
+                "memory",
+                m.to_string(),
+                "must be at least 6 MiB (e.g. 64m, 2g)".into(),
+            );
+        }
+        if let Some(p) = self.pids
+            && !(1..=MAX_PIDS).contains(&p)
+        {
+            return bad("pids", p.to_string(), format!("must be between 1 and {MAX_PIDS}"));
+        }
+        Ok(())
+    }
+}
+
 /// Which limits were actually enforced, so nothing claims a limit that was not applied.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AppliedLimits {
@@ -195,6 +240,12 @@ pub struct AppliedLimits {
     /// Human-readable notes on limits that were asked for but not enforced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_enforced: Vec<String>,
+    /// Container jobs: the `uid:gid` the job ran as (`root` when it was root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Container jobs: the network it was attached to (`none` for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// Parse a size like `512m`, `2g`, `1.5G`, `1048576`, `64k` into bytes.
@@ -273,7 +324,9 @@ pub struct JobSpec {
     /// `/tmp`); the workspace stays writable.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// Container jobs: `none` (no network at all) or `bridge` (the engine's default).
+    /// Container jobs: `none` (no network at all) or `bridge` (berth's own
+    /// bridge for the instance, with no traffic between jobs); unset = the
+    /// config's `network`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
 }
@@ -371,11 +424,7 @@ impl JobSpec {
             }
             _ => {}
         }
-        for (what, value) in [
-            ("timeout", self.timeout),
-            ("keep_alive", self.keep_alive),
-            ("cpus", self.limits.cpus),
-        ] {
+        for (what, value) in [("timeout", self.timeout), ("keep_alive", self.keep_alive)] {
             if let Some(v) = value
                 && !(v.is_finite() && v > 0.0)
             {
@@ -386,6 +435,7 @@ impl JobSpec {
                 });
             }
         }
+        self.limits.validate()?;
         for p in &self.ports {
             if p.port == 0 || p.host_port == Some(0) {
                 return Err(Error::InvalidPort {

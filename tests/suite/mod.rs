@@ -1,5 +1,6 @@
 //! Integration tests, one file per area.
 
+mod boundary;
 mod cap;
 mod cli;
 mod daemon;

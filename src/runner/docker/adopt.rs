@@ -49,6 +49,15 @@ pub(super) async fn adopt(
         .inspect_container(container_id, None)
         .await
         .map_err(|e| fail(message(&e)))?;
+    // Only a container this instance and state dir made is ever followed.
+    if !engine
+        .ownership
+        .owns(inspected.config.as_ref().and_then(|c| c.labels.as_ref()))
+    {
+        return Err(fail(
+            "the container's labels name another berth instance or state dir".into(),
+        ));
+    }
     if !inspected.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
         return Err(fail("the container is no longer running".into()));
     }
@@ -66,6 +75,16 @@ pub(super) async fn adopt(
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
     let pump_task = tokio::spawn(pump(stream, out, err));
+    let on_network = inspected
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.networks.as_ref())
+        .is_some_and(|n| n.contains_key(&engine.network));
+    if on_network {
+        engine
+            .used_network
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.to_string());
     let internal_ip = super::launch::container_ip(&inspected);
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));

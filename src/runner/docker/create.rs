@@ -6,17 +6,29 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType, PortBinding};
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType,
+    PortBinding,
+};
 
+use super::ownership::{LABEL_STATE, short};
 use crate::error::{Error, Result};
-use crate::job::{AppliedLimits, JobId, JobSpec, PortMapping};
+use crate::job::{AppliedLimits, JobId, JobSpec, Limits, PortMapping};
 
 /// The writable `/tmp` of a read-only container: small, and no setuid files.
-pub const READ_ONLY_TMPFS: &str = "rw,nosuid,size=64m";
+pub const READ_ONLY_TMPFS: &str = "rw,nosuid,nodev,size=64m";
 
-/// Processes a container may have when the spec asks for no limit: enough for
-/// any dev server or build, low enough that a fork bomb stays contained.
-pub const DEFAULT_PIDS_LIMIT: i64 = 512;
+/// HOME of a container job: a private tmpfs owned by the job's user, so
+/// tools that write caches and config work although the job is not root and
+/// the image (or a read-only root) is not writable. `exec` because tools
+/// install helpers there; setuid files still mean nothing (`nosuid`).
+pub const HOME_DIR: &str = "/home/berth";
+const HOME_TMPFS: &str = "rw,nosuid,nodev,exec,size=256m,mode=0700";
+
+/// Processes a container may have when neither the spec nor the config set a
+/// limit: enough for any dev server or build, low enough that a fork bomb
+/// stays contained.
+pub const DEFAULT_PIDS_LIMIT: i64 = crate::config::DEFAULT_PIDS;
 
 /// Label keys; `remove_labelled` and crash recovery filter on them.
 pub const LABEL_MANAGED: &str = "berth.managed";
@@ -77,14 +89,30 @@ pub struct Context<'a> {
     pub image: &'a str,
     pub instance: &'a str,
     pub owner: &'a str,
+    /// The `berth.state` label: hash of the manager's canonical state dir.
+    pub state: &'a str,
+    /// `UID:GID` or `root`: who the job runs as.
+    pub user: &'a str,
+    /// The instance's isolated bridge network (used unless `none`).
+    pub network: &'a str,
+    /// `bridge` or `none` when the spec does not say.
+    pub default_network: &'a str,
+    /// Limits for what the spec leaves unset.
+    pub defaults: &'a Limits,
     pub workspace: &'a Path,
     pub cwd: &'a Path,
 }
 
-/// The container name: `berth-<instance>-<job id>`, restricted to the
-/// characters the engine accepts (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`).
-pub fn container_name(instance: &str, id: &JobId) -> String {
-    let clean: String = instance
+/// The container name: `berth-<instance>-<state hash>-<job id>`, so two
+/// managers with one instance name never pick the same name.
+pub fn container_name(instance: &str, state: &str, id: &JobId) -> String {
+    format!("berth-{}-{}-{id}", clean_name(instance), short(state))
+}
+
+/// `name` restricted to the characters the engine accepts in names
+/// (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`).
+pub fn clean_name(instance: &str) -> String {
+    instance
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "_.-".contains(c) {
@@ -93,8 +121,16 @@ pub fn container_name(instance: &str, id: &JobId) -> String {
                 '_'
             }
         })
-        .collect();
-    format!("berth-{clean}-{id}")
+        .collect()
+}
+
+/// The engine's `User` and the uid/gid for HOME's tmpfs. `root` is `0:0`.
+fn user_ids(user: &str) -> (String, String) {
+    match user.split_once(':') {
+        Some((u, g)) => (u.to_string(), g.to_string()),
+        None if user == "root" => ("0".into(), "0".into()),
+        None => (user.to_string(), user.to_string()),
+    }
 }
 
 /// Where the workspace is mounted and which directory the job starts in.
@@ -132,11 +168,11 @@ pub fn body(
     let (ws, cwd) = mount_plan(ctx.workspace, ctx.cwd)?;
 
     let mut applied = AppliedLimits::default();
-    let nano_cpus = spec.limits.cpus.map(|c| {
+    let nano_cpus = spec.limits.cpus.or(ctx.defaults.cpus).map(|c| {
         applied.cpus = Some(c);
         (c * 1e9).round() as i64
     });
-    let memory = match spec.limits.memory {
+    let memory = match spec.limits.memory.or(ctx.defaults.memory) {
         Some(m) => {
             let m = i64::try_from(m).map_err(|_| Error::InvalidValue {
                 what: "memory",
@@ -148,8 +184,23 @@ pub fn body(
         }
         None => None,
     };
-    let pids = spec.limits.pids.unwrap_or(DEFAULT_PIDS_LIMIT);
+    let pids = spec
+        .limits
+        .pids
+        .or(ctx.defaults.pids)
+        .unwrap_or(DEFAULT_PIDS_LIMIT);
     applied.pids = Some(pids);
+    let (uid, gid) = user_ids(ctx.user);
+    applied.user = Some(if uid == "0" {
+        "root".into()
+    } else {
+        format!("{uid}:{gid}")
+    });
+    let network_mode = match spec.network.as_deref().unwrap_or(ctx.default_network) {
+        "none" => "none".to_string(),
+        _ => ctx.network.to_string(),
+    };
+    applied.network = Some(network_mode.clone());
 
     let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     let mut exposed = Vec::new();
@@ -168,7 +219,7 @@ pub fn body(
     // PORT/BERTH_PORT_N name the container port: inside the container the
     // server binds its own port; the host side is the engine's business.
     // The job's own env wins, as on the host runner.
-    let mut env: Vec<(String, String)> = Vec::new();
+    let mut env: Vec<(String, String)> = vec![("HOME".into(), HOME_DIR.into())];
     if let Some(first) = ports.first() {
         env.push(("PORT".into(), first.port.to_string()));
     }
@@ -183,7 +234,12 @@ pub fn body(
         (LABEL_INSTANCE.to_string(), ctx.instance.to_string()),
         (LABEL_OWNER.to_string(), ctx.owner.to_string()),
         (LABEL_JOB.to_string(), ctx.id.to_string()),
+        (LABEL_STATE.to_string(), ctx.state.to_string()),
     ]);
+    let mut tmpfs = HashMap::from([(HOME_DIR.to_string(), format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
+    if spec.read_only {
+        tmpfs.insert("/tmp".to_string(), READ_ONLY_TMPFS.to_string());
+    }
 
     let ws_str = ws.to_string_lossy().into_owned();
     let host_config = HostConfig {
@@ -201,25 +257,34 @@ pub fn body(
         // Never auto-remove: the output is drained first, then we remove.
         auto_remove: Some(false),
         port_bindings: (!bindings.is_empty()).then_some(bindings),
+        // Private propagation: nothing mounted later on either side shows up
+        // on the other. (The engine's API has no nosuid/nodev for binds; the
+        // job's files are the caller's, and no-new-privileges makes setuid
+        // bits inert inside, so a setuid copy grants nobody more than the caller.)
         mounts: Some(vec![Mount {
             target: Some(ws_str.clone()),
             source: Some(ws_str),
             typ: Some(MountType::BIND),
             read_only: Some(false),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+                ..Default::default()
+            }),
             ..Default::default()
         }]),
         // Opt-in: the image cannot be changed, only the workspace and /tmp.
         readonly_rootfs: Some(spec.read_only),
-        tmpfs: spec
-            .read_only
-            .then(|| HashMap::from([("/tmp".to_string(), READ_ONLY_TMPFS.to_string())])),
-        network_mode: spec.network.clone(),
+        tmpfs: Some(tmpfs),
+        network_mode: Some(network_mode),
         ..Default::default()
     };
 
     let has_input = spec.input.is_some();
     let body = ContainerCreateBody {
         image: Some(ctx.image.to_string()),
+        // The caller's uid:gid by default: files the job writes in the
+        // workspace are the caller's, and a setuid copy is not root's.
+        user: Some(format!("{uid}:{gid}")),
         cmd: Some(argv),
         // The image's entrypoint would change what `argv` means.
         entrypoint: Some(Vec::new()),
@@ -272,106 +337,4 @@ pub fn read_ports(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::job::{Limits, PortSpec};
-    use pretty_assertions::assert_eq;
-
-    fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
-        Context {
-            id,
-            image: "berth/sandbox:latest",
-            instance: "t",
-            owner: "1:2",
-            workspace: ws,
-            cwd,
-        }
-    }
-
-    #[test]
-    fn body_carries_limits_hardening_labels_and_ports() {
-        let ws = tempfile::tempdir().unwrap();
-        let id = JobId::from_number(7);
-        let mut spec = JobSpec::shell("echo hi").with_port(3000);
-        spec.ports.push(PortSpec {
-            port: 53,
-            host_port: None,
-            proto: "udp".into(),
-        });
-        spec.limits = Limits {
-            cpus: Some(0.5),
-            memory: Some(64 << 20),
-            pids: None,
-        };
-        spec.env.insert("PORT".into(), "9999".into());
-        let plan = plan_ports(&spec, true);
-        let (b, applied) = body(&spec, &ctx(&id, ws.path(), ws.path()), &plan).unwrap();
-        let hc = b.host_config.as_ref().unwrap();
-        assert_eq!(hc.nano_cpus, Some(500_000_000));
-        assert_eq!(hc.memory, Some(64 << 20));
-        assert_eq!(hc.memory_swap, hc.memory);
-        assert_eq!(hc.pids_limit, Some(DEFAULT_PIDS_LIMIT));
-        assert_eq!(hc.init, Some(true));
-        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
-        assert_eq!(hc.auto_remove, Some(false));
-        let pb = hc.port_bindings.as_ref().unwrap();
-        let tcp = pb["3000/tcp"].as_ref().unwrap();
-        assert_eq!(tcp[0].host_ip.as_deref(), Some("127.0.0.1"));
-        assert_eq!(tcp[0].host_port.as_deref(), Some(""));
-        assert!(pb.contains_key("53/udp"));
-        assert_eq!(b.cmd, Some(vec!["sh".into(), "-c".into(), "echo hi".into()]));
-        let env = b.env.unwrap();
-        assert!(
-            env.contains(&"PORT=9999".to_string()),
-            "the job's env wins: {env:?}"
-        );
-        assert!(env.contains(&"BERTH_PORT_3000=3000".to_string()));
-        assert_eq!(b.labels.as_ref().unwrap()["berth.job"], "job-7");
-        assert_eq!(b.open_stdin, Some(false));
-        assert_eq!(
-            applied,
-            AppliedLimits {
-                cpus: Some(0.5),
-                memory: Some(64 << 20),
-                pids: Some(DEFAULT_PIDS_LIMIT),
-                not_enforced: vec![],
-            }
-        );
-    }
-
-    #[test]
-    fn cwd_outside_the_workspace_is_refused() {
-        let ws = tempfile::tempdir().unwrap();
-        let other = tempfile::tempdir().unwrap();
-        let id = JobId::from_number(1);
-        let err = body(&JobSpec::argv(["true"]), &ctx(&id, ws.path(), other.path()), &[]).unwrap_err();
-        assert!(err.to_string().contains("outside the workspace"), "{err}");
-    }
-
-    #[test]
-    fn names_are_engine_safe() {
-        assert_eq!(
-            container_name("my inst/1", &JobId::from_number(3)),
-            "berth-my_inst_1-job-3"
-        );
-    }
-
-    #[test]
-    fn ports_are_read_back_from_inspect() {
-        let plan = vec![PortPlan {
-            port: 80,
-            proto: "tcp".into(),
-            host_port: None,
-            note: None,
-        }];
-        let inspected = HashMap::from([(
-            "80/tcp".to_string(),
-            Some(vec![PortBinding {
-                host_ip: Some("127.0.0.1".into()),
-                host_port: Some("49153".into()),
-            }]),
-        )]);
-        assert_eq!(read_ports(&plan, Some(&inspected))[0].host_port, 49153);
-        assert_eq!(read_ports(&plan, None)[0].host_port, 0);
-    }
-}
+mod tests;

@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, message, remove_container, status};
+use super::{DockerControl, Engine, message, network, remove_container, status};
 use crate::error::{Error, Result};
 use crate::job::{AppliedLimits, JobId, JobSpec};
 use crate::output::{JobOutput, Stream as OutStream};
@@ -52,6 +52,8 @@ struct Started {
 enum AttemptError {
     /// An explicitly asked host port was taken after all: retry engine-chosen.
     PortTaken(String),
+    /// The instance network was released meanwhile: make it again and retry.
+    NetworkGone(String),
     Other(Error),
 }
 
@@ -71,22 +73,44 @@ pub(super) async fn launch(
 ) -> Result<Launched> {
     let image = spec.image.clone().unwrap_or_else(|| engine.image.clone());
     ensure_image(&docker, id, &image).await?;
-    let name = create::container_name(&engine.instance, id);
-    // A container of this name is a leftover (ids are never reused): clear it.
-    remove_container(&docker, &name).await;
+    let name = create::container_name(&engine.instance, engine.state(), id);
+    clear_leftover(engine, &docker, id, &name).await?;
 
-    let ctx = Context {
-        id,
-        image: &image,
-        instance: &engine.instance,
-        owner: &engine.owner,
-        workspace: &engine.workspace,
-        cwd,
-    };
+    let isolated = spec.network.as_deref().unwrap_or(&engine.default_network) != "none";
+    let mut network_id = String::new();
+    if isolated {
+        network_id = engine.ensure_network(&docker).await?;
+    }
     let mut plan = create::plan_ports(spec, engine.precheck_ports);
+    let mut network_retries = 2;
     let started = loop {
+        let ctx = Context {
+            id,
+            image: &image,
+            instance: &engine.instance,
+            owner: &engine.owner,
+            state: engine.state(),
+            user: &engine.user,
+            network: &network_id,
+            default_network: &engine.default_network,
+            defaults: &engine.defaults,
+            workspace: &engine.workspace,
+            cwd,
+        };
         match attempt(&docker, id, spec, &ctx, &name, &plan).await {
             Ok(s) => break s,
+            Err(AttemptError::NetworkGone(msg)) if network_retries > 0 => {
+                tracing::debug!(job = %id, error = %msg, "instance network released meanwhile; making it again");
+                network_retries -= 1;
+                network_id = engine.ensure_network(&docker).await?;
+            }
+            Err(AttemptError::NetworkGone(msg)) => {
+                return Err(Error::Docker {
+                    action: "start container",
+                    job: id.to_string(),
+                    message: msg,
+                });
+            }
             Err(AttemptError::PortTaken(msg)) if plan.iter().any(|p| p.host_port.is_some()) => {
                 tracing::debug!(job = %id, error = %msg, "asked host port taken; letting the engine pick");
                 for p in plan.iter_mut().filter(|p| p.host_port.is_some()) {
@@ -112,6 +136,10 @@ pub(super) async fn launch(
         mut applied,
         warnings,
     } = started;
+    if isolated {
+        // Named, not by the id the container was created with.
+        applied.network = Some(engine.network.clone());
+    }
     let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.clone());
 
     // From here on the container runs: any failure must take it down again.
@@ -162,6 +190,35 @@ pub(super) async fn launch(
         control: Control::Docker(control),
         exit,
     })
+}
+
+/// A container with this job's name is a leftover of this instance and
+/// state dir (ids are never reused) and is cleared; one whose labels say
+/// otherwise is never touched: the launch fails naming it.
+async fn clear_leftover(engine: &Engine, docker: &Docker, id: &JobId, name: &str) -> Result<()> {
+    match docker.inspect_container(name, None).await {
+        Ok(c)
+            if engine
+                .ownership
+                .owns(c.config.as_ref().and_then(|c| c.labels.as_ref())) =>
+        {
+            remove_container(docker, name).await;
+            Ok(())
+        }
+        Ok(_) => Err(Error::Docker {
+            action: "create container",
+            job: id.to_string(),
+            message: format!(
+                "a container named {name} exists and is not this berth instance's; remove it (docker rm -f {name})"
+            ),
+        }),
+        Err(e) if status(&e) == Some(404) => Ok(()),
+        Err(e) => Err(Error::Docker {
+            action: "inspect container",
+            job: id.to_string(),
+            message: message(&e),
+        }),
+    }
 }
 
 /// Make sure `image` is present. A missing image gets one bounded pull
@@ -232,16 +289,19 @@ async fn attempt(
         ..Default::default()
     };
     let created = docker.create_container(Some(opts), body).await.map_err(|e| {
-        if status(&e) == Some(404) && message(&e).contains("No such image") {
-            Error::ImageMissing {
+        let msg = message(&e);
+        if status(&e) == Some(404) && msg.contains("No such image") {
+            AttemptError::Other(Error::ImageMissing {
                 image: ctx.image.into(),
-            }
+            })
+        } else if network::is_missing(&msg) {
+            AttemptError::NetworkGone(msg)
         } else {
-            Error::Docker {
+            AttemptError::Other(Error::Docker {
                 action: "create container",
                 job: id.to_string(),
-                message: message(&e),
-            }
+                message: msg,
+            })
         }
     })?;
     let cid = created.id;
@@ -277,6 +337,9 @@ async fn attempt(
         let msg = message(&e);
         if msg.contains("port is already allocated") || msg.contains("address already in use") {
             return Err(AttemptError::PortTaken(msg));
+        }
+        if network::is_missing(&msg) {
+            return Err(AttemptError::NetworkGone(msg));
         }
         if msg.contains("executable file not found") {
             return Err(AttemptError::Other(Error::CommandNotFound {
@@ -316,12 +379,10 @@ async fn feed(mut input: Pin<Box<dyn AsyncWrite + Send>>, text: String, hold: Op
 /// when nothing listens inside).
 pub(super) fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
     let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
-    // Prefer the default bridge; any network with an address will do.
-    let mut candidates: Vec<_> = networks.iter().collect();
-    candidates.sort_by_key(|(name, _)| *name != "bridge");
-    candidates
-        .into_iter()
-        .filter_map(|(_, ep)| ep.ip_address.as_deref())
+    // A job is on one network (berth's bridge): any address it has will do.
+    networks
+        .values()
+        .filter_map(|ep| ep.ip_address.as_deref())
         .find_map(|ip| ip.parse().ok())
 }
 

@@ -2,18 +2,24 @@
 //! driven through bollard. This file owns the engine connection ([`Engine`]:
 //! lazy connect, API version negotiation, `auto` resolution), the per-job
 //! [`DockerControl`] (signal, remove, a blocking remove for `Drop` paths),
-//! resource usage and the labelled clean-up. The create body lives in
+//! and resource usage. The create body lives in
 //! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
-//! the exit future in `exit.rs`, the stats arithmetic in `usage.rs`.
+//! the exit future in `exit.rs`, removal and teardown in `cleanup.rs`, the
+//! stats arithmetic in `usage.rs`.
 //!
-//! Every container carries `berth.managed`, `berth.instance`, `berth.owner`
-//! (manager pid + start time) and `berth.job` labels, so whatever a crashed
-//! manager left behind can be found and removed without guessing.
+//! Every container carries `berth.managed`, `berth.instance`, `berth.state`
+//! (hash of the state dir), `berth.owner` (manager pid + start time) and
+//! `berth.job` labels, so whatever a crashed manager left behind can be found
+//! and removed without guessing, and nothing is removed by name alone
+//! (`ownership.rs`). Jobs share the instance's isolated bridge (`network.rs`).
 
 mod adopt;
+mod cleanup;
 mod create;
 mod exit;
 mod launch;
+mod network;
+mod ownership;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -25,9 +31,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::errors::Error as BollardError;
-use bollard::query_parameters::{
-    KillContainerOptions, ListContainersOptions, RemoveContainerOptions, StatsOptions,
-};
+use bollard::query_parameters::{KillContainerOptions, StatsOptions};
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
@@ -38,8 +42,14 @@ use crate::job::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
 use crate::output::JobOutput;
 
 pub use adopt::Adoption;
-pub use create::{DEFAULT_PIDS_LIMIT, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name};
+pub use create::{
+    DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
+};
+pub use network::NO_ICC;
+pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use usage::UsageTarget;
+
+use cleanup::{blocking_remove, remove_container};
 
 /// How long the engine gets to answer a ping before `auto` picks the host.
 const PING_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -168,24 +178,7 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        blocking_remove(self.endpoint.clone(), self.container_id.clone());
-    }
-}
-
-async fn remove_container(docker: &Docker, id: &str) -> bool {
-    let opts = RemoveContainerOptions {
-        force: true,
-        v: true,
-        link: false,
-    };
-    match docker.remove_container(id, Some(opts)).await {
-        Ok(()) => true,
-        // 404: already gone; 409: a removal is already in progress.
-        Err(e) if matches!(status(&e), Some(404 | 409)) => true,
-        Err(e) => {
-            tracing::warn!(container = %id, error = %message(&e), "could not remove container");
-            false
-        }
+        blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
     }
 }
 
@@ -197,6 +190,22 @@ pub struct Engine {
     workspace: PathBuf,
     grace: Duration,
     owner: String,
+    /// This instance and state dir: what `berth.instance`/`berth.state` must say.
+    ownership: Ownership,
+    /// `UID:GID` or `root`; the caller's own ids unless the config says.
+    user: String,
+    /// The instance's isolated bridge.
+    network: String,
+    /// `bridge` or `none`, for specs that do not say.
+    default_network: String,
+    /// Limits for what a spec leaves unset.
+    defaults: crate::job::Limits,
+    /// Set once a job used the instance network: teardown (`Drop`) removes it
+    /// if no job of another manager still does. Kept between jobs because
+    /// making a network costs ~0.2 s.
+    used_network: std::sync::atomic::AtomicBool,
+    /// One `network::ensure` at a time: concurrent launches would each make one.
+    network_lock: tokio::sync::Mutex<()>,
     client: OnceCell<Docker>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
@@ -204,6 +213,7 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: &Config) -> Self {
+        let state = state_hash(&config.state_dir);
         Engine {
             endpoint: default_endpoint(),
             instance: config.instance.clone(),
@@ -211,6 +221,16 @@ impl Engine {
             workspace: config.workspace.clone(),
             grace: config.grace(),
             owner: owner_label(),
+            network: network::name(&create::clean_name(&config.instance), &state),
+            ownership: Ownership {
+                instance: config.instance.clone(),
+                state,
+            },
+            user: config.container_user(),
+            default_network: config.network.clone(),
+            defaults: config.limits.clone(),
+            used_network: std::sync::atomic::AtomicBool::new(false),
+            network_lock: tokio::sync::Mutex::new(()),
             client: OnceCell::new(),
             precheck_ports: true,
         }
@@ -223,6 +243,14 @@ impl Engine {
     /// The `berth.owner` label value: `<pid>:<start time>` of this process.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+    /// The `berth.state` label value: hash of this manager's state dir.
+    pub fn state(&self) -> &str {
+        &self.ownership.state
+    }
+    /// The instance's isolated bridge network.
+    pub fn network_name(&self) -> &str {
+        &self.network
     }
     /// The image used when a spec names none.
     pub fn default_image(&self) -> &str {
@@ -287,9 +315,14 @@ impl Engine {
         adopt::adopt(self, docker, id, output, adoption).await
     }
 
-    /// Force-remove a container from synchronous code (recovery, `Drop`).
+    /// Force-remove a container from synchronous code (recovery), only when
+    /// its labels say it is this instance's and state dir's.
     pub fn remove_container_blocking(&self, container_id: &str) -> bool {
-        blocking_remove(self.endpoint.clone(), container_id.to_string())
+        blocking_remove(
+            self.endpoint.clone(),
+            container_id.to_string(),
+            Some(self.ownership.clone()),
+        )
     }
 
     /// Start `spec` as a container writing into `output`.
@@ -322,95 +355,5 @@ impl Engine {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let second = sample().await?;
         Some(usage::between(&first, &second))
-    }
-
-    /// Force-remove every container labelled as managed by `instance`.
-    /// Returns how many were removed (0 when the engine is unreachable).
-    pub async fn remove_labelled(&self, instance: &str) -> usize {
-        self.remove_matching(&[
-            format!("{LABEL_MANAGED}=true"),
-            format!("{LABEL_INSTANCE}={instance}"),
-        ])
-        .await
-    }
-
-    /// Force-remove every container whose `berth.owner` is `owner` (a manager
-    /// that died); returns how many were removed.
-    pub async fn remove_owned(&self, owner: &str) -> usize {
-        self.remove_matching(&[format!("{LABEL_MANAGED}=true"), format!("{LABEL_OWNER}={owner}")])
-            .await
-    }
-
-    async fn remove_matching(&self, labels: &[String]) -> usize {
-        let Ok(docker) = self.client().await else {
-            return 0;
-        };
-        let filters = std::collections::HashMap::from([("label".to_string(), labels.to_vec())]);
-        let opts = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        let list = match docker.list_containers(Some(opts)).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(?labels, error = %message(&e), "could not list containers");
-                return 0;
-            }
-        };
-        let removals = list
-            .iter()
-            .filter_map(|c| c.id.as_deref())
-            .map(|id| remove_container(docker, id));
-        futures_util::future::join_all(removals)
-            .await
-            .into_iter()
-            .filter(|ok| *ok)
-            .count()
-    }
-}
-
-/// Force-remove container `id` from synchronous code (`Drop`, recovery) that
-/// may itself run inside a tokio runtime: a thread of its own with its own
-/// runtime does the work, waited for at most [`BLOCKING_REMOVE_LIMIT`].
-/// True when the container was removed (or already gone).
-fn blocking_remove(endpoint: String, id: String) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let thread_id = id.clone();
-    let spawned = std::thread::Builder::new()
-        .name("berth-docker-remove".into())
-        .spawn(move || {
-            let id = thread_id;
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::warn!(container = %id, error = %e, "no runtime to remove container");
-                    return;
-                }
-            };
-            let removed = rt.block_on(async {
-                match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                    Ok(docker) => remove_container(&docker, &id).await,
-                    Err(e) => {
-                        tracing::warn!(container = %id, error = %e, "could not remove container");
-                        false
-                    }
-                }
-            });
-            let _ = tx.send(removed);
-        });
-    if let Err(e) = spawned {
-        tracing::warn!(container = %id, error = %e, "no thread to remove container");
-        return false;
-    }
-    match rx.recv_timeout(BLOCKING_REMOVE_LIMIT) {
-        Ok(removed) => removed,
-        Err(_) => {
-            tracing::warn!(
-                container = %id,
-                "container removal still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
-            );
-            false
-        }
     }
 }

@@ -94,7 +94,7 @@ impl Drop for Fixture {
         // Runs inside the test's runtime: use a thread with its own runtime
         // and connection, as `remove_blocking` does.
         let instance = self.instance.clone();
-        let config = Config::isolated(self.dir.path(), &instance);
+        let config = Config::isolated(self.dir.path().join("state"), &instance);
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -162,10 +162,11 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
     assert_eq!(labels[LABEL_INSTANCE], fx.instance);
     assert_eq!(labels[LABEL_JOB], "job-1");
     assert_eq!(labels[LABEL_OWNER], fx.engine.owner());
+    assert_eq!(labels[LABEL_STATE], fx.engine.state());
     assert!(fx.engine.owner().starts_with(&format!("{}:", std::process::id())));
     assert_eq!(
         i.name.as_deref(),
-        Some(format!("/berth-{}-job-1", fx.instance).as_str())
+        Some(format!("/berth-{}-{}-job-1", fx.instance, &fx.engine.state()[..8]).as_str())
     );
 
     assert_eq!(
@@ -175,6 +176,10 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             memory: Some(64 << 20),
             pids: Some(100),
             not_enforced: vec![],
+            user: Some(crate::config::caller_user())
+                .filter(|u| u != "0:0")
+                .or(Some("root".into())),
+            network: Some(fx.engine.network_name().to_string()),
         }
     );
     assert_eq!(launched.ports.len(), 1);
@@ -526,4 +531,48 @@ async fn an_unreachable_engine_is_a_clear_error_and_auto_falls_back() {
         "{err}"
     );
     assert_eq!(engine.remove_labelled("unreachable").await, 0);
+}
+
+#[tokio::test]
+async fn containers_of_another_state_dir_are_never_removed_or_adopted() {
+    let fx = Fixture::new("owner").await;
+    // Same instance name, another state dir: a twin manager's job.
+    let twin_dir = tempfile::tempdir().unwrap();
+    let twin = Engine::new(
+        &Config::isolated(twin_dir.path().join("state"), &fx.instance).with_workspace(&fx.workspace),
+    );
+    assert_ne!(twin.state(), fx.engine.state());
+    let id = JobId::from_number(1);
+    let out = fx.output(&id);
+    let launched = twin
+        .launch(&id, &JobSpec::argv(["sleep", "1000"]), &fx.workspace, &out)
+        .await
+        .unwrap();
+    let cid = launched.container_id.clone().unwrap();
+
+    assert!(!fx.engine.remove_container_blocking(&cid), "not ours: refused");
+    assert_eq!(fx.engine.remove_labelled(&fx.instance).await, 0);
+    let adoption = Adoption {
+        container_id: cid.clone(),
+        stored: (0, 0),
+        ports: vec![],
+        limits: AppliedLimits::default(),
+    };
+    let err = fx
+        .engine
+        .adopt(&id, &fx.output(&JobId::from_number(2)), adoption)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("another berth instance or state dir"),
+        "{err}"
+    );
+    assert_eq!(inspect_status(fx.docker().await, &cid).await, None, "still there");
+
+    // Its own manager may.
+    assert!(twin.remove_container_blocking(&cid));
+    assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
+    ended(launched).await;
+    twin.remove_labelled(&fx.instance).await;
 }

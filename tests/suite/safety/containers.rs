@@ -130,7 +130,7 @@ async fn read_only_root_and_no_network_are_opt_in() {
     let c = inspect(&job.info().unwrap().container_id.unwrap());
     assert_eq!(c["HostConfig"]["ReadonlyRootfs"], true);
     assert_eq!(c["HostConfig"]["NetworkMode"], "none");
-    assert_eq!(c["HostConfig"]["Tmpfs"]["/tmp"], "rw,nosuid,size=64m");
+    assert_eq!(c["HostConfig"]["Tmpfs"]["/tmp"], "rw,nosuid,nodev,size=64m");
     job.kill().await.unwrap();
 
     // What cannot hold is refused before anything starts.

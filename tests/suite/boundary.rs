@@ -1,0 +1,347 @@
+//! The container as a boundary, against the real engine: jobs run as the
+//! caller (never root unless asked), so a setuid copy made in the workspace
+//! grants nothing on the host; jobs of one instance cannot reach each other;
+//! and two managers that share an instance name but not a state dir never
+//! touch each other's containers. Tests run as root here, so the ones about
+//! "the caller" also run berth (or the job) as a non-root uid, where a wrong
+//! answer would show.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use berth::runner::docker::{LABEL_STATE, NO_ICC, container_name, state_hash};
+use berth::{Config, JobId, JobSpec, JobStatus, Manager, ReadyCondition, RunnerChoice};
+use pretty_assertions::assert_eq;
+
+use crate::common::{berth, containers_of, instance_name, manager_with};
+
+const IMAGE: &str = "berth/sandbox:latest";
+/// A uid/gid that exists nowhere on this machine: whatever it owns, nobody else does.
+const JOB_USER: &str = "1234:1234";
+
+fn docker(spec: JobSpec) -> JobSpec {
+    spec.with_runner(RunnerChoice::Docker).with_image(IMAGE)
+}
+
+/// `docker inspect` (container or network) as JSON; None when it does not exist.
+fn inspect(kind: &str, id: &str) -> Option<serde_json::Value> {
+    let o = Command::new("docker")
+        .args([kind, "inspect", id])
+        .output()
+        .expect("docker CLI");
+    o.status
+        .success()
+        .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
+}
+
+fn running(cid: &str) -> bool {
+    inspect("container", cid).is_some_and(|c| c["State"]["Running"] == true)
+}
+
+/// Let a non-root uid into the temp dir (tempdirs are 0700) and write the workspace.
+fn open_up(dir: &Path, ws: &Path) {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(ws, std::fs::Permissions::from_mode(0o777)).unwrap();
+}
+
+#[tokio::test]
+async fn a_setuid_shell_made_in_a_container_is_the_callers_and_gives_no_root() {
+    let t = manager_with(|mut c| {
+        c.user = Some(JOB_USER.into());
+        c
+    });
+    let ws = t.workspace();
+    open_up(t.dir.path(), &ws);
+    let job = t
+        .manager
+        .start(docker(JobSpec::shell(
+            "cp /bin/sh x && chmod 4755 x && id -u && echo HOME=$HOME && touch $HOME/ok && echo home-writable",
+        )))
+        .await
+        .unwrap();
+    let info = job.wait_end().await.unwrap();
+    let out = job.output_lines().unwrap();
+    assert_eq!(info.status, JobStatus::Exited { code: 0 }, "{out:?}");
+    assert_eq!(out, ["1234", "HOME=/home/berth", "home-writable"]);
+
+    // On the host the copy is setuid (the job did what it meant to) but owned
+    // by the job's user, never root: it grants nobody more than that uid.
+    let x = ws.join("x");
+    let meta = std::fs::metadata(&x).unwrap();
+    assert_eq!(meta.mode() & 0o4000, 0o4000, "the setuid bit is set");
+    assert_eq!((meta.uid(), meta.gid()), (1234, 1234));
+    // The copy is a multi-call binary: run it under the name of its `id`.
+    let id = ws.join("id");
+    std::os::unix::fs::symlink(&x, &id).unwrap();
+    let ran = Command::new("setpriv")
+        .args(["--reuid=4321", "--regid=4321", "--clear-groups"])
+        .arg(&id)
+        .arg("-u")
+        .output()
+        .unwrap();
+    let euid = String::from_utf8_lossy(&ran.stdout).trim().to_string();
+    assert!(ran.status.success(), "{ran:?}");
+    eprintln!("the setuid copy run by uid 4321 on the host ran as uid {euid}");
+    assert_ne!(euid, "0", "a setuid copy must not give root on the host");
+    assert!(euid == "1234" || euid == "4321", "{euid}");
+
+    // The card says who the job ran as, with the default limits.
+    let card = berth::card::render(&info, "", false);
+    assert!(
+        card.contains("Sandbox: user 1234:1234 · cpus ")
+            && card.contains("memory 2 GiB · pids 512 · network berth-"),
+        "{card}"
+    );
+}
+
+#[tokio::test]
+async fn the_workspace_mount_is_private_and_a_root_job_says_so() {
+    let t = manager_with(|mut c| {
+        c.user = Some("root".into());
+        c
+    });
+    let ws = t.workspace().canonicalize().unwrap();
+    let job = t
+        .manager
+        .start(
+            docker(JobSpec::shell(format!(
+                "grep ' {} ' /proc/self/mountinfo; id -u; sleep 1000",
+                ws.display()
+            )))
+            .background(),
+        )
+        .await
+        .unwrap();
+    crate::common::eventually(Duration::from_secs(20), "two output lines", || {
+        job.output_lines().map(|l| l.len() >= 2).unwrap_or(false)
+    })
+    .await;
+    let out = job.output_lines().unwrap();
+    let info = job.info().unwrap();
+    let c = inspect("container", info.container_id.as_deref().unwrap()).unwrap();
+    let mount = &c["Mounts"][0];
+    assert_eq!(mount["Destination"], ws.display().to_string());
+    assert_eq!(mount["Propagation"], "private");
+    // Private: no `shared:N` / `master:N` peer group on the mount inside.
+    assert!(
+        !out[0].contains("shared:") && !out[0].contains("master:"),
+        "{}",
+        out[0]
+    );
+    assert_eq!(c["Config"]["User"], "0:0");
+    assert_eq!(out[1], "0");
+    assert_eq!(info.limits.user.as_deref(), Some("root"));
+    assert!(berth::card::render(&info, "", false).contains("Sandbox: user root"));
+    job.kill().await.unwrap();
+}
+
+#[test]
+fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    for p in [&ws, &state] {
+        nix::unistd::chown(p, Some(1234.into()), Some(1234.into())).unwrap();
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The user is in the engine socket's group, as users of berth are.
+    let docker_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
+    let bin = berth(&state).get_program().to_owned();
+    let instance = instance_name("asuser");
+    let out = Command::new("setpriv")
+        .args(["--reuid=1234", "--regid=1234", &format!("--groups={docker_gid}")])
+        .arg(bin)
+        .args([
+            "run",
+            "--runner",
+            "docker",
+            "--",
+            "sh",
+            "-c",
+            "id -u; id -g; touch made-by-job",
+        ])
+        .env("BERTH_STATE_DIR", &state)
+        .env("BERTH_INSTANCE", &instance)
+        .env("BERTH_WORKSPACE", &ws)
+        .env("HOME", &state)
+        .env_remove("BERTH_CONFIG")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.starts_with(&["1234", "1234"]), "{stdout}");
+    let made = std::fs::metadata(ws.join("made-by-job")).unwrap();
+    assert_eq!(
+        (made.uid(), made.gid()),
+        (1234, 1234),
+        "files a job makes are the caller's"
+    );
+    assert_eq!(containers_of(&instance), 0);
+}
+
+#[tokio::test]
+async fn jobs_of_one_instance_cannot_reach_each_other() {
+    let t = manager_with(|c| c);
+    let server = t
+        .manager
+        .start(
+            docker(JobSpec::argv(["httpd", "-f", "-p", "8080", "-h", "/www"]))
+                .with_port(8080)
+                .background(),
+        )
+        .await
+        .unwrap();
+    let ready = server
+        .wait(&[ReadyCondition::http("/")], Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(ready.is_ready(), "{ready:?}");
+    let info = server.info().unwrap();
+    let c = inspect("container", info.container_id.as_deref().unwrap()).unwrap();
+    let networks = c["NetworkSettings"]["Networks"].as_object().unwrap();
+    assert_eq!(networks.len(), 1, "{networks:?}");
+    let (net_name, endpoint) = networks.iter().next().unwrap();
+    let ip = endpoint["IPAddress"].as_str().unwrap().to_string();
+    let gateway = endpoint["Gateway"].as_str().unwrap().to_string();
+
+    // The network is berth's: no traffic between containers, labelled as ours.
+    let net = inspect("network", net_name).unwrap();
+    assert_eq!(net["Options"][NO_ICC], "false");
+    assert_eq!(net["Labels"]["berth.managed"], "true");
+    assert_eq!(
+        net["Labels"][LABEL_STATE],
+        state_hash(&t.manager.config().state_dir)
+    );
+
+    // The server answers: on its published port on 127.0.0.1 and from the host.
+    let port = server.host_port(8080).unwrap();
+    assert!(crate::common::http_get(port).starts_with("HTTP/1.1 200"));
+    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 8080);
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .expect("the host reaches the server at its own address");
+
+    // Another job of the same instance does not; the same probe does reach
+    // a server of its own (so `BLOCKED` is the network, not a broken probe).
+    let try_connect = |host: &str, port: u16| {
+        format!(
+            "if nc -w 3 {host} {port} </dev/null 2>/dev/null; then echo REACHED {port}; else echo BLOCKED {port}; fi"
+        )
+    };
+    let probe = t
+        .manager
+        .start(docker(JobSpec::shell(format!(
+            "httpd -p 9090 -h /www; {}; {}; {}",
+            try_connect("127.0.0.1", 9090),
+            try_connect(&ip, 8080),
+            // Its published port is on the host's 127.0.0.1, not on the gateway.
+            try_connect(&gateway, port),
+        ))))
+        .await
+        .unwrap();
+    probe.wait_end().await.unwrap();
+    assert_eq!(
+        probe.output_lines().unwrap(),
+        ["REACHED 9090", "BLOCKED 8080", format!("BLOCKED {port}").as_str()]
+    );
+
+    // `network = none` stays available: no interface but loopback.
+    let none = t
+        .manager
+        .start(docker(JobSpec::shell("ls /sys/class/net")).with_network_none())
+        .await
+        .unwrap();
+    none.wait_end().await.unwrap();
+    assert_eq!(none.output_lines().unwrap(), ["lo"]);
+    server.kill().await.unwrap();
+}
+
+trait NetworkNone {
+    fn with_network_none(self) -> Self;
+}
+impl NetworkNone for JobSpec {
+    fn with_network_none(mut self) -> Self {
+        self.network = Some("none".into());
+        self
+    }
+}
+
+#[tokio::test]
+async fn two_managers_with_one_instance_name_keep_to_their_own_jobs() {
+    let instance = instance_name("twin");
+    let make = || {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let config = Config::isolated(dir.path().join("state"), &instance)
+            .with_workspace(&ws)
+            .with_grace_secs(1.0);
+        (Manager::new(config).unwrap(), dir)
+    };
+    let (a, _da) = make();
+    let (b, _db) = make();
+    let ja = a
+        .start(docker(JobSpec::argv(["sleep", "1000"])).background())
+        .await
+        .unwrap();
+    // Same instance, same job id: once this removed A's container by name.
+    let jb = b
+        .start(docker(JobSpec::argv(["sleep", "1000"])).background())
+        .await
+        .unwrap();
+    assert_eq!(ja.id, jb.id);
+    let ca = ja.info().unwrap().container_id.unwrap();
+    let cb = jb.info().unwrap().container_id.unwrap();
+    assert_ne!(ca, cb);
+    assert!(running(&ca) && running(&cb));
+
+    // B's crash clean-up (same process, so the same owner label as A) and
+    // B's labelled sweep leave A's job alone.
+    let owner = berth::procinfo::owner_label();
+    let cleaned = berth::watchdog::cleanup(b.config(), &owner).await.unwrap();
+    assert!(cleaned.starts_with("removed 1 container(s)"), "{cleaned}");
+    let engine_b = berth::runner::docker::Engine::new(b.config());
+    assert_eq!(engine_b.remove_labelled(&instance).await, 0);
+    assert!(running(&ca), "A's job survives B's clean-up");
+    assert!(ja.info().unwrap().status.is_active());
+
+    // A container that merely carries A's next name is not A's: never removed.
+    let next = container_name(
+        &instance,
+        &state_hash(&a.config().state_dir),
+        &JobId::from_number(2),
+    );
+    let made = Command::new("docker")
+        .args([
+            "create",
+            "--name",
+            &next,
+            "--label",
+            &format!("berth.instance={instance}"),
+            IMAGE,
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let err = match a.start(docker(JobSpec::argv(["true"]))).await {
+        Err(e) => e.to_string(),
+        Ok(h) => match h.wait_end().await.unwrap().status {
+            JobStatus::StartFailed { error } => error,
+            other => format!("unexpected: {other:?}"),
+        },
+    };
+    let still_there = inspect("container", &next).is_some();
+    let _ = Command::new("docker").args(["rm", "-f", &next]).output();
+    assert!(err.contains("is not this berth instance's"), "{err}");
+    assert!(still_there, "a container berth does not own is never removed");
+
+    a.shutdown().await;
+    b.shutdown().await;
+    assert_eq!(containers_of(&instance), 0);
+}
