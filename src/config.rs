@@ -120,7 +120,8 @@ pub struct Layer {
     pub safety: Option<SafetyLayer>,
     /// Container jobs run as `UID:GID`, or `root`; unset = the caller's own uid:gid.
     pub user: Option<String>,
-    /// Container jobs' network: `bridge` (berth's own, no traffic between jobs) or `none`.
+    /// Container jobs' network: `bridge` (the engine's default), `isolated`
+    /// (berth's own bridge, no traffic between jobs) or `none`.
     pub network: Option<String>,
     /// Default CPU limit of container jobs (cores).
     pub cpus: Option<f64>,
@@ -277,11 +278,12 @@ pub fn validate_user(user: String) -> Result<String> {
 
 fn validate_network(network: String) -> Result<String> {
     match network.as_str() {
-        "bridge" | "none" => Ok(network),
+        "bridge" | "isolated" | "none" => Ok(network),
         _ => Err(Error::InvalidValue {
             what: "network",
             input: network,
-            message: "expected bridge (berth's own, no traffic between jobs) or none".into(),
+            message: "expected bridge (the engine's default), isolated (berth's own, no traffic between jobs) or none"
+                .into(),
         }),
     }
 }

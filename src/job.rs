@@ -324,9 +324,9 @@ pub struct JobSpec {
     /// `/tmp`); the workspace stays writable.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// Container jobs: `none` (no network at all) or `bridge` (berth's own
-    /// bridge for the instance, with no traffic between jobs); unset = the
-    /// config's `network`.
+    /// Container jobs: `bridge` (the engine's default bridge), `isolated`
+    /// (berth's own bridge for the instance, with no traffic between jobs) or
+    /// `none` (no network at all); unset = the config's `network`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
 }
@@ -465,7 +465,7 @@ impl JobSpec {
     /// `read_only` and `network` are container settings: refuse what cannot hold.
     fn validate_isolation(&self) -> Result<()> {
         match self.network.as_deref() {
-            None | Some("bridge") => {}
+            None | Some("bridge" | "isolated") => {}
             Some("none") if !self.ports.is_empty() => {
                 return Err(Error::InvalidSpec(
                     "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
@@ -476,7 +476,7 @@ impl JobSpec {
                 return Err(Error::InvalidValue {
                     what: "network",
                     input: other.into(),
-                    message: "expected none or bridge".into(),
+                    message: "expected bridge, isolated or none".into(),
                 });
             }
         }
@@ -637,11 +637,14 @@ impl JobStatus {
             _ => None,
         }
     }
+    /// Who ended the job: the client that stopped it, else `system` (it
+    /// exited or failed on its own, timed out, was lost, ran out of memory).
+    /// `None` only while it is still queued, starting or running.
     pub fn ended_by(&self) -> Option<EndedBy> {
         match self {
             JobStatus::Killed { ended_by, .. } => Some(*ended_by),
-            JobStatus::TimedOut | JobStatus::Lost { .. } => Some(EndedBy::System),
-            _ => None,
+            JobStatus::Queued | JobStatus::Starting | JobStatus::Running => None,
+            _ => Some(EndedBy::System),
         }
     }
     pub fn reason(&self) -> Option<String> {

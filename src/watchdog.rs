@@ -111,6 +111,7 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let engine = crate::runner::docker::Engine::new(config);
     let containers = engine.remove_owned(owner).await;
     let store = Store::open(&config.instance_dir().join("berth.db"))?;
+    let events = crate::events::EventLog::with_store(store.clone())?;
     let mut groups = 0;
     for mut row in store
         .runs()?
@@ -129,6 +130,17 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         row.info.ended_at = Some(chrono::Utc::now());
         row.info.ended_by = row.info.status.ended_by();
         row.info.reason = row.info.status.reason();
+        // Every end has its one `ended` event, a crash's included.
+        events.emit(
+            row.info.id.clone(),
+            crate::events::EventKind::Ended {
+                status: row.info.status.name().into(),
+                start_mode: row.info.start_mode,
+                ended_by: row.info.ended_by,
+                exit_code: None,
+                reason: row.info.reason.clone(),
+            },
+        );
         store.put_run(RunRow { ..row });
     }
     store.flush();

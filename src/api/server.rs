@@ -294,7 +294,9 @@ async fn follow_logs(
                 }
                 let since = page.next_seq;
                 if progress.closed && since > progress.last_seq {
-                    let info = manager.info(&id).ok();
+                    // All output is in; the record may lag a moment behind
+                    // the pipes closing: `end` carries the final status.
+                    let info = manager.wait_end(&id).await.ok();
                     let end = SseEvent::default()
                         .event("end")
                         .json_data(&info)

@@ -91,7 +91,7 @@ async fn a_setuid_shell_made_in_a_container_is_the_callers_and_gives_no_root() {
     let card = berth::card::render(&info, "", false);
     assert!(
         card.contains("Sandbox: user 1234:1234 · cpus ")
-            && card.contains("memory 2 GiB · pids 512 · network berth-"),
+            && card.contains("memory 2 GiB · pids 512 · network bridge"),
         "{card}"
     );
 }
@@ -187,7 +187,10 @@ fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
 
 #[tokio::test]
 async fn jobs_of_one_instance_cannot_reach_each_other() {
-    let t = manager_with(|c| c);
+    let t = manager_with(|mut c| {
+        c.network = "isolated".into();
+        c
+    });
     let server = t
         .manager
         .start(

@@ -22,7 +22,8 @@ async fn exit_code_and_signal_are_reported_exactly() {
     let info = job.wait_end().await.unwrap();
     assert_eq!(info.status, JobStatus::Exited { code: 7 });
     assert_eq!(info.exit_code, Some(7));
-    assert_eq!(info.ended_by, None);
+    // It ended by itself: the system, not a client, ended it.
+    assert_eq!(info.ended_by, Some(EndedBy::System));
 
     let job = t
         .manager

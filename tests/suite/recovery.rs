@@ -69,6 +69,18 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
     let mut sorted = seqs.clone();
     sorted.dedup();
     assert_eq!(seqs, sorted, "event seqs stay unique across the restart");
+    // Every end has exactly one `ended` event, a crash's included.
+    for id in &ids {
+        let ended: Vec<_> = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "ended" && e["job"] == id.as_str())
+            .collect();
+        assert_eq!(ended.len(), 1, "{id}: {ended:?}");
+        assert_eq!(ended[0]["ended_by"], "system");
+        assert_eq!(ended[0]["status"], "lost");
+    }
     again.kill().unwrap();
     again.wait().unwrap();
 }

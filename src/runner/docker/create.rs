@@ -198,7 +198,8 @@ pub fn body(
     });
     let network_mode = match spec.network.as_deref().unwrap_or(ctx.default_network) {
         "none" => "none".to_string(),
-        _ => ctx.network.to_string(),
+        "isolated" => ctx.network.to_string(),
+        _ => "bridge".to_string(),
     };
     applied.network = Some(network_mode.clone());
 

@@ -76,7 +76,10 @@ pub(super) async fn launch(
     let name = create::container_name(&engine.instance, engine.state(), id);
     clear_leftover(engine, &docker, id, &name).await?;
 
-    let isolated = spec.network.as_deref().unwrap_or(&engine.default_network) != "none";
+    // The instance's own bridge only when asked for (`network = "isolated"`):
+    // Debian's engine 20.10 deadlocks its network controller when containers
+    // on one user-defined network exit concurrently (see network.rs).
+    let isolated = spec.network.as_deref().unwrap_or(&engine.default_network) == "isolated";
     let mut network_id = String::new();
     if isolated {
         network_id = engine.ensure_network(&docker).await?;

@@ -1,4 +1,14 @@
-//! The instance's own bridge network. Jobs on the engine's default bridge
+//! The instance's own bridge network (`network = "isolated"`, opt-in).
+//!
+//! Why opt-in: the engine these machines run (Debian's docker.io 20.10.24)
+//! deadlocks its network controller when several containers on one
+//! user-defined network exit at once (libnetwork takes the controller and a
+//! network's lock in opposite orders in `processEndpointDelete` and
+//! `sbLeave`/`getSvcRecords`); every later create, start and network call
+//! then hangs until the engine is restarted. A busy test suite triggered it
+//! within minutes, so the default stays the engine's default bridge.
+//!
+//! Jobs on the engine's default bridge
 //! reach each other's ports; berth's bridge is created on demand with
 //! inter-container traffic disabled (`enable_icc=false`), so a job reaches
 //! the outside world (what the engine's NAT allows) and the host, but not the

@@ -179,7 +179,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             user: Some(crate::config::caller_user())
                 .filter(|u| u != "0:0")
                 .or(Some("root".into())),
-            network: Some(fx.engine.network_name().to_string()),
+            network: Some("bridge".into()),
         }
     );
     assert_eq!(launched.ports.len(), 1);

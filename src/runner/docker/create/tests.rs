@@ -18,7 +18,7 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         state: "0123456789abcdef",
         user: "1000:1001",
         network: "berth-t-01234567-net",
-        default_network: "bridge",
+        default_network: "isolated",
         defaults: &NO_DEFAULTS,
         workspace: ws,
         cwd,
@@ -129,6 +129,11 @@ fn config_defaults_fill_unset_limits_and_network_none_is_kept() {
     assert_eq!(hc.pids_limit, Some(7), "the spec wins over the default");
     assert_eq!(hc.network_mode.as_deref(), Some("none"));
     assert_eq!(applied.network.as_deref(), Some("none"));
+    // `bridge` is the engine's own default bridge.
+    spec.network = Some("bridge".into());
+    let (b, applied) = body(&spec, &c, &[]).unwrap();
+    assert_eq!(b.host_config.unwrap().network_mode.as_deref(), Some("bridge"));
+    assert_eq!(applied.network.as_deref(), Some("bridge"));
 }
 
 #[test]
