@@ -188,7 +188,7 @@ impl Client {
         self.get(&format!("/v1/events?since={since}&limit={limit}")).await
     }
 
-    pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<WaitOutcome> {
+    pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<crate::manager::PortWait> {
         self.post("/v1/wait_for_port", req).await
     }
 

@@ -12,6 +12,7 @@
 //! still running; [`Manager::shutdown`] does it gracefully.
 
 mod ids;
+mod ports;
 mod recover;
 mod supervise;
 
@@ -34,6 +35,7 @@ use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;
 use crate::watch::Watchers;
 
+pub use ports::PortWait;
 pub use supervise::StopRequest;
 
 /// Which jobs `list` shows.
