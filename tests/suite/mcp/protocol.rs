@@ -123,7 +123,6 @@ async fn a_line_that_is_not_json_gets_a_parse_error_and_the_next_request_is_serv
             .contains("served"),
         "{ran}"
     );
-    drop(send);
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
