@@ -146,6 +146,16 @@ impl Client {
             .await
     }
 
+    /// `list` with CPU/memory of running jobs sampled (about a second with containers).
+    pub async fn list_with_usage(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
+        let f = serde_json::to_value(filter).expect("filter serializes");
+        self.get(&format!(
+            "/v1/jobs?filter={}&usage=true",
+            f.as_str().unwrap_or("running")
+        ))
+        .await
+    }
+
     pub async fn info(&self, id: &JobId) -> Result<JobView> {
         self.get(&format!("/v1/jobs/{id}")).await
     }

@@ -47,6 +47,9 @@ pub struct PsArgs {
     /// Jobs that failed (non-zero exit, crash, timeout, OOM, lost).
     #[arg(long)]
     pub failed: bool,
+    /// Add CPU and memory of running jobs (sampled live: about a second with containers).
+    #[arg(long)]
+    pub usage: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -58,23 +61,37 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
         (_, _, true) => ListFilter::Failed,
         _ => ListFilter::Running,
     };
-    let jobs = client(global).await?.list(filter).await?;
+    let c = client(global).await?;
+    let jobs = if a.usage {
+        c.list_with_usage(filter).await?
+    } else {
+        c.list(filter).await?
+    };
     if a.json {
         print_json(&jobs)?;
     } else {
-        print!("{}", table(&jobs));
+        print!("{}", table(&jobs, a.usage));
     }
     Ok(0)
 }
 
-/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`
-pub fn table(jobs: &[JobInfo]) -> String {
+/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`,
+/// with a `CPU MEM` column when `usage` was sampled.
+pub fn table(jobs: &[JobInfo], usage: bool) -> String {
     if jobs.is_empty() {
         return "no jobs (use --all to include ended ones)\n".into();
     }
+    let usage_col = |text: String| if usage { format!("{text:<16} ") } else { String::new() };
     let mut out = format!(
-        "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
-        "ID", "STATUS", "RUNNER", "MODE", "PORTS", "TIME", "COMMAND"
+        "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
+        "ID",
+        "STATUS",
+        "RUNNER",
+        "MODE",
+        "PORTS",
+        usage_col("CPU MEM".into()),
+        "TIME",
+        "COMMAND"
     );
     for j in jobs {
         let time = j.runtime().map(card::clock).unwrap_or_else(|| "-".into());
@@ -82,13 +99,18 @@ pub fn table(jobs: &[JobInfo]) -> String {
             Some(c) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
             _ => j.status.name().to_string(),
         };
+        let used = match &j.usage {
+            Some(u) => format!("{:.1}% {:.1}MiB", u.cpu_percent, u.memory_bytes as f64 / 1048576.0),
+            None => "-".into(),
+        };
         out += &format!(
-            "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
+            "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
             j.id.to_string(),
             status,
             j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
             j.start_mode.to_string(),
             card::ports_text(j),
+            usage_col(used),
             time,
             j.command
         );

@@ -15,6 +15,7 @@ mod ids;
 mod ports;
 mod recover;
 mod supervise;
+mod usage;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
@@ -169,6 +170,8 @@ pub(crate) struct Inner {
     owner: String,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
     orphans: Mutex<Vec<crate::store::RunRow>>,
+    /// Recent CPU/memory samples (see `usage.rs`).
+    usage_cache: usage::UsageCache,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -257,6 +260,7 @@ impl Manager {
             store,
             owner: crate::procinfo::owner_label(),
             orphans: Mutex::new(Vec::new()),
+            usage_cache: Default::default(),
             config,
             registry: Mutex::new(Registry::default()),
             ids,
@@ -340,33 +344,6 @@ impl Manager {
         let mut spec = info.spec;
         spec.background = true;
         self.start(spec).await
-    }
-
-    /// `info` with live resource usage for running jobs.
-    pub async fn info_with_usage(&self, id: &JobId) -> Result<JobInfo> {
-        let mut info = self.info(id)?;
-        info.usage = self.usage(&info).await;
-        Ok(info)
-    }
-
-    /// `list` with live resource usage for running jobs.
-    pub async fn list_with_usage(&self, filter: ListFilter) -> Vec<JobInfo> {
-        let mut infos = self.list(filter);
-        for info in infos.iter_mut().filter(|i| i.status.is_active()) {
-            info.usage = self.usage(info).await;
-        }
-        infos
-    }
-
-    async fn usage(&self, info: &JobInfo) -> Option<crate::job::Usage> {
-        if !info.status.is_active() {
-            return None;
-        }
-        match (&info.container_id, info.pid) {
-            (Some(c), _) => self.inner.runners.usage(c).await,
-            (None, Some(pid)) => crate::runner::host::usage(pid as i32),
-            _ => None,
-        }
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {

@@ -37,6 +37,17 @@ pub struct RunBackgroundArgs {
     pub cwd: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListProcessesArgs {
+    /// Also list ended processes, with their exit codes. Default false: active ones only.
+    #[serde(default)]
+    pub all: bool,
+    /// Add CPU and memory use of running processes (sampled live).
+    #[serde(default)]
+    pub usage: bool,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessIdArgs {
@@ -146,10 +157,12 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
     }
 
     #[tool(
-        description = "List processes: status, exit codes of ended ones, CPU and memory use, ports as URLs, command."
+        description = "List active processes: id, status, ports as URLs, run time, command. all: true adds \
+ended ones with their exit codes (and who ended them); usage: true adds CPU and memory use (takes about a second)."
     )]
-    async fn list_processes(&self) -> CallToolResult {
-        reply(Ok(self.list_answer(ListFilter::All).await))
+    async fn list_processes(&self, Parameters(a): Parameters<ListProcessesArgs>) -> CallToolResult {
+        let filter = if a.all { ListFilter::All } else { ListFilter::Running };
+        reply(Ok(self.list_answer(filter, a.usage).await))
     }
 
     #[tool(

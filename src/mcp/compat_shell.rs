@@ -130,7 +130,7 @@ completed: true and failed: true add ended ones with their exit code and who end
             groups.push(("FAILED", ListFilter::Failed));
         }
         for (name, filter) in groups {
-            let jobs = self.core.manager.list_with_usage(filter).await;
+            let jobs = self.core.manager.list(filter);
             text += &format!("{name} ({})\n{}", jobs.len(), format::table(&jobs));
         }
         reply(Ok(Answer::ok(text)))

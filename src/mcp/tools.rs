@@ -50,11 +50,12 @@ CPU and memory use, its log files, and its last lines of output. Use it to check
 
     #[tool(
         description = "List jobs as a compact table: id, status (with exit code and who ended it), runner, mode, \
-ports as URLs, CPU/memory use, run time and command. Shows running jobs by default; filter: completed, failed or all."
+ports as URLs, run time and command. Shows running jobs by default; filter: completed, failed or all. \
+usage: true adds CPU/memory of running jobs (takes about a second)."
     )]
     async fn list(&self, Parameters(a): Parameters<ListArgs>) -> CallToolResult {
         let filter: ListFilter = a.filter.map(Into::into).unwrap_or_default();
-        reply(Ok(self.list_answer(filter).await))
+        reply(Ok(self.list_answer(filter, a.usage).await))
     }
 
     #[tool(
@@ -203,8 +204,13 @@ impl BerthMcp {
         Ok(Answer::ok(text))
     }
 
-    pub(super) async fn list_answer(&self, filter: ListFilter) -> Answer {
-        let jobs = self.core.manager.list_with_usage(filter).await;
+    pub(super) async fn list_answer(&self, filter: ListFilter, usage: bool) -> Answer {
+        let m = &self.core.manager;
+        let jobs = if usage {
+            m.list_with_usage(filter).await
+        } else {
+            m.list(filter)
+        };
         let name = serde_json::to_value(filter)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
