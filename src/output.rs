@@ -168,9 +168,44 @@ pub struct JobOutput {
     events: Arc<EventLog>,
     store: Arc<Store>,
     progress: watch::Sender<Progress>,
+    /// Watch hits held back until the job's `started` event is out (see
+    /// [`JobOutput::hold_events`]); `None` when events go out at once.
+    held: Mutex<Option<Vec<EventKind>>>,
 }
 
 impl JobOutput {
+    /// Hold watch-hit events back until [`JobOutput::release_events`]: output
+    /// can flow while a runner is still launching, and a job's `started`
+    /// event must come before every other event of that job.
+    pub fn hold_events(&self) {
+        let mut held = self.held.lock().unwrap();
+        held.get_or_insert_with(Vec::new);
+    }
+
+    /// Emit the held events, in order, and emit later ones at once.
+    pub fn release_events(&self) {
+        let mut held = self.held.lock().unwrap();
+        for hit in held.take().unwrap_or_default() {
+            self.events.emit(self.job.clone(), hit);
+        }
+    }
+
+    fn emit_hits(&self, hits: Vec<EventKind>) {
+        if hits.is_empty() {
+            return;
+        }
+        // Under the lock, so a release in between cannot reorder them.
+        let mut held = self.held.lock().unwrap();
+        match held.as_mut() {
+            Some(buf) => buf.extend(hits),
+            None => {
+                for hit in hits {
+                    self.events.emit(self.job.clone(), hit);
+                }
+            }
+        }
+    }
+
     /// Create the job's output, its directory `dir` (`<state>/jobs/<id>`) and
     /// its first line number `first_seq` (1, or the next one when re-adopting).
     pub fn create(
@@ -201,6 +236,7 @@ impl JobOutput {
             events,
             store,
             progress,
+            held: Mutex::new(None),
         }))
     }
 
@@ -231,6 +267,7 @@ impl JobOutput {
             events,
             store,
             progress,
+            held: Mutex::new(None),
         })
     }
 
@@ -313,9 +350,7 @@ impl JobOutput {
         };
         // Outside the lock: this may wait when the store is behind (backpressure).
         self.store.put_lines(&self.job, durable);
-        for hit in hits {
-            self.events.emit(self.job.clone(), hit);
-        }
+        self.emit_hits(hits);
         self.progress.send_modify(|p| p.last_seq = last_seq);
     }
 

@@ -35,6 +35,14 @@ pub struct RunBackgroundArgs {
     pub ports: Vec<String>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
+    /// auto (default: docker when available), docker or host.
+    pub runner: Option<super::args::RunnerArg>,
+    /// Docker image (default berth/sandbox:latest).
+    pub image: Option<String>,
+    /// CPU cores, e.g. 0.5.
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. "256m", "1g".
+    pub memory: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -111,7 +119,8 @@ pub struct ShellActionArgs {
     #[serde(default, deserialize_with = "opt_id_de")]
     #[schemars(with = "Option<String>")]
     pub run_id: Option<String>,
-    /// log: first seq to return (default 1); pass the previous next_seq to read on.
+    /// log: return items after this seq (default 0: from the start); pass the previous
+    /// answer's next_seq to read on.
     pub since_seq: Option<u64>,
     /// log: most items to return (default 120, at most 1000).
     pub limit: Option<usize>,
@@ -134,6 +143,12 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                 spec.background = true;
                 spec.ports = parse_ports(&a.ports)?;
                 spec.cwd = a.cwd.map(Into::into);
+                if let Some(r) = a.runner {
+                    spec.runner = r.into();
+                }
+                spec.image = a.image;
+                spec.limits.cpus = a.cpus;
+                spec.limits.memory = a.memory.as_deref().map(crate::job::parse_size).transpose()?;
                 self.core.run(spec.checked()?, None, Dialect::Process).await
             }
             .await,
@@ -203,8 +218,8 @@ impl BerthMcp {
     #[tool(
         description = "Run shell commands without blocking. action spawn: start `command` in the background \
 (with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
-code and a short output snippet. action log: output items {seq, stream, text} from since_seq, with next_seq to \
-continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
+code and a short output snippet (the last ~1.5 KB). action log: output items {seq, stream, text} after since_seq \
+(default 0), with next_seq to pass as since_seq to continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
 Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
     )]
     async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
@@ -214,11 +229,15 @@ Watch hits and exits are reported in later answers, so spawn with a watch patter
 
 impl BerthMcp {
     async fn wait_for_service_answer(&self, a: WaitForServiceArgs) -> Result<Answer> {
-        let Some(id) = a.process_id else {
+        // The seed's call is {port, output_regex} with no id: the process is
+        // the one that publishes that port.
+        let by_port = a.port.and_then(|p| self.job_with_port(p));
+        let Some(id) = a.process_id.or(by_port.as_ref().map(|(id, _)| id.to_string())) else {
             if a.output_regex.is_some() {
-                return Err(Error::InvalidSpec(
-                    "output_regex needs the process_id whose output to watch".into(),
-                ));
+                return Err(Error::InvalidSpec(format!(
+                    "no running process publishes port {}: give the process_id whose output to watch",
+                    a.port.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
+                )));
             }
             let port = a.port.ok_or_else(|| {
                 Error::InvalidSpec("give process_id, port or both (and output_regex with process_id)".into())
@@ -234,7 +253,12 @@ impl BerthMcp {
         let id = job_id(&id);
         let mut conds = Vec::new();
         if let Some(p) = a.port {
-            conds.push(ReadyCondition::Port(p));
+            // A published (host) port of that job counts as its own port.
+            let own = match &by_port {
+                Some((j, own)) if *j == id => *own,
+                _ => p,
+            };
+            conds.push(ReadyCondition::Port(own));
         }
         if let Some(re) = a.output_regex {
             conds.push(ReadyCondition::Log(re));
@@ -292,15 +316,18 @@ impl BerthMcp {
                     "ended_by": info.ended_by,
                     "reason": info.reason.clone().or(info.promotion_reason.clone()),
                     "runtime": format::duration(&info),
-                    "next_seq": info.last_seq + 1,
+                    "next_seq": info.last_seq,
                     "snippet": self.core.manager.snippet(&id)?,
                 })))
             }
             Some(Action::Log) => {
                 let id = run_id()?;
+                // The seed's cursor is exclusive: items *after* since_seq, and
+                // next_seq is the seq to pass back (the last one returned).
+                let after = a.since_seq.unwrap_or(0);
                 let req = LogRequest {
                     mode: LogMode::Body,
-                    since: Some(a.since_seq.unwrap_or(1)),
+                    since: Some(after + 1),
                     limit: a.limit,
                     stream: None,
                 };
@@ -310,7 +337,7 @@ impl BerthMcp {
                     "items": page.lines.iter().map(|l| serde_json::json!({
                         "seq": l.seq, "stream": l.stream, "text": l.text,
                     })).collect::<Vec<_>>(),
-                    "next_seq": page.next_seq,
+                    "next_seq": page.lines.last().map(|l| l.seq).unwrap_or(after),
                     "has_more": page.has_more,
                     "last_seq": page.last_seq,
                 })))
@@ -324,6 +351,30 @@ impl BerthMcp {
             }
         }
     }
+}
+
+impl BerthMcp {
+    /// The active job whose own or published port is `port`, and its own port.
+    fn job_with_port(&self, port: u16) -> Option<(crate::JobId, u16)> {
+        self.core
+            .manager
+            .list(ListFilter::Running)
+            .into_iter()
+            .find_map(|j| {
+                let m = j.ports.iter().find(|m| m.port == port || m.host_port == port)?;
+                Some((j.id.clone(), m.port))
+            })
+    }
+}
+
+/// A watcher notification's snippet: the last ~1.5 KB of the run's output.
+pub fn exec_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
+    if !matches!(e.kind, crate::events::EventKind::WatchHit { .. }) {
+        return None;
+    }
+    let snippet = core.manager.snippet(&e.job).ok()?;
+    let indented: Vec<String> = snippet.lines().map(|l| format!("    {l}")).collect();
+    Some(format!("\n  snippet:\n{}", indented.join("\n")))
 }
 
 /// running | success | failed (queued counts as running).

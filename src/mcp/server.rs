@@ -13,7 +13,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    Implementation, ListToolsResult, NumberOrString, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
     ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -70,6 +70,8 @@ impl BerthMcp {
             core: Arc::new(Core::new(manager)),
             dialect: match tools {
                 ToolSet::Process => Dialect::Process,
+                ToolSet::Shell => Dialect::Shell,
+                ToolSet::Exec => Dialect::Exec,
                 _ => Dialect::Canonical,
             },
             router: Arc::new(router),
@@ -99,8 +101,12 @@ impl ServerHandler for BerthMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let call_id = match &context.id {
+            NumberOrString::Number(n) => n.to_string(),
+            NumberOrString::String(s) => s.to_string(),
+        };
         let tcc = ToolCallContext::new(self, request, context);
-        let (result, covered) = backlog::scope(self.router.call(tcc)).await;
+        let (result, covered) = backlog::scope(Some(call_id), self.router.call(tcc)).await;
         let mut result = match result {
             Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
                 // rmcp turns arguments that do not deserialize into an `isError`
@@ -129,7 +135,14 @@ impl ServerHandler for BerthMcp {
             }
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("error: {}", e.message))]),
         };
-        let lines = self.core.backlog.take(&self.core.manager, &covered);
+        // Each set's event fields: the shell seed's metadata; the exec seed's
+        // watcher notifications carry a snippet of the output.
+        let meta = |e: &crate::events::Event| match self.dialect {
+            Dialect::Shell => super::compat_shell::shell_event_meta(&self.core, e),
+            Dialect::Exec => super::compat_process::exec_event_meta(&self.core, e),
+            _ => None,
+        };
+        let lines = self.core.backlog.take(&self.core.manager, &covered, &meta);
         if !lines.is_empty() {
             result.content.push(ContentBlock::text(format!(
                 "Events since your last call:\n{}\n",
