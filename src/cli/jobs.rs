@@ -81,7 +81,13 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
     if jobs.is_empty() {
         return "no jobs (use --all to include ended ones)\n".into();
     }
-    let usage_col = |text: String| if usage { format!("{text:<16} ") } else { String::new() };
+    let usage_col = |text: String| {
+        if usage {
+            format!("{text:<16} ")
+        } else {
+            String::new()
+        }
+    };
     let mut out = format!(
         "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
         "ID",
@@ -100,7 +106,11 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             _ => j.status.name().to_string(),
         };
         let used = match &j.usage {
-            Some(u) => format!("{:.1}% {:.1}MiB", u.cpu_percent, u.memory_bytes as f64 / 1048576.0),
+            Some(u) => format!(
+                "{:.1}% {:.1}MiB",
+                u.cpu_percent,
+                u.memory_bytes as f64 / 1048576.0
+            ),
             None => "-".into(),
         };
         out += &format!(

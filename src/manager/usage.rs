@@ -47,8 +47,7 @@ impl Manager {
     /// `list` with live resource usage for running jobs, sampled concurrently.
     pub async fn list_with_usage(&self, filter: ListFilter) -> Vec<JobInfo> {
         let mut infos = self.list(filter);
-        let samples =
-            futures_util::future::join_all(infos.iter().map(|i| self.usage(i))).await;
+        let samples = futures_util::future::join_all(infos.iter().map(|i| self.usage(i))).await;
         for (info, u) in infos.iter_mut().zip(samples) {
             info.usage = u;
         }

@@ -176,7 +176,11 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
 ended ones with their exit codes (and who ended them); usage: true adds CPU and memory use (takes about a second)."
     )]
     async fn list_processes(&self, Parameters(a): Parameters<ListProcessesArgs>) -> CallToolResult {
-        let filter = if a.all { ListFilter::All } else { ListFilter::Running };
+        let filter = if a.all {
+            ListFilter::All
+        } else {
+            ListFilter::Running
+        };
         reply(Ok(self.list_answer(filter, a.usage).await))
     }
 

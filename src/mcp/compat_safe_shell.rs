@@ -145,7 +145,12 @@ impl BerthMcp {
                 "{} (pid {}): {}\n",
                 j.id,
                 j.pid.unwrap_or_default(),
-                format::end_words(out.status.name(), out.ended_by, out.exit_code, out.reason.as_deref())
+                format::end_words(
+                    out.status.name(),
+                    out.ended_by,
+                    out.exit_code,
+                    out.reason.as_deref()
+                )
             );
         }
         Ok(Some(Answer::ok(text)))
@@ -216,8 +221,14 @@ mod tests {
     fn kill_arguments_parse_like_kill() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(parse_kill(&s(&["123"])), Some((None, vec![123])));
-        assert_eq!(parse_kill(&s(&["-9", "5", "6"])), Some((Some("9".into()), vec![5, 6])));
-        assert_eq!(parse_kill(&s(&["-s", "TERM", "7"])), Some((Some("TERM".into()), vec![7])));
+        assert_eq!(
+            parse_kill(&s(&["-9", "5", "6"])),
+            Some((Some("9".into()), vec![5, 6]))
+        );
+        assert_eq!(
+            parse_kill(&s(&["-s", "TERM", "7"])),
+            Some((Some("TERM".into()), vec![7]))
+        );
         assert_eq!(parse_kill(&s(&["-l"])), None);
         assert_eq!(parse_kill(&s(&["%1"])), None);
     }

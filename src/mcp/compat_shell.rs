@@ -145,7 +145,9 @@ ended_by}; already_finished says who ended it before (agent, user or system)."
                     ..Default::default()
                 };
                 let out = self.core.kill(&job_id(&a.shell_id), req).await?;
-                let ended_by = out.ended_by.or(out.status.is_failure().then_some(EndedBy::System));
+                let ended_by = out
+                    .ended_by
+                    .or(out.status.is_failure().then_some(EndedBy::System));
                 Ok(Answer::json(&serde_json::json!({
                     "result": out.result,
                     "reason": out.reason,
