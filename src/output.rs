@@ -616,6 +616,47 @@ mod tests {
     }
 
     #[test]
+    fn watch_hits_held_during_launch_follow_the_started_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("berth.db")).unwrap();
+        let events = EventLog::new();
+        let job = JobId::from_number(1);
+        let out = JobOutput::create(
+            job.clone(),
+            &dir.path().join("job-1"),
+            4096,
+            Watchers::new(&["hit".to_string()]).unwrap(),
+            events.clone(),
+            store,
+            1,
+        )
+        .unwrap();
+        out.hold_events();
+        let mut w = out.writer(Stream::Stdout).unwrap();
+        w.write(b"early hit\n");
+        assert!(events.since(0, 10).is_empty(), "held while launching");
+        events.emit(
+            job.clone(),
+            EventKind::Started {
+                runner: crate::job::RunnerKind::Host,
+                start_mode: crate::job::StartMode::Background,
+                ports: vec![],
+            },
+        );
+        out.release_events();
+        w.write(b"late hit\n");
+        w.finish();
+        let kinds: Vec<(u64, &str)> = events
+            .since(0, 10)
+            .iter()
+            .map(|e| (e.seq, e.kind.name()))
+            .collect();
+        let names: Vec<&str> = kinds.iter().map(|(_, k)| *k).collect();
+        assert_eq!(names, ["started", "watch_hit", "watch_hit"]);
+        assert!(kinds.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
     fn pages_across_ring_and_store() {
         let (_d, out) = output(4096);
         let mut w = out.writer(Stream::Stdout).unwrap();
