@@ -1,9 +1,7 @@
-//! Seed-compatible tool sets over the same core: `--tools process`
-//! (`run_background`, `stop_process`, `list_processes`,
+//! The seed-compatible `--tools process` set over the same core:
+//! `run_background`, `stop_process`, `list_processes`,
 //! `read_process_output`, `wait_for_service`, plus the canonical
-//! `wait_for_port`, `run_test` and `run_build`) and `--tools exec` (one
-//! `shell` tool driven by `action`: spawn, poll, log, kill; no action runs
-//! the command synchronously).
+//! `wait_for_port`, `run_test` and `run_build`.
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -14,7 +12,7 @@ use serde::Deserialize;
 use super::args::{WaitForPortArgs, id_de, job_id, opt_id_de, parse_ports};
 use super::compat_shell::Checked;
 use super::core::{Answer, reply};
-use super::format::{self, Dialect};
+use super::format::Dialect;
 use super::logs::{self, LogMode, LogRequest};
 use super::server::BerthMcp;
 use super::tools::kill_json;
@@ -91,39 +89,6 @@ pub struct WaitForServiceArgs {
     pub output_regex: Option<String>,
     /// Seconds to wait at most (default 60).
     pub timeout: Option<f64>,
-}
-
-/// What the exec `shell` tool does.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Spawn,
-    Poll,
-    Log,
-    Kill,
-}
-
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShellActionArgs {
-    /// spawn | poll | log | kill. Absent: run `command` synchronously and return its output.
-    pub action: Option<Action>,
-    /// Shell command line (spawn, or the synchronous run).
-    pub command: Option<String>,
-    /// spawn: run in the background (default true).
-    pub background: Option<bool>,
-    /// spawn: regexes to watch; each match is reported once in a later answer.
-    #[serde(default)]
-    pub watch: Vec<String>,
-    /// The run_id from spawn (poll, log, kill).
-    #[serde(default, deserialize_with = "opt_id_de")]
-    #[schemars(with = "Option<String>")]
-    pub run_id: Option<String>,
-    /// log: return items after this seq (default 0: from the start); pass the previous
-    /// answer's next_seq to read on.
-    pub since_seq: Option<u64>,
-    /// log: most items to return (default 120, at most 1000).
-    pub limit: Option<usize>,
 }
 
 #[tool_router(router = process_router, vis = "pub(super)")]
@@ -217,20 +182,6 @@ the reason (the process exited, with its code and last output; or `timeout` seco
     }
 }
 
-#[tool_router(router = exec_router, vis = "pub(super)")]
-impl BerthMcp {
-    #[tool(
-        description = "Run shell commands without blocking. action spawn: start `command` in the background \
-(with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
-code and a short output snippet (the last ~1.5 KB). action log: output items {seq, stream, text} after since_seq \
-(default 0), with next_seq to pass as since_seq to continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
-Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
-    )]
-    async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
-        reply(self.exec_answer(a).await)
-    }
-}
-
 impl BerthMcp {
     async fn wait_for_service_answer(&self, a: WaitForServiceArgs) -> Result<Answer> {
         // The seed's call is {port, output_regex} with no id: the process is
@@ -276,85 +227,6 @@ impl BerthMcp {
         }
         self.core.wait(&id, &conds, a.timeout).await
     }
-
-    async fn exec_answer(&self, a: ShellActionArgs) -> Result<Answer> {
-        let run_id = || {
-            a.run_id
-                .as_deref()
-                .map(job_id)
-                .ok_or_else(|| Error::InvalidSpec("this action needs `run_id` (from spawn)".into()))
-        };
-        let command = || {
-            a.command
-                .clone()
-                .ok_or_else(|| Error::InvalidSpec("missing `command`: the shell command line to run".into()))
-        };
-        match a.action {
-            None | Some(Action::Spawn) => {
-                let mut spec = JobSpec::shell(command()?);
-                spec.background = a.action.is_some() && a.background.unwrap_or(true);
-                spec.watch = a.watch.clone();
-                let spec = spec.checked()?;
-                if !spec.background {
-                    return self.core.run(spec, None, Dialect::Exec).await;
-                }
-                let (info, _) = self.core.start(spec, None).await?;
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": info.id,
-                    "status": poll_status(&info),
-                    "pid": info.pid,
-                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
-                    "stdout": info.logs.stdout,
-                    "stderr": info.logs.stderr,
-                })))
-            }
-            Some(Action::Poll) => {
-                let id = run_id()?;
-                let info = self.core.manager.info(&id)?;
-                super::backlog::cover(&self.core.manager, &id);
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "status": poll_status(&info),
-                    "state": info.status.name(),
-                    "exit_code": info.exit_code,
-                    "ended_by": info.ended_by,
-                    "reason": info.reason.clone().or(info.promotion_reason.clone()),
-                    "runtime": format::duration(&info),
-                    "next_seq": info.last_seq,
-                    "snippet": self.core.manager.snippet(&id)?,
-                })))
-            }
-            Some(Action::Log) => {
-                let id = run_id()?;
-                // The seed's cursor is exclusive: items *after* since_seq, and
-                // next_seq is the seq to pass back (the last one returned).
-                let after = a.since_seq.unwrap_or(0);
-                let req = LogRequest {
-                    mode: LogMode::Body,
-                    since: Some(after + 1),
-                    limit: a.limit,
-                    stream: None,
-                };
-                let page = logs::read(&self.core.manager, &id, &req)?.page;
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "items": page.lines.iter().map(|l| serde_json::json!({
-                        "seq": l.seq, "stream": l.stream, "text": l.text,
-                    })).collect::<Vec<_>>(),
-                    "next_seq": page.lines.last().map(|l| l.seq).unwrap_or(after),
-                    "has_more": page.has_more,
-                    "last_seq": page.last_seq,
-                })))
-            }
-            Some(Action::Kill) => {
-                let req = KillRequest {
-                    ended_by: Some(EndedBy::Agent),
-                    ..Default::default()
-                };
-                Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))
-            }
-        }
-    }
 }
 
 impl BerthMcp {
@@ -368,26 +240,5 @@ impl BerthMcp {
                 let m = j.ports.iter().find(|m| m.port == port || m.host_port == port)?;
                 Some((j.id.clone(), m.port))
             })
-    }
-}
-
-/// A watcher notification's snippet: the last ~1.5 KB of the run's output.
-pub fn exec_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
-    if !matches!(e.kind, crate::events::EventKind::WatchHit { .. }) {
-        return None;
-    }
-    let snippet = core.manager.snippet(&e.job).ok()?;
-    let indented: Vec<String> = snippet.lines().map(|l| format!("    {l}")).collect();
-    Some(format!("\n  snippet:\n{}", indented.join("\n")))
-}
-
-/// running | success | failed (queued counts as running).
-fn poll_status(info: &crate::JobInfo) -> &'static str {
-    if info.status.is_active() {
-        "running"
-    } else if info.status.is_success() {
-        "success"
-    } else {
-        "failed"
     }
 }

@@ -17,7 +17,7 @@
 //! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
 //! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
 //! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
-//! `compat_safe_shell.rs`, `compat_process.rs` (seed-compatible sets); `stdio.rs`
+//! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets); `stdio.rs`
 //! (line framing, parse errors).
 //!
 //! Nothing but protocol may reach stdout: printing is denied below, and
@@ -27,6 +27,7 @@
 
 mod args;
 mod backlog;
+mod compat_exec;
 mod compat_process;
 mod compat_safe_shell;
 mod compat_shell;

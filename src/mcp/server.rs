@@ -139,7 +139,7 @@ impl ServerHandler for BerthMcp {
         // watcher notifications carry a snippet of the output.
         let meta = |e: &crate::events::Event| match self.dialect {
             Dialect::Shell => super::compat_shell::shell_event_meta(&self.core, e),
-            Dialect::Exec => super::compat_process::exec_event_meta(&self.core, e),
+            Dialect::Exec => super::compat_exec::exec_event_meta(&self.core, e),
             _ => None,
         };
         let lines = self.core.backlog.take(&self.core.manager, &covered, &meta);

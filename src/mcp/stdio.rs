@@ -142,8 +142,8 @@ async fn write_out<W: AsyncWrite + Unpin>(
 ) {
     let mut answers = BufReader::new(answers);
     let mut line = Vec::new();
-    let mut answers_open = true;
-    loop {
+    let (mut answers_open, mut errors_open) = (true, true);
+    while answers_open || errors_open {
         tokio::select! {
             r = answers.read_until(b'\n', &mut line), if answers_open => {
                 match r {
@@ -156,17 +156,15 @@ async fn write_out<W: AsyncWrite + Unpin>(
                     }
                 }
             }
-            e = errors.recv() => {
+            e = errors.recv(), if errors_open => {
                 let Some(e) = e else {
-                    if answers_open { continue } else { return }
+                    errors_open = false;
+                    continue;
                 };
                 if output.write_all(format!("{e}\n").as_bytes()).await.is_err() || output.flush().await.is_err() {
                     return;
                 }
             }
-        }
-        if !answers_open && errors.is_closed() && errors.is_empty() {
-            return;
         }
     }
 }

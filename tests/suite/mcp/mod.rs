@@ -364,9 +364,12 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         eventually(Duration::from_secs(10), "foreground job listed", || {
             let (_, out, _) = mcp.cli(&["ps", "--json"]);
             let jobs: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
+            // Listed once it runs (a job is `starting` while it launches).
             fg_id = jobs
                 .iter()
-                .find(|j| j["start_mode"]["mode"] == "foreground")
+                .find(|j| {
+                    j["start_mode"]["mode"] == "foreground" && j["status"].to_string().contains("running")
+                })
                 .map(|j| j["id"].as_str().unwrap().to_string());
             fg_id.is_some()
         })

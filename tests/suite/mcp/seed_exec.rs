@@ -87,7 +87,42 @@ async fn the_seed_wait_on_conditions_pattern() {
     );
     assert_eq!(page["items"][0]["seq"], 3, "{page}");
     assert_eq!(page["items"][0]["text"], "compiling 3", "{page}");
-    assert_eq!(page["next_seq"], 4);
+    assert_eq!(page["next_seq"], 5, "the run ended: its end is item 5: {page}");
+    // Output and events are one seq-ordered stream of items.
+    let all = json_of(&mcp.ok("shell", json!({"action": "log", "run_id": run_id})).await);
+    let items = all["items"].as_array().unwrap();
+    let kinds: Vec<String> = items
+        .iter()
+        .map(|i| {
+            format!(
+                "{}:{}",
+                i["seq"],
+                i["event"].as_str().unwrap_or(i["text"].as_str().unwrap_or(""))
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "1:compiling 1",
+            "2:compiling 2",
+            "3:compiling 3",
+            "4:Build finished successfully",
+            "4:watch_hit",
+            "5:ended"
+        ],
+        "{all}"
+    );
+    assert_eq!(items[5]["status"], "success");
+    assert_eq!(all["next_seq"], 5);
+    let rest = json_of(
+        &mcp.ok(
+            "shell",
+            json!({"action": "log", "run_id": run_id, "since_seq": 5}),
+        )
+        .await,
+    );
+    assert_eq!(rest["items"], json!([]), "{rest}");
     // kill terminates a running process; poll says failed afterwards.
     let s = json_of(
         &mcp.ok("shell", json!({"action": "spawn", "command": "sleep 60"}))
