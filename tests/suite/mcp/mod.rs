@@ -1,8 +1,10 @@
 //! `berth mcp` as an agent meets it: the real binary driven over stdio by an
 //! rmcp client. The canonical journey (background server with readiness, URL,
 //! logs, kill, stdin EOF teardown), foreground promotion by budget and by
-//! `berth bg`, backlog steering, each seed-compatible tool set, bad calls, and
-//! SIGTERM teardown.
+//! `berth bg`, backlog steering, bad calls, and SIGTERM teardown. Each
+//! seed-compatible tool set replays its seed's flow in `seed_*.rs`; JSON-RPC
+//! errors are in `protocol.rs`, `wait_for_port` on a late container in
+//! `late_port.rs`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
