@@ -395,6 +395,10 @@ fn bench_memory(d: &Daemon) {
 /// one socket round trip), whatever the engine's stats would take.
 fn bench_ps(d: &Daemon) {
     let n = 30;
+    // Docker by default (the case that used to cost a stats call per container);
+    // BERTH_BENCH_PS_RUNNER=host measures the same listing of host jobs.
+    let runner = std::env::var("BERTH_BENCH_PS_RUNNER").unwrap_or_else(|_| "docker".into());
+    let runner = runner.as_str();
     let empty = time(n, || d_run(d, &["ps", "--all"]));
     let finished = 200;
     let workers = 4;
@@ -402,14 +406,14 @@ fn bench_ps(d: &Daemon) {
         for w in 0..workers {
             s.spawn(move || {
                 for _ in (w..finished).step_by(workers) {
-                    d_run(d, &["run", "--runner", "docker", "--", "true"]);
+                    d_run(d, &["run", "--runner", runner, "--", "true"]);
                 }
             });
         }
     });
     let mut running = Vec::new();
     for _ in 0..3 {
-        let v = d.json(&["run", "-d", "--runner", "docker", "--", "sleep", "600"]);
+        let v = d.json(&["run", "-d", "--runner", runner, "--", "sleep", "600"]);
         running.push(v["job"]["id"].as_str().unwrap_or("").to_string());
     }
     let listed = d.json(&["ps", "--all"]);
@@ -417,13 +421,13 @@ fn bench_ps(d: &Daemon) {
     let ps = time(n, || d_run(d, &["ps"]));
     let ps_all = time(n, || d_run(d, &["ps", "--all"]));
     row(
-        "`berth ps` (3 running Docker jobs of 203) (p50 / p95 ms)",
+        &format!("`berth ps` (3 running {runner} jobs of 203) (p50 / p95 ms)"),
         ps,
         empty,
         "`berth ps --all` with no jobs",
     );
     row(
-        &format!("`berth ps --all` ({rows} rows: 200 finished + 3 running Docker jobs) (p50 / p95 ms)"),
+        &format!("`berth ps --all` ({rows} rows: 200 finished + 3 running {runner} jobs) (p50 / p95 ms)"),
         ps_all,
         empty,
         "`berth ps --all` with no jobs",
