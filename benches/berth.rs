@@ -4,7 +4,7 @@
 //!
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
-//! `start`, `ready`, `detect`, `spawn`, `ingest`, `memory` (default: all).
+//! `start`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps` (default: all).
 //! Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB).
 
 use std::io::{Read, Write};
@@ -390,13 +390,60 @@ fn bench_memory(d: &Daemon) {
     );
 }
 
+/// `berth ps` answers from the records: with 200 finished and 3 running
+/// Docker jobs it should cost what it costs with none (the client process and
+/// one socket round trip), whatever the engine's stats would take.
+fn bench_ps(d: &Daemon) {
+    let n = 30;
+    // Docker by default (the case that used to cost a stats call per container);
+    // BERTH_BENCH_PS_RUNNER=host measures the same listing of host jobs.
+    let runner = std::env::var("BERTH_BENCH_PS_RUNNER").unwrap_or_else(|_| "docker".into());
+    let runner = runner.as_str();
+    let empty = time(n, || d_run(d, &["ps", "--all"]));
+    let finished = 200;
+    let workers = 4;
+    std::thread::scope(|s| {
+        for w in 0..workers {
+            s.spawn(move || {
+                for _ in (w..finished).step_by(workers) {
+                    d_run(d, &["run", "--runner", runner, "--", "true"]);
+                }
+            });
+        }
+    });
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        let v = d.json(&["run", "-d", "--runner", runner, "--", "sleep", "600"]);
+        running.push(v["job"]["id"].as_str().unwrap_or("").to_string());
+    }
+    let listed = d.json(&["ps", "--all"]);
+    let rows = listed.as_array().map(Vec::len).unwrap_or(0);
+    let ps = time(n, || d_run(d, &["ps"]));
+    let ps_all = time(n, || d_run(d, &["ps", "--all"]));
+    row(
+        &format!("`berth ps` (3 running {runner} jobs of 203) (p50 / p95 ms)"),
+        ps,
+        empty,
+        "`berth ps --all` with no jobs",
+    );
+    row(
+        &format!("`berth ps --all` ({rows} rows: 200 finished + 3 running {runner} jobs) (p50 / p95 ms)"),
+        ps_all,
+        empty,
+        "`berth ps --all` with no jobs",
+    );
+    for id in running {
+        let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
+    }
+}
+
 fn main() {
     // `cargo test --all-targets` runs this binary without `--bench`: nothing to do then.
     if !std::env::args().any(|a| a == "--bench") {
         println!("berth benchmarks: run them with `bash bench/run.sh` (cargo bench --bench berth)");
         return;
     }
-    let all = ["memory", "start", "ready", "detect", "spawn", "ingest"];
+    let all = ["memory", "start", "ready", "detect", "spawn", "ingest", "ps"];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
         all.to_vec()
@@ -417,6 +464,7 @@ fn main() {
             "ready" => bench_ready(&d),
             "detect" => bench_detect(&d),
             "ingest" => bench_ingest(&d),
+            "ps" => bench_ps(&d),
             _ => {}
         }
     }

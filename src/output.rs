@@ -173,9 +173,44 @@ pub struct JobOutput {
     events: Arc<EventLog>,
     store: Arc<Store>,
     progress: watch::Sender<Progress>,
+    /// Watch hits held back until the job's `started` event is out (see
+    /// [`JobOutput::hold_events`]); `None` when events go out at once.
+    held: Mutex<Option<Vec<EventKind>>>,
 }
 
 impl JobOutput {
+    /// Hold watch-hit events back until [`JobOutput::release_events`]: output
+    /// can flow while a runner is still launching, and a job's `started`
+    /// event must come before every other event of that job.
+    pub fn hold_events(&self) {
+        let mut held = self.held.lock().unwrap();
+        held.get_or_insert_with(Vec::new);
+    }
+
+    /// Emit the held events, in order, and emit later ones at once.
+    pub fn release_events(&self) {
+        let mut held = self.held.lock().unwrap();
+        for hit in held.take().unwrap_or_default() {
+            self.events.emit(self.job.clone(), hit);
+        }
+    }
+
+    fn emit_hits(&self, hits: Vec<EventKind>) {
+        if hits.is_empty() {
+            return;
+        }
+        // Under the lock, so a release in between cannot reorder them.
+        let mut held = self.held.lock().unwrap();
+        match held.as_mut() {
+            Some(buf) => buf.extend(hits),
+            None => {
+                for hit in hits {
+                    self.events.emit(self.job.clone(), hit);
+                }
+            }
+        }
+    }
+
     /// Create the job's output, its directory `dir` (`<state>/jobs/<id>`) and
     /// its first line number `first_seq` (1, or the next one when re-adopting).
     pub fn create(
@@ -206,6 +241,7 @@ impl JobOutput {
             events,
             store,
             progress,
+            held: Mutex::new(None),
         }))
     }
 
@@ -236,6 +272,7 @@ impl JobOutput {
             events,
             store,
             progress,
+            held: Mutex::new(None),
         })
     }
 
@@ -317,9 +354,7 @@ impl JobOutput {
         };
         // Outside the lock: this may wait when the store is behind (backpressure).
         self.store.put_lines(&self.job, durable);
-        for hit in hits {
-            self.events.emit(self.job.clone(), hit);
-        }
+        self.emit_hits(hits);
         self.progress.send_modify(|p| p.last_seq = last_seq);
     }
 
@@ -626,6 +661,47 @@ mod tests {
         )
         .unwrap();
         (dir, out)
+    }
+
+    #[test]
+    fn watch_hits_held_during_launch_follow_the_started_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("berth.db")).unwrap();
+        let events = EventLog::new();
+        let job = JobId::from_number(1);
+        let out = JobOutput::create(
+            job.clone(),
+            &dir.path().join("job-1"),
+            4096,
+            Watchers::new(&["hit".to_string()]).unwrap(),
+            events.clone(),
+            store,
+            1,
+        )
+        .unwrap();
+        out.hold_events();
+        let mut w = out.writer(Stream::Stdout).unwrap();
+        w.write(b"early hit\n");
+        assert!(events.since(0, 10).is_empty(), "held while launching");
+        events.emit(
+            job.clone(),
+            EventKind::Started {
+                runner: crate::job::RunnerKind::Host,
+                start_mode: crate::job::StartMode::Background,
+                ports: vec![],
+            },
+        );
+        out.release_events();
+        w.write(b"late hit\n");
+        w.finish();
+        let kinds: Vec<(u64, &str)> = events
+            .since(0, 10)
+            .iter()
+            .map(|e| (e.seq, e.kind.name()))
+            .collect();
+        let names: Vec<&str> = kinds.iter().map(|(_, k)| *k).collect();
+        assert_eq!(names, ["started", "watch_hit", "watch_hit"]);
+        assert!(kinds.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]

@@ -142,14 +142,14 @@ impl Client {
 
     /// Jobs matching `filter`, newest first, at most the server's default page (50).
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
-        self.list_page(filter, None, None).await
+        self.list_page(filter, None, None, false).await
     }
 
     /// What a live panel shows: every job still running or queued, however
     /// old, plus the newest page of history, newest first.
     pub async fn panel_jobs(&self) -> Result<Vec<JobInfo>> {
         let mut jobs = self
-            .list_page(ListFilter::Running, Some(usize::MAX >> 1), None)
+            .list_page(ListFilter::Running, Some(usize::MAX >> 1), None, false)
             .await?;
         for j in self.list(ListFilter::All).await? {
             if !jobs.iter().any(|k| k.id == j.id) {
@@ -159,15 +159,20 @@ impl Client {
         Ok(crate::manager::newest_first(jobs, None, usize::MAX))
     }
 
-    /// A page of jobs: newest first, at most `limit`, older than `before`.
+    /// A page of jobs: newest first, at most `limit`, older than `before`;
+    /// with `usage`, CPU and memory of the running ones sampled.
     pub async fn list_page(
         &self,
         filter: ListFilter,
         limit: Option<usize>,
         before: Option<&JobId>,
+        usage: bool,
     ) -> Result<Vec<JobInfo>> {
         let f = serde_json::to_value(filter).expect("filter serializes");
         let mut path = format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running"));
+        if usage {
+            path += "&usage=true";
+        }
         if let Some(n) = limit {
             path += &format!("&limit={n}");
         }
@@ -175,6 +180,11 @@ impl Client {
             path += &format!("&before={b}");
         }
         self.get(&path).await
+    }
+
+    /// `list` with CPU/memory of running jobs sampled (about a second with containers).
+    pub async fn list_with_usage(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
+        self.list_page(filter, None, None, true).await
     }
 
     pub async fn info(&self, id: &JobId) -> Result<JobView> {
@@ -219,7 +229,7 @@ impl Client {
         self.get(&format!("/v1/events?since={since}&limit={limit}")).await
     }
 
-    pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<WaitOutcome> {
+    pub async fn wait_for_port(&self, req: &WaitForPortRequest) -> Result<crate::manager::PortWait> {
         self.post("/v1/wait_for_port", req).await
     }
 

@@ -432,13 +432,12 @@ async fn follow_events(
 }
 
 async fn wait_for_port(
+    State(s): State<AppState>,
     req: Result<Json<WaitForPortRequest>, JsonRejection>,
-) -> ApiResult<crate::ready::WaitOutcome> {
+) -> ApiResult<crate::manager::PortWait> {
     let req = body(req)?;
     let timeout = secs("timeout", req.timeout.unwrap_or(DEFAULT_WAIT_SECS))?;
-    Ok(Json(
-        crate::ready::wait_for_port(&req.host, req.port, timeout).await?,
-    ))
+    Ok(Json(s.manager.wait_for_port(&req.host, req.port, timeout).await?))
 }
 
 async fn prune(

@@ -54,6 +54,9 @@ pub struct PsArgs {
     /// Only jobs older than this one (continue a list where the last page ended).
     #[arg(long, value_name = "ID")]
     pub before: Option<String>,
+    /// Add CPU and memory of running jobs (sampled live: about a second with containers).
+    #[arg(long)]
+    pub usage: bool,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -69,12 +72,12 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
     let before = a.before.as_deref().map(JobId::from);
     let jobs = client(global)
         .await?
-        .list_page(filter, Some(a.limit), before.as_ref())
+        .list_page(filter, Some(a.limit), before.as_ref(), a.usage)
         .await?;
     if a.json {
         print_json(&jobs)?;
     } else {
-        out!("{}", table(&jobs));
+        out!("{}", table(&jobs, a.usage));
         if jobs.len() == a.limit
             && let Some(last) = jobs.last()
         {
@@ -87,14 +90,29 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`
-pub fn table(jobs: &[JobInfo]) -> String {
+/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`,
+/// with a `CPU MEM` column when `usage` was sampled.
+pub fn table(jobs: &[JobInfo], usage: bool) -> String {
     if jobs.is_empty() {
         return "no jobs (use --all to include ended ones)\n".into();
     }
+    let usage_col = |text: String| {
+        if usage {
+            format!("{text:<16} ")
+        } else {
+            String::new()
+        }
+    };
     let mut out = format!(
-        "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
-        "ID", "STATUS", "RUNNER", "MODE", "PORTS", "TIME", "COMMAND"
+        "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
+        "ID",
+        "STATUS",
+        "RUNNER",
+        "MODE",
+        "PORTS",
+        usage_col("CPU MEM".into()),
+        "TIME",
+        "COMMAND"
     );
     for j in jobs {
         let time = j.runtime().map(card::clock).unwrap_or_else(|| "-".into());
@@ -103,13 +121,22 @@ pub fn table(jobs: &[JobInfo]) -> String {
             (_, Some(p)) => format!("queued #{p}"),
             _ => j.status.name().to_string(),
         };
+        let used = match &j.usage {
+            Some(u) => format!(
+                "{:.1}% {:.1}MiB",
+                u.cpu_percent,
+                u.memory_bytes as f64 / 1048576.0
+            ),
+            None => "-".into(),
+        };
         out += &format!(
-            "{:<8} {:<12} {:<7} {:<20} {:<24} {:>8}  {}\n",
+            "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
             j.id.to_string(),
             status,
             j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
             j.start_mode.to_string(),
             card::ports_text(j),
+            usage_col(used),
             time,
             j.command
         );

@@ -12,9 +12,11 @@
 //! still running; [`Manager::shutdown`] does it gracefully.
 
 mod ids;
+mod ports;
 mod recover;
 mod retention;
 mod supervise;
+mod usage;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
@@ -35,6 +37,7 @@ use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;
 use crate::watch::Watchers;
 
+pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
 
@@ -176,6 +179,8 @@ pub(crate) struct Inner {
     owner: String,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
     orphans: Mutex<Vec<crate::store::RunRow>>,
+    /// Recent CPU/memory samples (see `usage.rs`).
+    usage_cache: usage::UsageCache,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -267,6 +272,7 @@ impl Manager {
             store,
             owner: crate::procinfo::owner_label(),
             orphans: Mutex::new(Vec::new()),
+            usage_cache: Default::default(),
             config,
             registry: Mutex::new(Registry::default()),
             ids,
@@ -350,33 +356,6 @@ impl Manager {
         let mut spec = info.spec;
         spec.background = true;
         self.start(spec).await
-    }
-
-    /// `info` with live resource usage for running jobs.
-    pub async fn info_with_usage(&self, id: &JobId) -> Result<JobInfo> {
-        let mut info = self.info(id)?;
-        info.usage = self.usage(&info).await;
-        Ok(info)
-    }
-
-    /// `list` with live resource usage for running jobs.
-    pub async fn list_with_usage(&self, filter: ListFilter) -> Vec<JobInfo> {
-        let mut infos = self.list(filter);
-        for info in infos.iter_mut().filter(|i| i.status.is_active()) {
-            info.usage = self.usage(info).await;
-        }
-        infos
-    }
-
-    async fn usage(&self, info: &JobInfo) -> Option<crate::job::Usage> {
-        if !info.status.is_active() {
-            return None;
-        }
-        match (&info.container_id, info.pid) {
-            (Some(c), _) => self.inner.runners.usage(c).await,
-            (None, Some(pid)) => crate::runner::host::usage(pid as i32),
-            _ => None,
-        }
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {

@@ -81,6 +81,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             inner.store.clone(),
             1,
         )?;
+        output.hold_events();
         let status = if queued {
             JobStatus::Queued
         } else {
@@ -228,8 +229,15 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
     };
     let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
-        RunnerKind::Host => runner::host::launch(spec, &cwd, &output)?,
-        RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await?,
+        RunnerKind::Host => runner::host::launch(spec, &cwd, &output),
+        RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await,
+    };
+    let launched = match launched {
+        Ok(l) => l,
+        Err(e) => {
+            output.release_events();
+            return Err(e);
+        }
     };
     let start_mode = {
         let mut reg = inner.registry.lock().unwrap();
@@ -257,6 +265,8 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
             ports: launched.ports.clone(),
         },
     );
+    // Watch hits of output that came during the launch follow `started`.
+    output.release_events();
     Ok(launched)
 }
 

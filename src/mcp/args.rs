@@ -229,6 +229,9 @@ impl From<FilterArg> for ListFilter {
 pub struct ListArgs {
     /// running (default), completed, failed or all.
     pub filter: Option<FilterArg>,
+    /// true: add CPU and memory of running jobs (sampled live, about a second with containers).
+    #[serde(default)]
+    pub usage: bool,
 }
 
 /// One output stream.

@@ -26,6 +26,13 @@ pub const MAX_PER_ANSWER: usize = 20;
 
 tokio::task_local! {
     static COVERED: RefCell<Vec<(JobId, u64)>>;
+    /// The JSON-RPC id of the tool call being answered.
+    static CALL_ID: Option<String>;
+}
+
+/// The JSON-RPC id of the tool call being answered (inside [`scope`]).
+pub fn call_id() -> Option<String> {
+    CALL_ID.try_with(Clone::clone).ok().flatten()
 }
 
 /// Say that the answer being built reports `id`'s lifecycle so far.
@@ -34,14 +41,17 @@ pub fn cover(manager: &Manager, id: &JobId) {
     let _ = COVERED.try_with(|c| c.borrow_mut().push((id.clone(), upto)));
 }
 
-/// Run a tool call, collecting what it [`cover`]s.
-pub async fn scope<T>(fut: impl Future<Output = T>) -> (T, Vec<(JobId, u64)>) {
-    COVERED
-        .scope(RefCell::new(Vec::new()), async {
-            let out = fut.await;
-            let covered = COVERED.with(|c| c.take());
-            (out, covered)
-        })
+/// Run the tool call `call_id`, collecting what it [`cover`]s.
+pub async fn scope<T>(call_id: Option<String>, fut: impl Future<Output = T>) -> (T, Vec<(JobId, u64)>) {
+    CALL_ID
+        .scope(
+            call_id,
+            COVERED.scope(RefCell::new(Vec::new()), async {
+                let out = fut.await;
+                let covered = COVERED.with(|c| c.take());
+                (out, covered)
+            }),
+        )
         .await
 }
 
@@ -76,7 +86,13 @@ impl Backlog {
     }
 
     /// The unseen events worth telling, formatted, advancing the cursor.
-    pub fn take(&self, manager: &Manager, covered: &[(JobId, u64)]) -> Vec<String> {
+    /// `meta` may add a suffix to each line (a tool set's event fields).
+    pub fn take(
+        &self,
+        manager: &Manager,
+        covered: &[(JobId, u64)],
+        meta: &dyn Fn(&Event) -> Option<String>,
+    ) -> Vec<String> {
         let mut st = self.state.lock().unwrap();
         let events = manager.events(st.cursor, 10_000);
         let mut lines = Vec::new();
@@ -91,7 +107,11 @@ impl Backlog {
                 st.queued.insert(e.job.clone());
             }
             if worth(e, &st, covered) {
-                lines.push(line(manager, e));
+                let mut l = line(manager, e);
+                if let Some(m) = meta(e) {
+                    l = format!("{l} {m}");
+                }
+                lines.push(l);
             }
         }
         if pending > 0 {

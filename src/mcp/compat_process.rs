@@ -1,9 +1,7 @@
-//! Seed-compatible tool sets over the same core: `--tools process`
-//! (`run_background`, `stop_process`, `list_processes`,
+//! The seed-compatible `--tools process` set over the same core:
+//! `run_background`, `stop_process`, `list_processes`,
 //! `read_process_output`, `wait_for_service`, plus the canonical
-//! `wait_for_port`, `run_test` and `run_build`) and `--tools exec` (one
-//! `shell` tool driven by `action`: spawn, poll, log, kill; no action runs
-//! the command synchronously).
+//! `wait_for_port`, `run_test` and `run_build`.
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -14,7 +12,7 @@ use serde::Deserialize;
 use super::args::{WaitForPortArgs, id_de, job_id, opt_id_de, parse_ports};
 use super::compat_shell::Checked;
 use super::core::{Answer, reply};
-use super::format::{self, Dialect};
+use super::format::Dialect;
 use super::logs::{self, LogMode, LogRequest};
 use super::server::BerthMcp;
 use super::tools::kill_json;
@@ -35,6 +33,25 @@ pub struct RunBackgroundArgs {
     pub ports: Vec<String>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
+    /// auto (default: docker when available), docker or host.
+    pub runner: Option<super::args::RunnerArg>,
+    /// Docker image (default berth/sandbox:latest).
+    pub image: Option<String>,
+    /// CPU cores, e.g. 0.5.
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. "256m", "1g".
+    pub memory: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListProcessesArgs {
+    /// Also list ended processes, with their exit codes. Default false: active ones only.
+    #[serde(default)]
+    pub all: bool,
+    /// Add CPU and memory use of running processes (sampled live).
+    #[serde(default)]
+    pub usage: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -74,38 +91,6 @@ pub struct WaitForServiceArgs {
     pub timeout: Option<f64>,
 }
 
-/// What the exec `shell` tool does.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Spawn,
-    Poll,
-    Log,
-    Kill,
-}
-
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ShellActionArgs {
-    /// spawn | poll | log | kill. Absent: run `command` synchronously and return its output.
-    pub action: Option<Action>,
-    /// Shell command line (spawn, or the synchronous run).
-    pub command: Option<String>,
-    /// spawn: run in the background (default true).
-    pub background: Option<bool>,
-    /// spawn: regexes to watch; each match is reported once in a later answer.
-    #[serde(default)]
-    pub watch: Vec<String>,
-    /// The run_id from spawn (poll, log, kill).
-    #[serde(default, deserialize_with = "opt_id_de")]
-    #[schemars(with = "Option<String>")]
-    pub run_id: Option<String>,
-    /// log: first seq to return (default 1); pass the previous next_seq to read on.
-    pub since_seq: Option<u64>,
-    /// log: most items to return (default 120, at most 1000).
-    pub limit: Option<usize>,
-}
-
 #[tool_router(router = process_router, vis = "pub(super)")]
 impl BerthMcp {
     #[tool(
@@ -123,6 +108,12 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                 spec.background = true;
                 spec.ports = parse_ports(&a.ports)?;
                 spec.cwd = a.cwd.map(Into::into);
+                if let Some(r) = a.runner {
+                    spec.runner = r.into();
+                }
+                spec.image = a.image;
+                spec.limits.cpus = a.cpus;
+                spec.limits.memory = a.memory.as_deref().map(crate::job::parse_size).transpose()?;
                 self.core.run(spec.checked()?, None, Dialect::Process).await
             }
             .await,
@@ -146,10 +137,16 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
     }
 
     #[tool(
-        description = "List processes: status, exit codes of ended ones, CPU and memory use, ports as URLs, command."
+        description = "List active processes: id, status, ports as URLs, run time, command. all: true adds \
+ended ones with their exit codes (and who ended them); usage: true adds CPU and memory use (takes about a second)."
     )]
-    async fn list_processes(&self) -> CallToolResult {
-        reply(Ok(self.list_answer(ListFilter::All).await))
+    async fn list_processes(&self, Parameters(a): Parameters<ListProcessesArgs>) -> CallToolResult {
+        let filter = if a.all {
+            ListFilter::All
+        } else {
+            ListFilter::Running
+        };
+        reply(Ok(self.list_answer(filter, a.usage).await))
     }
 
     #[tool(
@@ -185,27 +182,17 @@ the reason (the process exited, with its code and last output; or `timeout` seco
     }
 }
 
-#[tool_router(router = exec_router, vis = "pub(super)")]
-impl BerthMcp {
-    #[tool(
-        description = "Run shell commands without blocking. action spawn: start `command` in the background \
-(with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
-code and a short output snippet. action log: output items {seq, stream, text} from since_seq, with next_seq to \
-continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
-Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
-    )]
-    async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
-        reply(self.exec_answer(a).await)
-    }
-}
-
 impl BerthMcp {
     async fn wait_for_service_answer(&self, a: WaitForServiceArgs) -> Result<Answer> {
-        let Some(id) = a.process_id else {
+        // The seed's call is {port, output_regex} with no id: the process is
+        // the one that publishes that port.
+        let by_port = a.port.and_then(|p| self.job_with_port(p));
+        let Some(id) = a.process_id.or(by_port.as_ref().map(|(id, _)| id.to_string())) else {
             if a.output_regex.is_some() {
-                return Err(Error::InvalidSpec(
-                    "output_regex needs the process_id whose output to watch".into(),
-                ));
+                return Err(Error::InvalidSpec(format!(
+                    "no running process publishes port {}: give the process_id whose output to watch",
+                    a.port.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
+                )));
             }
             let port = a.port.ok_or_else(|| {
                 Error::InvalidSpec("give process_id, port or both (and output_regex with process_id)".into())
@@ -221,7 +208,12 @@ impl BerthMcp {
         let id = job_id(&id);
         let mut conds = Vec::new();
         if let Some(p) = a.port {
-            conds.push(ReadyCondition::Port(p));
+            // A published (host) port of that job counts as its own port.
+            let own = match &by_port {
+                Some((j, own)) if *j == id => *own,
+                _ => p,
+            };
+            conds.push(ReadyCondition::Port(own));
         }
         if let Some(re) = a.output_regex {
             conds.push(ReadyCondition::Log(re));
@@ -235,91 +227,18 @@ impl BerthMcp {
         }
         self.core.wait(&id, &conds, a.timeout).await
     }
-
-    async fn exec_answer(&self, a: ShellActionArgs) -> Result<Answer> {
-        let run_id = || {
-            a.run_id
-                .as_deref()
-                .map(job_id)
-                .ok_or_else(|| Error::InvalidSpec("this action needs `run_id` (from spawn)".into()))
-        };
-        let command = || {
-            a.command
-                .clone()
-                .ok_or_else(|| Error::InvalidSpec("missing `command`: the shell command line to run".into()))
-        };
-        match a.action {
-            None | Some(Action::Spawn) => {
-                let mut spec = JobSpec::shell(command()?);
-                spec.background = a.action.is_some() && a.background.unwrap_or(true);
-                spec.watch = a.watch.clone();
-                let spec = spec.checked()?;
-                if !spec.background {
-                    return self.core.run(spec, None, Dialect::Exec).await;
-                }
-                let (info, _) = self.core.start(spec, None).await?;
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": info.id,
-                    "status": poll_status(&info),
-                    "pid": info.pid,
-                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
-                    "stdout": info.logs.stdout,
-                    "stderr": info.logs.stderr,
-                })))
-            }
-            Some(Action::Poll) => {
-                let id = run_id()?;
-                let info = self.core.manager.info(&id)?;
-                super::backlog::cover(&self.core.manager, &id);
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "status": poll_status(&info),
-                    "state": info.status.name(),
-                    "exit_code": info.exit_code,
-                    "ended_by": info.ended_by,
-                    "reason": info.reason.clone().or(info.promotion_reason.clone()),
-                    "runtime": format::duration(&info),
-                    "next_seq": info.last_seq + 1,
-                    "snippet": self.core.manager.snippet(&id)?,
-                })))
-            }
-            Some(Action::Log) => {
-                let id = run_id()?;
-                let req = LogRequest {
-                    mode: LogMode::Body,
-                    since: Some(a.since_seq.unwrap_or(1)),
-                    limit: a.limit,
-                    stream: None,
-                };
-                let page = logs::read(&self.core.manager, &id, &req)?.page;
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "items": page.lines.iter().map(|l| serde_json::json!({
-                        "seq": l.seq, "stream": l.stream, "text": l.text,
-                    })).collect::<Vec<_>>(),
-                    "next_seq": page.next_seq,
-                    "has_more": page.has_more,
-                    "last_seq": page.last_seq,
-                })))
-            }
-            Some(Action::Kill) => {
-                let req = KillRequest {
-                    ended_by: Some(EndedBy::Agent),
-                    ..Default::default()
-                };
-                Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))
-            }
-        }
-    }
 }
 
-/// running | success | failed (queued counts as running).
-fn poll_status(info: &crate::JobInfo) -> &'static str {
-    if info.status.is_active() {
-        "running"
-    } else if info.status.is_success() {
-        "success"
-    } else {
-        "failed"
+impl BerthMcp {
+    /// The active job whose own or published port is `port`, and its own port.
+    fn job_with_port(&self, port: u16) -> Option<(crate::JobId, u16)> {
+        self.core
+            .manager
+            .list(ListFilter::Running)
+            .into_iter()
+            .find_map(|j| {
+                let m = j.ports.iter().find(|m| m.port == port || m.host_port == port)?;
+                Some((j.id.clone(), m.port))
+            })
     }
 }

@@ -1,8 +1,6 @@
-//! Seed-compatible tool sets over the same core: `--tools safe_shell` (one
-//! `safe_shell` tool: a binary with args, no shell; blocking, keep-alive or
-//! background with log files) and `--tools shell` (`shell_run`,
-//! `shell_summary`, `shell_log`, `shell_kill`, `shell_resume`; a shell id is a
-//! job id).
+//! The seed-compatible `--tools shell` set over the same core: `shell_run`,
+//! `shell_summary`, `shell_log`, `shell_kill`, `shell_resume` (a shell id is
+//! a job id).
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -11,32 +9,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::args::{id_de, job_id};
-use super::core::{Answer, Started, reply};
+use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
 use super::server::BerthMcp;
-use super::tools::kill_json;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job::{EndedBy, JobSpec};
 use crate::manager::{KillRequest, ListFilter};
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SafeShellArgs {
-    /// The binary to run (e.g. "./server", "go", "kill"). No shell: put arguments in `args`.
-    pub command: String,
-    /// Arguments for the command.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Stdin data to feed to the process (stdin is closed afterwards).
-    pub input: Option<String>,
-    /// true: start, detach, answer {pid, stdout, stderr, job_id} with the log file paths. Default false.
-    #[serde(default)]
-    pub background: bool,
-    /// Seconds. Blocking: run, feed input, wait this long, then kill and return the output (for
-    /// interactive programs). Background: a time-to-live. 0 or absent: blocking runs wait for the exit.
-    pub keep_alive: Option<f64>,
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -44,8 +23,9 @@ pub struct ShellRunArgs {
     /// Shell command line (run with sh -c).
     pub command: String,
     /// true: answer at once with the shell_id (use for anything expected to take over 60 s).
-    #[serde(default)]
-    pub background: bool,
+    /// `background` is accepted as the same flag.
+    #[serde(default, alias = "background")]
+    pub run_in_background: bool,
     /// Foreground budget in seconds (default 60); then it moves to the background, never killed.
     pub timeout: Option<f64>,
 }
@@ -87,20 +67,6 @@ pub struct ShellIdArgs {
     pub shell_id: String,
 }
 
-#[tool_router(router = safe_shell_router, vis = "pub(super)")]
-impl BerthMcp {
-    #[tool(
-        description = "Execute one binary safely (no shell: metacharacters are not interpreted). Blocking \
-(default): runs, feeds `input`, waits for the exit and returns the exit code and merged stdout/stderr (capped at \
-120 lines / 16 KiB). With keep_alive N > 0: runs for N seconds, then kills it and returns the output (interactive \
-programs). background: true: starts and detaches at once, answering JSON {pid, stdout, stderr, job_id} where \
-stdout/stderr are log file paths to read later."
-    )]
-    async fn safe_shell(&self, Parameters(a): Parameters<SafeShellArgs>) -> CallToolResult {
-        reply(self.safe_shell_answer(a).await)
-    }
-}
-
 #[tool_router(router = shell_router, vis = "pub(super)")]
 impl BerthMcp {
     #[tool(
@@ -111,8 +77,8 @@ the exit code and capped output; still running then, it moves to the background 
     )]
     async fn shell_run(&self, Parameters(a): Parameters<ShellRunArgs>) -> CallToolResult {
         let mut spec = JobSpec::shell(a.command);
-        spec.background = a.background;
-        spec.timeout = a.timeout.filter(|_| !a.background);
+        spec.background = a.run_in_background;
+        spec.timeout = a.timeout.filter(|_| !a.run_in_background);
         reply(async { self.core.run(spec.checked()?, None, Dialect::Shell).await }.await)
     }
 
@@ -121,16 +87,27 @@ the exit code and capped output; still running then, it moves to the background 
 completed: true and failed: true add ended ones with their exit code and who ended them (agent, user, system)."
     )]
     async fn shell_summary(&self, Parameters(a): Parameters<ShellSummaryArgs>) -> CallToolResult {
-        let mut text = String::new();
-        let mut groups = vec![("RUNNING", ListFilter::Running)];
+        // As the seed's panel: killed shells sit under FAILED, not COMPLETED.
+        let all = self.core.manager.list(ListFilter::All);
+        let tab = |j: &&crate::JobInfo| {
+            if j.status.is_active() {
+                "RUNNING"
+            } else if shell_failed(j) {
+                "FAILED"
+            } else {
+                "COMPLETED"
+            }
+        };
+        let mut groups = vec!["RUNNING"];
         if a.completed {
-            groups.push(("COMPLETED", ListFilter::Completed));
+            groups.push("COMPLETED");
         }
         if a.failed {
-            groups.push(("FAILED", ListFilter::Failed));
+            groups.push("FAILED");
         }
-        for (name, filter) in groups {
-            let jobs = self.core.manager.list_with_usage(filter).await;
+        let mut text = String::new();
+        for name in groups {
+            let jobs: Vec<crate::JobInfo> = all.iter().filter(|j| tab(j) == name).cloned().collect();
             text += &format!("{name} ({})\n{}", jobs.len(), format::table(&jobs));
         }
         reply(Ok(Answer::ok(text)))
@@ -168,7 +145,17 @@ ended_by}; already_finished says who ended it before (agent, user or system)."
                     ..Default::default()
                 };
                 let out = self.core.kill(&job_id(&a.shell_id), req).await?;
-                Ok(Answer::json(&kill_json(&out)))
+                let ended_by = out
+                    .ended_by
+                    .or(out.status.is_failure().then_some(EndedBy::System));
+                Ok(Answer::json(&serde_json::json!({
+                    "result": out.result,
+                    "reason": out.reason,
+                    "ended_by": ended_by,
+                    "shell_id": out.job,
+                    "status": out.status.name(),
+                    "exit_code": out.exit_code,
+                })))
             }
             .await,
         )
@@ -198,52 +185,32 @@ reason, ended_by, shell_id} with the new shell_id."
     }
 }
 
-impl BerthMcp {
-    async fn safe_shell_answer(&self, a: SafeShellArgs) -> Result<Answer> {
-        if a.command.trim().is_empty() || a.command.contains(char::is_whitespace) {
-            return Err(Error::InvalidSpec(format!(
-                "`command` is one binary with no spaces (got `{}`); put its arguments in `args`",
-                a.command
-            )));
+/// Whether the seed's panel shows a shell under FAILED: a failure or a kill.
+pub fn shell_failed(j: &crate::JobInfo) -> bool {
+    j.status.is_failure() || matches!(j.status, crate::job::JobStatus::Killed { .. })
+}
+
+/// The seed's event metadata `{call_id, shell_id, start_mode, ended_by, exit_code}`
+/// for an event line; a natural failure is ended by `system`.
+pub fn shell_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
+    let info = core.manager.info(&e.job).ok()?;
+    let ended = matches!(e.kind, crate::events::EventKind::Ended { .. });
+    let ended_by = match &e.kind {
+        crate::events::EventKind::Ended { ended_by, .. } => {
+            ended_by.or(info.status.is_failure().then_some(EndedBy::System))
         }
-        let mut argv = vec![a.command.clone()];
-        argv.extend(a.args.iter().cloned());
-        let mut spec = JobSpec::argv(argv);
-        spec.input = a.input.clone();
-        spec.background = a.background;
-        let keep = a.keep_alive.filter(|k| *k > 0.0);
-        spec.keep_alive = keep;
-        if let (Some(k), false) = (keep, a.background) {
-            // Blocking with keep-alive: the kill at N s ends it, not the foreground budget.
-            spec.timeout = Some(k + self.core.manager.config().grace_secs + 5.0);
-        }
-        let (info, how) = self.core.start(spec.checked()?, None).await?;
-        match how {
-            Started::Background(_) => Ok(Answer::json(&serde_json::json!({
-                "pid": info.pid,
-                "stdout": info.logs.stdout,
-                "stderr": info.logs.stderr,
-                "job_id": info.id,
-            }))),
-            Started::Promoted => self.core.promoted(&info, Dialect::SafeShell),
-            Started::Finished => {
-                let mut text = match info.exit_code {
-                    Some(c) => format!("exit code: {c}"),
-                    None => "exit code: none".into(),
-                };
-                text += &format!(
-                    " ({}) after {}\n",
-                    format::info_end_words(&info),
-                    format::duration(&info)
-                );
-                text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell)?;
-                Ok(Answer {
-                    is_error: info.status.is_failure(),
-                    text,
-                })
-            }
-        }
-    }
+        _ => None,
+    };
+    Some(
+        serde_json::json!({
+            "call_id": core.call_of(&e.job),
+            "shell_id": e.job,
+            "start_mode": info.start_mode.to_string(),
+            "ended_by": ended_by,
+            "exit_code": if ended { info.exit_code } else { None },
+        })
+        .to_string(),
+    )
 }
 
 /// Validate a spec built by a tool.

@@ -80,6 +80,8 @@ pub fn reply(r: Result<Answer>) -> CallToolResult {
 pub struct Core {
     pub manager: Manager,
     pub backlog: Backlog,
+    /// The JSON-RPC id of the call that started each job (the seed's `call_id`).
+    calls: std::sync::Mutex<std::collections::HashMap<JobId, String>>,
 }
 
 impl Core {
@@ -87,6 +89,20 @@ impl Core {
         Core {
             backlog: Backlog::new(&manager),
             manager,
+            calls: Default::default(),
+        }
+    }
+
+    /// The id of the tool call that started `id`, if this server started it.
+    pub fn call_of(&self, id: &JobId) -> Option<String> {
+        self.calls.lock().unwrap().get(id).cloned()
+    }
+
+    /// This client started `id` in the call being answered.
+    fn owned(&self, id: &JobId) {
+        self.backlog.own(id);
+        if let Some(c) = backlog::call_id() {
+            self.calls.lock().unwrap().insert(id.clone(), c);
         }
     }
 
@@ -135,7 +151,7 @@ impl Core {
                 ));
             }
             let job = self.manager.start(spec).await?;
-            self.backlog.own(&job.id);
+            self.owned(&job.id);
             let waited = if ready.is_empty() {
                 None
             } else {
@@ -155,7 +171,7 @@ impl Core {
         spec.timeout = Some(spec.timeout.unwrap_or(self.manager.config().timeout_secs));
         spec.on_timeout = OnTimeout::Background;
         let job = self.manager.start(spec).await?;
-        self.backlog.own(&job.id);
+        self.owned(&job.id);
         let fg = self.manager.await_foreground(&job.id).await?;
         self.cover(&job.id);
         Ok(match fg {

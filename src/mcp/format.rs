@@ -15,7 +15,7 @@ pub const MAX_LINES: usize = 120;
 /// Most bytes of output in one answer.
 pub const MAX_BYTES: usize = 16 * 1024;
 /// Longest single line shown inside a capped output block.
-const MAX_LINE_SHOWN: usize = 4 * 1024;
+pub const MAX_LINE_SHOWN: usize = 4 * 1024;
 
 /// Which tools an answer points to for "read more" and "stop it".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,10 @@ impl Dialect {
             Dialect::Process => {
                 format!(r#"`read_process_output` {{"process_id":"{id}","since_seq":{since}}}"#)
             }
-            Dialect::Exec => format!(r#"`shell` {{"action":"log","run_id":"{id}","since_seq":{since}}}"#),
+            Dialect::Exec => format!(
+                r#"`shell` {{"action":"log","run_id":"{id}","since_seq":{}}}"#,
+                since.saturating_sub(1)
+            ),
             Dialect::SafeShell => "the stdout/stderr log files".into(),
         }
     }
@@ -160,7 +163,7 @@ pub fn card(info: &JobInfo, snippet: &str) -> String {
     card::render(info, snippet, false)
 }
 
-fn truncate_line(text: &str, max: usize) -> String {
+pub fn truncate_line(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

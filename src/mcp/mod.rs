@@ -7,16 +7,18 @@
 //! stdin/stdout. The end of stdin, SIGINT, SIGTERM or `berth down` all end the
 //! same way: the socket server's shutdown runs [`Manager::shutdown`] (every
 //! job stopped, containers removed) and removes the socket, in-flight answers
-//! get a moment to go out, and `run` returns (exit 0). stdin is read through
-//! [`EofReader`], which reports the end of input at once: rmcp alone would
-//! first wait up to 5 s for in-flight calls, and a foreground run in flight
-//! only ends once its job is stopped.
+//! get a moment to go out, and `run` returns (exit 0). stdin is read by the
+//! line framing in `stdio.rs`, which answers lines that are not JSON with a
+//! JSON-RPC parse error (-32700) and reports the end of input at once: rmcp
+//! alone would first wait up to 5 s for in-flight calls, and a foreground run
+//! in flight only ends once its job is stopped.
 //!
 //! Files: `server.rs` (rmcp handler: routing, errors as `isError`, backlog),
 //! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
 //! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
 //! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
-//! `compat_process.rs` (seed-compatible sets).
+//! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets); `stdio.rs`
+//! (line framing, parse errors).
 //!
 //! Nothing but protocol may reach stdout: printing is denied below, and
 //! tracing goes to stderr.
@@ -25,23 +27,23 @@
 
 mod args;
 mod backlog;
+mod compat_exec;
 mod compat_process;
+mod compat_safe_shell;
 mod compat_shell;
 mod core;
 mod format;
 mod logs;
 mod project;
 mod server;
+mod stdio;
 mod tools;
 
-use std::pin::Pin;
 use std::str::FromStr;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 
 pub use server::BerthMcp;
 
@@ -157,11 +159,15 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
         let _ = stop_rx.await;
     }));
 
-    let (stdin, mut eof) = EofReader::new(tokio::io::stdin());
+    let stdio::Framed {
+        to_rmcp,
+        from_rmcp,
+        mut eof,
+    } = stdio::spawn(tokio::io::stdin(), tokio::io::stdout(), stdio::MAX_LINE);
     let server = BerthMcp::new(manager.clone(), tools);
     let (ct_tx, ct_rx) = oneshot::channel();
     let mut mcp = tokio::spawn(async move {
-        match server.serve((stdin, tokio::io::stdout())).await {
+        match server.serve((to_rmcp, from_rmcp)).await {
             Ok(running) => {
                 let _ = ct_tx.send(running.cancellation_token());
                 let _ = running.waiting().await;
@@ -203,37 +209,6 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
     Ok(())
 }
 
-/// A reader that reports the end of its input (or a read error) on a watch channel.
-struct EofReader<R> {
-    inner: R,
-    eof: watch::Sender<bool>,
-}
-
-impl<R> EofReader<R> {
-    fn new(inner: R) -> (Self, watch::Receiver<bool>) {
-        let (eof, rx) = watch::channel(false);
-        (EofReader { inner, eof }, rx)
-    }
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for EofReader<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(r) = &res
-            && (r.is_err() || (buf.filled().len() == before && buf.remaining() > 0))
-        {
-            this.eof.send_replace(true);
-        }
-        res
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,15 +222,5 @@ mod tests {
         assert!(err.contains("safe_shell") && err.contains("exec"), "{err}");
         let all = ToolSet::All.tool_names();
         assert!(all.contains(&"safe_shell") && all.contains(&"shell_log") && all.contains(&"run"));
-    }
-
-    #[tokio::test]
-    async fn eof_reader_reports_the_end() {
-        use tokio::io::AsyncReadExt;
-        let (mut r, rx) = EofReader::new(&b"abc"[..]);
-        let mut s = String::new();
-        r.read_to_string(&mut s).await.unwrap();
-        assert_eq!(s, "abc");
-        assert!(*rx.borrow());
     }
 }

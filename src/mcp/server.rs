@@ -1,7 +1,8 @@
 //! The MCP server object: the tools of the chosen [`ToolSet`] in one rmcp
-//! router, and a `call_tool` that turns every failure into an `isError`
-//! answer (never a protocol error the model cannot read) and appends the
-//! client's unseen events to every answer.
+//! router, and a `call_tool` that turns every failure of a job operation
+//! into an `isError` answer the model can read, answers calls that do not fit
+//! a tool (unknown tool, arguments of the wrong shape) with JSON-RPC invalid
+//! params (-32602), and appends the client's unseen events to every answer.
 //!
 //! rmcp runs each request in its own task, so a long call (a 60 s
 //! foreground run, a wait) does not hold up the others.
@@ -11,8 +12,9 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, NumberOrString, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -29,6 +31,22 @@ URLs the answer gives. Short commands can run in the foreground: a command still
 (60 s) moves to the background instead of being killed. Every answer ends with the job events you have not seen \
 yet (watch hits, exits, kills by the user, moves to background): react to them. Every job is stopped when this \
 server exits.";
+
+/// How rmcp's message for arguments that do not deserialize begins.
+const RMCP_ARGS_ERROR: &str = "failed to deserialize parameters:";
+
+fn first_text(r: &CallToolResult) -> Option<&str> {
+    r.content.first()?.as_text().map(|t| t.text.as_str())
+}
+
+/// Invalid params (-32602) for arguments that do not fit `tool`'s schema, in one line.
+fn invalid_args(tool: &str, why: &str) -> ErrorData {
+    let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    ErrorData::invalid_params(
+        format!("invalid arguments for `{tool}`: {why}; see its input schema in tools/list"),
+        None,
+    )
+}
 
 /// The `berth mcp` server.
 #[derive(Clone)]
@@ -52,6 +70,8 @@ impl BerthMcp {
             core: Arc::new(Core::new(manager)),
             dialect: match tools {
                 ToolSet::Process => Dialect::Process,
+                ToolSet::Shell => Dialect::Shell,
+                ToolSet::Exec => Dialect::Exec,
                 _ => Dialect::Canonical,
             },
             router: Arc::new(router),
@@ -81,20 +101,48 @@ impl ServerHandler for BerthMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        let call_id = match &context.id {
+            NumberOrString::Number(n) => n.to_string(),
+            NumberOrString::String(s) => s.to_string(),
+        };
         let tcc = ToolCallContext::new(self, request, context);
-        let (result, covered) = backlog::scope(self.router.call(tcc)).await;
+        let (result, covered) = backlog::scope(Some(call_id), self.router.call(tcc)).await;
         let mut result = match result {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                // rmcp turns arguments that do not deserialize into an `isError`
+                // answer; JSON-RPC (and our clients) expect invalid params.
+                match first_text(&r).and_then(|t| t.strip_prefix(RMCP_ARGS_ERROR)) {
+                    Some(why) => return Err(invalid_args(&name, why)),
+                    None => r,
+                }
+            }
             Ok(CallToolResponse::Complete(r)) => r,
             Ok(other) => return Ok(other),
+            // Protocol errors per JSON-RPC / MCP: an unknown tool and arguments
+            // that do not fit the tool's schema are invalid params (-32602).
             Err(_) if !self.router.has_route(&name) => {
-                CallToolResult::error(vec![ContentBlock::text(format!(
-                    "error: unknown tool `{name}`; this server offers: {}",
-                    self.tool_names().join(", ")
-                ))])
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "unknown tool `{name}`; this server offers: {}",
+                        self.tool_names().join(", ")
+                    ),
+                    None,
+                ));
+            }
+            Err(e) if e.code == ErrorCode::INVALID_PARAMS => {
+                let why = e.message.strip_prefix(RMCP_ARGS_ERROR).unwrap_or(&e.message);
+                return Err(invalid_args(&name, why));
             }
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("error: {}", e.message))]),
         };
-        let lines = self.core.backlog.take(&self.core.manager, &covered);
+        // Each set's event fields: the shell seed's metadata; the exec seed's
+        // watcher notifications carry a snippet of the output.
+        let meta = |e: &crate::events::Event| match self.dialect {
+            Dialect::Shell => super::compat_shell::shell_event_meta(&self.core, e),
+            Dialect::Exec => super::compat_exec::exec_event_meta(&self.core, e),
+            _ => None,
+        };
+        let lines = self.core.backlog.take(&self.core.manager, &covered, &meta);
         if !lines.is_empty() {
             result.content.push(ContentBlock::text(format!(
                 "Events since your last call:\n{}\n",

@@ -50,11 +50,12 @@ CPU and memory use, its log files, and its last lines of output. Use it to check
 
     #[tool(
         description = "List jobs as a compact table: id, status (with exit code and who ended it), runner, mode, \
-ports as URLs, CPU/memory use, run time and command. Shows running jobs by default; filter: completed, failed or all."
+ports as URLs, run time and command. Shows running jobs by default; filter: completed, failed or all. \
+usage: true adds CPU/memory of running jobs (takes about a second)."
     )]
     async fn list(&self, Parameters(a): Parameters<ListArgs>) -> CallToolResult {
         let filter: ListFilter = a.filter.map(Into::into).unwrap_or_default();
-        reply(Ok(self.list_answer(filter).await))
+        reply(Ok(self.list_answer(filter, a.usage).await))
     }
 
     #[tool(
@@ -96,9 +97,10 @@ output) or `timeout` seconds passed (default 60; says which conditions are still
     }
 
     #[tool(
-        description = "Wait until something accepts TCP connections at host:port (host default 127.0.0.1) — e.g. a \
-database or server you did not start with berth. Answers as soon as the port opens, or after `timeout` seconds \
-(default 60) with an error."
+        description = "Wait until a server accepts TCP connections at host:port (host default 127.0.0.1), \
+instead of sleeping. A job's published port (the PORT of its URL) is checked at the server inside the job, so it \
+answers only once that server listens (or early if the job exits); other ports get a plain connect. Answers as \
+soon as the port serves, or after `timeout` seconds (default 60) with an error."
     )]
     async fn wait_for_port(&self, Parameters(a): Parameters<WaitForPortArgs>) -> CallToolResult {
         reply(self.wait_for_port_answer(a).await)
@@ -202,8 +204,13 @@ impl BerthMcp {
         Ok(Answer::ok(text))
     }
 
-    pub(super) async fn list_answer(&self, filter: ListFilter) -> Answer {
-        let jobs = self.core.manager.list_with_usage(filter).await;
+    pub(super) async fn list_answer(&self, filter: ListFilter, usage: bool) -> Answer {
+        let m = &self.core.manager;
+        let jobs = if usage {
+            m.list_with_usage(filter).await
+        } else {
+            m.list(filter)
+        };
         let name = serde_json::to_value(filter)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
@@ -217,15 +224,33 @@ impl BerthMcp {
     pub(super) async fn wait_for_port_answer(&self, a: WaitForPortArgs) -> Result<Answer> {
         let host = a.host.unwrap_or_else(|| "127.0.0.1".into());
         let t = Duration::from_secs_f64(a.timeout.unwrap_or(DEFAULT_WAIT_SECS));
-        let out = crate::ready::wait_for_port(&host, a.port, t).await?;
-        Ok(match out {
+        let w = self.core.manager.wait_for_port(&host, a.port, t).await?;
+        let whose = match (&w.job, w.job_port) {
+            (Some(job), Some(p)) => {
+                super::backlog::cover(&self.core.manager, job);
+                format!(" ({job}'s port {p}; its server was checked inside the job)")
+            }
+            _ => String::new(),
+        };
+        Ok(match &w.outcome {
             WaitOutcome::Ready { elapsed_ms, .. } => Answer::ok(format!(
-                "{host}:{} accepts connections (after {}).\n",
+                "{host}:{} accepts connections{whose} (after {}).\n",
                 a.port,
-                format::secs(elapsed_ms as f64 / 1000.0)
+                format::secs(*elapsed_ms as f64 / 1000.0)
             )),
-            _ => Answer::fail(format!(
-                "nothing accepted connections at {host}:{} within {}.\n",
+            WaitOutcome::Exited {
+                status,
+                exit_code,
+                reason,
+                ..
+            } => Answer::fail(format!(
+                "{host}:{} never served: {} ended first: {}.\n",
+                a.port,
+                w.job.as_ref().map(|j| j.to_string()).unwrap_or_default(),
+                format::end_words(status, None, *exit_code, reason.as_deref())
+            )),
+            WaitOutcome::TimedOut { .. } => Answer::fail(format!(
+                "nothing accepted connections at {host}:{}{whose} within {}.\n",
                 a.port,
                 format::secs(t.as_secs_f64())
             )),

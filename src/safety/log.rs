@@ -34,6 +34,16 @@ pub struct Entry {
     pub client: String,
 }
 
+/// A line as written: `{"blocked": true, "timestamp": …, "reason": …,
+/// "command": …, …}`, the record shape security tooling expects, with
+/// berth's detail (`kind`, `pattern`, …) beside it.
+#[derive(Serialize)]
+struct Line<'a> {
+    blocked: bool,
+    #[serde(flatten)]
+    entry: &'a Entry,
+}
+
 /// The append-only log file of one manager.
 #[derive(Debug)]
 pub struct SecurityLog {
@@ -67,7 +77,8 @@ impl SecurityLog {
     }
 
     fn try_append(&self, entry: &Entry) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(entry).map_err(std::io::Error::other)?;
+        let line = Line { blocked: true, entry };
+        let mut line = serde_json::to_string(&line).map_err(std::io::Error::other)?;
         line.push('\n');
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -111,6 +122,8 @@ mod tests {
         let text = std::fs::read_to_string(log.path()).unwrap();
         let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["blocked"], true);
+        assert!(lines[0]["timestamp"].is_string() && lines[0]["reason"] == "r");
         assert_eq!(lines[0]["command"], "sudo id");
         assert_eq!(lines[1]["command"], "multi\nline");
         let mode = std::fs::metadata(log.path()).unwrap().permissions().mode();

@@ -53,6 +53,16 @@ async fn the_main_journey_in_a_container() {
     assert!(out.contains("8080/tcp → http://127.0.0.1:"), "{out}");
     let jobs = d.json(&["ps"]);
     let port = jobs[0]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    // Usage only on request: `ps` answers from the records, `ps --usage` samples.
+    assert!(jobs[0].get("usage").is_none(), "{jobs}");
+    let (code, table, err) = d.run(&["ps", "--usage"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(table.contains("CPU MEM") && table.contains("MiB"), "{table}");
+    let sampled = d.json(&["ps", "--usage"]);
+    assert!(
+        sampled[0]["usage"]["memory_bytes"].as_u64().unwrap() > 0,
+        "{sampled}"
+    );
     let (code, out, err) = d.run(&["wait", &id, "--http", "/", "--timeout", "30"]);
     assert_eq!(code, 0, "{out}{err}");
     let page = http_get(port);

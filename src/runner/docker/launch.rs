@@ -184,8 +184,16 @@ pub(super) async fn launch(
     note_warnings(&mut applied, &warnings);
 
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
+    // The container's main process as the engine's host sees it: the `pid`
+    // that seed tools (safe_shell) hand out and accept back in `kill <pid>`.
+    let pid = inspected
+        .state
+        .as_ref()
+        .and_then(|s| s.pid)
+        .filter(|p| *p > 0)
+        .map(|p| p as u32);
     Ok(Launched {
-        pid: None,
+        pid,
         container_id: Some(container_id),
         ports,
         limits: applied,

@@ -1,0 +1,218 @@
+//! The seed-compatible `--tools exec` set: one `shell` tool driven by
+//! `action` — spawn (background, with `watch` regexes), poll (status,
+//! exit code, snippet), log (items after `since_seq`, `next_seq` to go on),
+//! kill; no action runs the command synchronously.
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::args::{job_id, opt_id_de};
+use super::compat_shell::Checked;
+use super::core::{Answer, reply};
+use super::format::{self, Dialect};
+use super::logs::{self, LogMode, LogRequest};
+use super::server::BerthMcp;
+use super::tools::kill_json;
+use crate::error::{Error, Result};
+use crate::events::EventKind;
+use crate::job::{EndedBy, JobSpec};
+use crate::manager::KillRequest;
+
+/// What the exec `shell` tool does.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Spawn,
+    Poll,
+    Log,
+    Kill,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellActionArgs {
+    /// spawn | poll | log | kill. Absent: run `command` synchronously and return its output.
+    pub action: Option<Action>,
+    /// Shell command line (spawn, or the synchronous run).
+    pub command: Option<String>,
+    /// spawn: run in the background (default true).
+    pub background: Option<bool>,
+    /// spawn: regexes to watch; each match is reported once in a later answer.
+    #[serde(default)]
+    pub watch: Vec<String>,
+    /// The run_id from spawn (poll, log, kill).
+    #[serde(default, deserialize_with = "opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub run_id: Option<String>,
+    /// log: return items after this seq (default 0: from the start); pass the previous
+    /// answer's next_seq to read on.
+    pub since_seq: Option<u64>,
+    /// log: most items to return (default 120, at most 1000).
+    pub limit: Option<usize>,
+}
+
+#[tool_router(router = exec_router, vis = "pub(super)")]
+impl BerthMcp {
+    #[tool(
+        description = "Run shell commands without blocking. action spawn: start `command` in the background \
+(with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
+code and a short output snippet (the last ~1.5 KB). action log: the run's items after since_seq (default 0) — \
+output {seq, kind: output, stream, text} and events {seq, kind: event, event: watch_hit|ended, …} in seq order — \
+with next_seq to pass as since_seq to continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
+Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
+    )]
+    async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
+        reply(self.exec_answer(a).await)
+    }
+}
+
+impl BerthMcp {
+    async fn exec_answer(&self, a: ShellActionArgs) -> Result<Answer> {
+        let run_id = || {
+            a.run_id
+                .as_deref()
+                .map(job_id)
+                .ok_or_else(|| Error::InvalidSpec("this action needs `run_id` (from spawn)".into()))
+        };
+        let command = || {
+            a.command
+                .clone()
+                .ok_or_else(|| Error::InvalidSpec("missing `command`: the shell command line to run".into()))
+        };
+        match a.action {
+            None | Some(Action::Spawn) => {
+                let mut spec = JobSpec::shell(command()?);
+                spec.background = a.action.is_some() && a.background.unwrap_or(true);
+                spec.watch = a.watch.clone();
+                let spec = spec.checked()?;
+                if !spec.background {
+                    return self.core.run(spec, None, Dialect::Exec).await;
+                }
+                let (info, _) = self.core.start(spec, None).await?;
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": info.id,
+                    "status": poll_status(&info),
+                    "pid": info.pid,
+                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
+                    "stdout": info.logs.stdout,
+                    "stderr": info.logs.stderr,
+                })))
+            }
+            Some(Action::Poll) => {
+                let id = run_id()?;
+                let info = self.core.manager.info(&id)?;
+                super::backlog::cover(&self.core.manager, &id);
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": id,
+                    "status": poll_status(&info),
+                    "state": info.status.name(),
+                    "exit_code": info.exit_code,
+                    "ended_by": info.ended_by,
+                    "reason": info.reason.clone().or(info.promotion_reason.clone()),
+                    "runtime": format::duration(&info),
+                    "next_seq": info.last_seq,
+                    "snippet": self.core.manager.snippet(&id)?,
+                })))
+            }
+            Some(Action::Log) => {
+                let id = run_id()?;
+                // The seed's cursor is exclusive: items *after* since_seq, and
+                // next_seq is the seq to pass back (the last one returned).
+                let after = a.since_seq.unwrap_or(0);
+                let req = LogRequest {
+                    mode: LogMode::Body,
+                    since: Some(after + 1),
+                    limit: a.limit,
+                    stream: None,
+                };
+                let page = logs::read(&self.core.manager, &id, &req)?.page;
+                let items = self.items(&id, after, &page)?;
+                Ok(Answer::json(&serde_json::json!({
+                    "run_id": id,
+                    "next_seq": items.last().and_then(|i| i["seq"].as_u64()).unwrap_or(after),
+                    "items": items,
+                    "has_more": page.has_more,
+                    "last_seq": page.last_seq,
+                })))
+            }
+            Some(Action::Kill) => {
+                let req = KillRequest {
+                    ended_by: Some(EndedBy::Agent),
+                    ..Default::default()
+                };
+                Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))
+            }
+        }
+    }
+}
+
+impl BerthMcp {
+    /// The seed's run items: output lines and the run's events in one
+    /// seq-ordered stream. A watch hit sits right after the line it matched
+    /// (same seq); the end of the run is the item after the last line
+    /// (`last_seq + 1`), once the page reaches it.
+    fn items(
+        &self,
+        id: &crate::JobId,
+        after: u64,
+        page: &crate::output::LogPage,
+    ) -> Result<Vec<serde_json::Value>> {
+        let m = &self.core.manager;
+        let events: Vec<crate::events::Event> = m
+            .events(0, crate::events::MAX_EVENTS)
+            .into_iter()
+            .filter(|e| e.job == *id)
+            .collect();
+        let mut items = Vec::new();
+        for l in &page.lines {
+            items.push(
+                serde_json::json!({"seq": l.seq, "kind": "output", "stream": l.stream, "text": l.text}),
+            );
+            for e in &events {
+                if let EventKind::WatchHit {
+                    line_seq, pattern, ..
+                } = &e.kind
+                    && *line_seq == l.seq
+                {
+                    items.push(serde_json::json!({
+                        "seq": l.seq, "kind": "event", "event": "watch_hit", "pattern": pattern,
+                        "text": l.text, "event_seq": e.seq,
+                    }));
+                }
+            }
+        }
+        let info = m.info(id)?;
+        let end_seq = page.last_seq + 1;
+        if !page.has_more && !info.status.is_active() && after < end_seq {
+            items.push(serde_json::json!({
+                "seq": end_seq, "kind": "event", "event": "ended", "status": info.status.name(),
+                "exit_code": info.exit_code, "ended_by": info.ended_by, "reason": info.reason,
+            }));
+        }
+        Ok(items)
+    }
+}
+
+/// A watcher notification's snippet: the last ~1.5 KB of the run's output.
+pub fn exec_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
+    if !matches!(e.kind, crate::events::EventKind::WatchHit { .. }) {
+        return None;
+    }
+    let snippet = core.manager.snippet(&e.job).ok()?;
+    let indented: Vec<String> = snippet.lines().map(|l| format!("    {l}")).collect();
+    Some(format!("\n  snippet:\n{}", indented.join("\n")))
+}
+
+/// running | success | failed (queued counts as running).
+fn poll_status(info: &crate::JobInfo) -> &'static str {
+    if info.status.is_active() {
+        "running"
+    } else if info.status.is_success() {
+        "success"
+    } else {
+        "failed"
+    }
+}
