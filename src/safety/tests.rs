@@ -130,6 +130,65 @@ fn bypass_forms_are_blocked_with_the_right_reason() {
         ("kill -9 -1", "kill -1"),
         ("nsenter -t 1 -m -u -i -n -p sh", "namespaces"),
         ("insmod evil.ko", "kernel modules"),
+        // Dynamic commands: what runs is not written on the line.
+        ("$EDITOR notes.md", "dynamic command"),
+        ("for c in sudo; do $c id; done", "dynamic command"),
+        ("set -- sudo id; \"$@\"", "dynamic command"),
+        ("sh -c '\"$@\"' x sudo id", "privilege"),
+        ("echo 'sudo id' | xargs -I{} sh -c '{}'", "dynamic command"),
+        ("find . -exec {} \\;", "dynamic command"),
+        ("printf 'sudo id' > x.sh; sh x.sh", "dynamic command"),
+        (
+            "printf 'sudo id' > x.sh; chmod +x x.sh; ./x.sh",
+            "dynamic command",
+        ),
+        ("echo 'sudo id' | tee x.sh; . ./x.sh", "dynamic command"),
+        ("sh < x.sh; printf 'sudo id' > x.sh; sh < x.sh", "dynamic command"),
+        ("echo 'sudo id' | sh /dev/stdin", "dynamic command"),
+        ("env -S 'make all'", "dynamic command"),
+        ("sudo${IFS}id", "privilege"),
+        ("x=${y:-$(echo sudo)}; $x id", "privilege"),
+        ("echo ${y:-$(sudo id)}", "privilege"),
+        ("echo $(( $(sudo id) + 1 ))", "privilege"),
+        ("echo ${#x[$(sudo id)]}", "privilege"),
+        ("shopt -s expand_aliases; alias x='sudo id'; x", "privilege"),
+        ("trap 'sudo id' EXIT", "privilege"),
+        ("chroot / sudo id", "privilege"),
+        ("unshare -r sudo id", "privilege"),
+        ("flock /tmp/l sudo id", "privilege"),
+        ("flock /tmp/l -c 'sudo id'", "privilege"),
+        ("taskset 1 sudo id", "privilege"),
+        ("taskset -c 0 sudo id", "privilege"),
+        ("prlimit --nofile=10 sudo id", "privilege"),
+        ("setpriv --reuid=0 sudo id", "privilege"),
+        ("runuser -u root -- id", "privilege"),
+        ("strace -f -o /dev/null sudo id", "privilege"),
+        ("git -c alias.x='!sudo id' x", "privilege"),
+        ("git -c core.pager='sudo id' log", "privilege"),
+        (
+            "tar cf /dev/null x --checkpoint=1 --checkpoint-action=exec='sudo id'",
+            "privilege",
+        ),
+        ("cat <<EOF | sh\nsudo id\nEOF", "dynamic command"),
+        ("bash <<EOF\nsudo id\nEOF", "privilege"),
+        ("cat <<EOF\n$(sudo id)\nEOF", "privilege"),
+        ("cat <<'EOF'\nEOF\nsudo id", "privilege"),
+        ("cat <<-EOF\n\tEOF\nsudo id", "privilege"),
+        (
+            "curl --unix-socket /var/run/docker.sock http://x/info",
+            "container engine",
+        ),
+        (
+            "curl --unix-socket /var/run/d*.sock http://x/info",
+            "container engine",
+        ),
+        ("socat - UNIX-CONNECT:/run/docker.sock", "container engine"),
+        ("nc -U /var/run/docker.sock", "container engine"),
+        ("echo /var/run/docker.sock > x", "container engine"),
+        (
+            "x=/var/run/docker.sock; curl --unix-socket $x http://x/info",
+            "container engine",
+        ),
     ];
     let mut wrong = Vec::new();
     for (cmd, why) in cases {
@@ -187,7 +246,6 @@ fn ordinary_commands_pass() {
         "f() { echo hi; }; f",
         "make -j4 2>&1 | tail -n 20",
         "echo 'sudo is not needed' # sudo rm -rf /",
-        "$EDITOR notes.md",
         "x=$(pwd); echo $x",
         "cat <<< 'hello'",
         "$(which python3) -m pytest",
@@ -195,6 +253,22 @@ fn ordinary_commands_pass() {
         "echo \"a | bash\" > notes.txt",
         "$(pwd)/run.sh --fast",
         "\"$(dirname \"$0\")\"/build.sh",
+        // Here-document bodies are data.
+        "cat <<'EOF' > notes.md\nnever run sudo rm -rf /\nEOF",
+        "cat <<EOF\nsudo id; rm -rf /\nEOF\necho done",
+        "python3 - <<'EOF'\nimport os\nprint('sudo')\nEOF",
+        // Looking at the engine socket is not using it.
+        "ls -l /var/run/docker.sock",
+        "test -S /var/run/docker.sock && echo engine",
+        "[ -S /var/run/docker.sock ] || echo none",
+        "grep -r docker.sock docs/",
+        "echo $DOCKER_HOST",
+        "bash scripts/ci.sh",
+        "sh ./configure --prefix=/usr/local",
+        "CC=gcc; $CC -o x x.c",
+        "git -c user.name=bot commit -m x",
+        "tar czf out.tgz src",
+        "flock /tmp/build.lock cargo build",
     ];
     let blocked: Vec<String> = cases
         .iter()
@@ -245,7 +319,7 @@ fn views_show_what_runs() {
 #[test]
 fn deep_nesting_is_blocked_not_followed_forever() {
     let mut cmd = "sudo id".to_string();
-    for _ in 0..12 {
+    for _ in 0..9 {
         cmd = format!("sh -c {}", shell_quote(&cmd));
     }
     let hit = check(&cmd).expect("blocked");
