@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 use super::normalize;
 use super::rules::{DEFAULT_RULES, exception};
@@ -22,7 +22,6 @@ use crate::job::JobSpec;
 pub struct Rule {
     pub pattern: String,
     pub reason: String,
-    regex: Regex,
     /// Views this rule lets through although they match (mentions, not uses).
     unless: Option<Regex>,
 }
@@ -47,6 +46,8 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct Filter {
     rules: Vec<Rule>,
+    /// All the rules' patterns, matched in one pass per view.
+    set: RegexSet,
     /// `$HOME` of this process, shown as `~` in views so rules see one form.
     home: Option<String>,
 }
@@ -71,15 +72,20 @@ impl Filter {
         let rules = defaults
             .chain(extra)
             .map(|(pattern, reason, unless)| {
+                // Compiled alone first, so a bad pattern is named in the error.
+                compile(&pattern)?;
                 Ok(Rule {
-                    regex: compile(&pattern)?,
                     unless: unless.map(compile).transpose()?,
                     pattern,
                     reason,
                 })
             })
-            .collect::<Result<_>>()?;
-        Ok(Filter { rules, home })
+            .collect::<Result<Vec<Rule>>>()?;
+        let set = RegexSet::new(rules.iter().map(|r| &r.pattern)).map_err(|e| Error::InvalidRegex {
+            pattern: "(the rules together)".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Filter { rules, set, home })
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -134,15 +140,27 @@ impl Filter {
         self.check_spec(&JobSpec::shell(line))
     }
 
+    /// The first rule (in order) that matches a view, with the first view it
+    /// matches. One pass of the combined set per view; the rules' own regexes
+    /// only for exceptions.
     fn first_hit(&self, views: &[String]) -> Option<Hit> {
-        self.rules.iter().find_map(|rule| {
-            let applies =
-                |v: &&String| rule.regex.is_match(v) && !rule.unless.as_ref().is_some_and(|u| u.is_match(v));
-            views.iter().find(applies).map(|v| Hit {
-                reason: rule.reason.clone(),
-                pattern: rule.pattern.clone(),
-                matched: v.clone(),
-            })
+        let mut best: Option<(usize, &String)> = None;
+        for v in views {
+            for idx in self.set.matches(v).iter() {
+                if best.is_some_and(|(b, _)| b <= idx) {
+                    break;
+                }
+                if self.rules[idx].unless.as_ref().is_some_and(|u| u.is_match(v)) {
+                    continue;
+                }
+                best = Some((idx, v));
+                break;
+            }
+        }
+        best.map(|(idx, v)| Hit {
+            reason: self.rules[idx].reason.clone(),
+            pattern: self.rules[idx].pattern.clone(),
+            matched: v.clone(),
         })
     }
 }

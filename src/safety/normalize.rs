@@ -40,7 +40,7 @@ pub const DYNAMIC: &str = "$(?)";
 /// How many levels of `sh -c`, `eval` and substitution are followed.
 pub const MAX_DEPTH: usize = 8;
 /// How many wrappers (`nohup nice timeout 5 …`) are peeled off one command.
-pub const MAX_WRAPPERS: usize = 32;
+pub const MAX_WRAPPERS: usize = 16;
 /// Most bytes of views (and of one expanded word) a walk may produce.
 pub const MAX_OUTPUT: usize = 4 << 20;
 
