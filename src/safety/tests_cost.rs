@@ -29,7 +29,10 @@ pub(crate) fn pathological() -> Vec<(&'static str, String)> {
         ("one long quoted word", fill("echo \"", "x", "\"")),
         ("long pipeline", fill("", "a|", "a")),
         ("many commands", fill("", "a;", "")),
-        ("many distinct commands", (0..8000).map(|i| format!("c{i};")).collect::<String>()),
+        (
+            "many distinct commands",
+            (0..8000).map(|i| format!("c{i};")).collect::<String>(),
+        ),
         ("assignments then substitutions", {
             let vars: String = (0..3000).map(|i| format!("v{i}=1;")).collect();
             fill(&vars, "$(x)", "")
@@ -78,17 +81,25 @@ fn over_the_cap_is_refused_without_reading() {
     // Every part of the spec counts: a huge environment or input too.
     let mut spec = JobSpec::shell("true");
     spec.env.insert("X".into(), "x".repeat(MAX_INPUT));
-    assert_eq!(filter.check_spec(&spec).map(|h| h.pattern).as_deref(), Some(TOO_LONG));
+    assert_eq!(
+        filter.check_spec(&spec).map(|h| h.pattern).as_deref(),
+        Some(TOO_LONG)
+    );
     // With no rules there is nothing to check and nothing is refused.
     let none = Filter::new(&SafetyConfig::default().with_default_blocklist(false), None).unwrap();
-    assert!(none.check_spec(&JobSpec::shell("x".repeat(MAX_INPUT * 2))).is_none());
+    assert!(
+        none.check_spec(&JobSpec::shell("x".repeat(MAX_INPUT * 2)))
+            .is_none()
+    );
 }
 
 #[test]
 fn a_passed_deadline_is_a_refusal() {
     let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
     let cmd = fill("", "a;", "");
-    let hit = filter.check_spec_by(&JobSpec::shell(cmd), Some(Instant::now())).expect("refused");
+    let hit = filter
+        .check_spec_by(&JobSpec::shell(cmd), Some(Instant::now()))
+        .expect("refused");
     assert_eq!(hit.pattern, TOO_LONG);
 }
 
@@ -104,6 +115,9 @@ fn scaling_probe() {
             s.elapsed()
         };
         let (a, b) = (t(&quarter), t(&cmd));
-        eprintln!("{name}: {a:?} -> {b:?} ratio {:.1}", b.as_secs_f64() / a.as_secs_f64());
+        eprintln!(
+            "{name}: {a:?} -> {b:?} ratio {:.1}",
+            b.as_secs_f64() / a.as_secs_f64()
+        );
     }
 }

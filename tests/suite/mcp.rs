@@ -840,6 +840,10 @@ async fn a_host_job_with_ld_preload_is_refused_as_blocked() {
         )
         .await;
     assert!(r.is_error, "{}", r.text);
-    assert!(r.text.contains("\"blocked\":true") && r.text.contains("LD_PRELOAD"), "{}", r.text);
+    assert!(
+        r.text.contains("\"blocked\":true") && r.text.contains("LD_PRELOAD"),
+        "{}",
+        r.text
+    );
     assert!(!mcp.dir.path().join("ws/MARKER").exists());
 }

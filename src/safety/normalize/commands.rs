@@ -250,6 +250,11 @@ impl Walker<'_> {
                 }
                 continue;
             }
+            // `function NAME { BODY`: the body's first command follows.
+            if name == "function" {
+                w = &w[2.min(w.len())..];
+                continue;
+            }
             peeled += 1;
             if peeled > MAX_WRAPPERS {
                 let v = format!("{DYNAMIC} more than {MAX_WRAPPERS} wrappers");

@@ -43,8 +43,15 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
         assert!(took < Duration::from_millis(200), "took {took:?}");
         let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
         let text = v.to_string();
-        assert!(text.contains("\"blocked\"") && text.contains("too long to check"), "{text}");
-        assert!(answer.len() < 16 << 10, "the refusal does not echo 300 KB: {}", answer.len());
+        assert!(
+            text.contains("\"blocked\"") && text.contains("too long to check"),
+            "{text}"
+        );
+        assert!(
+            answer.len() < 16 << 10,
+            "the refusal does not echo 300 KB: {}",
+            answer.len()
+        );
     }
     let growth = rss(d.pid()).saturating_sub(before);
     assert!(growth < 20 << 20, "RSS grew by {} KiB", growth >> 10);
@@ -58,7 +65,10 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
     assert_eq!(status, 200, "{answer}");
     let lines = log_lines(&d.config().instance_dir().join("security.log"));
     assert_eq!(lines.len(), 6);
-    assert!(lines.iter().all(|l| l["pattern"] == "too long to check"), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l["pattern"] == "too long to check"),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -72,7 +82,11 @@ fn a_pathological_command_under_the_cap_is_decided_within_the_deadline() {
     let (status, answer) = raw_post(&d.socket(), "/v1/jobs", &body);
     assert_eq!(status, 403, "{answer}");
     assert!(answer.contains("\"blocked\""), "{answer}");
-    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -94,7 +108,8 @@ async fn ld_preload_is_refused_for_a_host_job_by_the_library() {
     assert!(!lines[0].to_string().contains("evil.so"), "values are not logged");
     // A PATH that puts the workspace first is refused too.
     let mut spec = JobSpec::shell("ls").with_runner(RunnerChoice::Host);
-    spec.env.insert("PATH".into(), format!("{}:/usr/bin:/bin", ws.display()));
+    spec.env
+        .insert("PATH".into(), format!("{}:/usr/bin:/bin", ws.display()));
     let err = t.manager.start(spec).await.unwrap_err();
     assert!(err.to_string().contains("env:PATH"), "{err}");
     // An ordinary environment runs.
@@ -112,7 +127,11 @@ async fn a_container_job_may_set_ld_preload() {
         .with_runner(RunnerChoice::Docker)
         .with_image("berth/sandbox:latest");
     spec.env.insert("LD_LIBRARY_PATH".into(), "/opt/lib".into());
-    let job = t.manager.start(spec).await.expect("a container job is not restricted");
+    let job = t
+        .manager
+        .start(spec)
+        .await
+        .expect("a container job is not restricted");
     let info = tokio::time::timeout(Duration::from_secs(60), job.wait_end())
         .await
         .unwrap()
@@ -125,12 +144,24 @@ fn the_cli_and_the_daemon_refuse_ld_preload_with_126_and_blocked() {
     let state = tempfile::tempdir().unwrap();
     let o = berth(state.path())
         .current_dir(state.path())
-        .args(["run", "--runner", "host", "-e", "LD_PRELOAD=/tmp/evil.so", "--", "touch", "MARKER"])
+        .args([
+            "run",
+            "--runner",
+            "host",
+            "-e",
+            "LD_PRELOAD=/tmp/evil.so",
+            "--",
+            "touch",
+            "MARKER",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(126), "{stderr}");
-    assert!(stderr.contains(r#""blocked":true"#) && stderr.contains("LD_PRELOAD"), "{stderr}");
+    assert!(
+        stderr.contains(r#""blocked":true"#) && stderr.contains("LD_PRELOAD"),
+        "{stderr}"
+    );
     assert!(!state.path().join("MARKER").exists());
 
     let d = Daemon::start();
