@@ -131,7 +131,7 @@ impl<'a> Walker<'a> {
     /// deadline has passed. The clock is read every 256 steps.
     fn tick(&mut self) -> bool {
         self.steps += 1;
-        if self.steps % 256 == 0
+        if self.steps.is_multiple_of(256)
             && let Some(d) = self.deadline
             && Instant::now() > d
         {

@@ -102,22 +102,3 @@ fn a_passed_deadline_is_a_refusal() {
         .expect("refused");
     assert_eq!(hit.pattern, TOO_LONG);
 }
-
-#[test]
-#[ignore]
-fn scaling_probe() {
-    let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
-    for (name, cmd) in pathological() {
-        let quarter: String = cmd.chars().take(cmd.chars().count() / 4).collect();
-        let t = |c: &str| {
-            let s = Instant::now();
-            filter.check_spec(&JobSpec::shell(c.to_string()));
-            s.elapsed()
-        };
-        let (a, b) = (t(&quarter), t(&cmd));
-        eprintln!(
-            "{name}: {a:?} -> {b:?} ratio {:.1}",
-            b.as_secs_f64() / a.as_secs_f64()
-        );
-    }
-}
