@@ -102,12 +102,8 @@ impl Filter {
         if self.rules.is_empty() {
             return None;
         }
-        let size = spec.shell.as_ref().map_or(0, String::len)
-            + spec.argv.iter().map(|a| a.len() + 1).sum::<usize>()
-            + spec.input.as_ref().map_or(0, String::len)
-            + spec.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
-        if size > MAX_INPUT {
-            return Some(too_long(format!("{size} bytes")));
+        if let Some(hit) = self.check_size(spec) {
+            return Some(hit);
         }
         let home = self.home.as_deref();
         let env: Vec<(String, String)> = spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -133,6 +129,19 @@ impl Filter {
             ));
         }
         self.first_hit(&analysis.views)
+    }
+
+    /// The refusal of a spec too big to read (over [`MAX_INPUT`] bytes in
+    /// all), decided without reading it.
+    pub fn check_size(&self, spec: &JobSpec) -> Option<Hit> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        let size = spec.shell.as_ref().map_or(0, String::len)
+            + spec.argv.iter().map(|a| a.len() + 1).sum::<usize>()
+            + spec.input.as_ref().map_or(0, String::len)
+            + spec.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
+        (size > MAX_INPUT).then(|| too_long(format!("{size} bytes")))
     }
 
     /// The first rule that matches any view of a shell command line.

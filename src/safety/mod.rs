@@ -96,11 +96,19 @@ impl Safety {
     /// [`FILTER_DEADLINE`]: an async worker never runs the analysis, and a
     /// command it cannot decide in time is refused.
     pub async fn check_bounded(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
+        // Too big to read: refused here, without copying it to a thread.
+        if let Some(hit) = self.filter.check_size(spec) {
+            return self.decide(spec, cwd, client, Some(hit));
+        }
         let filter = self.filter.clone();
         let owned = spec.clone();
-        let deadline = Instant::now() + FILTER_DEADLINE;
-        let task = tokio::task::spawn_blocking(move || filter.check_spec_by(&owned, Some(deadline)));
-        let hit = match tokio::time::timeout(FILTER_DEADLINE, task).await {
+        // The analysis's own deadline counts from when its thread runs; the
+        // wait here allows for a busy machine's scheduling on top, and a
+        // thread that does not answer in that time is a refusal all the same.
+        let task = tokio::task::spawn_blocking(move || {
+            filter.check_spec_by(&owned, Some(Instant::now() + FILTER_DEADLINE))
+        });
+        let hit = match tokio::time::timeout(2 * FILTER_DEADLINE, task).await {
             Ok(Ok(hit)) => hit,
             Ok(Err(_)) => Some(Hit {
                 reason: "the command filter failed on this command, so it is refused".into(),

@@ -26,7 +26,9 @@
 //! [`incomplete`](Analysis::incomplete); the filter then refuses the command.
 
 mod commands;
+mod payloads;
 mod words;
+mod wrappers;
 
 use std::collections::HashSet;
 use std::time::Instant;
