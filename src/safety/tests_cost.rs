@@ -102,3 +102,31 @@ fn a_passed_deadline_is_a_refusal() {
         .expect("refused");
     assert_eq!(hit.pattern, TOO_LONG);
 }
+
+#[test]
+fn random_shell_text_never_panics() {
+    // A fixed-seed generator over the characters the lexer treats specially.
+    const ALPHABET: &[&str] = &[
+        "$", "(", ")", "{", "}", "[", "]", "'", "\"", "`", "\\", "\n", "\t", " ", ";", "|", "&", "<", ">",
+        "<<", "<<-", "EOF", "-", "=", ",", "*", "?", "!", "#", "~", "/", "a", "sh", "-c", "sudo", "IFS", "x",
+        "0", "1", "@", ":", "%", "^", "\u{a0}", "\u{200b}", "é", "f(){ ", "$((", "${", "$(",
+    ];
+    let filter = Filter::new(&SafetyConfig::default(), Some("/home/me".into())).unwrap();
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..3000 {
+        let len = (next() % 60) as usize;
+        let cmd: String = (0..len)
+            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+            .collect();
+        // Must return (either way) without panicking.
+        let _ = filter.check_spec(&JobSpec::shell(cmd.clone()));
+        let argv: Vec<String> = cmd.split(' ').map(str::to_string).collect();
+        let _ = filter.check_spec(&JobSpec::argv(argv));
+    }
+}
