@@ -44,7 +44,7 @@ pub const MAX_DEPTH: usize = 8;
 /// How many wrappers (`nohup nice timeout 5 …`) are peeled off one command.
 pub const MAX_WRAPPERS: usize = 16;
 /// Most bytes of views (and of one expanded word) a walk may produce.
-pub const MAX_OUTPUT: usize = 4 << 20;
+pub const MAX_OUTPUT: usize = 1 << 20;
 
 /// What the normaliser saw.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -41,6 +41,7 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
         let took = started.elapsed();
         assert_eq!(status, 403, "{answer}");
         assert!(took < Duration::from_millis(200), "took {took:?}");
+        eprintln!("300 KB command refused in {took:?}");
         let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
         let text = v.to_string();
         assert!(
@@ -54,6 +55,11 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
         );
     }
     let growth = rss(d.pid()).saturating_sub(before);
+    eprintln!(
+        "daemon RSS {} KiB before, grew by {} KiB",
+        before >> 10,
+        growth >> 10
+    );
     assert!(growth < 20 << 20, "RSS grew by {} KiB", growth >> 10);
     assert!(!ws.join("MARKER").exists());
     // Still serving, and the log holds a bounded line per refusal.
