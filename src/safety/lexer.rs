@@ -226,6 +226,21 @@ impl Lexer {
                 '|' if self.peek(1) == Some('|') => self.sep(Sep::List, 2),
                 '|' if self.peek(1) == Some('&') => self.sep(Sep::Pipe, 2),
                 '|' => self.sep(Sep::Pipe, 1),
+                // `(( … ))`: an arithmetic command, where `<<` is a shift, not a
+                // here-document. One word `((…))` whose substitutions are live.
+                '(' if self.peek(1) == Some('(') && !self.started => {
+                    self.i += 2;
+                    let inner = self.until_close();
+                    if self.peek(0) == Some(')') {
+                        self.i += 1;
+                    }
+                    self.lit.push_str("((");
+                    self.started = true;
+                    self.flush_lit();
+                    self.word.0.extend(lex_quoted(&inner).0);
+                    self.lit.push_str("))");
+                    self.end_word();
+                }
                 '(' => self.sep(Sep::Open, 1),
                 ')' => self.sep(Sep::Close, 1),
                 '<' | '>' if self.peek(1) == Some('(') && !self.started => {

@@ -174,6 +174,8 @@ fn bypass_forms_are_blocked_with_the_right_reason() {
         ("cat <<EOF\n$(sudo id)\nEOF", "privilege"),
         ("cat <<'EOF'\nEOF\nsudo id", "privilege"),
         ("cat <<-EOF\n\tEOF\nsudo id", "privilege"),
+        ("(( x = 1 << 2 ))\nsudo id", "privilege"),
+        ("(( $(sudo id) ))", "privilege"),
         (
             "curl --unix-socket /var/run/docker.sock http://x/info",
             "container engine",
@@ -269,6 +271,7 @@ fn ordinary_commands_pass() {
         "git -c user.name=bot commit -m x",
         "tar czf out.tgz src",
         "flock /tmp/build.lock cargo build",
+        "i=0; (( i++ )); (( $i < 3 )) && echo small",
     ];
     let blocked: Vec<String> = cases
         .iter()

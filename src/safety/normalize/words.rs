@@ -96,6 +96,10 @@ impl Text {
 /// The program name a word stands for: its lower-case base name, or
 /// [`DYNAMIC`] when a glob or an undecided part makes that name unknown.
 pub(super) fn program(t: &Text) -> String {
+    // `(( … ))` is arithmetic, not a program (its substitutions were walked).
+    if t.s.starts_with("((") {
+        return "((".to_string();
+    }
     // `{}` is a placeholder (xargs -I{}, find -exec, parallel): whatever fills it runs.
     if (t.glob && t.s != "[" && t.s != "[[") || t.s == "{}" {
         return DYNAMIC.to_string();

@@ -225,6 +225,11 @@ const CORPUS: &[(&str, &str, Filter)] = &[
         "cat <<-EOF\n\tEOF\nsudo id",
         Blocks,
     ),
+    (
+        "here-document desync: a shift in (( ))",
+        "(( x = 1 << 2 ))\nsudo id",
+        Blocks,
+    ),
     ("here-document body is data", "cat <<'EOF'\nsudo id\nEOF", Passes),
     ("trap on EXIT", "trap 'sudo id' EXIT", Blocks),
     (
