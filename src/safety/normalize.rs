@@ -21,9 +21,11 @@
 //! Every step is linear in the input: each token is visited a bounded number
 //! of times (nesting is capped at [`MAX_DEPTH`], wrappers at [`MAX_WRAPPERS`],
 //! variables at `words::MAX_VARS`), views are de-duplicated through a hash
-//! set, and the total output is capped at [`MAX_OUTPUT`] bytes. A walk that
-//! hits a cap or its deadline stops and reports itself
-//! [`incomplete`](Analysis::incomplete); the filter then refuses the command.
+//! set, and the total output is capped at [`MAX_OUTPUT`] bytes. Past the
+//! depth, wrapper, variable and brace caps what is left is undecided
+//! ([`DYNAMIC`]); a walk that reaches the output cap or its deadline stops
+//! and reports itself [`incomplete`](Analysis::incomplete), and the filter
+//! then refuses the command.
 
 mod commands;
 mod payloads;
