@@ -176,6 +176,20 @@ fn bypass_forms_are_blocked_with_the_right_reason() {
         ("cat <<-EOF\n\tEOF\nsudo id", "privilege"),
         ("(( x = 1 << 2 ))\nsudo id", "privilege"),
         ("(( $(sudo id) ))", "privilege"),
+        ("python3 -c \"import os; os.system('sudo id')\"", "privilege"),
+        (
+            "python3 -c 'import subprocess; subprocess.run([\"sudo\", \"id\"])'",
+            "privilege",
+        ),
+        ("perl -e 'exec \"sudo\", \"id\"'", "privilege"),
+        ("awk 'BEGIN{system(\"sudo id\")}'", "privilege"),
+        ("awk 'BEGIN{\"sudo id\" | getline x}'", "privilege"),
+        ("echo | sed 'e sudo id'", "privilege"),
+        ("echo x | sed 's/x/sudo id/e'", "privilege"),
+        (
+            "node -e 'require(\"child_process\").execSync(\"rm -rf /\")'",
+            "deletion",
+        ),
         (
             "curl --unix-socket /var/run/docker.sock http://x/info",
             "container engine",
@@ -272,6 +286,11 @@ fn ordinary_commands_pass() {
         "tar czf out.tgz src",
         "flock /tmp/build.lock cargo build",
         "i=0; (( i++ )); (( $i < 3 )) && echo small",
+        "awk '{print $1}' data.txt | sort | uniq -c",
+        "sed -e 's/foo/bar/g' -i src/main.rs",
+        "python3 -c 'import sys; print(sys.version)'",
+        "python3 -c \"import subprocess; subprocess.run(['cargo', 'test'])\"",
+        "node -e 'console.log(process.version)'",
     ];
     let blocked: Vec<String> = cases
         .iter()

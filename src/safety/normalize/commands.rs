@@ -165,6 +165,14 @@ impl Walker<'_> {
                 }
             }
             "git" => self.git(args, scope, depth),
+            s if s.starts_with("python")
+                || [
+                    "perl", "ruby", "node", "nodejs", "php", "awk", "gawk", "mawk", "nawk", "sed",
+                ]
+                .contains(&s) =>
+            {
+                self.interpreter(s, args, scope, depth)
+            }
             "tar" => self.tar(args, scope, depth),
             _ => {}
         }

@@ -88,7 +88,7 @@ const CORPUS: &[(&str, &str, Filter)] = &[
     (
         "code inside an interpreter",
         "python3 -c \"import os; os.system('su'+'do id')\"",
-        Passes,
+        Blocks,
     ),
     (
         "code written to a file first",
@@ -167,9 +167,9 @@ const CORPUS: &[(&str, &str, Filter)] = &[
     ("chrt wrapper", "chrt -o 0 sudo id", Blocks),
     ("busybox shell", "busybox sh -c 'sudo id'", Blocks),
     ("exec -a", "exec -a x sudo id", Blocks),
-    ("perl exec", "perl -e 'exec \"sudo\", \"id\"'", Passes),
-    ("awk system()", "awk 'BEGIN{system(\"sudo id\")}'", Passes),
-    ("sed e command", "echo | sed 'e sudo id'", Passes),
+    ("perl exec", "perl -e 'exec \"sudo\", \"id\"'", Blocks),
+    ("awk system()", "awk 'BEGIN{system(\"sudo id\")}'", Blocks),
+    ("sed e command", "echo | sed 'e sudo id'", Blocks),
     (
         "make $(shell)",
         "make --eval='x:=$(shell sudo id)' -f /dev/null",
