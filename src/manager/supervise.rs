@@ -41,14 +41,19 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd });
     }
-    // Before any runner sees the command: the filter and the workspace guard.
-    inner.safety.check(&spec, &cwd, client)?;
+    // Before any runner sees the command: the filter (off the async workers,
+    // with a deadline) and the workspace guard.
+    inner.safety.check_bounded(&spec, &cwd, client).await?;
     // A spec that leaves the runner to us gets the configured default.
     let choice = match spec.runner {
         crate::job::RunnerChoice::Auto => inner.config.runner,
         asked => asked,
     };
     let kind = inner.runners.resolve(choice).await?;
+    // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
+    if kind == RunnerKind::Host {
+        inner.safety.check_env(&spec, &cwd, client)?;
+    }
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
         let mut reg = inner.registry.lock().unwrap();

@@ -8,49 +8,64 @@
 /// Most words a brace expansion may produce before it counts as undecidable.
 pub const MAX_BRACE_WORDS: usize = 64;
 
+/// Longest unquoted text brace expansion is tried on; longer is undecidable.
+pub const MAX_BRACE_TEXT: usize = 4096;
+
 /// Bash brace expansion of unquoted text: `s{u,x}do` → `sudo`, `sxdo`.
-/// `None` when it would produce more than [`MAX_BRACE_WORDS`] words.
+/// `None` when it would produce more than [`MAX_BRACE_WORDS`] words (or the
+/// text is longer than [`MAX_BRACE_TEXT`]).
 pub fn braces(s: &str) -> Option<Vec<String>> {
-    let b: Vec<char> = s.chars().collect();
-    // The first `{` whose matching `}` encloses a top-level comma.
-    for open in (0..b.len()).filter(|&i| b[i] == '{') {
-        let mut depth = 0;
-        let mut commas = Vec::new();
-        let mut close = None;
-        for (j, &c) in b.iter().enumerate().skip(open) {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = Some(j);
-                        break;
-                    }
-                }
-                ',' if depth == 1 => commas.push(j),
-                _ => {}
-            }
-        }
-        let (Some(close), false) = (close, commas.is_empty()) else {
-            continue;
-        };
-        let text = |a: usize, z: usize| b[a..z].iter().collect::<String>();
-        let (prefix, suffix) = (text(0, open), text(close + 1, b.len()));
-        let mut bounds = vec![open];
-        bounds.extend(&commas);
-        bounds.push(close);
-        let mut out = Vec::new();
-        for w in bounds.windows(2) {
-            for rest in braces(&format!("{prefix}{}{suffix}", text(w[0] + 1, w[1])))? {
-                out.push(rest);
-                if out.len() > MAX_BRACE_WORDS {
-                    return None;
-                }
-            }
-        }
-        return Some(out);
+    if s.len() > MAX_BRACE_TEXT {
+        return None;
     }
-    Some(vec![s.to_string()])
+    // Each call produces at least one word or fails, so this bounds the work.
+    let mut calls = 4 * MAX_BRACE_WORDS;
+    braces_in(s, &mut calls)
+}
+
+fn braces_in(s: &str, calls: &mut usize) -> Option<Vec<String>> {
+    *calls = calls.checked_sub(1)?;
+    let b: Vec<char> = s.chars().collect();
+    // One pass: the first `{` whose matching `}` encloses a top-level comma.
+    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut first: Option<(usize, usize, Vec<usize>)> = None;
+    for (j, &c) in b.iter().enumerate() {
+        match c {
+            '{' => stack.push((j, Vec::new())),
+            ',' => {
+                if let Some(top) = stack.last_mut() {
+                    top.1.push(j);
+                }
+            }
+            '}' => {
+                if let Some((open, commas)) = stack.pop()
+                    && !commas.is_empty()
+                    && first.as_ref().is_none_or(|f| open < f.0)
+                {
+                    first = Some((open, j, commas));
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some((open, close, commas)) = first else {
+        return Some(vec![s.to_string()]);
+    };
+    let text = |a: usize, z: usize| b[a..z].iter().collect::<String>();
+    let (prefix, suffix) = (text(0, open), text(close + 1, b.len()));
+    let mut bounds = vec![open];
+    bounds.extend(&commas);
+    bounds.push(close);
+    let mut out = Vec::new();
+    for w in bounds.windows(2) {
+        for rest in braces_in(&format!("{prefix}{}{suffix}", text(w[0] + 1, w[1])), calls)? {
+            out.push(rest);
+            if out.len() > MAX_BRACE_WORDS {
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Lexical clean-up of a path argument: `//`, `/./` and `..` resolved without
@@ -85,6 +100,101 @@ pub fn clean_path(s: &str, home: Option<&str>) -> String {
         ("/", false) => format!("/{}", parts.join("/")),
         (r, false) => format!("{r}/{}", parts.join("/")),
     }
+}
+
+/// Where container engines put their sockets; a glob matching one of these
+/// (`/var/run/d*.sock`) reaches the engine as surely as the name does.
+pub const ENGINE_SOCKETS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/var/run/podman/podman.sock",
+    "/run/crio/crio.sock",
+];
+
+/// The engine socket an absolute glob pattern matches, if any.
+pub fn engine_socket_glob(pattern: &str) -> Option<&'static str> {
+    if !pattern.starts_with('/') || pattern.len() > 4096 {
+        return None;
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    ENGINE_SOCKETS
+        .iter()
+        .copied()
+        .find(|s| glob_match(&p, &s.chars().collect::<Vec<_>>()))
+}
+
+/// Shell glob matching (`*`, `?`, `[…]`; `*` does not cross `/`), with
+/// the classic single back-track point per star: O(pattern × text).
+fn glob_match(p: &[char], t: &[char]) -> bool {
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() {
+            match p[pi] {
+                '*' => {
+                    star = Some((pi, ti));
+                    pi += 1;
+                    continue;
+                }
+                '?' if t[ti] != '/' => {
+                    pi += 1;
+                    ti += 1;
+                    continue;
+                }
+                '[' => {
+                    if let Some((ok, next)) = class(p, pi, t[ti])
+                        && ok
+                    {
+                        pi = next;
+                        ti += 1;
+                        continue;
+                    }
+                }
+                c if c == t[ti] => {
+                    pi += 1;
+                    ti += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((sp, st)) if t[st] != '/' => {
+                star = Some((sp, st + 1));
+                pi = sp + 1;
+                ti = st + 1;
+            }
+            _ => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// A `[…]` class at `p[i]`: whether `c` is in it, and where the class ends.
+fn class(p: &[char], i: usize, c: char) -> Option<(bool, usize)> {
+    let mut j = i + 1;
+    let negate = matches!(p.get(j), Some('!' | '^'));
+    if negate {
+        j += 1;
+    }
+    let mut hit = false;
+    let mut first = true;
+    while let Some(&x) = p.get(j) {
+        if x == ']' && !first {
+            return Some((hit != negate, j + 1));
+        }
+        first = false;
+        if p.get(j + 1) == Some(&'-') && p.get(j + 2).is_some_and(|&y| y != ']') {
+            hit |= (x..=p[j + 2]).contains(&c);
+            j += 3;
+        } else {
+            hit |= x == c;
+            j += 1;
+        }
+    }
+    None
 }
 
 /// Standard base64 (whitespace ignored); `None` if it is not base64.
@@ -279,6 +389,23 @@ mod tests {
         ] {
             assert_eq!(clean_path(raw, Some("/home/me")), clean, "{raw}");
         }
+    }
+
+    #[test]
+    fn globs_that_match_the_engine_socket() {
+        assert_eq!(
+            engine_socket_glob("/var/run/d*.sock"),
+            Some("/var/run/docker.sock")
+        );
+        assert_eq!(engine_socket_glob("/???/docker.so?k"), Some("/run/docker.sock"));
+        assert_eq!(
+            engine_socket_glob("/run/[c-e]ocker.sock"),
+            Some("/run/docker.sock")
+        );
+        assert_eq!(engine_socket_glob("/var/*/*.sock"), Some("/var/run/docker.sock"));
+        assert_eq!(engine_socket_glob("/*"), None, "a star does not cross a slash");
+        assert_eq!(engine_socket_glob("/tmp/*.sock"), None);
+        assert_eq!(engine_socket_glob("src/*.rs"), None);
     }
 
     #[test]

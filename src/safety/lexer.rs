@@ -7,6 +7,8 @@
 //! normaliser needs to see through quoting tricks like `s'u'do`, `s\udo`,
 //! `"su""do"`, `$'\x73udo'` and `$(echo su)do`.
 
+mod scan;
+
 use super::expand::decode_escapes;
 
 /// One piece of a word.
@@ -52,6 +54,22 @@ pub enum Tok {
     Sep(Sep),
     /// A redirection operator (`>`, `>>`, `<<<`, `&>`, …); its target is the next word.
     Redir(String),
+    /// The body of a here-document, in place of its delimiter word after a
+    /// `<<`/`<<-`. `expand` when the delimiter was unquoted (the shell then
+    /// runs the substitutions in the body).
+    Heredoc {
+        body: String,
+        expand: bool,
+    },
+}
+
+/// A here-document whose delimiter has been read but whose body has not.
+struct PendingHeredoc {
+    /// Index in `toks` of the delimiter word (replaced by the body).
+    tok: usize,
+    delimiter: String,
+    strip_tabs: bool,
+    expand: bool,
 }
 
 /// Blanks that are not newlines: every Unicode space (U+00A0, U+2000…, U+3000).
@@ -82,9 +100,36 @@ pub fn lex(input: &str) -> Vec<Tok> {
         word: Word::default(),
         lit: String::new(),
         started: false,
+        heredoc_next: None,
+        heredocs: Vec::new(),
     };
     lx.run();
     lx.toks
+}
+
+/// Lex `input` as the inside of double quotes (a here-document body, the
+/// word of `${x:-word}`): one word whose substitutions are live.
+pub fn lex_quoted(input: &str) -> Word {
+    let mut lx = Lexer {
+        s: input.chars().filter(|c| !is_invisible(*c)).collect(),
+        i: 0,
+        toks: Vec::new(),
+        word: Word::default(),
+        lit: String::new(),
+        started: false,
+        heredoc_next: None,
+        heredocs: Vec::new(),
+    };
+    while let Some(c) = lx.peek(0) {
+        if "\\$`".contains(c) {
+            lx.word_char(true);
+        } else {
+            lx.part(Part::Quoted(c.to_string()));
+            lx.i += 1;
+        }
+    }
+    lx.flush_lit();
+    lx.word
 }
 
 struct Lexer {
@@ -96,6 +141,10 @@ struct Lexer {
     lit: String,
     /// The current word has begun (even if it is `''`).
     started: bool,
+    /// The next word is a here-document delimiter (`true`: `<<-`, tabs stripped).
+    heredoc_next: Option<bool>,
+    /// Here-documents whose bodies start after the next newline.
+    heredocs: Vec<PendingHeredoc>,
 }
 
 impl Lexer {
@@ -111,14 +160,38 @@ impl Lexer {
 
     fn part(&mut self, p: Part) {
         self.flush_lit();
-        self.word.0.push(p);
+        // Adjacent quoted text is one part: a long quoted string stays one
+        // allocation rather than one per character.
+        match (self.word.0.last_mut(), p) {
+            (Some(Part::Quoted(prev)), Part::Quoted(s)) => prev.push_str(&s),
+            (_, p) => self.word.0.push(p),
+        }
         self.started = true;
     }
 
     fn end_word(&mut self) {
         self.flush_lit();
         if self.started {
-            self.toks.push(Tok::Word(std::mem::take(&mut self.word)));
+            let word = std::mem::take(&mut self.word);
+            if let Some(strip_tabs) = self.heredoc_next.take() {
+                let expand = word.0.iter().all(|p| matches!(p, Part::Lit(_) | Part::Var(_)));
+                let delimiter = word
+                    .0
+                    .iter()
+                    .map(|p| match p {
+                        Part::Lit(s) | Part::Quoted(s) => s.clone(),
+                        Part::Var(n) => format!("${n}"),
+                        _ => String::new(),
+                    })
+                    .collect();
+                self.heredocs.push(PendingHeredoc {
+                    tok: self.toks.len(),
+                    delimiter,
+                    strip_tabs,
+                    expand,
+                });
+            }
+            self.toks.push(Tok::Word(word));
         }
         self.started = false;
     }
@@ -132,7 +205,11 @@ impl Lexer {
     fn run(&mut self) {
         while let Some(c) = self.peek(0) {
             match c {
-                '\n' | ';' => self.sep(Sep::List, 1),
+                '\n' => {
+                    self.sep(Sep::List, 1);
+                    self.heredoc_bodies();
+                }
+                ';' => self.sep(Sep::List, 1),
                 c if is_blank(c) => {
                     self.end_word();
                     self.i += 1;
@@ -149,6 +226,21 @@ impl Lexer {
                 '|' if self.peek(1) == Some('|') => self.sep(Sep::List, 2),
                 '|' if self.peek(1) == Some('&') => self.sep(Sep::Pipe, 2),
                 '|' => self.sep(Sep::Pipe, 1),
+                // `(( … ))`: an arithmetic command, where `<<` is a shift, not a
+                // here-document. One word `((…))` whose substitutions are live.
+                '(' if self.peek(1) == Some('(') && !self.started => {
+                    self.i += 2;
+                    let inner = self.until_close();
+                    if self.peek(0) == Some(')') {
+                        self.i += 1;
+                    }
+                    self.lit.push_str("((");
+                    self.started = true;
+                    self.flush_lit();
+                    self.word.0.extend(lex_quoted(&inner).0);
+                    self.lit.push_str("))");
+                    self.end_word();
+                }
                 '(' => self.sep(Sep::Open, 1),
                 ')' => self.sep(Sep::Close, 1),
                 '<' | '>' if self.peek(1) == Some('(') && !self.started => {
@@ -188,6 +280,9 @@ impl Lexer {
             }
             op.push(c);
             self.i += 1;
+        }
+        if op == "<<" || op == "<<-" {
+            self.heredoc_next = Some(op == "<<-");
         }
         self.toks.push(Tok::Redir(op));
     }
@@ -279,7 +374,7 @@ impl Lexer {
             }
             Some('{') => {
                 self.i += 2;
-                let inner = self.take_until('}');
+                let inner = self.until_brace();
                 let plain = !inner.is_empty()
                     && (inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                         || (inner.len() == 1 && "@*#?$!-".contains(&inner)));
@@ -308,77 +403,5 @@ impl Lexer {
                 self.i += 1;
             }
         }
-    }
-
-    fn take_until(&mut self, end: char) -> String {
-        let mut out = String::new();
-        while let Some(c) = self.peek(0) {
-            self.i += 1;
-            if c == end {
-                break;
-            }
-            out.push(c);
-        }
-        out
-    }
-
-    fn take_until_unescaped(&mut self, end: char) -> String {
-        let mut out = String::new();
-        while let Some(c) = self.peek(0) {
-            self.i += 1;
-            if c == end {
-                break;
-            }
-            out.push(c);
-            if c == '\\'
-                && let Some(n) = self.peek(0)
-            {
-                out.push(n);
-                self.i += 1;
-            }
-        }
-        out
-    }
-
-    /// The text up to the `)` matching an already consumed `(`, skipping quotes.
-    fn until_close(&mut self) -> String {
-        let mut depth = 1;
-        let mut out = String::new();
-        while let Some(c) = self.peek(0) {
-            self.i += 1;
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break;
-                    }
-                }
-                '\'' | '"' => {
-                    out.push(c);
-                    while let Some(q) = self.peek(0) {
-                        self.i += 1;
-                        out.push(q);
-                        if q == c {
-                            break;
-                        }
-                        if q == '\\' && c == '"' && self.peek(0).is_some() {
-                            out.push(self.s[self.i]);
-                            self.i += 1;
-                        }
-                    }
-                    continue;
-                }
-                '\\' if self.peek(0).is_some() => {
-                    out.push(c);
-                    out.push(self.s[self.i]);
-                    self.i += 1;
-                    continue;
-                }
-                _ => {}
-            }
-            out.push(c);
-        }
-        out
     }
 }

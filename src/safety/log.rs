@@ -4,6 +4,11 @@
 //! managers interleave whole lines and nothing here can truncate history.
 //! A log that cannot be written is a warning, never a reason to let the
 //! refused command through or to fail the caller differently.
+//!
+//! The log is bounded: when the next line would take it past [`MAX_BYTES`]
+//! it is renamed to `security.log.1` (`.1` to `.2`, …, keeping [`KEEP`] old
+//! files, the oldest dropped) and a fresh file is started, so a flood of
+//! refusals cannot fill the disk.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -14,6 +19,10 @@ use serde::Serialize;
 
 /// Mode of a newly created log: the commands may carry secrets.
 const LOG_MODE: u32 = 0o600;
+/// Size at which the log is rotated.
+pub const MAX_BYTES: u64 = 10 << 20;
+/// Rotated files kept (`security.log.1` … `security.log.3`).
+pub const KEEP: usize = 3;
 
 /// One refusal, as written.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -50,14 +59,40 @@ pub struct SecurityLog {
     path: PathBuf,
     /// One writer at a time within this process: lines never interleave.
     lock: Mutex<()>,
+    max_bytes: u64,
 }
 
 impl SecurityLog {
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_limit(path, MAX_BYTES)
+    }
+
+    /// A log rotated at `max_bytes` instead of [`MAX_BYTES`].
+    pub fn with_limit(path: impl Into<PathBuf>, max_bytes: u64) -> Self {
         SecurityLog {
             path: path.into(),
             lock: Mutex::new(()),
+            max_bytes,
         }
+    }
+
+    /// The `n`th rotated file (`security.log.n`).
+    pub fn rotated(&self, n: usize) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(format!(".{n}"));
+        PathBuf::from(p)
+    }
+
+    /// Shift `.1` → `.2` … and the live file to `.1` (renames are atomic;
+    /// the oldest is overwritten by the one before it).
+    fn rotate(&self) -> std::io::Result<()> {
+        for n in (1..KEEP).rev() {
+            let from = self.rotated(n);
+            if from.exists() {
+                std::fs::rename(&from, self.rotated(n + 1))?;
+            }
+        }
+        std::fs::rename(&self.path, self.rotated(1))
     }
 
     pub fn path(&self) -> &Path {
@@ -83,6 +118,10 @@ impl SecurityLog {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
+        }
+        let size = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        if size > 0 && size + line.len() as u64 > self.max_bytes {
+            self.rotate()?;
         }
         let mut file = std::fs::OpenOptions::new()
             .append(true)
@@ -128,6 +167,27 @@ mod tests {
         assert_eq!(lines[1]["command"], "multi\nline");
         let mode = std::fs::metadata(log.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_log_rotates_and_keeps_three_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SecurityLog::with_limit(dir.path().join("security.log"), 600);
+        let one = serde_json::to_string(&entry("sudo id")).unwrap().len() as u64 + 1;
+        let per_file = 600 / one;
+        for i in 0..per_file * 6 {
+            log.append(&entry(&format!("sudo id # {i:04}")));
+        }
+        for n in 1..=KEEP {
+            let size = std::fs::metadata(log.rotated(n)).unwrap().len();
+            assert!(size <= 600, "{n}: {size}");
+        }
+        assert!(!log.rotated(KEEP + 1).exists(), "only {KEEP} old files are kept");
+        assert!(std::fs::metadata(log.path()).unwrap().len() <= 600);
+        // The newest entry is in the live file, whole.
+        let live = std::fs::read_to_string(log.path()).unwrap();
+        let last = format!("sudo id # {:04}", per_file * 6 - 1);
+        assert!(live.lines().last().unwrap().contains(&last), "{live}");
     }
 
     #[test]

@@ -16,7 +16,13 @@
 //! 3. [`workspace`] checks the canonical working directory against the
 //!    canonical workspace root ([`Error::OutsideWorkspace`]).
 //! 4. [`log`] appends every refusal to the instance's security log.
+//!
+//! The manager calls [`Safety::check_bounded`]: the filter runs on a blocking
+//! thread (never on an async worker) with a [`FILTER_DEADLINE`]; a command it
+//! cannot decide in time, or one over 64 KiB, is refused as `too long to
+//! check`. Host jobs also pass [`Safety::check_env`] ([`env`]).
 
+pub mod env;
 pub mod expand;
 pub mod filter;
 pub mod lexer;
@@ -28,9 +34,12 @@ pub mod workspace;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cost;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use filter::{Filter, Hit};
 pub use settings::{BlockedPattern, SafetyConfig, SafetyLayer};
@@ -40,6 +49,9 @@ use crate::error::{Error, Result};
 use crate::job::JobSpec;
 use log::{Entry, SecurityLog};
 use workspace::WorkspaceGuard;
+
+/// How long the filter may take to decide one command before it is refused.
+pub const FILTER_DEADLINE: Duration = Duration::from_millis(100);
 
 /// Name of the security log in the instance's state directory.
 pub const SECURITY_LOG_FILE: &str = "security.log";
@@ -51,6 +63,8 @@ pub struct Safety {
     guard: WorkspaceGuard,
     log: Arc<SecurityLog>,
     instance: String,
+    allow_env: Arc<Vec<String>>,
+    workspace: std::path::PathBuf,
 }
 
 impl Safety {
@@ -66,14 +80,63 @@ impl Safety {
             guard: WorkspaceGuard::new(&config.workspace),
             log: Arc::new(SecurityLog::new(log)),
             instance: config.instance.clone(),
+            allow_env: Arc::new(config.safety.allow_env.clone()),
+            workspace: config.workspace.clone(),
         })
     }
 
     /// Refuse `spec` (run in `cwd`, started by `client`) if it is blocked or
-    /// escapes the workspace; log every refusal.
+    /// escapes the workspace; log every refusal. Runs the filter on this thread.
     pub fn check(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
-        if let Some(hit) = self.filter.check_spec(spec) {
-            let command = spec.display_command();
+        let hit = self.filter.check_spec(spec);
+        self.decide(spec, cwd, client, hit)
+    }
+
+    /// [`check`](Self::check) with the filter on a blocking thread and a
+    /// [`FILTER_DEADLINE`]: an async worker never runs the analysis, and a
+    /// command it cannot decide in time is refused.
+    pub async fn check_bounded(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
+        // Too big to read: refused here, without copying it to a thread.
+        if let Some(hit) = self.filter.check_size(spec) {
+            return self.decide(spec, cwd, client, Some(hit));
+        }
+        let filter = self.filter.clone();
+        let owned = spec.clone();
+        // The analysis's own deadline counts from when its thread runs; the
+        // wait here allows for a busy machine's scheduling on top, and a
+        // thread that does not answer in that time is a refusal all the same.
+        let task = tokio::task::spawn_blocking(move || {
+            filter.check_spec_by(&owned, Some(Instant::now() + FILTER_DEADLINE))
+        });
+        let hit = match tokio::time::timeout(2 * FILTER_DEADLINE, task).await {
+            Ok(Ok(hit)) => hit,
+            Ok(Err(_)) => Some(Hit {
+                reason: "the command filter failed on this command, so it is refused".into(),
+                pattern: "filter error".into(),
+                matched: String::new(),
+            }),
+            Err(_) => Some(filter::too_long(format!(
+                "not decided within {} ms",
+                FILTER_DEADLINE.as_millis()
+            ))),
+        };
+        self.decide(spec, cwd, client, hit)
+    }
+
+    /// Refuse a host job whose environment changes what would run
+    /// (`LD_PRELOAD`, `BASH_ENV`, a `PATH` with a writable directory first);
+    /// logged and answered like a blocked command.
+    pub fn check_env(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
+        match env::check(&spec.env, &self.workspace, &self.allow_env) {
+            Some(hit) => self.decide(spec, cwd, client, Some(hit)),
+            None => Ok(()),
+        }
+    }
+
+    /// Turn the filter's answer (and the workspace guard's) into a result.
+    fn decide(&self, spec: &JobSpec, cwd: &Path, client: &str, hit: Option<Hit>) -> Result<()> {
+        if let Some(hit) = hit {
+            let command = shorten(spec.display_command());
             self.log.append(&Entry {
                 kind: "blocked",
                 reason: hit.reason.clone(),
@@ -125,4 +188,19 @@ impl Safety {
             client: client.into(),
         }
     }
+}
+
+/// Longest command quoted back in a refusal and the log (a 300 KB command
+/// would otherwise be echoed whole in every answer).
+const MAX_QUOTED: usize = 4096;
+
+fn shorten(command: String) -> String {
+    if command.len() <= MAX_QUOTED {
+        return command;
+    }
+    let mut end = MAX_QUOTED;
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &command[..end], command.len())
 }

@@ -56,15 +56,27 @@ macro_rules! redirect {
     };
 }
 
+/// The engine socket rule: a view that names the socket or `DOCKER_HOST`.
+const ENGINE: &str = r"(?:docker|containerd|podman|crio|cri-dockerd|buildkitd)\.sock|/run/(?:podman|containerd)/|\bdocker_host\b";
+
+/// Views a default rule lets through although they match it: mentioning the
+/// engine socket to look at it (`grep`, `echo`, `test -S`, `ls`) is not using
+/// it, as long as nothing is redirected or piped.
+pub fn exception(pattern: &str) -> Option<&'static str> {
+    (pattern == ENGINE).then_some(
+        r"^(?:grep|egrep|fgrep|zgrep|rg|echo|printf|test|\[|\[\[|ls|stat|file|which|type|command\s+-v)\s[^<>|¦]*$",
+    )
+}
+
 /// `(pattern, reason)`, checked in this order; the first match is reported.
 pub const DEFAULT_RULES: &[(&str, &str)] = &[
     (
-        r"^(?:sudo|su|doas|pkexec|sudoedit|run0|gosu|su-exec)(?:\s|$)",
+        r"^(?:sudo|su|doas|pkexec|sudoedit|run0|gosu|su-exec|runuser|sg|newgrp)(?:\s|$)",
         "privilege escalation (sudo, su, doas, pkexec): a job runs with your rights, never more",
     ),
     (
         r"^\$\(\?\)",
-        "the command name is computed at run time (a substitution, glob, expansion or nesting the filter cannot evaluate), so the filter cannot tell what would run",
+        "dynamic command: the command name is computed at run time (a variable not assigned on the line, a placeholder, a substitution, glob, script file or nesting the filter cannot evaluate), so the filter cannot tell what would run",
     ),
     (
         r"^eval\s.*\$",
@@ -100,7 +112,7 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
             shell!(),
             r"(?:\s+[-+][-abd-z]*)*(?:\s+-s(?:\s[^|]*)?)?\s*(?:\||$)"
         ),
-        "pipes data into a shell: the filter cannot read the code it would run",
+        "dynamic command: pipes data into a shell, so the filter cannot read the code it would run",
     ),
     (
         r"^function\(\) .*@self@.*(?:\||&)",
@@ -168,7 +180,7 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
         "writes onto a block device",
     ),
     (
-        r"(?:docker|containerd|podman|crio|cri-dockerd|buildkitd)\.sock|/run/(?:podman|containerd)/|\bdocker_host\b",
+        ENGINE,
         "reaches the container engine (its socket is root on the host)",
     ),
     (

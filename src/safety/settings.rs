@@ -10,6 +10,7 @@
 //! blocked = [
 //!   { pattern = '^terraform\s+destroy', reason = "destroys infrastructure" },
 //! ]
+//! allow_env = ["LD_LIBRARY_PATH"]                # host jobs may set these (see env.rs)
 //! ```
 
 use std::path::PathBuf;
@@ -44,6 +45,8 @@ pub struct SafetyLayer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedPattern>,
     pub security_log: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_env: Vec<String>,
 }
 
 /// The effective safety settings.
@@ -55,6 +58,10 @@ pub struct SafetyConfig {
     pub blocked: Vec<BlockedPattern>,
     /// `None`: `<state_dir>/<instance>/security.log`.
     pub security_log: Option<PathBuf>,
+    /// Variables a host job may set although the environment rules refuse
+    /// them (`LD_PRELOAD`, `PATH` with a workspace directory first, …).
+    #[serde(default)]
+    pub allow_env: Vec<String>,
 }
 
 impl Default for SafetyConfig {
@@ -63,6 +70,7 @@ impl Default for SafetyConfig {
             default_blocklist: true,
             blocked: Vec::new(),
             security_log: None,
+            allow_env: Vec::new(),
         }
     }
 }
@@ -78,6 +86,7 @@ impl SafetyConfig {
             })?;
         }
         self.blocked.extend(layer.blocked);
+        self.allow_env.extend(layer.allow_env);
         if let Some(on) = layer.default_blocklist {
             self.default_blocklist = on;
         }

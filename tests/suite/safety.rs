@@ -3,6 +3,7 @@
 //! `..` and symlink escapes, and containers are hardened and contained. The
 //! bypass corpus shared with SECURITY.md is in `safety/corpus.rs`.
 
+mod bounds;
 mod containers;
 mod corpus;
 

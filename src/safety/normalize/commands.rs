@@ -2,8 +2,9 @@
 //! keywords off the front, and following the commands that run other
 //! commands (`sh -c`, `eval`, `find -exec`, `watch`, `trap`, here-strings).
 
-use super::Walker;
 use super::words::{Scope, Text, Val, is_name, program, skip_options};
+use super::wrappers::{WRAPPERS, unreadable_script};
+use super::{DYNAMIC, MAX_WRAPPERS, Walker};
 
 const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "rbash", "yash", "posh", "csh", "tcsh",
@@ -12,73 +13,23 @@ const KEYWORDS: &[&str] = &[
     "!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc",
 ];
 
-/// A command that runs the rest of its arguments as a command: which of its
-/// options take a value, and how many operands come before that command.
-struct Wrapper {
-    name: &'static str,
-    with_value: &'static [&'static str],
-    operands: usize,
-}
-
-const fn wrapper(name: &'static str, with_value: &'static [&'static str], operands: usize) -> Wrapper {
-    Wrapper {
-        name,
-        with_value,
-        operands,
-    }
-}
-
-const WRAPPERS: &[Wrapper] = &[
-    wrapper("command", &[], 0),
-    wrapper("builtin", &[], 0),
-    wrapper("exec", &["-a"], 0),
-    wrapper("nohup", &[], 0),
-    wrapper("nice", &["-n", "--adjustment"], 0),
-    wrapper(
-        "ionice",
-        &["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"],
-        0,
-    ),
-    wrapper("timeout", &["-s", "-k", "--signal", "--kill-after"], 1),
-    wrapper("stdbuf", &["-i", "-o", "-e", "--input", "--output", "--error"], 0),
-    wrapper(
-        "xargs",
-        &[
-            "-a",
-            "-d",
-            "-E",
-            "-I",
-            "-L",
-            "-n",
-            "-P",
-            "-s",
-            "--arg-file",
-            "--delimiter",
-            "--replace",
-        ],
-        0,
-    ),
-    wrapper("setsid", &[], 0),
-    wrapper("busybox", &[], 0),
-    wrapper("time", &["-f", "-o", "--format", "--output"], 0),
-    wrapper("unbuffer", &[], 0),
-];
-
 impl Walker<'_> {
     /// One simple command after expansion: wrappers peeled, payloads followed.
     pub(super) fn simple(
         &mut self,
-        mut w: Vec<Text>,
+        words: &[Text],
         redirs: &[String],
         here: &[String],
         scope: &mut Scope,
         depth: usize,
         reads_input: bool,
     ) -> Option<String> {
+        let mut w = words;
+        let mut peeled = 0;
         while let Some(first) = w.first() {
             let name = program(first);
             if KEYWORDS.contains(&name.as_str()) {
-                w.remove(0);
+                w = &w[1..];
                 // Assignments after a keyword (`do i=$((i+1))`) were not seen as
                 // such before the keyword came off: they name no program.
                 while let Some(var) = w
@@ -87,15 +38,26 @@ impl Walker<'_> {
                     .map(|(n, _)| n.to_string())
                     .filter(|n| is_name(n))
                 {
-                    w.remove(0);
+                    w = &w[1..];
                     scope.insert(var, Val::Unknown);
                 }
                 continue;
             }
+            // `function NAME { BODY`: the body's first command follows.
+            if name == "function" {
+                w = &w[2.min(w.len())..];
+                continue;
+            }
+            peeled += 1;
+            if peeled > MAX_WRAPPERS {
+                let v = format!("{DYNAMIC} more than {MAX_WRAPPERS} wrappers");
+                self.push(v.clone());
+                return Some(v);
+            }
             if name == "env" {
                 let whole = self.render(&name, &w[1..], redirs);
                 self.push(whole.clone());
-                w.remove(0);
+                w = &w[1..];
                 if self.env_options(&mut w, scope, depth) {
                     return Some(whole);
                 }
@@ -110,10 +72,14 @@ impl Walker<'_> {
             if name == "command" && w.get(1).is_some_and(|a| a.s == "-v" || a.s == "-V") {
                 return Some(whole);
             }
-            w.remove(0);
+            w = &w[1..];
             skip_options(&mut w, wrapper.with_value);
-            for _ in 0..wrapper.operands.min(w.len()) {
-                w.remove(0);
+            w = &w[wrapper.operands.min(w.len())..];
+            // `flock FILE -c STRING`, `runuser -u me -c STRING`: a shell payload.
+            if w.first().is_some_and(|a| a.s == "-c" || a.s == "--command") {
+                let payload = w.get(1).map(|a| a.s.clone()).unwrap_or_default();
+                self.line(&payload, &mut scope.clone(), depth + 1);
+                return Some(whole);
             }
         }
         let Some(first) = w.first() else {
@@ -121,10 +87,23 @@ impl Walker<'_> {
             self.push(v.clone());
             return (!v.is_empty()).then_some(v);
         };
-        let name = program(first);
+        // A program this line wrote itself (`printf … > x.sh; ./x.sh`) is unreadable.
+        let name = if self.was_written(&first.s) {
+            DYNAMIC.to_string()
+        } else {
+            program(first)
+        };
         let args = &w[1..];
         match name.as_str() {
-            s if SHELLS.contains(&s) => self.shell(args, here, scope, depth, reads_input),
+            s if SHELLS.contains(&s) => self.shell(&name, args, redirs, here, scope, depth, reads_input),
+            "source" | "." => {
+                if let Some(f) = args
+                    .first()
+                    .filter(|f| unreadable_script(&f.s) || self.was_written(&f.s))
+                {
+                    self.push(format!("{DYNAMIC} {name} {}", f.s));
+                }
+            }
             "eval" => {
                 let text = args.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
                 self.line(&text, &mut scope.clone(), depth + 1);
@@ -134,8 +113,26 @@ impl Walker<'_> {
                     self.line(&a.s, &mut scope.clone(), depth + 1);
                 }
             }
+            // An alias's value is code (with `shopt -s expand_aliases` it runs).
+            "alias" => {
+                for a in args {
+                    if let Some((_, value)) = a.s.split_once('=') {
+                        self.line(value, &mut scope.clone(), depth + 1);
+                    }
+                }
+            }
+            // `sg GROUP [-c] STRING`: STRING is a shell payload.
+            "sg" => {
+                let rest: Vec<&str> = args
+                    .iter()
+                    .skip(1)
+                    .map(|a| a.s.as_str())
+                    .filter(|a| *a != "-c")
+                    .collect();
+                self.line(&rest.join(" "), &mut scope.clone(), depth + 1);
+            }
             "watch" | "script" => {
-                let mut rest = args.to_vec();
+                let mut rest = args;
                 skip_options(&mut rest, &["-n", "--interval", "-q", "-t", "-E", "-I", "-O"]);
                 let text = rest.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
                 self.line(&text, &mut scope.clone(), depth + 1);
@@ -151,13 +148,32 @@ impl Walker<'_> {
                         let end = (i + 1..args.len())
                             .find(|&j| args[j].s == ";" || args[j].s == "+")
                             .unwrap_or(args.len());
-                        let sub = args[i + 1..end].to_vec();
-                        self.simple(sub, &[], &[], &mut scope.clone(), depth + 1, false);
+                        self.simple(&args[i + 1..end], &[], &[], &mut scope.clone(), depth + 1, false);
                         i = end;
                     }
                     i += 1;
                 }
             }
+            "tee" => {
+                for a in args.iter().filter(|a| !a.s.starts_with('-')) {
+                    self.wrote(&a.s);
+                }
+            }
+            "cp" | "mv" | "install" | "ln" => {
+                if let Some(a) = args.last() {
+                    self.wrote(&a.s);
+                }
+            }
+            "git" => self.git(args, scope, depth),
+            s if s.starts_with("python")
+                || [
+                    "perl", "ruby", "node", "nodejs", "php", "awk", "gawk", "mawk", "nawk", "sed",
+                ]
+                .contains(&s) =>
+            {
+                self.interpreter(s, args, scope, depth)
+            }
+            "tar" => self.tar(args, scope, depth),
             _ => {}
         }
         let view = self.render(&name, args, redirs);
@@ -166,16 +182,21 @@ impl Walker<'_> {
     }
 
     /// `env`'s options and assignments; true when `-S` handed the rest to a nested line.
-    fn env_options(&mut self, w: &mut Vec<Text>, scope: &mut Scope, depth: usize) -> bool {
+    fn env_options(&mut self, w: &mut &[Text], scope: &mut Scope, depth: usize) -> bool {
         while let Some(a) = w.first().map(|t| t.s.clone()) {
             let split = a.strip_prefix("--split-string=").or_else(|| a.strip_prefix("-S"));
             if let Some(inline) = split.or((a == "--split-string").then_some("")) {
-                w.remove(0);
+                *w = &w[1..];
                 let payload = if inline.is_empty() && !w.is_empty() {
-                    w.remove(0).s
+                    let p = w[0].s.clone();
+                    *w = &w[1..];
+                    p
                 } else {
                     inline.to_string()
                 };
+                // `env -S` has its own quoting and `${VAR}` expansion: the
+                // filter reads what it can but does not trust its reading.
+                self.push(format!("{DYNAMIC} env -s {payload}"));
                 let rest: Vec<String> = w.iter().map(|t| t.s.clone()).collect();
                 self.line(
                     &format!("{payload} {}", rest.join(" ")),
@@ -188,21 +209,33 @@ impl Walker<'_> {
                 self.push(format!("{n}={v}"));
                 scope.insert(n.to_string(), Val::Known(v.to_string()));
             } else if a == "--" {
-                w.remove(0);
+                *w = &w[1..];
                 return false;
             } else if !a.starts_with('-') {
                 return false;
             } else if ["-u", "--unset", "-C", "--chdir"].contains(&a.as_str()) && w.len() > 1 {
-                w.remove(0);
+                *w = &w[1..];
             }
-            w.remove(0);
+            *w = &w[1..];
         }
         false
     }
 
     /// A shell: follow `-c PAYLOAD` (with `$0`, `$1`… bound to the operands
     /// after it) or a here-string; note when it reads its script from stdin.
-    fn shell(&mut self, args: &[Text], here: &[String], scope: &Scope, depth: usize, reads_input: bool) {
+    /// A script file the line wrote, or `/dev/stdin`, is code the filter
+    /// cannot read: the command becomes undecided.
+    #[allow(clippy::too_many_arguments)]
+    fn shell(
+        &mut self,
+        name: &str,
+        args: &[Text],
+        redirs: &[String],
+        here: &[String],
+        scope: &Scope,
+        depth: usize,
+        reads_input: bool,
+    ) {
         let mut i = 0;
         let mut has_c = false;
         while let Some(a) = args.get(i).map(|t| t.s.as_str()) {
@@ -231,9 +264,23 @@ impl Walker<'_> {
             inner.insert("@".into(), Val::Known(all.join(" ")));
             inner.insert("*".into(), Val::Known(all.join(" ")));
             self.line(&payload.s, &mut inner, depth + 1);
-        } else if i >= args.len() {
+        } else if let Some(file) = args.get(i) {
+            if unreadable_script(&file.s)
+                || self.was_written(&file.s)
+                || (file.dynamic && !file.s.starts_with("<(?)"))
+            {
+                self.push(format!("{DYNAMIC} {name} {}", file.s));
+            }
+        } else {
             for h in here {
                 self.line(h, &mut scope.clone(), depth + 1);
+            }
+            let from_written = redirs
+                .iter()
+                .filter_map(|r| r.strip_prefix("< "))
+                .any(|f| unreadable_script(f) || self.was_written(f));
+            if from_written {
+                self.push(format!("{DYNAMIC} {name} < (a file this line wrote)"));
             }
             self.stdin_is_script |= here.is_empty() && reads_input;
         }

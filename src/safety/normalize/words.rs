@@ -3,8 +3,9 @@
 //! normaliser uses to read words (assignments, option skipping, program names).
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use super::{DYNAMIC, MAX_DEPTH, Walker};
+use super::{DYNAMIC, MAX_DEPTH, MAX_OUTPUT, Walker};
 use crate::safety::expand;
 use crate::safety::lexer::{self, Part, Sep, Tok, Word};
 
@@ -15,8 +16,45 @@ pub(super) enum Val {
     Unknown,
 }
 
+/// Most variables a scope tracks; past that every unknown name is undecided.
+pub(super) const MAX_VARS: usize = 256;
+/// Longest value a variable is known to hold; longer ones are undecided
+/// (`a=$a$a` doubling would otherwise grow without bound).
+pub(super) const MAX_VALUE: usize = 4096;
+
 /// Variables assigned so far on this line (and `$0`, `$1`… inside `sh -c`).
-pub(super) type Scope = HashMap<String, Val>;
+/// Cloning is cheap (shared until written): every substitution and nested
+/// line gets its own copy, and a deep copy per copy would make the walk
+/// quadratic.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scope {
+    vars: Rc<HashMap<String, Val>>,
+    /// More than [`MAX_VARS`] names were assigned: unknown names are undecided.
+    full: bool,
+}
+
+impl Scope {
+    pub(super) fn new() -> Self {
+        Scope::default()
+    }
+
+    pub(super) fn insert(&mut self, name: String, val: Val) {
+        let val = match val {
+            Val::Known(v) if v.len() > MAX_VALUE => Val::Unknown,
+            v => v,
+        };
+        if self.vars.len() >= MAX_VARS && !self.vars.contains_key(&name) {
+            self.full = true;
+            return;
+        }
+        Rc::make_mut(&mut self.vars).insert(name, val);
+    }
+
+    pub(super) fn get(&self, name: &str) -> Option<&Val> {
+        const UNKNOWN: &Val = &Val::Unknown;
+        self.vars.get(name).or(self.full.then_some(UNKNOWN))
+    }
+}
 
 /// A word after expansion.
 #[derive(Debug, Clone, Default)]
@@ -58,7 +96,12 @@ impl Text {
 /// The program name a word stands for: its lower-case base name, or
 /// [`DYNAMIC`] when a glob or an undecided part makes that name unknown.
 pub(super) fn program(t: &Text) -> String {
-    if t.glob && t.s != "[" && t.s != "[[" {
+    // `(( … ))` is arithmetic, not a program (its substitutions were walked).
+    if t.s.starts_with("((") {
+        return "((".to_string();
+    }
+    // `{}` is a placeholder (xargs -I{}, find -exec, parallel): whatever fills it runs.
+    if (t.glob && t.s != "[" && t.s != "[[") || t.s == "{}" {
         return DYNAMIC.to_string();
     }
     let slash = t.s.rfind('/').filter(|&i| i + 1 < t.s.len());
@@ -115,18 +158,19 @@ pub(super) fn literal(w: &Word) -> String {
 }
 
 /// Drop leading options (and the values of those in `with_value`).
-pub(super) fn skip_options(w: &mut Vec<Text>, with_value: &[&str]) {
-    while let Some(a) = w.first().map(|t| t.s.clone()) {
+pub(super) fn skip_options(w: &mut &[Text], with_value: &[&str]) {
+    while let Some(a) = w.first().map(|t| t.s.as_str()) {
         if a == "--" {
-            w.remove(0);
+            *w = &w[1..];
             break;
         }
         if !(a.starts_with('-') && a.len() > 1) {
             break;
         }
-        w.remove(0);
-        if with_value.contains(&a.as_str()) && !w.is_empty() {
-            w.remove(0);
+        let takes_value = with_value.contains(&a);
+        *w = &w[1..];
+        if takes_value && !w.is_empty() {
+            *w = &w[1..];
         }
     }
 }
@@ -154,6 +198,9 @@ impl Walker<'_> {
                 None => return vec![self.dynamic()],
             }
         }
+        if !self.tick() {
+            return vec![self.dynamic()];
+        }
         let mut out = Vec::new();
         for v in &variants {
             let t = self.join(v, scope, depth);
@@ -180,36 +227,40 @@ impl Walker<'_> {
     /// A word's parts resolved into one text (no splitting).
     pub(super) fn join(&mut self, w: &Word, scope: &Scope, depth: usize) -> Text {
         let mut t = Text::default();
-        let var = |t: &mut Text, name: &str, unset: Option<&str>| match scope.get(name) {
-            Some(Val::Known(v)) => {
-                t.s.push_str(v);
-                t.expanded = true;
-            }
-            Some(Val::Unknown) => t.undecided(DYNAMIC),
-            None if name == "HOME" => t.s.push('~'),
-            None => match unset {
-                Some(default) => t.s.push_str(default),
-                None => {
-                    t.s.push('$');
-                    t.s.push_str(name);
-                }
-            },
-        };
+        if depth > MAX_DEPTH {
+            t.undecided(DYNAMIC);
+            return t;
+        }
         for p in &w.0 {
+            if t.s.len() > MAX_OUTPUT || !self.tick() {
+                self.incomplete = true;
+                t.undecided(DYNAMIC);
+                return t;
+            }
             match p {
                 Part::Lit(s) => {
                     t.glob |= s.contains(['*', '?', '[']);
                     t.s.push_str(s);
                 }
                 Part::Quoted(s) => t.s.push_str(s),
-                Part::Var(name) => var(&mut t, name, None),
-                // `${NAME:-word}` and friends: the default when NAME is not known here.
+                Part::Var(name) => var(&mut t, scope, name, None),
+                // `${NAME:-word}` and friends: the default when NAME is not
+                // known here. Any other `${…}` or `$((…))` is not evaluated,
+                // but the substitutions inside it run, so they are walked.
                 Part::Complex(c) => match default_of(c) {
-                    Some((name, default)) => var(&mut t, name, Some(default)),
-                    None => t.undecided(DYNAMIC),
+                    Some((name, default)) => {
+                        let d = self.join(&lexer::lex_quoted(default), scope, depth + 1);
+                        var(&mut t, scope, name, Some(&d));
+                    }
+                    None => {
+                        self.join(&lexer::lex_quoted(c), scope, depth + 1);
+                        t.undecided(DYNAMIC);
+                    }
                 },
                 Part::Subst(inner) => {
-                    self.line(inner, &mut scope.clone(), depth + 1);
+                    if !self.scratch {
+                        self.line(inner, &mut scope.clone(), depth + 1);
+                    }
                     match self.eval(inner, scope, depth + 1) {
                         Some(v) => {
                             t.s.push_str(v.trim_end_matches('\n'));
@@ -219,7 +270,9 @@ impl Walker<'_> {
                     }
                 }
                 Part::Proc(inner) => {
-                    self.line(inner, &mut scope.clone(), depth + 1);
+                    if !self.scratch {
+                        self.line(inner, &mut scope.clone(), depth + 1);
+                    }
                     t.undecided("<(?)");
                 }
             }
@@ -229,7 +282,7 @@ impl Walker<'_> {
 
     /// What a command substitution prints, when that is cheap to know:
     /// `echo`/`printf` of known words, optionally through `base64 -d`/`rev`.
-    pub(super) fn eval(&self, inner: &str, scope: &Scope, depth: usize) -> Option<String> {
+    pub(super) fn eval(&mut self, inner: &str, scope: &Scope, depth: usize) -> Option<String> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -244,15 +297,21 @@ impl Walker<'_> {
                 _ => return None,
             }
         }
-        // A scratch walker: the views of these words were already collected.
-        let mut scratch = Walker::new(self.home);
+        // A scratch walker: the views of these words were already collected,
+        // and it must not walk their substitutions again (each level would
+        // double the work).
+        let mut scratch = Walker::new(self.home, self.deadline);
+        scratch.scratch = true;
         let mut out = String::new();
         for (n, stage) in stages.iter().enumerate() {
             let mut texts = Vec::new();
             for w in stage {
                 texts.extend(scratch.expand(w, &mut scope.clone(), depth));
             }
-            if texts.is_empty() || texts.iter().any(|t| t.dynamic) {
+            if scratch.incomplete {
+                self.incomplete = true;
+            }
+            if texts.is_empty() || texts.iter().any(|t| t.dynamic) || out.len() > MAX_OUTPUT {
                 return None;
             }
             let args: Vec<String> = texts[1..].iter().map(|t| t.s.clone()).collect();
@@ -267,5 +326,37 @@ impl Walker<'_> {
             };
         }
         Some(out)
+    }
+}
+
+/// `$name` (or `${name:-default}`) appended to `t`: its value when the line
+/// assigned it, `~` for `$HOME`, a blank for `$IFS`; otherwise the default,
+/// or the name marked undecided (a program name from the caller's
+/// environment is one the filter cannot read).
+fn var(t: &mut Text, scope: &Scope, name: &str, default: Option<&Text>) {
+    match scope.get(name) {
+        Some(Val::Known(v)) => {
+            t.s.push_str(v);
+            t.expanded = true;
+        }
+        Some(Val::Unknown) => t.undecided(DYNAMIC),
+        None if name == "HOME" => t.s.push('~'),
+        None if name == "IFS" => {
+            t.s.push(' ');
+            t.expanded = true;
+        }
+        None => match default {
+            Some(d) if d.dynamic => t.undecided(DYNAMIC),
+            Some(d) => {
+                t.s.push_str(&d.s);
+                t.expanded |= d.expanded;
+            }
+            None => {
+                t.s.push('$');
+                t.s.push_str(name);
+                t.dynamic = true;
+                t.dynamic_end = t.s.len();
+            }
+        },
     }
 }

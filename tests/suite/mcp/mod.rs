@@ -607,3 +607,21 @@ async fn sigterm_tears_down_like_eof() {
     assert!(processes_with(&token).is_empty());
     assert!(!mcp.socket().exists());
 }
+
+#[tokio::test]
+async fn a_host_job_with_ld_preload_is_refused_as_blocked() {
+    let mcp = Mcp::start_with("canonical", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    let r = mcp
+        .call(
+            "run",
+            json!({"command": "touch MARKER", "runner": "host", "env": {"LD_PRELOAD": "/tmp/evil.so"}}),
+        )
+        .await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text.contains("\"blocked\":true") && r.text.contains("LD_PRELOAD"),
+        "{}",
+        r.text
+    );
+    assert!(!mcp.dir.path().join("ws/MARKER").exists());
+}

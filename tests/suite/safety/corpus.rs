@@ -88,17 +88,17 @@ const CORPUS: &[(&str, &str, Filter)] = &[
     (
         "code inside an interpreter",
         "python3 -c \"import os; os.system('su'+'do id')\"",
-        Passes,
+        Blocks,
     ),
     (
         "code written to a file first",
         "printf 'sudo id' > x.sh; sh x.sh",
-        Passes,
+        Blocks,
     ),
     (
         "xargs feeding a shell",
         "echo 'sudo id' | xargs -I{} sh -c '{}'",
-        Passes,
+        Blocks,
     ),
     ("write outside the workspace", "touch ../escaped /escaped", Passes),
     ("mount a file system", "mount -t tmpfs none /tmp", Passes),
@@ -107,6 +107,162 @@ const CORPUS: &[(&str, &str, Filter)] = &[
         "i=0; while [ $i -lt 1000 ]; do sleep 60 & i=$((i+1)); done",
         Passes,
     ),
+    // Red-team forms (issue 13): dynamic commands, wrappers, interpreters,
+    // here-documents, traps and the engine socket.
+    ("variable from the environment", "$CMD id", Blocks),
+    ("variable set by read", "read c <<< sudo; $c id", Blocks),
+    ("for loop over names", "for c in sudo; do $c id; done", Blocks),
+    ("set -- then \"$@\"", "set -- sudo id; \"$@\"", Blocks),
+    ("set -- then $1", "set -- sudo; $1 id", Blocks),
+    ("$0 at the top level", "$0 -c 'sudo id'", Blocks),
+    ("alias", "shopt -s expand_aliases; alias x='sudo id'; x", Blocks),
+    (
+        "function wrapping the command",
+        "f() { sudo \"$@\"; }; f id",
+        Blocks,
+    ),
+    ("function keyword", "function f { sudo id; }; f", Blocks),
+    (
+        "default value from a substitution",
+        "${x:-$(echo sudo)} id",
+        Blocks,
+    ),
+    ("nested defaults", "${x:-${y:-sudo}} id", Blocks),
+    ("substitution inside ${…}", "echo ${x:-$(sudo id)}", Blocks),
+    ("substitution inside $((…))", "echo $(( $(sudo id) ))", Blocks),
+    ("substitution in an array index", "echo ${x[$(sudo id)]}", Blocks),
+    ("${IFS} as the blank", "sudo${IFS}id", Blocks),
+    ("${IFS} after a path", "/usr/bin/sudo${IFS}id", Blocks),
+    (
+        "xargs with a placeholder argument",
+        "echo id | xargs -I{} sudo {}",
+        Blocks,
+    ),
+    (
+        "xargs placeholder as the command",
+        "echo sudo | xargs -I{} {} id",
+        Blocks,
+    ),
+    (
+        "find -exec a shell",
+        "find . -maxdepth 0 -exec sh -c 'sudo id' \\;",
+        Blocks,
+    ),
+    (
+        "find -exec placeholder",
+        "find . -maxdepth 0 -exec {} \\;",
+        Blocks,
+    ),
+    ("env -S", "env -S 'sudo id'", Blocks),
+    ("env -S other program", "env -S 'make all'", Blocks),
+    ("chroot wrapper", "chroot / sudo id", Blocks),
+    ("unshare wrapper", "unshare -r sudo id", Blocks),
+    ("flock wrapper", "flock /tmp/l sudo id", Blocks),
+    ("flock -c payload", "flock /tmp/l -c 'sudo id'", Blocks),
+    ("taskset wrapper", "taskset -c 0 sudo id", Blocks),
+    ("prlimit wrapper", "prlimit --nproc=10 sudo id", Blocks),
+    ("setpriv wrapper", "setpriv --no-new-privs sudo id", Blocks),
+    ("runuser", "runuser -u root -- id", Blocks),
+    ("strace wrapper", "strace -f -o /dev/null sudo id", Blocks),
+    ("chrt wrapper", "chrt -o 0 sudo id", Blocks),
+    ("busybox shell", "busybox sh -c 'sudo id'", Blocks),
+    ("exec -a", "exec -a x sudo id", Blocks),
+    ("perl exec", "perl -e 'exec \"sudo\", \"id\"'", Blocks),
+    ("awk system()", "awk 'BEGIN{system(\"sudo id\")}'", Blocks),
+    ("sed e command", "echo | sed 'e sudo id'", Blocks),
+    (
+        "make $(shell)",
+        "make --eval='x:=$(shell sudo id)' -f /dev/null",
+        Passes,
+    ),
+    (
+        "tar checkpoint action",
+        "tar cf /dev/null /dev/null --checkpoint=1 --checkpoint-action=exec='sudo id'",
+        Blocks,
+    ),
+    ("git alias", "git -c alias.x='!sudo id' x", Blocks),
+    ("git pager", "git -c core.pager='sudo id' log", Blocks),
+    (
+        "pipe into sh /dev/stdin",
+        "echo 'sudo id' | sh /dev/stdin",
+        Blocks,
+    ),
+    (
+        "here-string into bash /dev/stdin",
+        "bash /dev/stdin <<< 'sudo id'",
+        Blocks,
+    ),
+    (
+        "renamed shell written on the line",
+        "cp /bin/sh ./x; ./x -c 'sudo id'",
+        Blocks,
+    ),
+    (
+        "renamed binary linked on the line",
+        "ln -s /usr/bin/sudo ./s; ./s id",
+        Blocks,
+    ),
+    ("renamed binary from an earlier job", "./my-sudo id", Passes),
+    (
+        "sourcing a file written on the line",
+        "echo 'sudo id' > x.sh; . ./x.sh",
+        Blocks,
+    ),
+    ("a script file already in the workspace", "sh ./build.sh", Passes),
+    ("here-document into a shell", "sh <<EOF\nsudo id\nEOF", Blocks),
+    (
+        "substitution in a here-document",
+        "cat <<EOF\n$(sudo id)\nEOF",
+        Blocks,
+    ),
+    (
+        "here-document desync: early delimiter",
+        "cat <<'EOF'\nEOF\nsudo id",
+        Blocks,
+    ),
+    (
+        "here-document desync: tab-stripped delimiter",
+        "cat <<-EOF\n\tEOF\nsudo id",
+        Blocks,
+    ),
+    (
+        "here-document desync: a shift in (( ))",
+        "(( x = 1 << 2 ))\nsudo id",
+        Blocks,
+    ),
+    ("here-document body is data", "cat <<'EOF'\nsudo id\nEOF", Passes),
+    ("trap on EXIT", "trap 'sudo id' EXIT", Blocks),
+    (
+        "trap with a substitution",
+        "trap \"$(echo sudo) id\" EXIT",
+        Blocks,
+    ),
+    (
+        "engine socket through a glob",
+        "curl --unix-socket /var/run/d*.sock http://x/info",
+        Blocks,
+    ),
+    (
+        "engine socket with socat",
+        "socat - UNIX-CONNECT:/var/run/docker.sock",
+        Blocks,
+    ),
+    (
+        "engine socket in a variable",
+        "s=/var/run/docker.sock; curl --unix-socket $s http://x/",
+        Blocks,
+    ),
+    (
+        "engine socket mentioned by grep",
+        "grep -c docker.sock /etc/hosts",
+        Passes,
+    ),
+    (
+        "engine socket tested with test -S",
+        "test -S /var/run/docker.sock || echo no engine",
+        Passes,
+    ),
+    ("job queued with at", "echo 'sudo id' | at now", Passes),
 ];
 
 const START: &str = "<!-- corpus:start (generated by tests/suite/safety/corpus.rs) -->";
@@ -123,6 +279,8 @@ fn visible(cmd: &str) -> String {
     cmd.chars()
         .map(|c| match c {
             '\u{a0}' | '\u{200b}' => format!("⟨U+{:04X}⟩", c as u32),
+            '\n' => "⏎".to_string(),
+            '\t' => "⟨TAB⟩".to_string(),
             c => c.to_string(),
         })
         .collect()
@@ -178,7 +336,7 @@ fn the_filter_does_what_the_corpus_says() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
-    assert!(CORPUS.len() >= 20);
+    assert!(CORPUS.len() >= 100);
 }
 
 #[test]

@@ -1,0 +1,132 @@
+//! The filter's cost is bounded: pathological commands just under the size
+//! cap are decided (blocked or not) quickly and without unbounded memory,
+//! and anything over the cap is refused at once as `too long to check`.
+
+use std::time::{Duration, Instant};
+
+use super::filter::{Filter, MAX_INPUT, TOO_LONG};
+use super::settings::SafetyConfig;
+use crate::job::JobSpec;
+
+/// Repeat `unit` (after `head`) until the command is just under the cap.
+fn fill(head: &str, unit: &str, tail: &str) -> String {
+    let n = (MAX_INPUT - head.len() - tail.len() - 16) / unit.len();
+    format!("{head}{}{tail}", unit.repeat(n))
+}
+
+/// Commands built to make a naive shell analyser quadratic or worse.
+pub(crate) fn pathological() -> Vec<(&'static str, String)> {
+    vec![
+        ("unclosed functions", fill("", "f(){ ", "")),
+        ("nested substitutions", fill("", "$(", "")),
+        ("nested parameter expansions", fill("", "${", "")),
+        ("nested arithmetic", fill("", "$((", "")),
+        ("open braces in one word", fill("x", "{", "")),
+        ("brace lists in one word", fill("x", "{a,b}", "")),
+        ("doubling variable", fill("a=xxxxxxxx;", "a=$a$a;", "$a")),
+        ("wrappers", fill("", "nohup ", "sudo id")),
+        ("keywords", fill("", "if ", "true")),
+        ("one long quoted word", fill("echo \"", "x", "\"")),
+        ("long pipeline", fill("", "a|", "a")),
+        ("many commands", fill("", "a;", "")),
+        (
+            "many distinct commands",
+            (0..8000).map(|i| format!("c{i};")).collect::<String>(),
+        ),
+        ("assignments then substitutions", {
+            let vars: String = (0..3000).map(|i| format!("v{i}=1;")).collect();
+            fill(&vars, "$(x)", "")
+        }),
+        ("assignments then sh -c", {
+            let vars: String = (0..3000).map(|i| format!("v{i}=1;")).collect();
+            fill(&vars, "sh -c x;", "")
+        }),
+        ("backticks", fill("", "`", "")),
+        ("unterminated quote", fill("'", "x", "")),
+        ("here-documents", fill("", "cat <<E\n", "")),
+        ("nested echo substitutions", fill("", "$(echo ", "")),
+        ("find -exec chains", fill("find . ", "-exec ", "")),
+        ("globs", fill("", "/*/*/*/*/ ", "")),
+    ]
+}
+
+#[test]
+fn pathological_commands_under_the_cap_are_decided_quickly() {
+    let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
+    let mut slow = Vec::new();
+    for (name, cmd) in pathological() {
+        assert!(cmd.len() <= MAX_INPUT, "{name}: {}", cmd.len());
+        let start = Instant::now();
+        let hit = filter.check_spec(&JobSpec::shell(cmd));
+        let took = start.elapsed();
+        eprintln!("{name}: {took:?} {:?}", hit.map(|h| h.pattern));
+        // Generous for a debug build on a busy machine; the release build is
+        // far below the daemon's 100 ms deadline.
+        if took > Duration::from_secs(2) {
+            slow.push(format!("{name}: {took:?}"));
+        }
+    }
+    assert!(slow.is_empty(), "{slow:?}");
+}
+
+#[test]
+fn over_the_cap_is_refused_without_reading() {
+    let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
+    let cmd = "f(){ ".repeat(300_000 / 5);
+    let start = Instant::now();
+    let hit = filter.check_spec(&JobSpec::shell(cmd)).expect("refused");
+    assert!(start.elapsed() < Duration::from_millis(50));
+    assert_eq!(hit.pattern, TOO_LONG);
+    assert!(hit.reason.starts_with("too long to check"), "{}", hit.reason);
+    // Every part of the spec counts: a huge environment or input too.
+    let mut spec = JobSpec::shell("true");
+    spec.env.insert("X".into(), "x".repeat(MAX_INPUT));
+    assert_eq!(
+        filter.check_spec(&spec).map(|h| h.pattern).as_deref(),
+        Some(TOO_LONG)
+    );
+    // With no rules there is nothing to check and nothing is refused.
+    let none = Filter::new(&SafetyConfig::default().with_default_blocklist(false), None).unwrap();
+    assert!(
+        none.check_spec(&JobSpec::shell("x".repeat(MAX_INPUT * 2)))
+            .is_none()
+    );
+}
+
+#[test]
+fn a_passed_deadline_is_a_refusal() {
+    let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
+    let cmd = fill("", "a;", "");
+    let hit = filter
+        .check_spec_by(&JobSpec::shell(cmd), Some(Instant::now()))
+        .expect("refused");
+    assert_eq!(hit.pattern, TOO_LONG);
+}
+
+#[test]
+fn random_shell_text_never_panics() {
+    // A fixed-seed generator over the characters the lexer treats specially.
+    const ALPHABET: &[&str] = &[
+        "$", "(", ")", "{", "}", "[", "]", "'", "\"", "`", "\\", "\n", "\t", " ", ";", "|", "&", "<", ">",
+        "<<", "<<-", "EOF", "-", "=", ",", "*", "?", "!", "#", "~", "/", "a", "sh", "-c", "sudo", "IFS", "x",
+        "0", "1", "@", ":", "%", "^", "\u{a0}", "\u{200b}", "é", "f(){ ", "$((", "${", "$(",
+    ];
+    let filter = Filter::new(&SafetyConfig::default(), Some("/home/me".into())).unwrap();
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..3000 {
+        let len = (next() % 60) as usize;
+        let cmd: String = (0..len)
+            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+            .collect();
+        // Must return (either way) without panicking.
+        let _ = filter.check_spec(&JobSpec::shell(cmd.clone()));
+        let argv: Vec<String> = cmd.split(' ').map(str::to_string).collect();
+        let _ = filter.check_spec(&JobSpec::argv(argv));
+    }
+}
