@@ -315,11 +315,14 @@ fn collect(output: &JobOutput, stream: Stream) -> String {
 fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<()> {
     let (stdout, cut_out) = cap_head_tail(&collect(output, Stream::Stdout), JSON_OUTPUT_CAP);
     let (stderr, cut_err) = cap_head_tail(&collect(output, Stream::Stderr), JSON_OUTPUT_CAP);
+    // As the safety seed's ExecResult: a timed-out run has no exit code of
+    // its own (`exit_code: null`, `timed_out: true`); berth itself exits 124.
+    let timed_out = matches!(info.status, JobStatus::TimedOut);
     let v = json!({
         "job_id": info.id,
         "status": info.status.name(),
-        "exit_code": code,
-        "timed_out": matches!(info.status, JobStatus::TimedOut),
+        "exit_code": (!timed_out).then_some(code),
+        "timed_out": timed_out,
         "ended_by": info.ended_by,
         "reason": info.reason,
         "stdout": stdout,

@@ -95,13 +95,15 @@ async fn foreground_runs_never_push_the_running_count_over_the_cap() {
         .await;
     }
     let waiting = d.json(&["ps"]);
-    let line: Vec<String> = waiting
+    // `ps` lists newest first: the line is the reverse.
+    let mut line: Vec<String> = waiting
         .as_array()
         .unwrap()
         .iter()
         .filter(|j| j["status"]["state"] == "queued")
         .map(|j| j["id"].as_str().unwrap().to_string())
         .collect();
+    line.reverse();
     assert_eq!(line.len(), 5, "{waiting}");
     for id in &background {
         d.run(&["kill", id]);

@@ -77,6 +77,20 @@ fn last_line_without_newline_is_delivered() {
 }
 
 #[test]
+fn a_timed_out_json_answer_has_no_exit_code_and_says_timed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = berth(dir.path())
+        .args(["run", "--json", "--timeout", "1", "--", "sh", "-c", "echo partial; sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(124));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["exit_code"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["timed_out"], true);
+    assert_eq!(v["stdout"], "partial", "partial output is kept");
+}
+
+#[test]
 fn json_answer_caps_output_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let o = berth(dir.path())
