@@ -3,6 +3,7 @@
 mod cli;
 mod daemon;
 mod docker;
+mod escape;
 mod host;
 mod mcp;
 mod output;
