@@ -96,6 +96,11 @@ pub struct Layer {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Option<Recovery>,
+    /// Store jobs' `env` values (default: names kept, values `***`).
+    pub store_env: Option<bool>,
+    /// With `runner = auto` and no engine answering: run on the host (true,
+    /// default, said loudly) or refuse (false).
+    pub fallback: Option<bool>,
     /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
     pub safety: Option<SafetyLayer>,
 }
@@ -137,6 +142,10 @@ pub struct Config {
     pub test_command: Option<String>,
     pub build_command: Option<String>,
     pub recovery: Recovery,
+    /// Keep `env` values in the store (off: names kept, values `***`).
+    pub store_env: bool,
+    /// `auto` may fall back to the host when no engine answers.
+    pub fallback: bool,
     /// Command filter and security log settings (`[safety]`).
     pub safety: SafetyConfig,
     /// Where each value came from, by field name.
@@ -159,6 +168,8 @@ impl Default for Config {
             test_command: None,
             build_command: None,
             recovery: Recovery::Reap,
+            store_env: false,
+            fallback: true,
             safety: SafetyConfig::default(),
             sources: BTreeMap::new(),
         };
@@ -169,7 +180,9 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 14] = [
+    "store_env",
+    "fallback",
     "recovery",
     "instance",
     "state_dir",
@@ -310,6 +323,8 @@ impl Config {
             self.sources.insert("test_command", source("test_command"));
         }
         set!(recovery, "recovery", Ok::<_, Error>);
+        set!(store_env, "store_env", Ok::<_, Error>);
+        set!(fallback, "fallback", Ok::<_, Error>);
         if let Some(v) = l.build_command {
             self.build_command = Some(v);
             self.sources.insert("build_command", source("build_command"));
@@ -336,6 +351,8 @@ impl Config {
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
             ("recovery", self.recovery.as_str().into()),
+            ("store_env", self.store_env.to_string()),
+            ("fallback", self.fallback.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -394,6 +411,19 @@ fn env_layer() -> Result<Layer> {
             })
             .transpose()
     };
+    let flag = |k: &'static str| -> Result<Option<bool>> {
+        get(k)
+            .map(|v| match v.as_str() {
+                "1" | "true" | "yes" => Ok(true),
+                "0" | "false" | "no" => Ok(false),
+                _ => Err(Error::InvalidValue {
+                    what: k,
+                    input: v.clone(),
+                    message: format!("{} must be true or false", env_name(k)),
+                }),
+            })
+            .transpose()
+    };
     Ok(Layer {
         instance: get("instance"),
         state_dir: get("state_dir").map(PathBuf::from),
@@ -407,6 +437,8 @@ fn env_layer() -> Result<Layer> {
         test_command: get("test_command"),
         build_command: get("build_command"),
         recovery: get("recovery").map(|v| v.parse()).transpose()?,
+        store_env: flag("store_env")?,
+        fallback: flag("fallback")?,
         safety: None,
     })
 }

@@ -182,7 +182,10 @@ impl JobOutput {
         store: Arc<Store>,
         first_seq: u64,
     ) -> Result<Arc<Self>> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
+        if let Some(jobs) = dir.parent() {
+            crate::store::private::own_dir(jobs).map_err(|e| Error::io("create log directory", jobs, e))?;
+        }
+        crate::store::private::own_dir(dir).map_err(|e| Error::io("create log directory", dir, e))?;
         let (progress, _) = watch::channel(Progress {
             last_seq: first_seq.saturating_sub(1),
             closed: false,
@@ -248,10 +251,7 @@ impl JobOutput {
             Stream::Stderr => self.dir.join("stderr.log"),
         };
         // Append: a re-adopted job keeps what its raw files already hold.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
+        let file = crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), &path)
             .map_err(|e| Error::io("create", &path, e))?;
         Ok(StreamWriter {
             output: self.clone(),

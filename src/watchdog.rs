@@ -33,12 +33,9 @@ pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
 /// stdin, output appended to `<instance>/<log>`.
 pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::process::Child> {
     let dir = config.instance_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    crate::store::private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
     let log_path = dir.join(log);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), &log_path)
         .map_err(|e| Error::io("open", &log_path, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
     std::process::Command::new(exe)

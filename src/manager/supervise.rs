@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerKind, StartMode};
+use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode};
 use crate::output::JobOutput;
 use crate::runner::{self, Control, Exit, Launched};
 
@@ -48,7 +48,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
         crate::job::RunnerChoice::Auto => inner.config.runner,
         asked => asked,
     };
-    let kind = inner.runners.resolve(choice).await?;
+    let (kind, runner_note) = resolve_runner(inner, choice).await?;
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
         let mut reg = inner.registry.lock().unwrap();
@@ -98,6 +98,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             command: spec.display_command(),
             spec: spec.clone(),
             runner: Some(kind),
+            runner_note: runner_note.clone(),
             status: status.clone(),
             start_mode,
             created_at: Inner::now(),
@@ -140,13 +141,20 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
         }
         (id, queued)
     };
+    let fallback_event = |note: &Option<String>| {
+        if let Some(note) = note {
+            inner.events.emit(id.clone(), EventKind::Fallback { note: note.clone() });
+        }
+    };
     if queued {
+        fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
         tokio::spawn(run_queued(inner.clone(), id.clone(), spec, kind, stop_rx));
         return Ok(id);
     }
     match launch(inner, &id, &spec, kind).await {
         Ok(launched) => {
+            fallback_event(&runner_note);
             tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
             Ok(id)
         }
@@ -162,6 +170,25 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             Err(e)
         }
     }
+}
+
+/// What `auto` falls back to when no engine answers.
+pub const FALLBACK_NOTE: &str =
+    "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
+
+/// Resolve the runner. `auto` with no engine runs on the host only when
+/// `fallback` allows, and then with a note (shown on the card, in answers
+/// and as an event); with `fallback = false` it is the engine error.
+async fn resolve_runner(inner: &Arc<Inner>, choice: RunnerChoice) -> Result<(RunnerKind, Option<String>)> {
+    if choice != RunnerChoice::Auto {
+        return Ok((inner.runners.resolve(choice).await?, None));
+    }
+    if !inner.config.fallback {
+        return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
+    }
+    let kind = inner.runners.resolve(choice).await?;
+    let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
+    Ok((kind, note))
 }
 
 /// Wait in line for a background slot, then launch (or end if stopped first).
