@@ -7,6 +7,7 @@ mod escape;
 mod host;
 mod mcp;
 mod output;
+mod private;
 mod ready;
 mod recovery;
 mod safety;
