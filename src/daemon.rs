@@ -127,13 +127,9 @@ impl Bound {
             shutdown_requested: requested.clone(),
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(
-            axum::serve(self.listener, router(state))
-                .with_graceful_shutdown(async {
-                    let _ = stop_rx.await;
-                })
-                .into_future(),
-        );
+        let server = tokio::spawn(crate::api::listen::serve(self.listener, router(state), async {
+            let _ = stop_rx.await;
+        }));
         tokio::select! {
             _ = shutdown => tracing::info!("shutdown requested"),
             _ = requested.notified() => tracing::info!("shutdown requested over the API"),
