@@ -45,7 +45,11 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
     let lock_path = dir.join("daemon.lock");
     let pid_file = dir.join("daemon.pid");
     let mut lock = private::open(
-        OpenOptions::new().create(true).truncate(false).read(true).write(true),
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true),
         &lock_path,
     )
     .map_err(|e| Error::io("open", &lock_path, e))?;
@@ -87,7 +91,10 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
 /// is refused and left alone.
 fn prepare_socket_path(socket: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
-    let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .mode(private::DIR_MODE)

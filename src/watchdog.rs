@@ -16,7 +16,6 @@ use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-
 use crate::config::{Config, Recovery};
 use crate::error::{Error, Result};
 use crate::job::JobStatus;

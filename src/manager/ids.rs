@@ -27,7 +27,11 @@ impl IdAllocator {
     pub fn next(&self) -> Result<JobId> {
         let io = |e| Error::io("update job counter", &self.path, e);
         let mut file = crate::store::private::open(
-            OpenOptions::new().read(true).write(true).create(true).truncate(false),
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
             &self.path,
         )
         .map_err(io)?;
@@ -46,7 +50,11 @@ impl IdAllocator {
     pub fn ensure_above(&self, n: u64) -> Result<()> {
         let io = |e| Error::io("update job counter", &self.path, e);
         let mut file = crate::store::private::open(
-            OpenOptions::new().read(true).write(true).create(true).truncate(false),
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
             &self.path,
         )
         .map_err(io)?;

@@ -16,7 +16,9 @@ use tokio::sync::{mpsc, watch};
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode};
+use crate::job::{
+    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode,
+};
 use crate::output::JobOutput;
 use crate::runner::{self, Control, Exit, Launched};
 
@@ -31,7 +33,7 @@ pub struct StopRequest {
     pub timed_out: bool,
 }
 
-pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Result<JobId> {
+pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -> Result<JobId> {
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
@@ -40,6 +42,13 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd });
+    }
+    // Resolved once, here: the guard checks this real path and the job runs
+    // in it, so a symlink swapped after the check (the job may wait in the
+    // queue) cannot move the job out of the workspace.
+    let cwd = std::fs::canonicalize(&cwd).map_err(|_| Error::BadCwd { path: cwd.clone() })?;
+    if spec.cwd.is_some() {
+        spec.cwd = Some(cwd.clone());
     }
     // Before any runner sees the command: the filter and the workspace guard.
     inner.safety.check(&spec, &cwd, client)?;
@@ -143,7 +152,9 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     };
     let fallback_event = |note: &Option<String>| {
         if let Some(note) = note {
-            inner.events.emit(id.clone(), EventKind::Fallback { note: note.clone() });
+            inner
+                .events
+                .emit(id.clone(), EventKind::Fallback { note: note.clone() });
         }
     };
     if queued {
@@ -173,8 +184,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
 }
 
 /// What `auto` falls back to when no engine answers.
-pub const FALLBACK_NOTE: &str =
-    "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
+pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
 
 /// Resolve the runner. `auto` with no engine runs on the host only when
 /// `fallback` allows, and then with a note (shown on the card, in answers

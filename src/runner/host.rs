@@ -79,7 +79,13 @@ fn check_program(program: &str, cwd: &Path, path_var: Option<&str>) -> Result<()
             .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         path_var
             .split(':')
-            .map(|d| if d.is_empty() { cwd.to_path_buf() } else { cwd.join(d) })
+            .map(|d| {
+                if d.is_empty() {
+                    cwd.to_path_buf()
+                } else {
+                    cwd.join(d)
+                }
+            })
             .map(|d| d.join(program))
             .collect()
     };

@@ -67,7 +67,9 @@ pub fn executable() -> Option<&'static Path> {
         if sibling.is_file() {
             return Some(sibling);
         }
-        tracing::warn!("no berth binary found for the host-job shim: host jobs run without escape protection");
+        tracing::warn!(
+            "no berth binary found for the host-job shim: host jobs run without escape protection"
+        );
         None
     })
     .as_deref()

@@ -105,8 +105,11 @@ impl Store {
         }
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
-        private::open(std::fs::OpenOptions::new().read(true).append(true).create(true), path)
-            .map_err(|e| Error::io("create", path, e))?;
+        private::open(
+            std::fs::OpenOptions::new().read(true).append(true).create(true),
+            path,
+        )
+        .map_err(|e| Error::io("create", path, e))?;
         let mut writer = connect(path)?;
         for suffix in ["-wal", "-shm", "-journal"] {
             let mut side = path.as_os_str().to_owned();

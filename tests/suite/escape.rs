@@ -37,10 +37,19 @@ async fn an_escapee_dies_when_its_job_ends() {
         .arg(format!("setsid -f sleep {t}; echo escaped"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "escaped");
     // The shim reaps the whole tree before the job counts as ended.
-    assert_eq!(processes_with(&t), Vec::<u32>::new(), "the setsid escapee outlived its job");
+    assert_eq!(
+        processes_with(&t),
+        Vec::<u32>::new(),
+        "the setsid escapee outlived its job"
+    );
 }
 
 #[tokio::test]
@@ -56,10 +65,17 @@ async fn an_escapee_dies_when_its_job_is_killed() {
         &format!("setsid -f sleep {t}; exec sleep {t}"),
     ]);
     let id = v["job"]["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(10), "both sleeps", || processes_with(&t).len() == 2).await;
+    eventually(Duration::from_secs(10), "both sleeps", || {
+        processes_with(&t).len() == 2
+    })
+    .await;
     let (code, _, err) = d.run(&["kill", &id]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(processes_with(&t), Vec::<u32>::new(), "the setsid escapee outlived the kill");
+    assert_eq!(
+        processes_with(&t),
+        Vec::<u32>::new(),
+        "the setsid escapee outlived the kill"
+    );
 }
 
 #[tokio::test]
@@ -75,10 +91,17 @@ async fn an_escapee_that_ignores_sigterm_dies_when_the_job_is_killed() {
         &format!("setsid -f sh -c 'trap \"\" TERM; sleep {t}'; trap '' TERM; sleep {t}"),
     ]);
     let id = v["job"]["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(10), "both sleeps", || processes_with(&t).len() == 2).await;
+    eventually(Duration::from_secs(10), "both sleeps", || {
+        processes_with(&t).len() == 2
+    })
+    .await;
     let (code, _, err) = d.run(&["kill", &id]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(processes_with(&t), Vec::<u32>::new(), "a TERM-proof escapee outlived the kill");
+    assert_eq!(
+        processes_with(&t),
+        Vec::<u32>::new(),
+        "a TERM-proof escapee outlived the kill"
+    );
 }
 
 #[tokio::test]
@@ -93,12 +116,17 @@ async fn an_escapee_dies_when_the_manager_is_sigkilled() {
         "--",
         &format!("setsid -f sleep {t}; sh -c 'sleep {t} & sleep {t}' & exec sleep {t}"),
     ]);
-    eventually(Duration::from_secs(10), "all four sleeps", || processes_with(&t).len() == 4).await;
+    eventually(Duration::from_secs(10), "all four sleeps", || {
+        processes_with(&t).len() == 4
+    })
+    .await;
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
-    eventually(Duration::from_secs(5), "the watchdog kills the whole tree", || {
-        processes_with(&t).is_empty()
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the watchdog kills the whole tree",
+        || processes_with(&t).is_empty(),
+    )
     .await;
 }
 
@@ -119,8 +147,17 @@ async fn timeout_is_a_bound_even_when_an_escapee_holds_stdout() {
             .unwrap();
         let took = started.elapsed();
         assert!(took < bound, "round {round}: took {took:?}, bound {bound:?}");
-        assert_eq!(out.status.code(), Some(124), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(processes_with(&t), Vec::<u32>::new(), "round {round}: escapee left");
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            processes_with(&t),
+            Vec::<u32>::new(),
+            "round {round}: escapee left"
+        );
     }
 }
 
@@ -152,7 +189,10 @@ async fn no_descriptor_outlives_a_job_whose_escapee_holds_the_pipes() {
             .expect("the job ends although the escapee held its pipes")
             .unwrap();
     }
-    eventually(Duration::from_secs(2), "descriptors closed", || open_fds() <= before).await;
+    eventually(Duration::from_secs(2), "descriptors closed", || {
+        open_fds() <= before
+    })
+    .await;
     assert!(processes_with(&t).is_empty());
 }
 
@@ -175,4 +215,36 @@ async fn a_command_that_cannot_start_says_why_like_a_shell() {
     assert_eq!(out.status.code(), Some(126));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not an executable file"), "{err}");
+}
+
+#[tokio::test]
+async fn a_queued_job_runs_in_the_directory_checked_not_a_swapped_symlink() {
+    let t = crate::common::manager_with(|c| c.with_max_jobs(1));
+    let ws = t.workspace();
+    std::fs::create_dir_all(ws.join("inside")).unwrap();
+    let outside = t.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(ws.join("inside"), ws.join("link")).unwrap();
+    let host = |s: JobSpec| s.with_runner(RunnerChoice::Host).background();
+    let blocker = t
+        .manager
+        .start(host(JobSpec::argv(["sleep", "3032"])))
+        .await
+        .unwrap();
+    let mut spec = host(JobSpec::shell("pwd")).with_queue();
+    spec.cwd = Some("link".into());
+    let queued = t.manager.start(spec).await.unwrap();
+    // Checked while queued; now point the link outside the workspace.
+    std::fs::remove_file(ws.join("link")).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
+    blocker.kill().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), queued.wait_end())
+        .await
+        .unwrap()
+        .unwrap();
+    let real_inside = std::fs::canonicalize(ws.join("inside")).unwrap();
+    assert_eq!(
+        queued.output_lines().unwrap(),
+        vec![real_inside.display().to_string()]
+    );
 }

@@ -1,5 +1,6 @@
 //! Integration tests, one file per area.
 
+mod bounds;
 mod cli;
 mod daemon;
 mod docker;

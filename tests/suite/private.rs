@@ -13,7 +13,11 @@ use crate::common::{Daemon, berth, eventually, instance_name};
 fn walk(root: &Path, out: &mut Vec<(u32, bool, String)>) {
     for e in std::fs::read_dir(root).unwrap().flatten() {
         let m = std::fs::symlink_metadata(e.path()).unwrap();
-        out.push((m.permissions().mode() & 0o7777, m.is_dir(), e.path().display().to_string()));
+        out.push((
+            m.permissions().mode() & 0o7777,
+            m.is_dir(),
+            e.path().display().to_string(),
+        ));
         if m.is_dir() {
             walk(&e.path(), out);
         }
@@ -55,10 +59,17 @@ async fn state_is_private_under_umask_022_and_env_values_stay_off_disk() {
     };
     let up = sh("\"$BERTH_BIN\" up");
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
-    let run = sh(&format!("\"$BERTH_BIN\" run --env TOKEN={secret} -- sh -c 'echo \"${{#TOKEN}}\"'"));
+    let run = sh(&format!(
+        "\"$BERTH_BIN\" run --env TOKEN={secret} -- sh -c 'echo \"${{#TOKEN}}\"'"
+    ));
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), secret.len().to_string());
-    let local = sh(&format!("\"$BERTH_BIN\" run --no-daemon --env TOKEN={secret} -- true"));
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        secret.len().to_string()
+    );
+    let local = sh(&format!(
+        "\"$BERTH_BIN\" run --no-daemon --env TOKEN={secret} -- true"
+    ));
     assert!(local.status.success());
 
     // While the daemon runs (the database's -wal and -shm exist), then after it stops.
@@ -73,16 +84,34 @@ async fn state_is_private_under_umask_022_and_env_values_stay_off_disk() {
             state.display().to_string(),
         ));
         walk(&state, &mut all);
-        let names: Vec<&str> = all.iter().map(|(_, _, p)| p.rsplit('/').next().unwrap()).collect();
-        for expected in ["berth.db", "daemon.log", "watchdog.log", "stdout.log", "stderr.log", "next-id"] {
+        let names: Vec<&str> = all
+            .iter()
+            .map(|(_, _, p)| p.rsplit('/').next().unwrap())
+            .collect();
+        for expected in [
+            "berth.db",
+            "daemon.log",
+            "watchdog.log",
+            "stdout.log",
+            "stderr.log",
+            "next-id",
+        ] {
             assert!(names.contains(&expected), "{phase}: no {expected} in {names:?}");
         }
         if phase == "running" {
             for expected in ["berth.db-wal", "berth.db-shm", "daemon.lock", "daemon.pid"] {
                 assert!(names.contains(&expected), "{phase}: no {expected} in {names:?}");
             }
-            let sock = all.iter().find(|(_, _, p)| p.ends_with(".sock")).expect("socket in state dir");
-            assert!(std::fs::symlink_metadata(&sock.2).unwrap().file_type().is_socket());
+            let sock = all
+                .iter()
+                .find(|(_, _, p)| p.ends_with(".sock"))
+                .expect("socket in state dir");
+            assert!(
+                std::fs::symlink_metadata(&sock.2)
+                    .unwrap()
+                    .file_type()
+                    .is_socket()
+            );
         }
         let wrong: Vec<String> = all
             .iter()
@@ -112,7 +141,10 @@ async fn a_socket_path_that_is_not_a_socket_is_refused_and_left_alone() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
-    assert_eq!(std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777, 0o755);
+    assert_eq!(
+        std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
 
     // A free path in a directory berth did not create: served, the directory's mode untouched.
     let sock = shared.join("b.sock");
@@ -123,8 +155,14 @@ async fn a_socket_path_that_is_not_a_socket_is_refused_and_left_alone() {
         .spawn()
         .unwrap();
     eventually(Duration::from_secs(10), "socket bound", || sock.exists()).await;
-    assert_eq!(std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777, 0o755);
-    assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    assert_eq!(
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let _ = Command::new("kill").arg(daemon.id().to_string()).status();
     let _ = daemon.wait();
 }
@@ -142,7 +180,10 @@ async fn auto_with_no_engine_falls_back_loudly_or_refuses() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("warning") && err.contains("fell back to the host"), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("fell back to the host"),
+        "{err}"
+    );
 
     let out = berth(state.path())
         .env("DOCKER_HOST", dead)
@@ -152,7 +193,10 @@ async fn auto_with_no_engine_falls_back_loudly_or_refuses() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["runner"], "host");
-    assert!(v["runner_note"].as_str().unwrap().contains("without a sandbox"), "{v}");
+    assert!(
+        v["runner_note"].as_str().unwrap().contains("without a sandbox"),
+        "{v}"
+    );
 
     let out = berth(state.path())
         .env("DOCKER_HOST", dead)
