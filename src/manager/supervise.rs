@@ -265,7 +265,7 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
     };
     let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
-        RunnerKind::Host => runner::host::launch(spec, &cwd, &output)?,
+        RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await?,
         RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await?,
     };
     let start_mode = {

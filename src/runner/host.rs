@@ -145,7 +145,7 @@ fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
 }
 
 /// Start `spec` as a host process group writing into `output`.
-pub fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Result<Launched> {
+pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Result<Launched> {
     let argv = spec.effective_argv();
     let program = argv[0].clone();
     if !cwd.is_dir() {
@@ -196,6 +196,9 @@ pub fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Result<Lau
         },
     })?;
     let pid = child.id().expect("a just-spawned child has a pid");
+    if shim_exe.is_some() {
+        shim::started(pid as i32).await;
+    }
     let control = HostControl {
         pgid: pid as i32,
         reaped: Arc::new(AtomicBool::new(false)),

@@ -16,8 +16,10 @@
 //! ([`kill_tree`]) kills the descendants before the shim so none is orphaned,
 //! and the crash watchdog does the same for a dead manager's jobs.
 //!
-//! No `unsafe`: signals are blocked and taken with `sigwait` (no handlers), and
-//! `std::process::Command` resets the mask for the command.
+//! No `unsafe`: signals are taken with `signal-hook`'s iterator (handlers
+//! and a self-pipe, no blocked mask, which the command would inherit; caught
+//! signals go back to their default in the command at exec), and the shim
+//! dies by the command's signal with `emulate_default_handler`.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -25,17 +27,19 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
+use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 /// The hidden subcommand that runs the shim.
 pub const SUBCOMMAND: &str = "__shim";
+/// The shim's process name (`comm`) once its command runs.
+pub const RUNNING_NAME: &std::ffi::CStr = c"berth-shim";
 /// How long leftovers get after SIGTERM once the command has ended.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
 /// How long killing a tree may take before giving up (a fork bomb outrunning us).
 const KILL_LIMIT: Duration = Duration::from_secs(2);
-/// Signals the shim takes itself (blocked, then waited for).
+/// Signals the shim takes itself.
 const HANDLED: [Signal; 5] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,
@@ -97,15 +101,14 @@ pub fn main(args: Vec<OsString>) -> ! {
         // Without it escapees cannot be collected; the job still runs, grouped.
         eprintln!("berth: could not become a child subreaper ({e}); escaped processes may outlive this job");
     }
-    let mut mask = SigSet::empty();
-    for s in HANDLED {
-        mask.add(s);
-    }
-    if let Err(e) = mask.thread_block() {
-        eprintln!("berth: could not block signals: {e}");
-        std::process::exit(126);
-    }
-    // std resets the signal mask (and SIGPIPE) in the child.
+    // Registered before the command starts, so its SIGCHLD cannot be missed.
+    let mut signals = match signal_hook::iterator::Signals::new(HANDLED.map(|s| s as i32)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("berth: could not take signals: {e}");
+            std::process::exit(126);
+        }
+    };
     let child = match std::process::Command::new(&program).args(&argv[1..]).spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -115,17 +118,21 @@ pub fn main(args: Vec<OsString>) -> ! {
             std::process::exit(code);
         }
     };
+    // `spawn` returned, so the command has been exec'd: say so to the manager.
+    let _ = nix::sys::prctl::set_name(RUNNING_NAME);
     let cmd = Pid::from_raw(child.id() as i32);
     let own_group = nix::unistd::getpgrp();
-    let ended = loop {
-        match mask.wait() {
-            Ok(Signal::SIGCHLD) => {
-                if let Some(ended) = reap(Some(cmd)) {
-                    break ended;
+    let ended = 'wait: loop {
+        for sig in signals.wait() {
+            match Signal::try_from(sig) {
+                Ok(Signal::SIGCHLD) => {
+                    if let Some(ended) = reap(Some(cmd)) {
+                        break 'wait ended;
+                    }
                 }
+                Ok(sig) => forward(sig, own_group),
+                Err(_) => {}
             }
-            Ok(sig) => forward(sig, own_group),
-            Err(_) => {}
         }
     };
     end_tree(std::process::id() as i32);
@@ -194,12 +201,10 @@ fn exit_as(ended: Ended) -> ! {
         Ended::Signal(sig) => {
             // The command may have dumped core; the shim must not add a second one.
             let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
-            let mut all = SigSet::empty();
-            all.add(sig);
-            for s in HANDLED {
-                all.add(s);
-            }
-            let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&all), None);
+            let _ = signal_hook::low_level::emulate_default_handler(sig as i32);
+            // std's own SIGSEGV/SIGBUS handler resets to the default and
+            // returns on the first raise; the second one terminates.
+            let _ = nix::sys::signal::raise(sig);
             let _ = nix::sys::signal::raise(sig);
             // A signal whose default is not to terminate: report it as a shell would.
             std::process::exit(128 + sig as i32)
@@ -216,6 +221,29 @@ fn stat(pid: i32) -> Option<(i32, char)> {
     let state = f.next()?.chars().next()?;
     let ppid = f.next()?.parse().ok()?;
     Some((ppid, state))
+}
+
+/// Wait until the shim `pid` runs its command (it renames itself then) or has
+/// ended, so that a started job's process exists when `launch` returns.
+pub async fn started(pid: i32) {
+    let want = RUNNING_NAME.to_str().unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        let comm = stat
+            .split_once('(')
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map(|(c, _)| c);
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next());
+        if comm == Some(want) || matches!(state, Some("Z" | "X")) || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// Every process below `root` (children, their children, …), zombies included.

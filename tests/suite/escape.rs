@@ -69,12 +69,19 @@ async fn an_escapee_dies_when_its_job_is_killed() {
         processes_with(&t).len() == 2
     })
     .await;
+    let asked = Instant::now();
     let (code, _, err) = d.run(&["kill", &id]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         processes_with(&t),
         Vec::<u32>::new(),
         "the setsid escapee outlived the kill"
+    );
+    // SIGTERM reached the job and its escapee: no wait for the 2 s grace.
+    assert!(
+        asked.elapsed() < Duration::from_millis(1500),
+        "kill took {:?}",
+        asked.elapsed()
     );
 }
 
@@ -246,5 +253,19 @@ async fn a_queued_job_runs_in_the_directory_checked_not_a_swapped_symlink() {
     assert_eq!(
         queued.output_lines().unwrap(),
         vec![real_inside.display().to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_host_job_starts_with_no_signal_blocked() {
+    let state = tempfile::tempdir().unwrap();
+    let out = berth(state.path())
+        .args(["run", "--no-daemon", "--", "grep", "^SigBlk", "/proc/self/status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "SigBlk:\t0000000000000000"
     );
 }
