@@ -114,7 +114,11 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     let dot = if color { dot } else { "●" };
     let mut status = vec![status_text(info), info.id.to_string()];
     if let Some(r) = info.runner {
-        status.push(r.to_string());
+        // A job `auto` sent to the host because no engine answered says so.
+        status.push(match (&info.runner_note, r) {
+            (Some(_), crate::job::RunnerKind::Host) => "host (no engine)".to_string(),
+            _ => r.to_string(),
+        });
     }
     let ports = ports_text(info);
     if !ports.is_empty() {
@@ -220,6 +224,7 @@ mod tests {
             spec,
             last_seq: 0,
             queue_position: None,
+            runner_note: None,
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::job::AppliedLimits {

@@ -116,6 +116,11 @@ pub struct Layer {
     pub keep_runs: Option<usize>,
     /// Days a finished run is kept in history.
     pub keep_days: Option<f64>,
+    /// Store jobs' `env` values (default: names kept, values `***`).
+    pub store_env: Option<bool>,
+    /// With `runner = auto` and no engine answering: run on the host (true,
+    /// default, said loudly) or refuse (false).
+    pub fallback: Option<bool>,
     /// The `[safety]` table: blocked patterns, the default blocklist, the security log.
     pub safety: Option<SafetyLayer>,
     /// Container jobs run as `UID:GID`, or `root`; unset = the caller's own uid:gid.
@@ -174,6 +179,10 @@ pub struct Config {
     pub keep_runs: usize,
     /// Days a finished run is kept in history.
     pub keep_days: f64,
+    /// Keep `env` values in the store (off: names kept, values `***`).
+    pub store_env: bool,
+    /// `auto` may fall back to the host when no engine answers.
+    pub fallback: bool,
     /// Command filter and security log settings (`[safety]`).
     pub safety: SafetyConfig,
     /// `Some("UID:GID")` or `Some("root")` from config; `None` = the caller's uid:gid.
@@ -205,6 +214,8 @@ impl Default for Config {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             keep_runs: DEFAULT_KEEP_RUNS,
             keep_days: DEFAULT_KEEP_DAYS,
+            store_env: false,
+            fallback: true,
             safety: SafetyConfig::default(),
             user: None,
             network: "bridge".into(),
@@ -218,12 +229,14 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 20] = [
+const FIELDS: [&str; 22] = [
     "user",
     "network",
     "cpus",
     "memory",
     "pids",
+    "store_env",
+    "fallback",
     "recovery",
     "max_output",
     "keep_runs",
@@ -423,6 +436,8 @@ impl Config {
             self.sources.insert("test_command", source("test_command"));
         }
         set!(recovery, "recovery", Ok::<_, Error>);
+        set!(store_env, "store_env", Ok::<_, Error>);
+        set!(fallback, "fallback", Ok::<_, Error>);
         if let Some(v) = l.build_command {
             self.build_command = Some(v);
             self.sources.insert("build_command", source("build_command"));
@@ -519,6 +534,8 @@ impl Config {
                 "pids",
                 self.limits.pids.map(|p| p.to_string()).unwrap_or_default(),
             ),
+            ("store_env", self.store_env.to_string()),
+            ("fallback", self.fallback.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -577,6 +594,19 @@ fn env_layer() -> Result<Layer> {
             })
             .transpose()
     };
+    let flag = |k: &'static str| -> Result<Option<bool>> {
+        get(k)
+            .map(|v| match v.as_str() {
+                "1" | "true" | "yes" => Ok(true),
+                "0" | "false" | "no" => Ok(false),
+                _ => Err(Error::InvalidValue {
+                    what: k,
+                    input: v.clone(),
+                    message: format!("{} must be true or false", env_name(k)),
+                }),
+            })
+            .transpose()
+    };
     Ok(Layer {
         instance: get("instance"),
         state_dir: get("state_dir").map(PathBuf::from),
@@ -593,6 +623,8 @@ fn env_layer() -> Result<Layer> {
         max_output: get("max_output").map(SizeValue::Text),
         keep_runs: num("keep_runs")?.map(|v| v as usize),
         keep_days: num("keep_days")?,
+        store_env: flag("store_env")?,
+        fallback: flag("fallback")?,
         safety: None,
         user: get("user"),
         network: get("network"),

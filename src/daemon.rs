@@ -23,6 +23,7 @@ use crate::api::server::{AppState, router};
 use crate::api::socket_path;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
+use crate::store::private;
 
 /// How long in-flight requests (log follows, long polls) get after teardown.
 const DRAIN_REQUESTS: Duration = Duration::from_millis(500);
@@ -42,16 +43,18 @@ pub struct Bound {
 pub fn bind(manager: &Manager) -> Result<Bound> {
     let config = manager.config();
     let dir = config.instance_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
     let lock_path = dir.join("daemon.lock");
     let pid_file = dir.join("daemon.pid");
-    let mut lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io("open", &lock_path, e))?;
+    let mut lock = private::open(
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true),
+        &lock_path,
+    )
+    .map_err(|e| Error::io("open", &lock_path, e))?;
     if lock.try_lock().is_err() {
         let mut pid = String::new();
         let _ = File::open(&pid_file).and_then(|mut f| f.read_to_string(&mut pid));
@@ -68,22 +71,11 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
     let _ = write!(lock, "{}", std::process::id());
 
     let socket = socket_path(config);
-    let socket_dir = socket
-        .parent()
-        .expect("socket path has a directory")
-        .to_path_buf();
-    std::fs::create_dir_all(&socket_dir).map_err(|e| Error::io("create socket directory", &socket_dir, e))?;
-    std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| Error::io("restrict socket directory", &socket_dir, e))?;
-    // We hold the lock, so a socket file here belongs to a daemon that died.
-    if socket.exists() {
-        tracing::info!(socket = %socket.display(), "replacing a stale socket");
-        std::fs::remove_file(&socket).map_err(|e| Error::io("remove stale socket", &socket, e))?;
-    }
+    prepare_socket_path(&socket)?;
     let listener = UnixListener::bind(&socket).map_err(|e| Error::io("bind socket", &socket, e))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(private::FILE_MODE))
         .map_err(|e| Error::io("restrict socket", &socket, e))?;
-    std::fs::write(&pid_file, std::process::id().to_string())
+    private::write(&pid_file, std::process::id().to_string())
         .map_err(|e| Error::io("write", &pid_file, e))?;
     Ok(Bound {
         manager: manager.clone(),
@@ -92,6 +84,43 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
         _lock: lock,
         pid_file,
     })
+}
+
+/// Make `socket` ready to bind. Its directory is created (0700) only when
+/// missing, and only the last component: a directory berth did not create
+/// keeps its mode. A stale socket is replaced (we hold the instance lock);
+/// anything else at the path (a file, a directory, another user's socket)
+/// is refused and left alone.
+fn prepare_socket_path(socket: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .mode(private::DIR_MODE)
+            .create(dir)
+            .map_err(|e| Error::io("create socket directory", dir, e))?;
+        // Ours: make it 0700 whatever the umask.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(private::DIR_MODE))
+            .map_err(|e| Error::io("restrict socket directory", dir, e))?;
+    }
+    let refuse = |why: &str| Error::InvalidValue {
+        what: "socket path",
+        input: socket.display().to_string(),
+        message: format!("{why}; berth will not remove it (set BERTH_SOCKET to a free path)"),
+    };
+    match std::fs::symlink_metadata(socket) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("inspect", socket, e)),
+        Ok(m) if !m.file_type().is_socket() => Err(refuse("it exists and is not a socket")),
+        Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => Err(refuse("it is another user's socket")),
+        Ok(_) => {
+            tracing::info!(socket = %socket.display(), "replacing a stale socket");
+            std::fs::remove_file(socket).map_err(|e| Error::io("remove stale socket", socket, e))
+        }
+    }
 }
 
 impl Bound {
@@ -107,13 +136,9 @@ impl Bound {
             shutdown_requested: requested.clone(),
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(
-            axum::serve(self.listener, router(state))
-                .with_graceful_shutdown(async {
-                    let _ = stop_rx.await;
-                })
-                .into_future(),
-        );
+        let server = tokio::spawn(crate::api::listen::serve(self.listener, router(state), async {
+            let _ = stop_rx.await;
+        }));
         // History retention: once now, then every hour while serving.
         let pruner = tokio::spawn({
             let manager = self.manager.clone();

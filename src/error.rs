@@ -39,6 +39,9 @@ pub enum Error {
     #[error("command not found: `{program}` (is it installed and on PATH?)")]
     CommandNotFound { program: String },
 
+    #[error("cannot run `{program}`: {} is not an executable file (check its mode, or run it through its interpreter)", path.display())]
+    NotExecutable { program: String, path: PathBuf },
+
     #[error("working directory `{}` does not exist or is not a directory", path.display())]
     BadCwd { path: PathBuf },
 
@@ -140,6 +143,7 @@ impl Error {
             Error::InvalidValue { .. } => "invalid_value",
             Error::InvalidSpec(_) => "invalid_spec",
             Error::CommandNotFound { .. } => "command_not_found",
+            Error::NotExecutable { .. } => "not_executable",
             Error::BadCwd { .. } => "bad_cwd",
             Error::Spawn { .. } => "spawn_failed",
             Error::CapReached { .. } => "cap_reached",
@@ -166,13 +170,13 @@ impl Error {
         match self {
             Error::Remote { code, .. } => match code.as_str() {
                 "command_not_found" => 127,
-                "blocked" => 126,
+                "blocked" | "not_executable" | "spawn_failed" => 126,
                 "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec"
                 | "bad_cwd" | "bad_request" | "outside_workspace" => 2,
                 _ => 1,
             },
             Error::CommandNotFound { .. } => 127,
-            Error::Spawn { .. } | Error::Blocked { .. } => 126,
+            Error::Spawn { .. } | Error::NotExecutable { .. } | Error::Blocked { .. } => 126,
             Error::InvalidRegex { .. }
             | Error::InvalidPort { .. }
             | Error::InvalidSize { .. }
@@ -196,6 +200,7 @@ impl Error {
                 | Error::InvalidValue { .. }
                 | Error::InvalidSpec(_)
                 | Error::CommandNotFound { .. }
+                | Error::NotExecutable { .. }
                 | Error::BadCwd { .. }
                 | Error::NotForeground { .. }
                 | Error::NotFinished { .. }

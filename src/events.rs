@@ -33,6 +33,10 @@ pub struct Event {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     Queued,
+    /// `runner = auto` found no engine and the job runs on the host, unsandboxed.
+    Fallback {
+        note: String,
+    },
     Started {
         runner: RunnerKind,
         start_mode: StartMode,
@@ -71,6 +75,7 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::Queued => "queued",
+            EventKind::Fallback { .. } => "fallback",
             EventKind::Started { .. } => "started",
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",

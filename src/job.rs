@@ -682,6 +682,10 @@ pub struct JobInfo {
     pub spec: JobSpec,
     /// Resolved runner (None while queued and not yet resolved).
     pub runner: Option<RunnerKind>,
+    /// Why the runner is not the one asked for: `auto` found no engine and
+    /// ran the job on the host, unsandboxed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_note: Option<String>,
     pub status: JobStatus,
     pub start_mode: StartMode,
     pub created_at: DateTime<Utc>,

@@ -22,13 +22,16 @@
 //! # Layout
 //! - [`job`]: the job model (`JobSpec`, `JobStatus`, `JobInfo`, …): data only.
 //! - [`manager`]: registry, background cap and queue, lifecycle, teardown.
-//! - [`runner`]: how a job runs: `host` (process group) and `docker` (bollard).
+//! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
+//!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).
 //! - [`output`]: line splitting, seq numbering, the bounded ring, the spill file.
 //! - [`watch`]: regex watchers that turn output lines into events.
 //! - [`events`]: the global event log with its own seq.
 //! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
 //! - [`safety`]: command filter, workspace guard, security log.
-//! - [`api`], [`daemon`]: the socket API (server, client) and serving it.
+//! - [`api`], [`daemon`]: the socket API (server, client, the bounded
+//!   connection loop in `listen`) and serving it.
+//! - [`store`]: the SQLite store; `store::private` keeps state 0700/0600.
 //! - [`mcp`]: the MCP server for agents; [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.

@@ -222,7 +222,10 @@ impl JobOutput {
         store: Arc<Store>,
         first_seq: u64,
     ) -> Result<Arc<Self>> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create log directory", dir, e))?;
+        if let Some(jobs) = dir.parent() {
+            crate::store::private::own_dir(jobs).map_err(|e| Error::io("create log directory", jobs, e))?;
+        }
+        crate::store::private::own_dir(dir).map_err(|e| Error::io("create log directory", dir, e))?;
         let (progress, _) = watch::channel(Progress {
             last_seq: first_seq.saturating_sub(1),
             closed: false,
@@ -524,12 +527,10 @@ impl JobOutput {
     }
 }
 
-/// Open a raw log file for appending: a re-adopted job keeps what it holds.
+/// Open a raw log file for appending (a re-adopted job keeps what it
+/// holds), private to its user whatever the umask.
 fn open_raw(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), path)
         .map_err(|e| Error::io("create", path, e))
 }
 

@@ -6,18 +6,15 @@
 //! process group so a signal to the manager's group does not reach it). It
 //! checks every [`POLL`] whether the manager still runs — by pid *and* start
 //! time, so a reused pid is not mistaken for it. When the manager is gone it
-//! removes the containers labelled with that owner, kills the host process
-//! groups the store records for that owner (again only where the leader still
-//! has its recorded start time), marks those runs `lost`, and exits. In
+//! removes the containers labelled with that owner, kills the host jobs' trees
+//! (the shim leading each recorded process group, its descendants and group;
+//! again only where the leader still has its recorded start time), marks those runs `lost`, and exits. In
 //! recovery mode `adopt` it first gives a new manager [`ADOPT_WINDOW`] to take
 //! the instance over, and stands down if one does.
 
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
-
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 
 use crate::config::{Config, Recovery};
 use crate::error::{Error, Result};
@@ -35,12 +32,9 @@ pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
 /// stdin, output appended to `<instance>/<log>`.
 pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::process::Child> {
     let dir = config.instance_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+    crate::store::private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
     let log_path = dir.join(log);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), &log_path)
         .map_err(|e| Error::io("open", &log_path, e))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
     std::process::Command::new(exe)
@@ -121,7 +115,8 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
             && procinfo::is_same_process(pgid as u32, start)
         {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            // The shim's whole tree (escapees that left the group included).
+            crate::runner::shim::kill_tree(pgid);
             groups += 1;
         }
         row.info.status = JobStatus::Lost {

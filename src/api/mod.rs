@@ -5,6 +5,7 @@
 //! The routes are listed in `API.md`.
 
 pub mod client;
+pub mod listen;
 pub mod server;
 
 use std::path::PathBuf;

@@ -143,9 +143,8 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    super::listen::serve(listener, router(state), shutdown).await;
+    Ok(())
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {

@@ -130,6 +130,11 @@ impl Global {
 
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
+    // The host-job shim starts for every host job: no clap, no runtime.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == crate::runner::shim::SUBCOMMAND) {
+        crate::runner::shim::main(args.collect());
+    }
     let cli = Cli::parse();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

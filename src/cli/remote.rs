@@ -39,6 +39,7 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
         _ => OnTimeout::Background,
     };
     let view = client.create(&spec).await?;
+    super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
     let mut sse = client
         .follow(&format!("/v1/jobs/{id}/logs/follow?since=1"))
@@ -119,6 +120,7 @@ fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
 async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Result<i32> {
     let ready = spec.ready.clone();
     let view = client.create(&spec).await?;
+    super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
     let mut waited = None;
     if !ready.is_empty() {

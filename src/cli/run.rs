@@ -194,6 +194,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
     let handle = manager.start_from(spec, "cli").await?;
+    warn_fallback(&handle.info()?);
     let output = manager.output(&handle.id)?;
     // The follower ends early when stdout is closed (`berth run -- yes | head -1`);
     // like a shell pipeline, the job is then stopped instead of running on unseen.
@@ -242,6 +243,13 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         eprintln!("berth: {} failed to start: {error}", info.id);
     }
     Ok(code)
+}
+
+/// Say on stderr that `auto` ran the job on the host because no engine answered.
+pub(super) fn warn_fallback(info: &JobInfo) {
+    if let Some(note) = &info.runner_note {
+        eprintln!("berth: warning: {}: {note}", info.id);
+    }
 }
 
 /// The CLI's exit code for a finished job.
@@ -330,6 +338,8 @@ fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<(
         "truncated": cut_out + cut_err > 0,
         "truncated_bytes": cut_out + cut_err,
         "log_files": info.logs,
+        "runner": info.runner,
+        "runner_note": info.runner_note,
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())

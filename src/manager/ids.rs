@@ -16,7 +16,7 @@ pub struct IdAllocator {
 
 impl IdAllocator {
     pub fn new(instance_dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(instance_dir)
+        crate::store::private::own_dir(instance_dir)
             .map_err(|e| Error::io("create state directory", instance_dir, e))?;
         Ok(IdAllocator {
             path: instance_dir.join("next-id"),
@@ -26,13 +26,15 @@ impl IdAllocator {
     /// Take the next id.
     pub fn next(&self) -> Result<JobId> {
         let io = |e| Error::io("update job counter", &self.path, e);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(io)?;
+        let mut file = crate::store::private::open(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &self.path,
+        )
+        .map_err(io)?;
         file.lock().map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
@@ -47,13 +49,15 @@ impl IdAllocator {
     /// Make sure future ids are above `n` (after reading records back).
     pub fn ensure_above(&self, n: u64) -> Result<()> {
         let io = |e| Error::io("update job counter", &self.path, e);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(io)?;
+        let mut file = crate::store::private::open(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &self.path,
+        )
+        .map_err(io)?;
         file.lock().map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;

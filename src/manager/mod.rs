@@ -354,6 +354,11 @@ impl Manager {
             });
         }
         let mut spec = info.spec;
+        if crate::store::env_redacted(&spec.env) {
+            return Err(Error::InvalidSpec(format!(
+                "{id}'s env values were not stored (store_env = false): start the command again with its env"
+            )));
+        }
         spec.background = true;
         self.start(spec).await
     }
@@ -548,7 +553,11 @@ impl Inner {
 
     /// Queue the record of `e` for the store.
     fn persist(&self, e: &Entry) {
-        let info = snapshot(e);
+        let mut info = snapshot(e);
+        if !self.config.store_env {
+            // Tokens live in env: on disk only the names are kept.
+            crate::store::redact_env(&mut info.spec.env);
+        }
         let pgid = match (&info.container_id, info.pid) {
             (None, Some(pid)) => Some(pid as i32),
             _ => None,

@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::sync::watch;
 
 use super::{Entry, Inner, Live, Manager, number};
@@ -83,7 +81,8 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
     if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
         && procinfo::is_same_process(pgid as u32, start)
     {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        // The shim's descendants first (escapees included), then its group.
+        crate::runner::shim::kill_tree(pgid);
         found.push(format!("killed its process group {pgid}"));
     }
     if let Some(cid) = &row.info.container_id

@@ -16,7 +16,9 @@ use tokio::sync::{mpsc, watch};
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerKind, StartMode};
+use crate::job::{
+    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode,
+};
 use crate::output::JobOutput;
 use crate::runner::{self, Control, Exit, Launched};
 
@@ -31,7 +33,7 @@ pub struct StopRequest {
     pub timed_out: bool,
 }
 
-pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Result<JobId> {
+pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -> Result<JobId> {
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
@@ -41,6 +43,13 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd });
     }
+    // Resolved once, here: the guard checks this real path and the job runs
+    // in it, so a symlink swapped after the check (the job may wait in the
+    // queue) cannot move the job out of the workspace.
+    let cwd = std::fs::canonicalize(&cwd).map_err(|_| Error::BadCwd { path: cwd.clone() })?;
+    if spec.cwd.is_some() {
+        spec.cwd = Some(cwd.clone());
+    }
     // Before any runner sees the command: the filter (off the async workers,
     // with a deadline) and the workspace guard.
     inner.safety.check_bounded(&spec, &cwd, client).await?;
@@ -49,7 +58,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
         crate::job::RunnerChoice::Auto => inner.config.runner,
         asked => asked,
     };
-    let kind = inner.runners.resolve(choice).await?;
+    let (kind, runner_note) = resolve_runner(inner, choice).await?;
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
         inner.safety.check_env(&spec, &cwd, client)?;
@@ -103,6 +112,7 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             command: spec.display_command(),
             spec: spec.clone(),
             runner: Some(kind),
+            runner_note: runner_note.clone(),
             status: status.clone(),
             start_mode,
             created_at: Inner::now(),
@@ -146,13 +156,22 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
         }
         (id, queued)
     };
+    let fallback_event = |note: &Option<String>| {
+        if let Some(note) = note {
+            inner
+                .events
+                .emit(id.clone(), EventKind::Fallback { note: note.clone() });
+        }
+    };
     if queued {
+        fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
         tokio::spawn(run_queued(inner.clone(), id.clone(), spec, kind, stop_rx));
         return Ok(id);
     }
     match launch(inner, &id, &spec, kind).await {
         Ok(launched) => {
+            fallback_event(&runner_note);
             tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
             Ok(id)
         }
@@ -168,6 +187,24 @@ pub(super) async fn start(inner: &Arc<Inner>, spec: JobSpec, client: &str) -> Re
             Err(e)
         }
     }
+}
+
+/// What `auto` falls back to when no engine answers.
+pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
+
+/// Resolve the runner. `auto` with no engine runs on the host only when
+/// `fallback` allows, and then with a note (shown on the card, in answers
+/// and as an event); with `fallback = false` it is the engine error.
+async fn resolve_runner(inner: &Arc<Inner>, choice: RunnerChoice) -> Result<(RunnerKind, Option<String>)> {
+    if choice != RunnerChoice::Auto {
+        return Ok((inner.runners.resolve(choice).await?, None));
+    }
+    if !inner.config.fallback {
+        return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
+    }
+    let kind = inner.runners.resolve(choice).await?;
+    let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
+    Ok((kind, note))
 }
 
 /// Wait in line for a background slot, then launch (or end if stopped first).
@@ -234,7 +271,7 @@ async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind
     };
     let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
-        RunnerKind::Host => runner::host::launch(spec, &cwd, &output),
+        RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
         RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await,
     };
     let launched = match launched {

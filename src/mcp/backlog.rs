@@ -138,7 +138,8 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
     let own = st.own.contains(&e.job);
     match &e.kind {
-        EventKind::WatchHit { .. } => true,
+        // Running unsandboxed is never news the agent may miss.
+        EventKind::WatchHit { .. } | EventKind::Fallback { .. } => true,
         EventKind::Queued => !own,
         EventKind::Started { .. } => !own || (st.queued.contains(&e.job) && !is_covered),
         EventKind::Ready { .. } | EventKind::Promoted { .. } | EventKind::Ended { .. } => !is_covered,
@@ -153,6 +154,7 @@ pub fn line(manager: &Manager, e: &Event) -> String {
         .unwrap_or_default();
     let what = match &e.kind {
         EventKind::Queued => "queued: waiting for a free background slot".to_string(),
+        EventKind::Fallback { note } => format!("runs on the host: {note}"),
         EventKind::Started {
             runner,
             start_mode,

@@ -1,19 +1,25 @@
-//! The host runner: a job is a plain process in its own process group.
+//! The host runner: a job is a process tree under a berth shim, in its own
+//! process group.
 //!
 //! Why a process group: `sh -c 'sleep 1000 & sleep 1000'` leaves a grandchild
 //! that a kill of the direct child would orphan. Every signal here goes to the
-//! group (`killpg`), and when the group leader exits on its own, what is left
-//! of the group is terminated too, so a job never leaves processes behind and
-//! its pipes close (otherwise a backgrounded grandchild would hold them open
-//! and the job would never finish draining).
+//! group (`killpg`). Why the shim (`shim.rs`): processes that leave the group
+//! (`setsid`, double forks) are re-parented to it, a child subreaper, so when
+//! the command ends, is killed or times out, they end too, and the pipes they
+//! hold close. A hard kill takes the shim's descendants before the shim. After
+//! the shim exits, output is drained for at most [`DRAIN_LIMIT`] and the pipes
+//! are then closed whatever holds them: a timeout stays a bound and no
+//! descriptor outlives the job.
 //!
 //! `process_group(0)` is set through std (no `pre_exec`), so spawning keeps the
 //! fast `posix_spawn`/vfork path. Stdin gets `input` and is then closed, or is
 //! `/dev/null`: a job must never hang waiting on a terminal.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -21,20 +27,23 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::{Control, Exit, Launched};
+use super::{Control, Exit, Launched, shim};
 use crate::error::{Error, Result};
 use crate::job::{AppliedLimits, JobSpec, PortMapping};
 use crate::output::{JobOutput, Stream};
 
-/// After the leader exits, how long leftovers get to finish after SIGTERM.
+/// Without a shim: after the leader exits, how long leftovers get after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
-/// After everything is killed, how long to wait for pipes to drain.
-const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// After the shim has exited (its tree is gone), how long to wait for the
+/// pipes to drain before closing them anyway.
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
-/// Signals the process group of a host job.
+/// Signals the process group of a host job (its leader is the shim).
 #[derive(Clone, Debug)]
 pub struct HostControl {
     pgid: i32,
+    /// Set once the shim is reaped: its pid may then belong to a stranger.
+    reaped: Arc<AtomicBool>,
 }
 
 impl HostControl {
@@ -42,10 +51,63 @@ impl HostControl {
         self.pgid
     }
     pub fn signal(&self, signal: i32) {
-        if let Ok(sig) = Signal::try_from(signal) {
+        if self.reaped.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(sig) = Signal::try_from(signal) else {
+            return;
+        };
+        if sig == Signal::SIGKILL {
+            // Descendants first: killing the shim first would orphan them to init.
+            shim::kill_tree(self.pgid);
+        } else {
             // ESRCH (group already gone) is the normal end of a race with exit.
             let _ = killpg(Pid::from_raw(self.pgid), sig);
         }
+    }
+}
+
+/// Check that `program` can be started, as a shell would before running it:
+/// not found is 127, found but not executable is 126 (a distinct message).
+fn check_program(program: &str, cwd: &Path, path_var: Option<&str>) -> Result<()> {
+    let candidates: Vec<PathBuf> = if program.contains('/') {
+        vec![cwd.join(program)]
+    } else {
+        let path_var = path_var
+            .map(str::to_string)
+            .or_else(|| std::env::var("PATH").ok())
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        path_var
+            .split(':')
+            .map(|d| {
+                if d.is_empty() {
+                    cwd.to_path_buf()
+                } else {
+                    cwd.join(d)
+                }
+            })
+            .map(|d| d.join(program))
+            .collect()
+    };
+    let mut not_executable = None;
+    for c in candidates {
+        if c.is_file() {
+            if nix::unistd::access(&c, nix::unistd::AccessFlags::X_OK).is_ok() {
+                return Ok(());
+            }
+            not_executable.get_or_insert(c);
+        } else if c.is_dir() && program.contains('/') {
+            not_executable.get_or_insert(c);
+        }
+    }
+    match not_executable {
+        Some(path) => Err(Error::NotExecutable {
+            program: program.to_string(),
+            path,
+        }),
+        None => Err(Error::CommandNotFound {
+            program: program.to_string(),
+        }),
     }
 }
 
@@ -83,7 +145,7 @@ fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
 }
 
 /// Start `spec` as a host process group writing into `output`.
-pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) -> Result<Launched> {
+pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Result<Launched> {
     let argv = spec.effective_argv();
     let program = argv[0].clone();
     if !cwd.is_dir() {
@@ -98,10 +160,22 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
         env.insert(format!("BERTH_PORT_{}", m.port), m.host_port.to_string());
     }
     env.extend(spec.env.clone());
+    check_program(&program, cwd, env.get("PATH").map(String::as_str))?;
 
-    let mut cmd = Command::new(&program);
-    cmd.args(&argv[1..])
-        .current_dir(cwd)
+    let shim_exe = shim::executable();
+    let mut cmd = match shim_exe {
+        Some(exe) => {
+            let mut c = Command::new(exe);
+            c.arg(shim::SUBCOMMAND).arg("--").args(&argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&program);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    cmd.current_dir(cwd)
         .envs(&env)
         .process_group(0)
         .stdout(Stdio::piped())
@@ -122,7 +196,13 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
         },
     })?;
     let pid = child.id().expect("a just-spawned child has a pid");
-    let control = HostControl { pgid: pid as i32 };
+    if shim_exe.is_some() {
+        shim::started(pid as i32).await;
+    }
+    let control = HostControl {
+        pgid: pid as i32,
+        reaped: Arc::new(AtomicBool::new(false)),
+    };
 
     // Open both writers before reading so a failure cannot leave one half set up.
     let out_writer = output.writer(Stream::Stdout);
@@ -136,8 +216,10 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
     };
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let out_task = tokio::spawn(pump(stdout, out_writer));
-    let err_task = tokio::spawn(pump(stderr, err_writer));
+    // Told to stop reading once the job is over and the drain time is up.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let out_task = tokio::spawn(pump(stdout, out_writer, stop_rx.clone()));
+    let err_task = tokio::spawn(pump(stderr, err_writer, stop_rx));
     // Dropped when the leader exits; a keep-alive job holds stdin open until then.
     let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), spec.input.clone()) {
@@ -160,24 +242,29 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
     let exit = Box::pin(async move {
         let status = child.wait().await;
         drop(exited_tx);
-        // The leader is gone: end what is left of its group so nothing outlives
-        // the job and the pipes close.
-        exit_control.signal(Signal::SIGTERM as i32);
         let drains = async {
             let _ = out_task.await;
             let _ = err_task.await;
         };
         let mut drains = std::pin::pin!(drains);
-        if tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await.is_err() {
-            exit_control.signal(Signal::SIGKILL as i32);
-            if tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
-                tracing::warn!(
-                    pgid = exit_control.pgid,
-                    "output pipes still open after the job ended; stopped reading"
-                );
-            }
-        } else {
-            exit_control.signal(Signal::SIGKILL as i32);
+        if shim_exe.is_none() {
+            // No shim ended the leftovers: what is left of the group gets a
+            // short grace after SIGTERM.
+            let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGTERM);
+            let _ = tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await;
+        }
+        // The shim ended the tree below it; anything still in the group (the
+        // shim itself was killed from outside) goes now, before the pid is
+        // marked reaped and may be reused.
+        let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGKILL);
+        exit_control.reaped.store(true, Ordering::SeqCst);
+        if tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
+            tracing::warn!(
+                pgid = exit_control.pgid,
+                "output pipes still open after the job ended; stopped reading"
+            );
+            let _ = stop_tx.send(true);
+            drains.await;
         }
         match status {
             Ok(s) => {
@@ -219,14 +306,24 @@ pub fn launch(spec: &JobSpec, cwd: &std::path::Path, output: &Arc<JobOutput>) ->
     })
 }
 
-async fn pump(mut reader: impl AsyncRead + Unpin, mut writer: crate::output::StreamWriter) {
+/// Copy one pipe into its stream until end of file or until told to stop;
+/// the pipe is closed when this returns.
+async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    mut writer: crate::output::StreamWriter,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => writer.write(&buf[..n]),
+        tokio::select! {
+            read = reader.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => writer.write(&buf[..n]),
+            },
+            _ = stop.wait_for(|s| *s) => break,
         }
     }
+    drop(reader);
     writer.finish();
 }
 

@@ -8,6 +8,7 @@
 
 pub mod docker;
 pub mod host;
+pub mod shim;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

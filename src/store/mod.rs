@@ -12,6 +12,7 @@
 //! on its pipe. Reads use their own connection (WAL lets them run beside the
 //! writer). `(job, seq)` is the key of a line, so a replay never duplicates.
 
+pub mod private;
 mod retention;
 mod schema;
 
@@ -101,6 +102,21 @@ fn connect(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// What an `env` value is stored as when `store_env` is off.
+pub const REDACTED: &str = "***";
+
+/// Replace every `env` value by [`REDACTED`], keeping the names.
+pub fn redact_env(env: &mut std::collections::BTreeMap<String, String>) {
+    for v in env.values_mut() {
+        *v = REDACTED.to_string();
+    }
+}
+
+/// True when `env` came back from the store redacted (it cannot be re-run).
+pub fn env_redacted(env: &std::collections::BTreeMap<String, String>) -> bool {
+    !env.is_empty() && env.values().all(|v| v == REDACTED)
+}
+
 impl Store {
     /// Open (creating or upgrading) the database at `path` and start its
     /// writer, with the default per-job output cap.
@@ -113,9 +129,22 @@ impl Store {
     /// per stream, rotated at [`Store::raw_file_cap`]).
     pub fn open_capped(path: &Path, max_job_bytes: u64) -> Result<Arc<Store>> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create state directory", dir, e))?;
+            private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
+        // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
+        // files the database's mode; ones left by an older berth are fixed.
+        private::open(
+            std::fs::OpenOptions::new().read(true).append(true).create(true),
+            path,
+        )
+        .map_err(|e| Error::io("create", path, e))?;
         let mut writer = connect(path)?;
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let side = PathBuf::from(side);
+            private::restrict(&side, private::FILE_MODE).map_err(|e| Error::io("restrict", &side, e))?;
+        }
         let from = schema::migrate(&mut writer).map_err(|e| db_err(path, e))?;
         if from != current_version() {
             tracing::info!(path = %path.display(), from, to = current_version(), "store upgraded");
@@ -551,6 +580,7 @@ mod tests {
             command: "x".into(),
             spec: JobSpec::argv(["x"]),
             runner: None,
+            runner_note: None,
             status: JobStatus::Exited { code: 0 },
             start_mode: StartMode::Background,
             created_at: Utc::now(),

@@ -80,7 +80,16 @@ fn last_line_without_newline_is_delivered() {
 fn a_timed_out_json_answer_has_no_exit_code_and_says_timed_out() {
     let dir = tempfile::tempdir().unwrap();
     let o = berth(dir.path())
-        .args(["run", "--json", "--timeout", "1", "--", "sh", "-c", "echo partial; sleep 30"])
+        .args([
+            "run",
+            "--json",
+            "--timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "echo partial; sleep 30",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(124));

@@ -1,14 +1,17 @@
 //! Integration tests, one file per area.
 
 mod boundary;
+mod bounds;
 mod cap;
 mod cli;
 mod daemon;
 mod docker;
+mod escape;
 mod exits;
 mod host;
 mod mcp;
 mod output;
+mod private;
 mod ready;
 mod recovery;
 mod retention;

@@ -43,6 +43,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         label: cmd.into(),
         command: cmd.into(),
         runner: Some(RunnerKind::Host),
+        runner_note: None,
         exit_code: status.exit_code(),
         ended_by: status.ended_by(),
         reason: status.reason(),

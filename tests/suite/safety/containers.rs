@@ -141,7 +141,10 @@ async fn read_only_root_and_no_network_are_opt_in() {
     let mut odd = docker(JobSpec::shell("true"));
     odd.network = Some("host".into());
     let err = t.manager.start(odd).await.unwrap_err();
-    assert!(err.to_string().contains("expected bridge, isolated or none"), "{err}");
+    assert!(
+        err.to_string().contains("expected bridge, isolated or none"),
+        "{err}"
+    );
     let mut on_host = host(JobSpec::shell("true"));
     on_host.read_only = true;
     assert!(
