@@ -150,7 +150,11 @@ fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // The user is in the engine socket's group, as users of berth are.
     let docker_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
-    let bin = berth(&state).get_program().to_owned();
+    // A copy the user can run wherever the build tree lives (it may be
+    // under a directory only root can enter).
+    let bin = dir.path().join("berth");
+    std::fs::copy(berth(&state).get_program(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let instance = instance_name("asuser");
     let out = Command::new("setpriv")
         .args(["--reuid=1234", "--regid=1234", &format!("--groups={docker_gid}")])
