@@ -25,6 +25,17 @@ impl IdAllocator {
 
     /// Take the next id.
     pub fn next(&self) -> Result<JobId> {
+        self.update(|n| Some(n + 1)).map(JobId::from_number)
+    }
+
+    /// Make sure future ids are above `n` (after reading records back).
+    pub fn ensure_above(&self, n: u64) -> Result<()> {
+        self.update(|current| (current <= n).then_some(n + 1)).map(|_| ())
+    }
+
+    /// Under the file lock: read the next free number, write back what `f`
+    /// makes of it (if anything, synced), and return the number read.
+    fn update(&self, f: impl FnOnce(u64) -> Option<u64>) -> Result<u64> {
         let io = |e| Error::io("update job counter", &self.path, e);
         let mut file = crate::store::private::open(
             OpenOptions::new()
@@ -39,35 +50,13 @@ impl IdAllocator {
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
         let n: u64 = text.trim().parse().unwrap_or(1).max(1);
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        file.set_len(0).map_err(io)?;
-        write!(file, "{}", n + 1).map_err(io)?;
-        file.sync_data().map_err(io)?;
-        Ok(JobId::from_number(n))
-    }
-
-    /// Make sure future ids are above `n` (after reading records back).
-    pub fn ensure_above(&self, n: u64) -> Result<()> {
-        let io = |e| Error::io("update job counter", &self.path, e);
-        let mut file = crate::store::private::open(
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false),
-            &self.path,
-        )
-        .map_err(io)?;
-        file.lock().map_err(io)?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).map_err(io)?;
-        let current: u64 = text.trim().parse().unwrap_or(1);
-        if current <= n {
+        if let Some(next) = f(n) {
             file.seek(SeekFrom::Start(0)).map_err(io)?;
             file.set_len(0).map_err(io)?;
-            write!(file, "{}", n + 1).map_err(io)?;
+            write!(file, "{next}").map_err(io)?;
+            file.sync_data().map_err(io)?;
         }
-        Ok(())
+        Ok(n)
     }
 }
 

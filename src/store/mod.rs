@@ -180,14 +180,8 @@ impl Store {
         match self.tx.try_send(op) {
             Ok(()) => {}
             Err(TrySendError::Full(op)) => {
-                let multi = tokio::runtime::Handle::try_current()
-                    .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-                if multi {
-                    tokio::task::block_in_place(|| self.tx.send(op)).ok();
-                } else {
-                    // The writer is its own thread: blocking here cannot deadlock.
-                    self.tx.send(op).ok();
-                }
+                // The writer is its own thread: blocking here cannot deadlock.
+                wait_for_writer(|| self.tx.send(op)).ok();
             }
             Err(TrySendError::Disconnected(_)) => tracing::error!("store writer is gone"),
         }
@@ -211,15 +205,7 @@ impl Store {
     pub fn flush(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         self.send(Op::Flush(tx));
-        let wait = || rx.recv().ok();
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(wait);
-            }
-            _ => {
-                wait();
-            }
-        }
+        wait_for_writer(|| rx.recv().ok());
     }
 
     /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
@@ -308,13 +294,7 @@ impl Store {
         let (tx, rx) = std::sync::mpsc::channel();
         let ids = jobs.iter().map(|j| j.to_string()).collect();
         self.send(Op::Prune(ids, tx));
-        let wait = || rx.recv();
-        let answer = match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(wait)
-            }
-            _ => wait(),
-        };
+        let answer = wait_for_writer(|| rx.recv());
         let message = match answer {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(message)) => message,
@@ -418,6 +398,17 @@ impl Store {
         })
         .map(|v| v as u64)
         .map_err(|e| db_err(&self.path, e))
+    }
+}
+
+/// Run `wait` (a blocking wait on the writer thread) without stalling the
+/// other tasks of a multi-threaded runtime.
+fn wait_for_writer<T>(wait: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
     }
 }
 

@@ -59,25 +59,8 @@ impl Lexer {
                         break;
                     }
                 }
-                '\'' | '"' => {
-                    out.push(c);
-                    while let Some(q) = self.peek(0) {
-                        self.i += 1;
-                        out.push(q);
-                        if q == c {
-                            break;
-                        }
-                        if q == '\\' && c == '"' && self.peek(0).is_some() {
-                            out.push(self.s[self.i]);
-                            self.i += 1;
-                        }
-                    }
-                    continue;
-                }
-                '\\' if self.peek(0).is_some() => {
-                    out.push(c);
-                    out.push(self.s[self.i]);
-                    self.i += 1;
+                '\'' | '"' | '\\' => {
+                    self.copy_quoted(c, &mut out);
                     continue;
                 }
                 _ => {}
@@ -117,6 +100,31 @@ impl Lexer {
         out
     }
 
+    /// Copy a quoted string (`c` is its opening quote, already consumed) or an
+    /// escaped character (`c` is the backslash) into `out` verbatim, so
+    /// brackets inside are not counted.
+    fn copy_quoted(&mut self, c: char, out: &mut String) {
+        out.push(c);
+        if c == '\\' {
+            if self.peek(0).is_some() {
+                out.push(self.s[self.i]);
+                self.i += 1;
+            }
+            return;
+        }
+        while let Some(q) = self.peek(0) {
+            self.i += 1;
+            out.push(q);
+            if q == c {
+                break;
+            }
+            if q == '\\' && c == '"' && self.peek(0).is_some() {
+                out.push(self.s[self.i]);
+                self.i += 1;
+            }
+        }
+    }
+
     /// The text up to the `)` matching an already consumed `(`, skipping quotes.
     pub(super) fn until_close(&mut self) -> String {
         let mut depth = 1;
@@ -131,25 +139,8 @@ impl Lexer {
                         break;
                     }
                 }
-                '\'' | '"' => {
-                    out.push(c);
-                    while let Some(q) = self.peek(0) {
-                        self.i += 1;
-                        out.push(q);
-                        if q == c {
-                            break;
-                        }
-                        if q == '\\' && c == '"' && self.peek(0).is_some() {
-                            out.push(self.s[self.i]);
-                            self.i += 1;
-                        }
-                    }
-                    continue;
-                }
-                '\\' if self.peek(0).is_some() => {
-                    out.push(c);
-                    out.push(self.s[self.i]);
-                    self.i += 1;
+                '\'' | '"' | '\\' => {
+                    self.copy_quoted(c, &mut out);
                     continue;
                 }
                 _ => {}
