@@ -428,7 +428,9 @@ fn bench_ps(d: &Daemon) {
         "`berth ps --all` with no jobs",
     );
     row(
-        &format!("`berth ps --all --limit 1000` ({rows} rows: 200 finished + 3 running {runner} jobs) (p50 / p95 ms)"),
+        &format!(
+            "`berth ps --all --limit 1000` ({rows} rows: 200 finished + 3 running {runner} jobs) (p50 / p95 ms)"
+        ),
         ps_all,
         empty,
         "`berth ps --all` with no jobs",

@@ -225,6 +225,7 @@ mod tests {
             last_seq: 0,
             queue_position: None,
             runner_note: None,
+            recovered: false,
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::job::AppliedLimits {

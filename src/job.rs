@@ -686,6 +686,10 @@ pub struct JobInfo {
     /// ran the job on the host, unsandboxed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_note: Option<String>,
+    /// Set on a job a restarted manager took over from a dead one (recovery
+    /// mode `adopt`): it kept running and its output was followed on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
     pub status: JobStatus,
     pub start_mode: StartMode,
     pub created_at: DateTime<Utc>,

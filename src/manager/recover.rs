@@ -154,6 +154,8 @@ impl Manager {
                     let mut spec = row.info.spec.clone();
                     // Nobody waits in the foreground for it any more.
                     spec.background = true;
+                    // Said in every answer about it (the exec tool set's `recovered`).
+                    row.info.recovered = true;
                     {
                         let mut reg = inner.registry.lock().unwrap();
                         let entry = Entry {

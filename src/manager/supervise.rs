@@ -130,6 +130,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             logs: output.paths(),
             last_seq: 0,
             queue_position: None,
+            recovered: false,
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(

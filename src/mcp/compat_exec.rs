@@ -108,6 +108,9 @@ impl BerthMcp {
                 Ok(Answer::json(&serde_json::json!({
                     "run_id": id,
                     "status": poll_status(&info),
+                    // The seed's restart states: taken over after a restart
+                    // (`recovered`), or waiting for a slot (`queued`).
+                    "recovery": if info.recovered { Some("recovered") } else if info.status == crate::JobStatus::Queued { Some("queued") } else { None },
                     "state": info.status.name(),
                     "exit_code": info.exit_code,
                     "ended_by": info.ended_by,

@@ -572,6 +572,7 @@ mod tests {
             spec: JobSpec::argv(["x"]),
             runner: None,
             runner_note: None,
+            recovered: false,
             status: JobStatus::Exited { code: 0 },
             start_mode: StartMode::Background,
             created_at: Utc::now(),

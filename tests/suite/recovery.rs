@@ -114,6 +114,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
     let info = d.json(&["status", &id]);
     assert_eq!(info["status"]["state"], "running", "{info}");
+    assert_eq!(info["recovered"], true, "a taken-over job says so: {info}");
     let before = info["last_seq"].as_u64().unwrap();
     let (code, _, err) = d.run(&[
         "wait",
