@@ -72,9 +72,21 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
 
     let socket = socket_path(config);
     prepare_socket_path(&socket)?;
-    let listener = UnixListener::bind(&socket).map_err(|e| Error::io("bind socket", &socket, e))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(private::FILE_MODE))
-        .map_err(|e| Error::io("restrict socket", &socket, e))?;
+    // Bind under a temporary name, restrict it, then rename it into place:
+    // the socket never appears at its path with the umask's mode, even for
+    // a moment, in a directory berth did not create.
+    let mut staging = socket.clone().into_os_string();
+    staging.push(format!(".{}.tmp", std::process::id()));
+    let staging = PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging).map_err(|e| Error::io("bind socket", &staging, e))?;
+    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(private::FILE_MODE))
+        .map_err(|e| Error::io("restrict socket", &staging, e))
+        .and_then(|()| std::fs::rename(&staging, &socket).map_err(|e| Error::io("place socket", &socket, e)));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
     private::write(&pid_file, std::process::id().to_string())
         .map_err(|e| Error::io("write", &pid_file, e))?;
     Ok(Bound {
