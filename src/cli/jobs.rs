@@ -70,9 +70,9 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
         _ => ListFilter::Running,
     };
     let before = a.before.as_deref().map(JobId::from);
-    let jobs = client(global)
+    let jobs = super::offline::reader(global)
         .await?
-        .list_page(filter, Some(a.limit), before.as_ref(), a.usage)
+        .list_page(filter, a.limit, before.as_ref(), a.usage)
         .await?;
     if a.json {
         print_json(&jobs)?;
@@ -186,13 +186,12 @@ pub struct LogsArgs {
     #[arg(long)]
     pub stream: Option<String>,
     /// Print the page (or each line when following) as JSON.
-    /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
 pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
-    let c = client(global).await?;
+    let r = super::offline::reader(global).await?;
     let id = JobId::from(a.id.as_str());
     let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
     let q = LogQuery {
@@ -201,7 +200,7 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         limit: a.limit,
         stream,
     };
-    let page = c.logs(&id, &q).await?;
+    let page = r.logs(&id, &q).await?;
     if let Some(seq) = page.truncated_before {
         eprintln!(
             "berth: lines before seq {seq} of {id} were dropped by the output cap (max_output); showing from {seq}"
@@ -236,7 +235,8 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     q.tail = None;
-    let mut sse = c
+    let mut sse = r
+        .client()?
         .follow(&format!("/v1/jobs/{id}/logs/follow{}", log_query(&q)))
         .await?;
     while let Some((event, data)) = sse.next().await {
@@ -434,9 +434,9 @@ pub struct EventsArgs {
 }
 
 pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
-    let c = client(global).await?;
+    let r = super::offline::reader(global).await?;
     if !a.follow {
-        let page = c.events(a.since, 10_000).await?;
+        let page = r.events(a.since, 10_000).await?;
         if a.json {
             print_json(&page)?;
         } else {
@@ -446,7 +446,10 @@ pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    let mut sse = c.follow(&format!("/v1/events/follow?since={}", a.since)).await?;
+    let mut sse = r
+        .client()?
+        .follow(&format!("/v1/events/follow?since={}", a.since))
+        .await?;
     while let Some((_, data)) = sse.next().await {
         if a.json {
             outln!("{data}");

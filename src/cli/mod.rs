@@ -4,6 +4,7 @@
 
 mod daemon;
 mod jobs;
+mod offline;
 pub(crate) mod out;
 mod remote;
 mod run;

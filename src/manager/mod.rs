@@ -56,7 +56,8 @@ pub enum ListFilter {
 }
 
 impl ListFilter {
-    fn admits(self, s: &JobStatus) -> bool {
+    /// True when a job in status `s` belongs in this list.
+    pub fn admits(self, s: &JobStatus) -> bool {
         match self {
             ListFilter::Running => s.is_active(),
             ListFilter::Completed => s.is_terminal() && !s.is_failure(),

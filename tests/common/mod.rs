@@ -205,11 +205,17 @@ impl Daemon {
         berth::api::socket_path(&self.config())
     }
 
+    /// A daemon answers on the socket (`ps` also succeeds without one, from
+    /// the store, and says so: that does not count).
+    pub fn answers(&self) -> bool {
+        let (code, _, err) = self.run(&["ps"]);
+        code == 0 && !err.contains("reading its store")
+    }
+
     fn wait_until_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            let (code, _, _) = self.run(&["ps"]);
-            if code == 0 {
+            if self.answers() {
                 return;
             }
             assert!(Instant::now() < deadline, "daemon did not come up");

@@ -252,17 +252,12 @@ async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let (code, _, _) = {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let r = d.run(&["ps"]);
-            if r.0 == 0 || Instant::now() > deadline {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    assert_eq!(code, 0, "new daemon answers on the replaced socket");
+    eventually(
+        Duration::from_secs(10),
+        "new daemon answers on the replaced socket",
+        || d.answers(),
+    )
+    .await;
     again.kill().unwrap();
     again.wait().unwrap();
 }

@@ -47,7 +47,7 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
     let all = d.json(&["ps", "--all"]);
     let all = all.as_array().unwrap();
     assert_eq!(all.len(), 3, "{all:?}");
@@ -111,7 +111,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    eventually(Duration::from_secs(10), "new daemon", || d.run(&["ps"]).0 == 0).await;
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
     let info = d.json(&["status", &id]);
     assert_eq!(info["status"]["state"], "running", "{info}");
     assert_eq!(info["recovered"], true, "a taken-over job says so: {info}");

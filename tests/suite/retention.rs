@@ -146,3 +146,46 @@ async fn prune_follows_the_history_policy_and_never_touches_running_jobs() {
     assert!(err.contains("unknown unit"), "{err}");
     d.run(&["kill", &running]);
 }
+
+#[tokio::test]
+async fn history_stays_readable_after_the_daemon_is_down() {
+    let mut d = Daemon::start();
+    let (code, id, err) = d.run(&["run", "-d", "-q", "--runner", "host", "--", "seq", "1", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim().to_string();
+    eventually(Duration::from_secs(10), "job ended", || ended(&d, &id)).await;
+    assert_eq!(d.run(&["down"]).0, 0);
+    assert!(d.wait_exit(Duration::from_secs(10)).is_some());
+
+    // No daemon: ps, logs and events read the store, and say so.
+    let (code, out, err) = d.run(&["ps", "--all", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("reading its store"), "{err}");
+    let jobs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(jobs[0]["id"], id.as_str());
+    assert_eq!(jobs[0]["status"]["state"], "exited");
+    let (code, out, err) = d.run(&["logs", &id, "--since", "11", "--limit", "5", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let page: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let texts: Vec<&str> = page["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["11", "12", "13", "14", "15"]);
+    assert_eq!(page["next_seq"], 16);
+    assert_eq!(page["has_more"], true);
+    let (code, out, _) = d.run(&["logs", &id, "--tail", "1"]);
+    assert_eq!((code, out.as_str()), (0, "30\n"));
+    let (code, out, _) = d.run(&["events", "--json"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("\"ended\""), "{out}");
+    // What needs a daemon says so, and an unknown id is an error.
+    let (code, _, err) = d.run(&["logs", &id, "--follow"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no berth daemon") || err.contains("daemon"), "{err}");
+    let (code, _, err) = d.run(&["logs", "job-99"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("job-99"), "{err}");
+}

@@ -1,0 +1,133 @@
+//! Reads without a daemon. `berth ps`, `logs` and `events` ask the instance's
+//! daemon when one answers; otherwise they read the instance's store
+//! directly (saying so on stderr), so history stays readable after `berth
+//! down` or a crash. Following (`--follow`) needs a daemon: nothing would
+//! write new lines without one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::api::EventsPage;
+use crate::api::client::Client;
+use crate::api::socket_path;
+use crate::error::{Error, Result};
+use crate::job::{JobId, JobInfo};
+use crate::manager::{ListFilter, newest_first};
+use crate::output::{LogPage, LogQuery};
+use crate::store::Store;
+
+/// Where reads are answered from.
+pub enum Reader {
+    Daemon(Client),
+    /// The store, and the instance and socket to name for what needs a daemon.
+    Store(Arc<Store>, String, PathBuf),
+}
+
+/// The daemon when one answers, else the instance's store (if it has one).
+pub async fn reader(global: &super::Global) -> Result<Reader> {
+    let config = global.config()?;
+    if let Ok(c) = Client::connect(&config).await {
+        return Ok(Reader::Daemon(c));
+    }
+    let no_daemon = || Error::NoDaemon {
+        instance: config.instance.clone(),
+        socket: socket_path(&config),
+    };
+    let db = config.instance_dir().join("berth.db");
+    if !db.is_file() {
+        return Err(no_daemon());
+    }
+    eprintln!(
+        "berth: no daemon answers for instance `{}`; reading its store {}",
+        config.instance,
+        db.display()
+    );
+    Ok(Reader::Store(
+        Store::open(&db)?,
+        config.instance.clone(),
+        socket_path(&config),
+    ))
+}
+
+impl Reader {
+    /// The daemon's client, for what only a daemon can do (following).
+    pub fn client(&self) -> Result<&Client> {
+        match self {
+            Reader::Daemon(c) => Ok(c),
+            Reader::Store(_, instance, socket) => Err(Error::NoDaemon {
+                instance: instance.clone(),
+                socket: socket.clone(),
+            }),
+        }
+    }
+
+    pub async fn list_page(
+        &self,
+        filter: ListFilter,
+        limit: usize,
+        before: Option<&JobId>,
+        usage: bool,
+    ) -> Result<Vec<JobInfo>> {
+        match self {
+            Reader::Daemon(c) => c.list_page(filter, Some(limit), before, usage).await,
+            Reader::Store(s, ..) => {
+                let jobs = s
+                    .runs()?
+                    .into_iter()
+                    .map(|r| r.info)
+                    .filter(|i| filter.admits(&i.status))
+                    .collect();
+                Ok(newest_first(jobs, before, limit))
+            }
+        }
+    }
+
+    pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
+        let store = match self {
+            Reader::Daemon(c) => return c.logs(id, q).await,
+            Reader::Store(s, ..) => s,
+        };
+        if crate::store::find_run(store, id)?.is_none() {
+            return Err(Error::UnknownJob(id.to_string()));
+        }
+        let last_seq = store.last_seq(id)?;
+        let first = store.dropped_before(id)?;
+        if let Some(n) = q.tail {
+            let lines = store.tail(id, n.min(q.limit.unwrap_or(usize::MAX)), u64::MAX, q.stream)?;
+            return Ok(LogPage {
+                lines,
+                next_seq: last_seq + 1,
+                has_more: false,
+                last_seq,
+                first_available_seq: first,
+                truncated_before: None,
+            });
+        }
+        let since = q.since.unwrap_or(1).max(1);
+        let limit = q.limit.unwrap_or(10_000).max(1);
+        // One more than asked tells whether more follow.
+        let (mut lines, start) = store.lines_and_start(id, since, u64::MAX, limit + 1, q.stream)?;
+        let has_more = lines.len() > limit;
+        lines.truncate(limit);
+        let next_seq = lines.last().map(|l| l.seq + 1).unwrap_or(last_seq + 1);
+        Ok(LogPage {
+            lines,
+            next_seq,
+            has_more,
+            last_seq,
+            first_available_seq: start,
+            truncated_before: (since < start).then_some(start),
+        })
+    }
+
+    pub async fn events(&self, since: u64, limit: usize) -> Result<EventsPage> {
+        match self {
+            Reader::Daemon(c) => c.events(since, limit).await,
+            Reader::Store(s, ..) => {
+                let events = s.events(since, limit)?;
+                let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.max(1));
+                Ok(EventsPage { events, next_seq })
+            }
+        }
+    }
+}
