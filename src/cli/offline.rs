@@ -43,7 +43,7 @@ pub async fn reader(global: &super::Global) -> Result<Reader> {
         db.display()
     );
     Ok(Reader::Store(
-        Store::open(&db)?,
+        Store::open_read_only(&db)?,
         config.instance.clone(),
         socket_path(&config),
     ))

@@ -164,6 +164,37 @@ impl Store {
         }))
     }
 
+    /// Open an existing database for reading only: no migration, no writer,
+    /// nothing created or changed, so a reader (the CLI without a daemon)
+    /// never gets in the way of a manager opening the same store. Writes
+    /// through this handle are dropped with an error in the log.
+    pub fn open_read_only(path: &Path) -> Result<Arc<Store>> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| db_err(path, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| db_err(path, e))?;
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| db_err(path, e))?;
+        if version != current_version() {
+            return Err(Error::Store {
+                path: path.to_path_buf(),
+                message: format!(
+                    "schema version {version}, this berth reads {}: start a daemon (`berth up`) to upgrade it",
+                    current_version()
+                ),
+            });
+        }
+        // No writer: the receiving end is dropped at once.
+        let (tx, _) = sync_channel(1);
+        Ok(Arc::new(Store {
+            path: path.to_path_buf(),
+            max_job_bytes: crate::config::DEFAULT_MAX_OUTPUT_BYTES,
+            tx,
+            reader: Mutex::new(conn),
+        }))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
