@@ -93,16 +93,7 @@ pub fn lex(input: &str) -> Vec<Tok> {
         .filter(|c| !is_invisible(*c))
         .map(|c| if c == '\r' { '\n' } else { c })
         .collect();
-    let mut lx = Lexer {
-        s: chars,
-        i: 0,
-        toks: Vec::new(),
-        word: Word::default(),
-        lit: String::new(),
-        started: false,
-        heredoc_next: None,
-        heredocs: Vec::new(),
-    };
+    let mut lx = Lexer::new(chars);
     lx.run();
     lx.toks
 }
@@ -110,16 +101,7 @@ pub fn lex(input: &str) -> Vec<Tok> {
 /// Lex `input` as the inside of double quotes (a here-document body, the
 /// word of `${x:-word}`): one word whose substitutions are live.
 pub fn lex_quoted(input: &str) -> Word {
-    let mut lx = Lexer {
-        s: input.chars().filter(|c| !is_invisible(*c)).collect(),
-        i: 0,
-        toks: Vec::new(),
-        word: Word::default(),
-        lit: String::new(),
-        started: false,
-        heredoc_next: None,
-        heredocs: Vec::new(),
-    };
+    let mut lx = Lexer::new(input.chars().filter(|c| !is_invisible(*c)).collect());
     while let Some(c) = lx.peek(0) {
         if "\\$`".contains(c) {
             lx.word_char(true);
@@ -145,6 +127,21 @@ struct Lexer {
     heredoc_next: Option<bool>,
     /// Here-documents whose bodies start after the next newline.
     heredocs: Vec<PendingHeredoc>,
+}
+
+impl Lexer {
+    fn new(s: Vec<char>) -> Self {
+        Lexer {
+            s,
+            i: 0,
+            toks: Vec::new(),
+            word: Word::default(),
+            lit: String::new(),
+            started: false,
+            heredoc_next: None,
+            heredocs: Vec::new(),
+        }
+    }
 }
 
 impl Lexer {
