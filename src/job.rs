@@ -329,6 +329,18 @@ pub struct JobSpec {
     /// `none` (no network at all); unset = the config's `network`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// The caller's working directory. A manager serving several projects
+    /// (the daemon) resolves the project from it: the `berth.toml` found from
+    /// here upwards gives the workspace, rules, image and limits of the job,
+    /// and a job without `cwd` runs here. Unset = the manager's own config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_cwd: Option<PathBuf>,
+    /// Who started the job, when it belongs to a session that ends (an MCP
+    /// session attached to the daemon): `mcp:<session id>`. The session's
+    /// end stops its running jobs (`ended_by: system`, reason
+    /// `session ended`); jobs without an owner run until stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl JobSpec {
