@@ -12,6 +12,7 @@
 //! still running; [`Manager::shutdown`] does it gracefully.
 
 mod ids;
+mod owners;
 mod ports;
 mod recover;
 mod retention;
@@ -347,6 +348,12 @@ impl Manager {
 
     /// Run a finished job's spec again, as a new background job.
     pub async fn resume(&self, id: &JobId) -> Result<JobHandle> {
+        let spec = self.resumable_spec(id)?;
+        self.start(spec).await
+    }
+
+    /// The spec [`Manager::resume`] starts again for `id` (background), or why it cannot.
+    pub fn resumable_spec(&self, id: &JobId) -> Result<JobSpec> {
         let info = self.info(id)?;
         if info.status.is_active() {
             return Err(Error::NotFinished {
@@ -361,7 +368,7 @@ impl Manager {
             )));
         }
         spec.background = true;
-        self.start(spec).await
+        Ok(spec)
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {

@@ -22,6 +22,7 @@ mod seed_exec;
 mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
+mod sessions;
 
 /// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
 struct ServerFixture {
