@@ -239,7 +239,17 @@ async fn two_sessions_and_the_cli_share_a_daemon_and_its_cap() {
     running(dir, inst, &jc, &tc);
     assert!(d.answers(), "the daemon outlives its sessions");
 
-    b.close().await;
+    // SIGTERM to a client drops its connection: the same end.
+    let pid = b.child.id().expect("running");
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let status_b = tokio::time::timeout(Duration::from_secs(10), b.child.wait())
+        .await
+        .expect("berth mcp exits on SIGTERM")
+        .unwrap();
+    assert!(status_b.success(), "{status_b:?}\n{}", b.stderr());
     ended_with_session(dir, inst, &jb, &tb).await;
     running(dir, inst, &jc, &tc);
     let (code, _, err) = cli(dir, inst, &["kill", &jc]);
