@@ -97,6 +97,12 @@ async fn open(config: &Config, tools: ToolSet, cwd: Option<PathBuf>) -> Result<h
         .map_err(|e| fail(format!("the request failed ({e}); is it shutting down?")))?;
     if res.status() != StatusCode::SWITCHING_PROTOCOLS {
         let status = res.status();
+        if status == StatusCode::NOT_FOUND {
+            return Err(fail(
+                "this manager cannot host MCP sessions (an older berth?): restart it with `berth down` and `berth up`"
+                    .into(),
+            ));
+        }
         let body = res
             .into_body()
             .collect()
@@ -105,10 +111,7 @@ async fn open(config: &Config, tools: ToolSet, cwd: Option<PathBuf>) -> Result<h
             .unwrap_or_default();
         return Err(match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(e) => fail(e.error.message),
-            Err(_) => fail(format!(
-                "{status}: {} (is it an older berth? restart it with `berth down` and `berth up`)",
-                String::from_utf8_lossy(&body).trim()
-            )),
+            Err(_) => fail(format!("{status}: {}", String::from_utf8_lossy(&body).trim())),
         });
     }
     hyper::upgrade::on(res)

@@ -306,3 +306,34 @@ async fn the_first_mcp_hosts_the_instance_for_the_others() {
     assert_eq!(reason(&jb2), Some(json!("session ended")));
     assert_eq!(reason(&jc), Some(json!("shutdown")));
 }
+
+/// Send a raw HTTP/1.1 request on the daemon's socket; the answer's head and body.
+fn raw(d: &Daemon, head: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(d.socket()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[tokio::test]
+async fn a_session_request_without_the_upgrade_or_with_a_relative_cwd_is_refused() {
+    let d = Daemon::start();
+    let plain = raw(
+        &d,
+        "POST /v1/mcp HTTP/1.1\r\nHost: berth\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(plain.starts_with("HTTP/1.1 400"), "{plain}");
+    assert!(plain.contains("Upgrade: berth-mcp"), "{plain}");
+    let relative = raw(
+        &d,
+        "POST /v1/mcp?cwd=sub HTTP/1.1\r\nHost: berth\r\nConnection: Upgrade, close\r\nUpgrade: berth-mcp\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert!(relative.starts_with("HTTP/1.1 400"), "{relative}");
+    assert!(relative.contains("absolute path"), "{relative}");
+    // Nothing changed: the daemon answers and holds no job.
+    assert!(d.answers());
+    assert_eq!(d.json(&["ps", "--all"]), json!([]));
+}
