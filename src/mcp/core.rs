@@ -56,7 +56,7 @@ pub fn message(e: &Error) -> String {
             )
         }
         Error::CapReached { max, running } => format!(
-            "background job limit reached ({max} running: {running}); stop one first, or pass \"queue\": true to wait for a free slot"
+            "job limit reached ({max} running on this berth instance, started by any of its clients: {running}); stop one first, or pass \"queue\": true to wait for a free slot"
         ),
         other => other.to_string(),
     }
