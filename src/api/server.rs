@@ -171,7 +171,7 @@ async fn create(State(s): State<AppState>, spec: Result<Json<JobSpec>, JsonRejec
     let mut spec = body(spec)?;
     // Through a manager a foreground run has a budget and is promoted, never lost.
     if !spec.background && spec.timeout.is_none() {
-        spec.timeout = Some(s.manager.config().timeout_secs);
+        spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
     }
     let job = s.manager.start_from(spec, "api").await?;
     Ok(Json(view(&s.manager, &job.id)?))
