@@ -137,16 +137,6 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serve `router(state)` on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::UnixListener,
-    state: AppState,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    super::listen::serve(listener, router(state), shutdown).await;
-    Ok(())
-}
-
 async fn health(State(s): State<AppState>) -> Json<Health> {
     Json(Health {
         ok: true,
