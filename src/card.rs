@@ -104,6 +104,26 @@ fn size(n: u64) -> String {
     }
 }
 
+/// The job's workspace in a few characters: `~/src/app`, `…/deep/app`, `-`.
+pub fn workspace_short(info: &JobInfo) -> String {
+    const WIDTH: usize = 18;
+    let Some(ws) = &info.workspace else {
+        return "-".into();
+    };
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let text = match home.as_deref().and_then(|h| ws.strip_prefix(h).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => "~".to_string(),
+        Some(rest) => format!("~/{}", rest.display()),
+        None => ws.display().to_string(),
+    };
+    let n = text.chars().count();
+    if n <= WIDTH {
+        return text;
+    }
+    let tail: String = text.chars().skip(n - (WIDTH - 1)).collect();
+    format!("…{tail}")
+}
+
 /// Render a card. `snippet` is the job's recent output; `color` adds ANSI colour.
 pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     let (dot, head) = match light(&info.status) {
@@ -127,6 +147,9 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     let mut out = format!("{dot} {head} ({})\n", info.label);
     out += &format!("  └ Status: {}\n", status.join(" · "));
     out += &format!("    Command: {}\n", info.command);
+    if let Some(ws) = &info.workspace {
+        out += &format!("    Workspace: {}\n", ws.display());
+    }
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {sandbox}\n");
     }
@@ -225,6 +248,8 @@ mod tests {
             last_seq: 0,
             queue_position: None,
             runner_note: None,
+            workspace: None,
+            project_note: None,
             recovered: false,
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");

@@ -363,9 +363,19 @@ impl Config {
     /// Load: defaults ← `berth.toml` (found from `start` upwards, or `$BERTH_CONFIG`)
     /// ← `BERTH_*` env ← `flags`.
     pub fn load(start: &Path, flags: Layer) -> Result<Self> {
-        let mut config = Config::default();
-        let file = match std::env::var_os("BERTH_CONFIG") {
-            Some(p) => Some(PathBuf::from(p)),
+        Self::load_with(start, flags, |name| std::env::var(name).ok())
+    }
+
+    /// [`Config::load`] with the `BERTH_*` variables read through `env`
+    /// (a caller's variables, sent with its request, instead of this process's).
+    pub fn load_with(start: &Path, flags: Layer, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        // Without a config file the caller's directory is the workspace.
+        let mut config = Config {
+            workspace: start.to_path_buf(),
+            ..Default::default()
+        };
+        let file = match env("BERTH_CONFIG").filter(|v| !v.is_empty()) {
+            Some(p) => Some(start.join(p)),
             None => find_config_file(start),
         };
         if let Some(path) = file {
@@ -384,7 +394,7 @@ impl Config {
             }
             config.apply(layer, |_| Source::File(path.clone()))?;
         }
-        config.apply(env_layer()?, |k| Source::Env(env_name(k)))?;
+        config.apply(env_layer(&env)?, |k| Source::Env(env_name(k)))?;
         config.apply(flags, |_| Source::Flag)?;
         Ok(config)
     }
@@ -581,8 +591,8 @@ fn env_name(key: &str) -> String {
     format!("BERTH_{}", key.to_ascii_uppercase())
 }
 
-fn env_layer() -> Result<Layer> {
-    let get = |k: &str| std::env::var(env_name(k)).ok().filter(|v| !v.is_empty());
+fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
+    let get = |k: &str| env(&env_name(k)).filter(|v| !v.is_empty());
     let num = |k: &'static str| -> Result<Option<f64>> {
         get(k)
             .map(|v| {
@@ -634,7 +644,7 @@ fn env_layer() -> Result<Layer> {
     })
 }
 
-fn find_config_file(start: &Path) -> Option<PathBuf> {
+pub(crate) fn find_config_file(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
         .map(|d| d.join(CONFIG_FILE))

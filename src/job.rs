@@ -335,6 +335,11 @@ pub struct JobSpec {
     /// and a job without `cwd` runs here. Unset = the manager's own config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_cwd: Option<PathBuf>,
+    /// The caller's `BERTH_*` variables (`BERTH_CONFIG`, `BERTH_IMAGE` …),
+    /// applied to its project as they would be by a manager it ran itself.
+    /// Used to resolve the project, then dropped from the record.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub caller_env: BTreeMap<String, String>,
     /// Who started the job, when it belongs to a session that ends (an MCP
     /// session attached to the daemon): `mcp:<session id>`. The session's
     /// end stops its running jobs (`ended_by: system`, reason
@@ -698,6 +703,14 @@ pub struct JobInfo {
     /// ran the job on the host, unsandboxed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_note: Option<String>,
+    /// The workspace the job ran in: the directory of the caller's
+    /// `berth.toml`, else the caller's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// Settings of the caller's project that the running manager did not
+    /// apply because they belong to the whole instance (`max_jobs` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_note: Option<String>,
     /// Set on a job a restarted manager took over from a dead one (recovery
     /// mode `adopt`): it kept running and its output was followed on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

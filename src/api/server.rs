@@ -151,16 +151,6 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serve `router(state)` on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::UnixListener,
-    state: AppState,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    super::listen::serve(listener, router(state), shutdown).await;
-    Ok(())
-}
-
 async fn health(State(s): State<AppState>) -> Json<Health> {
     Json(Health {
         ok: true,
@@ -185,7 +175,7 @@ async fn create(State(s): State<AppState>, spec: Result<Json<JobSpec>, JsonRejec
     let mut spec = body(spec)?;
     // Through a manager a foreground run has a budget and is promoted, never lost.
     if !spec.background && spec.timeout.is_none() {
-        spec.timeout = Some(s.manager.config().timeout_secs);
+        spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
     }
     let job = s.manager.start_from(spec, "api").await?;
     Ok(Json(view(&s.manager, &job.id)?))

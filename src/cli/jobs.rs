@@ -104,11 +104,12 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
         }
     };
     let mut out = format!(
-        "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
+        "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
         "ID",
         "STATUS",
         "RUNNER",
         "MODE",
+        "WORKSPACE",
         "PORTS",
         usage_col("CPU MEM".into()),
         "TIME",
@@ -130,11 +131,12 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             None => "-".into(),
         };
         out += &format!(
-            "{:<8} {:<12} {:<7} {:<20} {:<24} {}{:>8}  {}\n",
+            "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
             j.id.to_string(),
             status,
             j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
             j.start_mode.to_string(),
+            card::workspace_short(j),
             card::ports_text(j),
             usage_col(used),
             time,

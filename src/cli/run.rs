@@ -156,6 +156,11 @@ impl RunArgs {
         }
         spec.env = env;
         spec.cwd = self.cwd.clone();
+        caller_context(&mut spec, config);
+        // `--runner auto` is the caller's word over its own BERTH_RUNNER.
+        if let Some(r) = &self.runner {
+            spec.caller_env.insert("BERTH_RUNNER".into(), r.clone());
+        }
         spec.label = self.label.clone();
         spec.queue = self.queue;
         if let Some(p) = self.ready_port {
@@ -170,6 +175,23 @@ impl RunArgs {
         spec.validate()?;
         Ok(spec)
     }
+}
+
+/// Who is asking, from where: the manager (often a daemon started elsewhere)
+/// runs the job under this directory's project, as `--no-daemon` would.
+pub fn caller_context(spec: &mut JobSpec, config: &Config) {
+    spec.caller_cwd = std::env::current_dir().ok();
+    spec.caller_env = crate::manager::project::caller_env();
+    if config.sources.get("workspace") == Some(&crate::config::Source::Flag) {
+        spec.caller_env.insert(
+            "BERTH_WORKSPACE".into(),
+            absolute(&config.workspace).display().to_string(),
+        );
+    }
+}
+
+fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
@@ -249,6 +271,9 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
 pub(super) fn warn_fallback(info: &JobInfo) {
     if let Some(note) = &info.runner_note {
         eprintln!("berth: warning: {}: {note}", info.id);
+    }
+    if let Some(note) = &info.project_note {
+        eprintln!("berth: note: {}: {note}", info.id);
     }
 }
 

@@ -14,6 +14,7 @@
 mod ids;
 mod owners;
 mod ports;
+pub mod project;
 mod recover;
 mod retention;
 mod supervise;
@@ -175,7 +176,8 @@ pub(crate) struct Inner {
     slot_freed: Notify,
     shutting_down: AtomicBool,
     runners: crate::runner::docker::Engine,
-    safety: crate::safety::Safety,
+    /// The callers' projects (workspace, rules, image, limits) by directory.
+    projects: project::Projects,
     store: Arc<crate::store::Store>,
     /// This manager as `pid:start_time`, the owner recorded on every run.
     owner: String,
@@ -267,9 +269,10 @@ impl Manager {
             &config.instance_dir().join("berth.db"),
             config.max_output_bytes,
         )?;
+        let safety = crate::safety::Safety::from_config(&config)?;
         let inner = Arc::new(Inner {
             runners: crate::runner::docker::Engine::new(&config),
-            safety: crate::safety::Safety::from_config(&config)?,
+            projects: project::Projects::new(&config, &safety),
             events: EventLog::with_store(store.clone())?,
             store,
             owner: crate::procinfo::owner_label(),
@@ -295,6 +298,12 @@ impl Manager {
 
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The project `spec` would run under: its caller's `berth.toml` and
+    /// variables ([`JobSpec::caller_cwd`]), or this manager's own config.
+    pub fn project_for(&self, spec: &JobSpec) -> Result<Arc<project::Project>> {
+        self.inner.projects.resolve(spec)
     }
 
     pub fn events_log(&self) -> &Arc<EventLog> {

@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 
+use super::project::Project;
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
@@ -39,7 +40,20 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     }
     spec.validate()?;
     let watchers = Inner::watchers_for(&spec)?;
-    let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
+    // The caller's project: its workspace, rules, image and limits.
+    let project = inner.projects.resolve(&spec)?;
+    spec.caller_env.clear();
+    let workspace = &project.config.workspace;
+    // A job that names no directory runs where its caller is, when that is
+    // inside the project (as a shell would); else at the workspace root.
+    if spec.cwd.is_none() {
+        spec.cwd = spec
+            .caller_cwd
+            .as_ref()
+            .and_then(|c| std::fs::canonicalize(c).ok())
+            .filter(|c| c.starts_with(workspace));
+    }
+    let cwd = runner::resolve_cwd(workspace, spec.cwd.as_ref());
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd });
     }
@@ -52,16 +66,16 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     }
     // Before any runner sees the command: the filter (off the async workers,
     // with a deadline) and the workspace guard.
-    inner.safety.check_bounded(&spec, &cwd, client).await?;
-    // A spec that leaves the runner to us gets the configured default.
+    project.safety.check_bounded(&spec, &cwd, client).await?;
+    // A spec that leaves the runner to us gets the project's default.
     let choice = match spec.runner {
-        crate::job::RunnerChoice::Auto => inner.config.runner,
+        crate::job::RunnerChoice::Auto => project.config.runner,
         asked => asked,
     };
-    let (kind, runner_note) = resolve_runner(inner, choice).await?;
+    let (kind, runner_note) = resolve_runner(inner, choice, project.config.fallback).await?;
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
-        inner.safety.check_env(&spec, &cwd, client)?;
+        project.safety.check_env(&spec, &cwd, client)?;
     }
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
@@ -113,6 +127,8 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             spec: spec.clone(),
             runner: Some(kind),
             runner_note: runner_note.clone(),
+            workspace: Some(workspace.clone()),
+            project_note: project.note.clone(),
             status: status.clone(),
             start_mode,
             created_at: Inner::now(),
@@ -167,10 +183,17 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     if queued {
         fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
-        tokio::spawn(run_queued(inner.clone(), id.clone(), spec, kind, stop_rx));
+        tokio::spawn(run_queued(
+            inner.clone(),
+            id.clone(),
+            spec,
+            kind,
+            project,
+            stop_rx,
+        ));
         return Ok(id);
     }
-    match launch(inner, &id, &spec, kind).await {
+    match launch(inner, &id, &spec, kind, &project).await {
         Ok(launched) => {
             fallback_event(&runner_note);
             tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
@@ -196,11 +219,15 @@ pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell 
 /// Resolve the runner. `auto` with no engine runs on the host only when
 /// `fallback` allows, and then with a note (shown on the card, in answers
 /// and as an event); with `fallback = false` it is the engine error.
-async fn resolve_runner(inner: &Arc<Inner>, choice: RunnerChoice) -> Result<(RunnerKind, Option<String>)> {
+async fn resolve_runner(
+    inner: &Arc<Inner>,
+    choice: RunnerChoice,
+    fallback: bool,
+) -> Result<(RunnerKind, Option<String>)> {
     if choice != RunnerChoice::Auto {
         return Ok((inner.runners.resolve(choice).await?, None));
     }
-    if !inner.config.fallback {
+    if !fallback {
         return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
     }
     let kind = inner.runners.resolve(choice).await?;
@@ -214,6 +241,7 @@ async fn run_queued(
     id: JobId,
     spec: JobSpec,
     kind: RunnerKind,
+    project: Arc<Project>,
     mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
 ) {
     loop {
@@ -249,7 +277,7 @@ async fn run_queued(
     }
     // Others in line may fit too (several slots can free at once).
     inner.slot_freed.notify_waiters();
-    match launch(&inner, &id, &spec, kind).await {
+    match launch(&inner, &id, &spec, kind, &project).await {
         Ok(launched) => supervise(inner, id, spec, launched, stop_rx).await,
         Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
     }
@@ -265,15 +293,26 @@ fn shutdown_request(inner: &Inner) -> StopRequest {
     }
 }
 
-async fn launch(inner: &Arc<Inner>, id: &JobId, spec: &JobSpec, kind: RunnerKind) -> Result<Launched> {
+async fn launch(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    spec: &JobSpec,
+    kind: RunnerKind,
+    project: &Project,
+) -> Result<Launched> {
     let output = {
         let reg = inner.registry.lock().unwrap();
         reg.get(id)?.output.clone()
     };
-    let cwd = runner::resolve_cwd(&inner.config.workspace, spec.cwd.as_ref());
+    let cwd = runner::resolve_cwd(&project.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
         RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
-        RunnerKind::Docker => inner.runners.launch(id, spec, &cwd, &output).await,
+        RunnerKind::Docker => {
+            inner
+                .runners
+                .launch_in(id, spec, &cwd, &output, &project.config)
+                .await
+        }
     };
     let launched = match launched {
         Ok(l) => l,

@@ -85,6 +85,20 @@ impl Safety {
         })
     }
 
+    /// The safety of a caller's project (its `[safety]` rules and workspace),
+    /// writing to this manager's security log: one log per instance.
+    pub fn for_project(&self, config: &Config) -> Result<Self> {
+        let home = std::env::var("HOME").ok().filter(|h| h.len() > 1);
+        Ok(Safety {
+            filter: Arc::new(Filter::new(&config.safety, home)?),
+            guard: WorkspaceGuard::new(&config.workspace),
+            log: self.log.clone(),
+            instance: self.instance.clone(),
+            allow_env: Arc::new(config.safety.allow_env.clone()),
+            workspace: config.workspace.clone(),
+        })
+    }
+
     /// Refuse `spec` (run in `cwd`, started by `client`) if it is blocked or
     /// escapes the workspace; log every refusal. Runs the filter on this thread.
     pub fn check(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {

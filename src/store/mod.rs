@@ -603,6 +603,8 @@ mod tests {
             spec: JobSpec::argv(["x"]),
             runner: None,
             runner_note: None,
+            workspace: None,
+            project_note: None,
             recovered: false,
             status: JobStatus::Exited { code: 0 },
             start_mode: StartMode::Background,

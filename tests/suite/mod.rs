@@ -4,6 +4,7 @@ mod boundary;
 mod bounds;
 mod cap;
 mod cli;
+mod context;
 mod daemon;
 mod docker;
 mod escape;

@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, message, network, remove_container, status};
+use super::{DockerControl, Engine, Project, message, network, remove_container, status};
 use crate::error::{Error, Result};
 use crate::job::{AppliedLimits, JobId, JobSpec};
 use crate::output::{JobOutput, Stream as OutStream};
@@ -70,8 +70,9 @@ pub(super) async fn launch(
     spec: &JobSpec,
     cwd: &Path,
     output: &Arc<JobOutput>,
+    project: &Project<'_>,
 ) -> Result<Launched> {
-    let image = spec.image.clone().unwrap_or_else(|| engine.image.clone());
+    let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
     ensure_image(&docker, id, &image).await?;
     let name = create::container_name(&engine.instance, engine.state(), id);
     clear_leftover(engine, &docker, id, &name).await?;
@@ -79,7 +80,7 @@ pub(super) async fn launch(
     // The instance's own bridge only when asked for (`network = "isolated"`):
     // Debian's engine 20.10 deadlocks its network controller when containers
     // on one user-defined network exit concurrently (see network.rs).
-    let isolated = spec.network.as_deref().unwrap_or(&engine.default_network) == "isolated";
+    let isolated = spec.network.as_deref().unwrap_or(project.network) == "isolated";
     let mut network_id = String::new();
     if isolated {
         network_id = engine.ensure_network(&docker).await?;
@@ -93,11 +94,11 @@ pub(super) async fn launch(
             instance: &engine.instance,
             owner: &engine.owner,
             state: engine.state(),
-            user: &engine.user,
+            user: &project.user,
             network: &network_id,
-            default_network: &engine.default_network,
-            defaults: &engine.defaults,
-            workspace: &engine.workspace,
+            default_network: project.network,
+            defaults: project.defaults,
+            workspace: project.workspace,
             cwd,
         };
         match attempt(&docker, id, spec, &ctx, &name, &plan).await {

@@ -211,6 +211,16 @@ pub struct Engine {
     precheck_ports: bool,
 }
 
+/// What a job's project decides about its container.
+pub(super) struct Project<'a> {
+    pub image: &'a str,
+    pub workspace: &'a Path,
+    pub user: String,
+    /// `isolated`, `bridge` or `none`, for specs that do not say.
+    pub network: &'a str,
+    pub defaults: &'a crate::job::Limits,
+}
+
 impl Engine {
     pub fn new(config: &Config) -> Self {
         let state = state_hash(&config.state_dir);
@@ -333,8 +343,36 @@ impl Engine {
         cwd: &Path,
         output: &Arc<JobOutput>,
     ) -> Result<Launched> {
+        let project = Project {
+            image: &self.image,
+            workspace: &self.workspace,
+            user: self.user.clone(),
+            network: &self.default_network,
+            defaults: &self.defaults,
+        };
         let docker = self.client().await?.clone();
-        launch::launch(self, docker, id, spec, cwd, output).await
+        launch::launch(self, docker, id, spec, cwd, output, &project).await
+    }
+
+    /// [`launch`](Self::launch) under a caller's project: its image,
+    /// workspace, user, network and default limits instead of the engine's.
+    pub async fn launch_in(
+        &self,
+        id: &JobId,
+        spec: &JobSpec,
+        cwd: &Path,
+        output: &Arc<JobOutput>,
+        config: &Config,
+    ) -> Result<Launched> {
+        let project = Project {
+            image: &config.image,
+            workspace: &config.workspace,
+            user: config.container_user(),
+            network: &config.network,
+            defaults: &config.limits,
+        };
+        let docker = self.client().await?.clone();
+        launch::launch(self, docker, id, spec, cwd, output, &project).await
     }
 
     /// CPU % (of one core = 100) and memory of a running container, from two

@@ -44,6 +44,8 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         command: cmd.into(),
         runner: Some(RunnerKind::Host),
         runner_note: None,
+        workspace: None,
+        project_note: None,
         recovered: false,
         exit_code: status.exit_code(),
         ended_by: status.ended_by(),
