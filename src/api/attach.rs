@@ -9,6 +9,8 @@
 //! (or the client dies and the connection drops), the session's jobs are
 //! stopped (`session ended`); see `mcp/session.rs`.
 
+use std::collections::BTreeMap;
+
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request, State};
@@ -53,9 +55,18 @@ pub(super) async fn attach(
         }
         p => p,
     };
+    let env: BTreeMap<String, String> = match q.env.as_deref() {
+        None => BTreeMap::new(),
+        Some(json) => serde_json::from_str(json).map_err(|e| Error::InvalidValue {
+            what: "env",
+            input: json.chars().take(64).collect(),
+            message: format!("expected a JSON object of BERTH_* variables ({e})"),
+        })?,
+    };
+    crate::manager::project::check_vars(&env)?;
     let attached = s.sessions.enter().ok_or(Error::ShuttingDown)?;
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let session = Session::new(cwd);
+    let session = Session::new(cwd, env);
     let owner = session.owner.clone();
     let manager = s.manager.clone();
     let closing = s.sessions.closing();

@@ -36,12 +36,15 @@ pub fn socket_path(config: &Config) -> PathBuf {
 pub const MCP_UPGRADE: &str = "berth-mcp";
 
 /// Query of `POST /v1/mcp`: the client's working directory (absolute; the
-/// session's jobs get it as `caller_cwd`) and the tool set (default `canonical`).
+/// session's jobs get it as `caller_cwd`), its `BERTH_*` variables (a JSON
+/// object; they become `caller_env`) and the tool set (default `canonical`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpAttachQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<String>,
 }

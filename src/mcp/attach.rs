@@ -1,6 +1,8 @@
 //! `berth mcp` as a client of the manager serving its instance: open an MCP
 //! session on the instance socket (`POST /v1/mcp`, upgraded to `berth-mcp`)
-//! and pipe stdin to it and its answers to stdout, byte for byte.
+//! and pipe stdin to it and its answers to stdout, byte for byte. The
+//! request carries our context (cwd, `BERTH_*` variables): the session's jobs
+//! run under our project, as they would with a manager we ran ourselves.
 //!
 //! All MCP logic runs in the serving manager (the daemon, or the `berth mcp`
 //! that hosts the instance), so every client shares its cap, event log and
@@ -11,8 +13,6 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::PathBuf;
-
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::header;
@@ -22,14 +22,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use super::ToolSet;
+use super::session::Session;
 use crate::api::{ErrorBody, MCP_UPGRADE, McpAttachQuery, socket_path};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// Serve the MCP client on stdio through the manager on the instance socket,
 /// until stdin ends (and the manager closed the session) or a signal arrives.
-pub async fn run(config: &Config, tools: ToolSet, cwd: Option<PathBuf>) -> Result<()> {
-    let upgraded = open(config, tools, cwd).await?;
+pub async fn run(config: &Config, tools: ToolSet, me: &Session) -> Result<()> {
+    let upgraded = open(config, tools, me).await?;
     let (from_manager, to_manager) = tokio::io::split(TokioIo::new(upgraded));
     let mut upstream = tokio::spawn(async move {
         let mut to_manager = to_manager;
@@ -65,7 +66,7 @@ async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(mut from: R, to: &mut
 }
 
 /// Ask the manager on the instance socket for an MCP session.
-async fn open(config: &Config, tools: ToolSet, cwd: Option<PathBuf>) -> Result<hyper::upgrade::Upgraded> {
+async fn open(config: &Config, tools: ToolSet, me: &Session) -> Result<hyper::upgrade::Upgraded> {
     let socket = socket_path(config);
     let fail = |message: String| Error::McpAttach {
         socket: socket.clone(),
@@ -81,7 +82,9 @@ async fn open(config: &Config, tools: ToolSet, cwd: Option<PathBuf>) -> Result<h
         let _ = conn.with_upgrades().await;
     });
     let query = McpAttachQuery {
-        cwd,
+        cwd: me.cwd.clone(),
+        env: (!me.env.is_empty())
+            .then(|| serde_json::to_string(&me.env).expect("a map of strings serializes")),
         tools: Some(tools.name().into()),
     };
     let query = serde_urlencoded::to_string(&query).map_err(|e| fail(format!("bad query ({e})")))?;

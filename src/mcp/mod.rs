@@ -175,9 +175,9 @@ impl FromStr for ToolSet {
 /// it; otherwise host the instance in-process, like a daemon, until stdin
 /// ends and no attached session is left, a signal arrives or `berth down` asks.
 pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
-    let cwd = std::env::current_dir().ok();
+    let me = Session::of_this_process(&config);
     if crate::api::client::Client::connect(&config).await.is_ok() {
-        return attach::run(&config, tools, cwd).await;
+        return attach::run(&config, tools, &me).await;
     }
     let manager = Manager::new(config.clone())?;
     let bound = match crate::daemon::bind(&manager) {
@@ -185,7 +185,7 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
         // A manager started between our check and our bind: use it.
         Err(Error::DaemonRunning { .. }) => {
             drop(manager);
-            return attach::run(&config, tools, cwd).await;
+            return attach::run(&config, tools, &me).await;
         }
         Err(e) => return Err(e),
     };
@@ -201,7 +201,7 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
     let mut own = tokio::spawn(session::serve(
         manager.clone(),
         tools,
-        Session::new(cwd),
+        me,
         tokio::io::stdin(),
         tokio::io::stdout(),
         sessions.closing(),

@@ -62,7 +62,7 @@ pub struct BerthMcp {
 impl BerthMcp {
     /// A server for a new session with no known working directory.
     pub fn new(manager: Manager, tools: ToolSet) -> Self {
-        Self::for_session(manager, tools, Session::new(None))
+        Self::for_session(manager, tools, Session::new(None, Default::default()))
     }
 
     /// A server for `session`: the jobs it starts are the session's.

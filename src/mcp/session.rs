@@ -1,9 +1,10 @@
 //! MCP sessions: who a session is, serving one over any byte stream, and the
 //! sessions attached to a serving manager.
 //!
-//! Every MCP session has an owner id, `mcp:<pid>-<n>`, and the working
-//! directory of its client. Each job the session starts carries both
-//! (`spec.owner`, `spec.caller_cwd`), so that the session's end stops exactly
+//! Every MCP session has an owner id, `mcp:<pid>-<n>`, and the context of its
+//! client: its working directory and `BERTH_*` variables. Each job the
+//! session starts carries them (`spec.owner`, `spec.caller_cwd`,
+//! `spec.caller_env`), so that it runs under the client's project and the session's end stops exactly
 //! its own jobs: when its input ends (the client's stdin closed, or the
 //! client went away and its connection dropped), [`serve`] stops them with
 //! `ended_by: system`, reason `session ended`, through
@@ -16,6 +17,7 @@
 //! stdin/stdout) and every session attached over the instance socket (on the
 //! upgraded connection), with the line framing of `stdio.rs` in front.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{oneshot, watch};
 
 use super::{BerthMcp, ToolSet, stdio};
+use crate::config::Config;
 use crate::job::JobSpec;
 use crate::manager::Manager;
 
@@ -42,24 +45,41 @@ pub struct Session {
     pub owner: String,
     /// The client's working directory, given to its jobs as `caller_cwd`.
     pub cwd: Option<PathBuf>,
+    /// The client's `BERTH_*` variables, given to its jobs as `caller_env`.
+    pub env: BTreeMap<String, String>,
 }
 
 impl Session {
-    /// A new session (its id is unique in this process).
-    pub fn new(cwd: Option<PathBuf>) -> Self {
+    /// A new session (its id is unique in this process) for a client in
+    /// `cwd` with the `BERTH_*` variables `env`.
+    pub fn new(cwd: Option<PathBuf>, env: BTreeMap<String, String>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         Session {
             owner: format!("mcp:{}-{n}", std::process::id()),
             cwd,
+            env,
         }
     }
 
-    /// Make `spec` a job of this session: its owner, and the caller's cwd.
+    /// The session of this process's own stdio: its cwd and `BERTH_*`
+    /// variables, as the CLI sends them (a `--workspace` flag included).
+    pub fn of_this_process(config: &Config) -> Self {
+        let mut env = crate::manager::project::caller_env();
+        if config.sources.get("workspace") == Some(&crate::config::Source::Flag) {
+            let ws = std::path::absolute(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
+            env.insert("BERTH_WORKSPACE".into(), ws.display().to_string());
+        }
+        Session::new(std::env::current_dir().ok(), env)
+    }
+
+    /// Make `spec` a job of this session: its owner, and the caller's
+    /// context (cwd and `BERTH_*` variables: the project it runs under).
     pub fn claim(&self, spec: &mut JobSpec) {
         spec.owner = Some(self.owner.clone());
         if self.cwd.is_some() {
             spec.caller_cwd = self.cwd.clone();
+            spec.caller_env = self.env.clone();
         }
     }
 }
@@ -182,8 +202,9 @@ mod tests {
 
     #[test]
     fn sessions_have_distinct_owners_and_claim_their_jobs() {
-        let a = Session::new(Some("/tmp/a".into()));
-        let b = Session::new(None);
+        let env = BTreeMap::from([("BERTH_IMAGE".to_string(), "x".to_string())]);
+        let a = Session::new(Some("/tmp/a".into()), env.clone());
+        let b = Session::new(None, BTreeMap::new());
         assert_ne!(a.owner, b.owner);
         assert!(a.owner.starts_with("mcp:"), "{}", a.owner);
         let mut spec = JobSpec::shell("true");
@@ -191,6 +212,7 @@ mod tests {
         a.claim(&mut spec);
         assert_eq!(spec.owner.as_deref(), Some(a.owner.as_str()));
         assert_eq!(spec.caller_cwd.as_deref(), Some(std::path::Path::new("/tmp/a")));
+        assert_eq!(spec.caller_env, env);
     }
 
     #[tokio::test]

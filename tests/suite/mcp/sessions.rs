@@ -27,9 +27,13 @@ impl Session {
     /// Start `berth mcp` for `instance` under `dir` (the layout of [`Daemon`]
     /// and [`Mcp`]: `dir/state`, `dir/ws`), from `dir/ws`.
     async fn open(dir: &Path, instance: &str, name: &str) -> Session {
+        Self::open_in(dir, instance, name, &dir.join("ws")).await
+    }
+
+    /// [`Session::open`] with `berth mcp` started in `cwd`.
+    async fn open_in(dir: &Path, instance: &str, name: &str, cwd: &Path) -> Session {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
-        cmd.args(["mcp", "--tools", "canonical"])
-            .current_dir(dir.join("ws"));
+        cmd.args(["mcp", "--tools", "canonical"]).current_dir(cwd);
         Mcp::apply_env(cmd.as_std_mut(), dir, instance);
         cmd.env("BERTH_RUNNER", "host").env("BERTH_LOG", "berth=info");
         let stderr = dir.join(format!("{name}.stderr"));
@@ -336,4 +340,18 @@ async fn a_session_request_without_the_upgrade_or_with_a_relative_cwd_is_refused
     // Nothing changed: the daemon answers and holds no job.
     assert!(d.answers());
     assert_eq!(d.json(&["ps", "--all"]), json!([]));
+}
+
+#[tokio::test]
+async fn a_sessions_jobs_run_where_its_client_is() {
+    let d = Daemon::start();
+    let dir = d.dir.path();
+    let sub = dir.join("ws/sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut s = Session::open_in(dir, &d.instance, "sub", &sub).await;
+    let r = s.call("run", json!({"command": "pwd"})).await;
+    assert!(!r.is_error, "{}", r.text);
+    let sub = std::fs::canonicalize(&sub).unwrap();
+    assert!(r.text.contains(&sub.display().to_string()), "{}", r.text);
+    s.close().await;
 }
