@@ -9,7 +9,9 @@
 //! lock (never held across `.await`) and is published on the job's `watch`
 //! channels and as an event, which is what waiters, followers and foreground
 //! callers listen to. Dropping the last [`Manager`] handle kills whatever is
-//! still running; [`Manager::shutdown`] does it gracefully.
+//! still running; [`Manager::shutdown`] does it gracefully, and
+//! [`Manager::end_owner`] (`owners.rs`) for the jobs of one owner (an MCP
+//! session that ended).
 
 mod ids;
 mod owners;
