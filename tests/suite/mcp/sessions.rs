@@ -355,3 +355,26 @@ async fn a_sessions_jobs_run_where_its_client_is() {
     assert!(r.text.contains(&sub.display().to_string()), "{}", r.text);
     s.close().await;
 }
+
+#[tokio::test]
+async fn berth_down_stops_the_sessions_jobs_and_closes_them() {
+    let mut d = Daemon::start();
+    let dir = d.dir.path().to_path_buf();
+    let mut s = Session::open(&dir, &d.instance, "down").await;
+    let token = unique_sleep();
+    let id = s.sleep(&token).await;
+    let (code, _, err) = cli(&dir, &d.instance, &["down"]);
+    assert_eq!(code, 0, "{err}");
+    // The client sees its session closed and exits, without its stdin ending.
+    let status = tokio::time::timeout(Duration::from_secs(15), s.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("berth mcp stayed after berth down:\n{}", s.stderr()))
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(processes_with(&token).is_empty());
+    assert!(d.wait_exit(Duration::from_secs(10)).is_some(), "daemon exits");
+    let (_, out, _) = cli(&dir, &d.instance, &["ps", "--all", "--json"]);
+    let all: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let j = all.iter().find(|j| j["id"] == id.as_str()).expect("listed");
+    assert_eq!(j["reason"], "shutdown", "{j}");
+}
