@@ -80,7 +80,7 @@ pub fn reply(r: Result<Answer>) -> CallToolResult {
 /// State shared by every tool of one MCP session.
 pub struct Core {
     pub manager: Manager,
-    /// Whose jobs this session starts (owner, caller's cwd).
+    /// Whose jobs this session starts (owner, the client's cwd and `BERTH_*` variables).
     pub session: Session,
     pub backlog: Backlog,
     /// The JSON-RPC id of the call that started each job (the seed's `call_id`).

@@ -30,7 +30,9 @@ Use background: true for servers, watchers and anything long: the answer comes a
 each published port as a URL (ports: [\"3000\"] → http://127.0.0.1:PORT) and the log file paths. \
 Add `ready` (e.g. {\"http\": \"/\"} or {\"log\": \"Listening\"}) to answer only once the server is ready, or with \
 the reason it never became ready. Add `watch` regexes to be told in later answers when a line matches. \
-Next: `logs` to read output, `wait` to wait for readiness or the end, `kill` to stop it.";
+Next: `logs` to read output, `wait` to wait for readiness or the end, `kill` to stop it. \
+The job belongs to this session: it is stopped when the session ends. A few jobs (`max_jobs`, default 3) run at once on this berth \
+instance, whoever started them (other agents, the CLI); `queue: true` waits for a free slot.";
 
 #[tool_router(router = canonical_router, vis = "pub(super)")]
 impl BerthMcp {
