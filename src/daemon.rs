@@ -7,7 +7,8 @@
 //! with mode 0600 in a 0700 directory. [`Bound::serve`] answers requests until
 //! its shutdown future completes (SIGINT, SIGTERM, `POST /v1/shutdown`, or
 //! the caller's own, e.g. stdin EOF for `berth mcp`), then stops every job
-//! (grace, then kill), stops serving, and removes the socket.
+//! (grace, then kill), closes the attached MCP sessions, stops serving, and
+//! removes the socket.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -23,10 +24,13 @@ use crate::api::server::{AppState, router};
 use crate::api::socket_path;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
+use crate::mcp::session::Sessions;
 use crate::store::private;
 
 /// How long in-flight requests (log follows, long polls) get after teardown.
 const DRAIN_REQUESTS: Duration = Duration::from_millis(500);
+/// How long attached MCP sessions get to send their last answers after teardown.
+const DRAIN_SESSIONS: Duration = Duration::from_secs(2);
 /// How often a serving manager applies the history policy (`keep_runs`, `keep_days`).
 const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
 
@@ -37,6 +41,7 @@ pub struct Bound {
     socket: PathBuf,
     _lock: File,
     pid_file: PathBuf,
+    sessions: Sessions,
 }
 
 /// Take the instance lock and bind the socket for `manager`.
@@ -95,6 +100,7 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
         socket,
         _lock: lock,
         pid_file,
+        sessions: Sessions::default(),
     })
 }
 
@@ -140,12 +146,18 @@ impl Bound {
         &self.socket
     }
 
+    /// The MCP sessions attached over the socket (`POST /v1/mcp`).
+    pub fn sessions(&self) -> Sessions {
+        self.sessions.clone()
+    }
+
     /// Serve until `shutdown` completes or a client asks for shutdown, then tear down.
     pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<()> {
         let requested = Arc::new(Notify::new());
         let state = AppState {
             manager: self.manager.clone(),
             shutdown_requested: requested.clone(),
+            sessions: self.sessions.clone(),
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(crate::api::listen::serve(self.listener, router(state), async {
@@ -172,6 +184,9 @@ impl Bound {
         // Jobs first: ending them also ends the log follows and long polls
         // that would otherwise hold the server open.
         self.manager.shutdown().await;
+        // Attached MCP sessions let their last answers out and close.
+        self.sessions.close();
+        let _ = tokio::time::timeout(DRAIN_SESSIONS, self.sessions.none_attached()).await;
         let _ = stop_tx.send(());
         let mut server = server;
         if tokio::time::timeout(DRAIN_REQUESTS, &mut server).await.is_err() {

@@ -76,6 +76,9 @@ pub enum Error {
     #[error("{message}")]
     Remote { code: String, message: String },
 
+    #[error("could not open an MCP session on the berth daemon at {}: {message}", socket.display())]
+    McpAttach { socket: PathBuf, message: String },
+
     #[error("could not {action} `{}`: {source}", path.display())]
     Io {
         action: &'static str,
@@ -152,6 +155,7 @@ impl Error {
             Error::NoDaemon { .. } => "no_daemon",
             Error::DaemonRunning { .. } => "daemon_running",
             Error::Remote { code, .. } => code,
+            Error::McpAttach { .. } => "mcp_attach",
             Error::Io { .. } => "io",
             Error::Config { .. } => "config",
             Error::Store { .. } => "store",

@@ -21,7 +21,7 @@
 //!
 //! # Layout
 //! - [`job`]: the job model (`JobSpec`, `JobStatus`, `JobInfo`, …): data only.
-//! - [`manager`]: registry, background cap and queue, lifecycle, teardown.
+//! - [`manager`]: registry, cap and queue, lifecycle, session-owned jobs, teardown.
 //! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
 //!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).
 //! - [`output`]: line splitting, seq numbering, the bounded ring, the spill file.
@@ -30,9 +30,11 @@
 //! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
 //! - [`safety`]: command filter, workspace guard, security log.
 //! - [`api`], [`daemon`]: the socket API (server, client, the bounded
-//!   connection loop in `listen`) and serving it.
+//!   connection loop in `listen`, MCP sessions upgraded from `POST /v1/mcp`
+//!   in `attach`) and serving it.
 //! - [`store`]: the SQLite store; `store::private` keeps state 0700/0600.
-//! - [`mcp`]: the MCP server for agents; [`tui`]: the terminal panel.
+//! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
+//!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).

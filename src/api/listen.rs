@@ -47,7 +47,8 @@ pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future
                 conns.spawn(async move {
                     let mut builder = http1::Builder::new();
                     builder.timer(TokioTimer::new()).header_read_timeout(IDLE).keep_alive(true);
-                    let conn = builder.serve_connection(TokioIo::new(stream), service);
+                    // Upgrades: `POST /v1/mcp` turns the connection into an MCP session.
+                    let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
                     let mut conn = std::pin::pin!(conn);
                     tokio::select! {
                         _ = conn.as_mut() => return,

@@ -4,6 +4,7 @@
 //! answer shapes, and how errors travel (`{"error": {"code", "message"}}`).
 //! The routes are listed in `API.md`.
 
+mod attach;
 pub mod client;
 pub mod listen;
 pub mod server;
@@ -28,6 +29,24 @@ pub fn socket_path(config: &Config) -> PathBuf {
         None => config.state_dir.join("run"),
     };
     dir.join(format!("{}.sock", config.instance))
+}
+
+/// The protocol `POST /v1/mcp` switches the connection to (`Upgrade:
+/// berth-mcp`): MCP's JSON-RPC messages, one per line, both ways.
+pub const MCP_UPGRADE: &str = "berth-mcp";
+
+/// Query of `POST /v1/mcp`: the client's working directory (absolute; the
+/// session's jobs get it as `caller_cwd`), its `BERTH_*` variables (a JSON
+/// object; they become `caller_env`) and the tool set (default `canonical`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpAttachQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<String>,
 }
 
 /// A job record plus its recent output, as `GET /v1/jobs/{id}` answers.

@@ -37,6 +37,8 @@ pub struct AppState {
     pub manager: Manager,
     /// Fired by `POST /v1/shutdown`.
     pub shutdown_requested: Arc<Notify>,
+    /// MCP sessions attached over `POST /v1/mcp`.
+    pub sessions: crate::mcp::session::Sessions,
 }
 
 /// An error on its way to the client.
@@ -44,6 +46,17 @@ pub struct ApiError {
     status: StatusCode,
     code: String,
     message: String,
+}
+
+impl ApiError {
+    /// A request the route cannot serve as sent (400 `bad_request`).
+    pub(super) fn bad_request(message: String) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: "bad_request".into(),
+            message,
+        }
+    }
 }
 
 impl From<Error> for ApiError {
@@ -125,6 +138,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events/follow", get(follow_events))
         .route("/v1/wait_for_port", post(wait_for_port))
         .route("/v1/prune", post(prune))
+        .route("/v1/mcp", post(super::attach::attach))
         .route("/v1/shutdown", post(shutdown))
         .fallback(|| async {
             ApiError {

@@ -87,7 +87,7 @@ pub enum Command {
     Events(jobs::EventsArgs),
     /// Forget finished runs: by the history policy (keep_runs, keep_days), all, or by age.
     Prune(jobs::PruneArgs),
-    /// Serve MCP on stdio for an agent (runs the manager and its socket too).
+    /// Serve MCP on stdio for an agent: a session on the manager serving the instance, or host it (manager + socket) when none does.
     Mcp {
         /// Tool set: canonical (default), all, or a seed-compatible set.
         #[arg(long, default_value = "canonical")]

@@ -9,9 +9,12 @@
 //! lock (never held across `.await`) and is published on the job's `watch`
 //! channels and as an event, which is what waiters, followers and foreground
 //! callers listen to. Dropping the last [`Manager`] handle kills whatever is
-//! still running; [`Manager::shutdown`] does it gracefully.
+//! still running; [`Manager::shutdown`] does it gracefully, and
+//! [`Manager::end_owner`] (`owners.rs`) for the jobs of one owner (an MCP
+//! session that ended).
 
 mod ids;
+mod owners;
 mod ports;
 pub mod project;
 mod recover;
@@ -356,6 +359,12 @@ impl Manager {
 
     /// Run a finished job's spec again, as a new background job.
     pub async fn resume(&self, id: &JobId) -> Result<JobHandle> {
+        let spec = self.resumable_spec(id)?;
+        self.start(spec).await
+    }
+
+    /// The spec [`Manager::resume`] starts again for `id` (background), or why it cannot.
+    pub fn resumable_spec(&self, id: &JobId) -> Result<JobSpec> {
         let info = self.info(id)?;
         if info.status.is_active() {
             return Err(Error::NotFinished {
@@ -370,7 +379,7 @@ impl Manager {
             )));
         }
         spec.background = true;
-        self.start(spec).await
+        Ok(spec)
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {

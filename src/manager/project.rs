@@ -142,7 +142,8 @@ fn caller_dir(cwd: &Path) -> Result<PathBuf> {
         })
 }
 
-fn check_vars(env: &BTreeMap<String, String>) -> Result<()> {
+/// Refuse a `caller_env` that is too big or names anything but `BERTH_*`.
+pub(crate) fn check_vars(env: &BTreeMap<String, String>) -> Result<()> {
     if env.len() > MAX_VARS {
         return Err(Error::InvalidValue {
             what: "caller_env",

@@ -232,6 +232,10 @@ pub struct ListArgs {
     /// true: add CPU and memory of running jobs (sampled live, about a second with containers).
     #[serde(default)]
     pub usage: bool,
+    /// Most jobs in the answer, newest first (default 50).
+    pub limit: Option<usize>,
+    /// Only jobs older than this id: the last id of the previous page, e.g. "job-51".
+    pub before: Option<String>,
 }
 
 /// One output stream.

@@ -52,6 +52,10 @@ pub struct ListProcessesArgs {
     /// Add CPU and memory use of running processes (sampled live).
     #[serde(default)]
     pub usage: bool,
+    /// Most processes in the answer, newest first (default 50).
+    pub limit: Option<usize>,
+    /// Only processes older than this process_id: the last one of the previous page.
+    pub before: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -138,7 +142,8 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
 
     #[tool(
         description = "List active processes: id, status, ports as URLs, run time, command. all: true adds \
-ended ones with their exit codes (and who ended them); usage: true adds CPU and memory use (takes about a second)."
+ended ones with their exit codes (and who ended them); usage: true adds CPU and memory use (takes about a second). \
+Newest first, 50 at a time: pass `before` (the last process_id shown) for the next page, `limit` for more or fewer."
     )]
     async fn list_processes(&self, Parameters(a): Parameters<ListProcessesArgs>) -> CallToolResult {
         let filter = if a.all {
@@ -146,7 +151,9 @@ ended ones with their exit codes (and who ended them); usage: true adds CPU and 
         } else {
             ListFilter::Running
         };
-        reply(Ok(self.list_answer(filter, a.usage).await))
+        reply(Ok(self
+            .list_answer(filter, a.usage, a.limit, a.before.as_deref())
+            .await))
     }
 
     #[tool(

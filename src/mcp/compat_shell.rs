@@ -170,13 +170,12 @@ reason, ended_by, shell_id} with the new shell_id."
             async {
                 let old = job_id(&a.shell_id);
                 let before = self.core.manager.info(&old)?;
-                let job = self.core.manager.resume(&old).await?;
-                self.core.backlog.own(&job.id);
-                super::backlog::cover(&self.core.manager, &job.id);
+                let job = self.core.resume(&old).await?;
+                super::backlog::cover(&self.core.manager, &job);
                 Ok(Answer::json(&serde_json::json!({
                     "result": "resumed",
-                    "shell_id": job.id,
-                    "reason": format!("{old} ({}) restarted as {}", format::info_end_words(&before), job.id),
+                    "shell_id": job,
+                    "reason": format!("{old} ({}) restarted as {job}", format::info_end_words(&before)),
                     "ended_by": serde_json::Value::Null,
                 })))
             }

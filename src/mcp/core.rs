@@ -10,6 +10,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
+use super::session::Session;
 use crate::error::{Error, Result};
 use crate::job::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
@@ -55,7 +56,7 @@ pub fn message(e: &Error) -> String {
             )
         }
         Error::CapReached { max, running } => format!(
-            "background job limit reached ({max} running: {running}); stop one first, or pass \"queue\": true to wait for a free slot"
+            "job limit reached ({max} running on this berth instance, started by any of its clients: {running}); stop one first, or pass \"queue\": true to wait for a free slot"
         ),
         other => other.to_string(),
     }
@@ -76,19 +77,22 @@ pub fn reply(r: Result<Answer>) -> CallToolResult {
     }
 }
 
-/// State shared by every tool of one `berth mcp` server.
+/// State shared by every tool of one MCP session.
 pub struct Core {
     pub manager: Manager,
+    /// Whose jobs this session starts (owner, the client's cwd and `BERTH_*` variables).
+    pub session: Session,
     pub backlog: Backlog,
     /// The JSON-RPC id of the call that started each job (the seed's `call_id`).
     calls: std::sync::Mutex<std::collections::HashMap<JobId, String>>,
 }
 
 impl Core {
-    pub fn new(manager: Manager) -> Self {
+    pub fn new(manager: Manager, session: Session) -> Self {
         Core {
             backlog: Backlog::new(&manager),
             manager,
+            session,
             calls: Default::default(),
         }
     }
@@ -121,6 +125,15 @@ impl Core {
         }
     }
 
+    /// Run a finished job's command again as a new background job of this session.
+    pub async fn resume(&self, id: &JobId) -> Result<JobId> {
+        let mut spec = self.manager.resumable_spec(id)?;
+        self.session.claim(&mut spec);
+        let job = self.manager.start_from(spec, "mcp").await?;
+        self.backlog.own(&job.id);
+        Ok(job.id)
+    }
+
     /// Answer for a background job started another way (resume): after its
     /// readiness conditions, if it has any.
     pub async fn run_started(&self, id: &JobId, spec: &JobSpec, d: Dialect) -> Result<Answer> {
@@ -140,6 +153,7 @@ impl Core {
         if spec.runner == RunnerChoice::Auto {
             spec.runner = self.manager.config().runner;
         }
+        self.session.claim(&mut spec);
         if spec.background {
             let ready = spec.ready.clone();
             let http_without_port = ready
@@ -150,7 +164,7 @@ impl Core {
                     "a `ready.http` check needs a published port: add `ports`, e.g. [\"8080\"]".into(),
                 ));
             }
-            let job = self.manager.start(spec).await?;
+            let job = self.manager.start_from(spec, "mcp").await?;
             self.owned(&job.id);
             let waited = if ready.is_empty() {
                 None
@@ -170,7 +184,7 @@ impl Core {
         }
         spec.timeout = Some(spec.timeout.unwrap_or(self.manager.config().timeout_secs));
         spec.on_timeout = OnTimeout::Background;
-        let job = self.manager.start(spec).await?;
+        let job = self.manager.start_from(spec, "mcp").await?;
         self.owned(&job.id);
         let fg = self.manager.await_foreground(&job.id).await?;
         self.cover(&job.id);

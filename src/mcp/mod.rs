@@ -1,24 +1,39 @@
-//! The MCP server (`berth mcp`): MCP over stdio (rmcp) with the manager
-//! in-process, also serving the instance socket so that `berth ps`, `berth
-//! logs`, `berth bg` and `berth kill --as user` see and steer the agent's jobs.
+//! The MCP server (`berth mcp`): MCP over stdio (rmcp), served by the
+//! manager of the instance, so that every agent, the CLI and the TUI share one
+//! cap, one event log and one job list.
 //!
-//! Theory of operation. [`run`] binds the instance socket
-//! ([`crate::daemon::bind`]) and serves it in a task, then serves MCP on
-//! stdin/stdout. The end of stdin, SIGINT, SIGTERM or `berth down` all end the
-//! same way: the socket server's shutdown runs [`Manager::shutdown`] (every
-//! job stopped, containers removed) and removes the socket, in-flight answers
-//! get a moment to go out, and `run` returns (exit 0). stdin is read by the
-//! line framing in `stdio.rs`, which answers lines that are not JSON with a
-//! JSON-RPC parse error (-32700) and reports the end of input at once: rmcp
-//! alone would first wait up to 5 s for in-flight calls, and a foreground run
-//! in flight only ends once its job is stopped.
+//! Theory of operation. [`run`] first asks the instance socket: when a
+//! manager answers (a `berth up` daemon, or another `berth mcp` hosting the
+//! instance), `attach.rs` opens an MCP session on it (`POST /v1/mcp`,
+//! upgraded) and only pipes stdio to it. Otherwise this process hosts the
+//! instance: it binds the socket ([`crate::daemon::bind`]), serves it in a
+//! task (so `berth ps`, `berth logs`, `berth bg`, `berth kill --as user` and
+//! further `berth mcp` sessions reach the same manager), and serves its own
+//! session on stdin/stdout.
+//!
+//! Ownership. Every session (`session.rs`) has an owner id, and every job it
+//! starts carries it (`spec.owner = mcp:<id>`) with the client's cwd
+//! (`spec.caller_cwd`). When a session's input ends (stdin EOF; for an
+//! attached client also SIGINT/SIGTERM, which drop its connection), its
+//! queued and running jobs are stopped (`ended_by: system`, reason `session
+//! ended`); other sessions' and the CLI's jobs keep running. The hosting
+//! `berth mcp` whose own stdin ends stops its own jobs at once and keeps
+//! serving while sessions are attached; once none is left (or on SIGINT,
+//! SIGTERM, `berth down`), it tears down as a daemon does: every job stopped
+//! (reason `shutdown`), sessions closed, socket removed, and `run` returns
+//! (exit 0). Each session's input is read by the line framing in `stdio.rs`,
+//! which answers lines that are not JSON with a JSON-RPC parse error (-32700)
+//! and reports the end of input at once: rmcp alone would first wait up to
+//! 5 s for in-flight calls, and a foreground run in flight only ends once its
+//! job is stopped.
 //!
 //! Files: `server.rs` (rmcp handler: routing, errors as `isError`, backlog),
 //! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
 //! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
 //! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
 //! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets); `stdio.rs`
-//! (line framing, parse errors).
+//! (line framing, parse errors), `session.rs` (owners, serving one session),
+//! `attach.rs` (the client of a serving manager).
 //!
 //! Nothing but protocol may reach stdout: printing is denied below, and
 //! tracing goes to stderr.
@@ -26,6 +41,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
+mod attach;
 mod backlog;
 mod compat_exec;
 mod compat_process;
@@ -36,23 +52,20 @@ mod format;
 mod logs;
 mod project;
 mod server;
+pub mod session;
 mod stdio;
 mod tools;
 
 use std::str::FromStr;
-use std::time::Duration;
 
-use rmcp::ServiceExt;
 use tokio::sync::oneshot;
 
 pub use server::BerthMcp;
+use session::Session;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
-
-/// How long in-flight MCP answers get to go out after teardown.
-const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
 
 /// Which tools `berth mcp` offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,6 +125,18 @@ impl ToolSet {
     pub const NAMES: &'static [&'static str] =
         &["canonical", "all", "safe_shell", "shell", "process", "exec"];
 
+    /// The set's name, as `--tools` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolSet::Canonical => "canonical",
+            ToolSet::All => "all",
+            ToolSet::SafeShell => "safe_shell",
+            ToolSet::Shell => "shell",
+            ToolSet::Process => "process",
+            ToolSet::Exec => "exec",
+        }
+    }
+
     /// The tools of this set.
     pub fn tool_names(self) -> Vec<&'static str> {
         match self {
@@ -145,43 +170,62 @@ impl FromStr for ToolSet {
     }
 }
 
-/// Serve MCP on stdio with an in-process manager that also serves the
-/// instance socket, until stdin ends, a signal arrives or `berth down` asks.
+/// `berth mcp`: serve MCP on stdio. When a manager already serves the
+/// instance (a `berth up` daemon, or another `berth mcp`), open a session on
+/// it; otherwise host the instance in-process, like a daemon, until stdin
+/// ends and no attached session is left, a signal arrives or `berth down` asks.
 pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
+    let me = Session::of_this_process(&config);
+    if crate::api::client::Client::connect(&config).await.is_ok() {
+        return attach::run(&config, tools, &me).await;
+    }
     let manager = Manager::new(config.clone())?;
-    let bound = crate::daemon::bind(&manager)?;
+    let bound = match crate::daemon::bind(&manager) {
+        Ok(b) => b,
+        // A manager started between our check and our bind: use it.
+        Err(Error::DaemonRunning { .. }) => {
+            drop(manager);
+            return attach::run(&config, tools, &me).await;
+        }
+        Err(e) => return Err(e),
+    };
     // Cleans up if this process dies without tearing down (SIGKILL).
     crate::watchdog::spawn(&config)?;
     manager.adopt_orphans().await?;
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), ?tools, "berth mcp serving");
+    let sessions = bound.sessions();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let mut daemon = tokio::spawn(bound.serve(async {
         let _ = stop_rx.await;
     }));
+    let mut own = tokio::spawn(session::serve(
+        manager.clone(),
+        tools,
+        me,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        sessions.closing(),
+    ));
 
-    let stdio::Framed {
-        to_rmcp,
-        from_rmcp,
-        mut eof,
-    } = stdio::spawn(tokio::io::stdin(), tokio::io::stdout(), stdio::MAX_LINE);
-    let server = BerthMcp::new(manager.clone(), tools);
-    let (ct_tx, ct_rx) = oneshot::channel();
-    let mut mcp = tokio::spawn(async move {
-        match server.serve((to_rmcp, from_rmcp)).await {
-            Ok(running) => {
-                let _ = ct_tx.send(running.cancellation_token());
-                let _ = running.waiting().await;
-            }
-            Err(e) => tracing::info!(error = %e, "MCP session ended before it began"),
-        }
-    });
-
-    let (mut daemon_done, mut mcp_done) = (false, false);
+    let (mut daemon_done, mut own_done) = (false, false);
     tokio::select! {
-        _ = eof.wait_for(|e| *e) => tracing::info!("stdin closed"),
-        _ = &mut mcp => {
-            mcp_done = true;
-            tracing::info!("MCP session ended");
+        _ = &mut own => {
+            // stdin ended and this session's jobs are stopped; sessions
+            // attached to this host keep it up until they end.
+            own_done = true;
+            if sessions.attached() > 0 {
+                tracing::info!(attached = sessions.attached(), "stdin closed; serving the attached sessions until they end");
+                tokio::select! {
+                    _ = sessions.none_attached() => tracing::info!("the last attached session ended"),
+                    _ = crate::daemon::signals() => tracing::info!("signal received"),
+                    r = &mut daemon => {
+                        daemon_done = true;
+                        tracing::info!(result = ?r, "shutdown requested over the socket");
+                    }
+                }
+            } else {
+                tracing::info!("stdin closed");
+            }
         }
         _ = crate::daemon::signals() => tracing::info!("signal received"),
         r = &mut daemon => {
@@ -189,7 +233,7 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
             tracing::info!(result = ?r, "shutdown requested over the socket");
         }
     }
-    // Teardown: every job stopped and the socket removed (bounded by the grace).
+    // Teardown: every job stopped, sessions closed, the socket removed.
     let _ = stop_tx.send(());
     if !daemon_done {
         match (&mut daemon).await {
@@ -198,13 +242,13 @@ pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
             Ok(Ok(())) => {}
         }
     }
-    // Answers of calls that were waiting on jobs go out, then MCP stops.
-    let mut ct_rx = ct_rx;
-    if let Ok(ct) = ct_rx.try_recv() {
-        ct.cancel();
-    }
-    if !mcp_done && tokio::time::timeout(DRAIN_ANSWERS, &mut mcp).await.is_err() {
-        mcp.abort();
+    // Our own session saw the teardown and lets its last answers out.
+    if !own_done
+        && tokio::time::timeout(session::DRAIN_ANSWERS * 2, &mut own)
+            .await
+            .is_err()
+    {
+        own.abort();
     }
     Ok(())
 }
@@ -216,7 +260,7 @@ mod tests {
     #[test]
     fn tool_sets_parse_and_name_their_tools() {
         for name in ToolSet::NAMES {
-            assert!(name.parse::<ToolSet>().is_ok(), "{name}");
+            assert_eq!(name.parse::<ToolSet>().unwrap().name(), *name);
         }
         let err = "bogus".parse::<ToolSet>().unwrap_err().to_string();
         assert!(err.contains("safe_shell") && err.contains("exec"), "{err}");

@@ -23,14 +23,16 @@ use super::ToolSet;
 use super::backlog;
 use super::core::Core;
 use super::format::Dialect;
+use super::session::Session;
 use crate::manager::Manager;
 
 const INSTRUCTIONS: &str = "berth runs commands as jobs you can leave running: dev servers, databases, \
 watchers, long builds and test runs. Start servers with background: true and a `ready` condition, then use the \
 URLs the answer gives. Short commands can run in the foreground: a command still running after its budget \
 (60 s) moves to the background instead of being killed. Every answer ends with the job events you have not seen \
-yet (watch hits, exits, kills by the user, moves to background): react to them. Every job is stopped when this \
-server exits.";
+yet (watch hits, exits, kills by the user, moves to background): react to them. The jobs you start belong to this \
+session: they are stopped when it ends. The cap on running jobs is shared with every other client of this berth \
+instance (other sessions, the CLI); `list` shows all their jobs.";
 
 /// How rmcp's message for arguments that do not deserialize begins.
 const RMCP_ARGS_ERROR: &str = "failed to deserialize parameters:";
@@ -58,7 +60,13 @@ pub struct BerthMcp {
 }
 
 impl BerthMcp {
+    /// A server for a new session with no known working directory.
     pub fn new(manager: Manager, tools: ToolSet) -> Self {
+        Self::for_session(manager, tools, Session::new(None, Default::default()))
+    }
+
+    /// A server for `session`: the jobs it starts are the session's.
+    pub fn for_session(manager: Manager, tools: ToolSet, session: Session) -> Self {
         let mut router = Self::canonical_router()
             + Self::safe_shell_router()
             + Self::shell_router()
@@ -67,7 +75,7 @@ impl BerthMcp {
         let names = tools.tool_names();
         router.map.retain(|name, _| names.contains(&name.as_ref()));
         BerthMcp {
-            core: Arc::new(Core::new(manager)),
+            core: Arc::new(Core::new(manager, session)),
             dialect: match tools {
                 ToolSet::Process => Dialect::Process,
                 ToolSet::Shell => Dialect::Shell,

@@ -134,7 +134,9 @@ fn error_line(code: i32, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string()
 }
 
-/// Copy rmcp's answers and our parse errors to `output`, whole lines at a time.
+/// Copy rmcp's answers and our parse errors to `output`, whole lines at a
+/// time, until rmcp is gone; then close `output` (for a socket, the peer
+/// reads the end even while our reading half still waits for input).
 async fn write_out<W: AsyncWrite + Unpin>(
     answers: DuplexStream,
     mut errors: mpsc::UnboundedReceiver<String>,
@@ -143,7 +145,7 @@ async fn write_out<W: AsyncWrite + Unpin>(
     let mut answers = BufReader::new(answers);
     let mut line = Vec::new();
     let (mut answers_open, mut errors_open) = (true, true);
-    while answers_open || errors_open {
+    while answers_open && errors_open {
         tokio::select! {
             r = answers.read_until(b'\n', &mut line), if answers_open => {
                 match r {
@@ -167,6 +169,21 @@ async fn write_out<W: AsyncWrite + Unpin>(
             }
         }
     }
+    // One side is done: what the other already has still goes out.
+    if answers_open {
+        while answers.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                return;
+            }
+            line.clear();
+        }
+    }
+    while let Ok(e) = errors.try_recv() {
+        if output.write_all(format!("{e}\n").as_bytes()).await.is_err() {
+            return;
+        }
+    }
+    let _ = output.shutdown().await;
 }
 
 #[cfg(test)]
@@ -205,5 +222,21 @@ mod tests {
             out.contains("-32700") && out.contains("longer than 64 bytes"),
             "{out}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_output_closes_once_rmcp_is_gone_even_while_input_stays_open() {
+        let (_keep_input_open, input) = tokio::io::duplex(64);
+        let (out_w, mut out_r) = tokio::io::duplex(4096);
+        let f = spawn(input, out_w, 64);
+        let mut from_rmcp = f.from_rmcp;
+        from_rmcp.write_all(b"{\"answer\":1}\n").await.unwrap();
+        drop(from_rmcp);
+        let mut out = String::new();
+        tokio::time::timeout(std::time::Duration::from_secs(5), out_r.read_to_string(&mut out))
+            .await
+            .expect("output closed")
+            .unwrap();
+        assert_eq!(out, "{\"answer\":1}\n");
     }
 }

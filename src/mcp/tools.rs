@@ -20,7 +20,7 @@ use super::project::{ProjectTask, append_args, project_command};
 use super::server::BerthMcp;
 use crate::error::Result;
 use crate::job::{EndedBy, JobSpec};
-use crate::manager::{KillOutcome, KillRequest, ListFilter};
+use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
 use crate::ready::WaitOutcome;
 
 const RUN: &str = "Run a command as a job. Foreground (default): waits up to `timeout` seconds (default 60) and \
@@ -30,7 +30,9 @@ Use background: true for servers, watchers and anything long: the answer comes a
 each published port as a URL (ports: [\"3000\"] → http://127.0.0.1:PORT) and the log file paths. \
 Add `ready` (e.g. {\"http\": \"/\"} or {\"log\": \"Listening\"}) to answer only once the server is ready, or with \
 the reason it never became ready. Add `watch` regexes to be told in later answers when a line matches. \
-Next: `logs` to read output, `wait` to wait for readiness or the end, `kill` to stop it.";
+Next: `logs` to read output, `wait` to wait for readiness or the end, `kill` to stop it. \
+The job belongs to this session: it is stopped when the session ends. A few jobs (`max_jobs`, default 3) run at once on this berth \
+instance, whoever started them (other agents, the CLI); `queue: true` waits for a free slot.";
 
 #[tool_router(router = canonical_router, vis = "pub(super)")]
 impl BerthMcp {
@@ -51,11 +53,15 @@ CPU and memory use, its log files, and its last lines of output. Use it to check
     #[tool(
         description = "List jobs as a compact table: id, status (with exit code and who ended it), runner, mode, \
 ports as URLs, run time and command. Shows running jobs by default; filter: completed, failed or all. \
+Newest first, 50 at a time: pass `before` (the last id shown) for the next page, `limit` for more or fewer. \
+Lists every client's jobs (other agents' sessions, the CLI): the cap on running jobs is shared. \
 usage: true adds CPU/memory of running jobs (takes about a second)."
     )]
     async fn list(&self, Parameters(a): Parameters<ListArgs>) -> CallToolResult {
         let filter: ListFilter = a.filter.map(Into::into).unwrap_or_default();
-        reply(Ok(self.list_answer(filter, a.usage).await))
+        reply(Ok(self
+            .list_answer(filter, a.usage, a.limit, a.before.as_deref())
+            .await))
     }
 
     #[tool(
@@ -204,7 +210,15 @@ impl BerthMcp {
         Ok(Answer::ok(text))
     }
 
-    pub(super) async fn list_answer(&self, filter: ListFilter, usage: bool) -> Answer {
+    /// A page of the job list: newest first, `limit` jobs (default 50)
+    /// older than `before`, with how to read the next page.
+    pub(super) async fn list_answer(
+        &self,
+        filter: ListFilter,
+        usage: bool,
+        limit: Option<usize>,
+        before: Option<&str>,
+    ) -> Answer {
         let m = &self.core.manager;
         let jobs = if usage {
             m.list_with_usage(filter).await
@@ -215,10 +229,31 @@ impl BerthMcp {
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_default();
-        if jobs.is_empty() {
-            return Answer::ok(format!("No {name} jobs.\n"));
+        let before = before.map(job_id);
+        let older = newest_first(jobs, before.as_ref(), usize::MAX);
+        let page = &older[..older.len().min(limit.unwrap_or(DEFAULT_LIST_LIMIT).max(1))];
+        let older_than = before.map(|b| format!(" older than {b}")).unwrap_or_default();
+        let Some(last) = page.last() else {
+            return Answer::ok(format!("No {name} jobs{older_than}.\n"));
+        };
+        let mut text = if page.len() < older.len() {
+            format!(
+                "{} {name} job(s){older_than}, newest first; the {} newest:\n",
+                older.len(),
+                page.len()
+            )
+        } else {
+            format!("{} {name} job(s){older_than}, newest first:\n", older.len())
+        };
+        text += &format::table(page);
+        if page.len() < older.len() {
+            text += &format!(
+                "{} older: list again with \"before\": \"{}\".\n",
+                older.len() - page.len(),
+                last.id
+            );
         }
-        Answer::ok(format!("{} {name} job(s):\n{}", jobs.len(), format::table(&jobs)))
+        Answer::ok(text)
     }
 
     pub(super) async fn wait_for_port_answer(&self, a: WaitForPortArgs) -> Result<Answer> {
@@ -259,11 +294,10 @@ impl BerthMcp {
 
     pub(super) async fn resume_answer(&self, id: &str, d: Dialect) -> Result<Answer> {
         let old = job_id(id);
-        let job = self.core.manager.resume(&old).await?;
-        self.core.backlog.own(&job.id);
-        let spec = self.core.manager.info(&job.id)?.spec;
-        let mut a = self.core.run_started(&job.id, &spec, d).await?;
-        a.text = format!("{old} restarted as {}.\n{}", job.id, a.text);
+        let job = self.core.resume(&old).await?;
+        let spec = self.core.manager.info(&job)?.spec;
+        let mut a = self.core.run_started(&job, &spec, d).await?;
+        a.text = format!("{old} restarted as {job}.\n{}", a.text);
         Ok(a)
     }
 

@@ -4,7 +4,8 @@
 //! `berth bg`, backlog steering, bad calls, and SIGTERM teardown. Each
 //! seed-compatible tool set replays its seed's flow in `seed_*.rs`; JSON-RPC
 //! errors are in `protocol.rs`, `wait_for_port` on a late container in
-//! `late_port.rs`.
+//! `late_port.rs`, several sessions and the CLI on one instance in
+//! `sessions.rs`, `list` paging in `list.rs`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,11 +18,13 @@ use serde_json::{Value, json};
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
 mod late_port;
+mod list;
 mod protocol;
 mod seed_exec;
 mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
+mod sessions;
 
 /// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
 struct ServerFixture {

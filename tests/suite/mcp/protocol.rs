@@ -39,10 +39,23 @@ async fn next_answer(
 async fn a_line_that_is_not_json_gets_a_parse_error_and_the_next_request_is_served() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-    let instance = instance_name("rpc");
+    parse_error_then_served(dir.path(), &instance_name("rpc")).await;
+}
+
+/// The same through a session attached to a daemon: the framing is the daemon's.
+#[tokio::test]
+async fn an_attached_session_answers_parse_errors_too() {
+    let d = crate::common::Daemon::start();
+    parse_error_then_served(d.dir.path(), &d.instance).await;
+    assert!(d.answers(), "the daemon outlives the session");
+}
+
+/// Drive `berth mcp` for `instance` under `dir` with raw lines: a parse
+/// error, bad calls, one good call, then EOF.
+async fn parse_error_then_served(dir: &std::path::Path, instance: &str) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
     cmd.args(["mcp", "--tools", "canonical"]);
-    Mcp::apply_env(cmd.as_std_mut(), dir.path(), &instance);
+    Mcp::apply_env(cmd.as_std_mut(), dir, instance);
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,0 +1,43 @@
+//! Jobs that belong to a session: ending an owner's jobs when the owner goes.
+//!
+//! A job whose spec names an `owner` (an MCP session, `mcp:<id>`) lives no
+//! longer than that owner: when the session ends (its client's stdin closes,
+//! or the client is killed and its connection drops), every one of its jobs
+//! still queued, starting or running is stopped as the system, with the
+//! reason given (`session ended`). Jobs of other owners, and jobs with no
+//! owner (the CLI's, the TUI's), are left alone.
+
+use super::{KillRequest, Manager};
+use crate::job::{EndedBy, JobId};
+
+impl Manager {
+    /// Stop every active job owned by `owner` (grace, then kill), with
+    /// `ended_by: system` and `reason`; returns once all of them have ended,
+    /// with their ids.
+    pub async fn end_owner(&self, owner: &str, reason: &str) -> Vec<JobId> {
+        let ids: Vec<JobId> = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.jobs
+                .values()
+                .filter(|e| e.info.status.is_active() && e.info.spec.owner.as_deref() == Some(owner))
+                .map(|e| e.info.id.clone())
+                .collect()
+        };
+        let kills = ids.iter().map(|id| {
+            self.kill(
+                id,
+                KillRequest {
+                    ended_by: Some(EndedBy::System),
+                    reason: Some(reason.into()),
+                    ..Default::default()
+                },
+            )
+        });
+        for (id, r) in ids.iter().zip(futures_util::future::join_all(kills).await) {
+            if let Err(e) = r {
+                tracing::warn!(job = %id, owner, error = %e, "stopping a job of an ended session failed");
+            }
+        }
+        ids
+    }
+}

@@ -1,0 +1,231 @@
+//! MCP sessions: who a session is, serving one over any byte stream, and the
+//! sessions attached to a serving manager.
+//!
+//! Every MCP session has an owner id, `mcp:<pid>-<n>`, and the context of its
+//! client: its working directory and `BERTH_*` variables. Each job the
+//! session starts carries them (`spec.owner`, `spec.caller_cwd`,
+//! `spec.caller_env`), so that it runs under the client's project and the session's end stops exactly
+//! its own jobs: when its input ends (the client's stdin closed, or the
+//! client went away and its connection dropped), [`serve`] stops them with
+//! `ended_by: system`, reason `session ended`, through
+//! [`Manager::end_owner`], and jobs of other sessions and of the CLI keep
+//! running. When the host itself tears down ([`Sessions::close`], after
+//! `Manager::shutdown` stopped every job), sessions only let their last
+//! answers out and end.
+//!
+//! The same [`serve`] runs the session of an in-process `berth mcp` (on its
+//! stdin/stdout) and every session attached over the instance socket (on the
+//! upgraded connection), with the line framing of `stdio.rs` in front.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{oneshot, watch};
+
+use super::{BerthMcp, ToolSet, stdio};
+use crate::config::Config;
+use crate::job::JobSpec;
+use crate::manager::Manager;
+
+/// The reason recorded on the jobs a session leaves behind.
+pub const SESSION_ENDED: &str = "session ended";
+
+/// How long in-flight MCP answers get to go out after a session ends.
+pub const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
+
+/// One MCP session's identity.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// `mcp:<pid>-<n>`: the owner recorded on the session's jobs.
+    pub owner: String,
+    /// The client's working directory, given to its jobs as `caller_cwd`.
+    pub cwd: Option<PathBuf>,
+    /// The client's `BERTH_*` variables, given to its jobs as `caller_env`.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Session {
+    /// A new session (its id is unique in this process) for a client in
+    /// `cwd` with the `BERTH_*` variables `env`.
+    pub fn new(cwd: Option<PathBuf>, env: BTreeMap<String, String>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Session {
+            owner: format!("mcp:{}-{n}", std::process::id()),
+            cwd,
+            env,
+        }
+    }
+
+    /// The session of this process's own stdio: its cwd and `BERTH_*`
+    /// variables, as the CLI sends them (a `--workspace` flag included).
+    pub fn of_this_process(config: &Config) -> Self {
+        let mut env = crate::manager::project::caller_env();
+        if config.sources.get("workspace") == Some(&crate::config::Source::Flag) {
+            let ws = std::path::absolute(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
+            env.insert("BERTH_WORKSPACE".into(), ws.display().to_string());
+        }
+        Session::new(std::env::current_dir().ok(), env)
+    }
+
+    /// Make `spec` a job of this session: its owner, and the caller's
+    /// context (cwd and `BERTH_*` variables: the project it runs under).
+    pub fn claim(&self, spec: &mut JobSpec) {
+        spec.owner = Some(self.owner.clone());
+        if self.cwd.is_some() {
+            spec.caller_cwd = self.cwd.clone();
+            spec.caller_env = self.env.clone();
+        }
+    }
+}
+
+/// The sessions attached to a serving manager over its socket: how many,
+/// and the signal that the host is tearing down.
+#[derive(Clone)]
+pub struct Sessions {
+    attached: Arc<watch::Sender<usize>>,
+    closing: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            attached: Arc::new(watch::Sender::new(0)),
+            closing: Arc::new(watch::Sender::new(false)),
+        }
+    }
+}
+
+/// Counts one attached session while it lives.
+pub struct Attached(Sessions);
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.attached.send_modify(|n| *n -= 1);
+    }
+}
+
+impl Sessions {
+    /// Sessions attached right now.
+    pub fn attached(&self) -> usize {
+        *self.attached.borrow()
+    }
+
+    /// Count a new attached session; `None` once the host is tearing down.
+    pub fn enter(&self) -> Option<Attached> {
+        if *self.closing.borrow() {
+            return None;
+        }
+        self.attached.send_modify(|n| *n += 1);
+        Some(Attached(self.clone()))
+    }
+
+    /// Wait until no session is attached.
+    pub async fn none_attached(&self) {
+        let mut rx = self.attached.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Tell every session that the host tears down (its jobs are stopped already).
+    pub fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Turns true when the host tears down.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
+    }
+}
+
+/// Serve one MCP session on `input`/`output` until the input ends or the
+/// host tears down (`closing`). At the input's end the session's jobs are
+/// stopped (`session ended`) before its last answers go out.
+pub async fn serve<R, W>(
+    manager: Manager,
+    tools: ToolSet,
+    session: Session,
+    input: R,
+    output: W,
+    mut closing: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let stdio::Framed {
+        to_rmcp,
+        from_rmcp,
+        mut eof,
+    } = stdio::spawn(input, output, stdio::MAX_LINE);
+    let owner = session.owner.clone();
+    let server = BerthMcp::for_session(manager.clone(), tools, session);
+    let (ct_tx, mut ct_rx) = oneshot::channel();
+    let mut mcp = tokio::spawn(async move {
+        match server.serve((to_rmcp, from_rmcp)).await {
+            Ok(running) => {
+                let _ = ct_tx.send(running.cancellation_token());
+                let _ = running.waiting().await;
+            }
+            Err(e) => tracing::info!(error = %e, "MCP session ended before it began"),
+        }
+    });
+    tracing::info!(%owner, "MCP session open");
+    let mut mcp_done = false;
+    let ended = tokio::select! {
+        _ = eof.wait_for(|e| *e) => true,
+        _ = &mut mcp => {
+            mcp_done = true;
+            true
+        }
+        _ = closing.wait_for(|c| *c) => false,
+    };
+    if ended {
+        let stopped = manager.end_owner(&owner, SESSION_ENDED).await;
+        tracing::info!(%owner, ?stopped, "MCP session ended; its jobs are stopped");
+    }
+    // Answers of calls that were waiting on those jobs go out, then MCP stops.
+    if let Ok(ct) = ct_rx.try_recv() {
+        ct.cancel();
+    }
+    if !mcp_done && tokio::time::timeout(DRAIN_ANSWERS, &mut mcp).await.is_err() {
+        mcp.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_have_distinct_owners_and_claim_their_jobs() {
+        let env = BTreeMap::from([("BERTH_IMAGE".to_string(), "x".to_string())]);
+        let a = Session::new(Some("/tmp/a".into()), env.clone());
+        let b = Session::new(None, BTreeMap::new());
+        assert_ne!(a.owner, b.owner);
+        assert!(a.owner.starts_with("mcp:"), "{}", a.owner);
+        let mut spec = JobSpec::shell("true");
+        spec.owner = Some("mcp:someone-else".into());
+        a.claim(&mut spec);
+        assert_eq!(spec.owner.as_deref(), Some(a.owner.as_str()));
+        assert_eq!(spec.caller_cwd.as_deref(), Some(std::path::Path::new("/tmp/a")));
+        assert_eq!(spec.caller_env, env);
+    }
+
+    #[tokio::test]
+    async fn attached_sessions_are_counted_and_refused_once_closing() {
+        let s = Sessions::default();
+        let one = s.enter().expect("open");
+        let two = s.enter().expect("open");
+        assert_eq!(s.attached(), 2);
+        drop(one);
+        drop(two);
+        s.none_attached().await;
+        s.close();
+        assert!(*s.closing().borrow());
+        assert!(s.enter().is_none());
+    }
+}
