@@ -12,7 +12,7 @@ use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice};
+use crate::job::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
 use crate::ready::{ReadyCondition, WaitOutcome};
 
@@ -149,11 +149,10 @@ impl Core {
 
     /// Start a job and follow it as far as the spec says.
     pub async fn start(&self, mut spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
-        // As in the CLI: a job that names no runner gets the configured one.
-        if spec.runner == RunnerChoice::Auto {
-            spec.runner = self.manager.config().runner;
-        }
         self.session.claim(&mut spec);
+        // A job that names no runner, budget or image gets its project's
+        // (the session client's `berth.toml`): the manager fills them in.
+        let project = self.manager.project_for(&spec)?;
         if spec.background {
             let ready = spec.ready.clone();
             let http_without_port = ready
@@ -182,7 +181,7 @@ impl Core {
             self.cover(&job.id);
             return Ok((self.manager.info(&job.id)?, Started::Background(waited)));
         }
-        spec.timeout = Some(spec.timeout.unwrap_or(self.manager.config().timeout_secs));
+        spec.timeout = Some(spec.timeout.unwrap_or(project.config.timeout_secs));
         spec.on_timeout = OnTimeout::Background;
         let job = self.manager.start_from(spec, "mcp").await?;
         self.owned(&job.id);

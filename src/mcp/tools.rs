@@ -313,7 +313,11 @@ impl BerthMcp {
     }
 
     pub(super) async fn project(&self, task: ProjectTask, a: ProjectArgs) -> Result<Answer> {
-        let cmd = append_args(&project_command(self.core.manager.config(), task)?, &a.args);
+        // The session client's project says which test/build command applies.
+        let mut probe = JobSpec::default();
+        self.core.session.claim(&mut probe);
+        let project = self.core.manager.project_for(&probe)?;
+        let cmd = append_args(&project_command(&project.config, task)?, &a.args);
         let mut spec = JobSpec::shell(cmd);
         spec.label = Some(match task {
             ProjectTask::Test => "test".into(),
