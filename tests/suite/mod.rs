@@ -10,6 +10,7 @@ mod escape;
 mod exits;
 mod host;
 mod mcp;
+mod network;
 mod output;
 mod private;
 mod ready;
