@@ -14,6 +14,13 @@
 # -TERM dockerd, kill containerd, start dockerd again), which this script does
 # not do for you: it stops and says so.
 #
+# Recorded on this machine (2 cores, docker.io 20.10.24, other builds and
+# test suites running): pool 30 of 30 rounds of 6 simultaneous exits (183 s),
+# shared 30 of 30 (193 s): the hang did not reproduce in this plain form; it
+# was seen under berth's test suite (attach streams and waits open on each
+# container). The pool is adopted because it removes the shared-network
+# precondition, not because this script made the shared form fail.
+#
 # Everything it makes is labelled `berth.stress=<pid>` and removed at exit.
 set -uo pipefail
 

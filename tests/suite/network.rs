@@ -192,3 +192,49 @@ async fn a_killed_daemons_networks_are_removed_by_the_watchdog() {
     )
     .await;
 }
+
+/// What SECURITY.md says a job can still reach: a host service listening on
+/// 0.0.0.0 answers through the job's bridge gateway; one bound to 127.0.0.1
+/// does not. (If this starts failing because the host firewalls the bridges,
+/// the docs must say so.)
+#[tokio::test]
+async fn a_job_reaches_host_services_on_all_addresses_but_not_loopback_only_ones() {
+    // Two host services in a process of their own: one on every address,
+    // one on loopback only. They accept and hang up at once.
+    let (p_open, p_local) = (47000 + (std::process::id() % 1000) as u16 * 2, 0);
+    let p_local = p_local + p_open + 1;
+    let script = format!(
+        "import socket,threading\n\
+def serve(host,port):\n    s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind((host,port)); s.listen(8)\n    while True:\n        c,_=s.accept(); c.close()\n\
+threading.Thread(target=serve,args=('0.0.0.0',{p_open}),daemon=True).start()\n\
+serve('127.0.0.1',{p_local})\n"
+    );
+    let mut services = Command::new("python3").arg("-c").arg(script).spawn().unwrap();
+    for port in [p_open, p_local] {
+        eventually(Duration::from_secs(10), "the host services listen", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
+    }
+    let t = manager();
+    let probe = |port: u16| {
+        format!(
+            "if nc -w 3 $gw {port} </dev/null >/dev/null 2>&1; then echo REACHED {port}; else echo BLOCKED {port}; fi"
+        )
+    };
+    let mut spec = docker(JobSpec::shell(format!(
+        "gw=$(ip route | awk '/^default/ {{print $3}}'); {}; {}",
+        probe(p_open),
+        probe(p_local)
+    )));
+    spec.timeout = Some(30.0);
+    let job = t.manager.start(spec).await.unwrap();
+    job.wait_end().await.unwrap();
+    assert_eq!(
+        job.output_lines().unwrap(),
+        [format!("REACHED {p_open}"), format!("BLOCKED {p_local}")]
+    );
+    t.manager.shutdown().await;
+    services.kill().unwrap();
+    services.wait().unwrap();
+}
