@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks with baselines measured in the same run; prints a markdown table.
 #   bash bench/run.sh                 # everything (ingest moves 4 × 1 GiB)
-#   bash bench/run.sh start spawn     # a subset: start ready detect spawn ingest memory ps
+#   bash bench/run.sh start spawn     # a subset: start network ready detect spawn ingest memory ps
 #   BERTH_BENCH_BYTES=268435456 bash bench/run.sh ingest
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,7 @@
 //!
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
-//! `start`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps` (default: all).
+//! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps` (default: all).
 //! Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB).
 
 use std::io::{Read, Write};
@@ -26,18 +26,23 @@ struct Daemon {
 
 impl Daemon {
     fn start() -> Daemon {
+        Self::start_with("bench", &[])
+    }
+
+    /// A daemon of instance `bench-<name>-<pid>` with extra environment.
+    fn start_with(name: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
-        let instance = format!("bench-{}", std::process::id());
+        let instance = format!("{name}-{}", std::process::id());
+        let mut cmd = Command::new(berth_bin());
+        cmd.arg("daemon")
+            .env("BERTH_STATE_DIR", dir.path())
+            .env("BERTH_WORKSPACE", dir.path())
+            .env("BERTH_INSTANCE", &instance)
+            .env("BERTH_MAX_JOBS", "50")
+            .envs(env.iter().copied())
+            .stderr(Stdio::null());
         let mut d = Daemon {
-            child: Command::new(berth_bin())
-                .arg("daemon")
-                .env("BERTH_STATE_DIR", dir.path())
-                .env("BERTH_WORKSPACE", dir.path())
-                .env("BERTH_INSTANCE", &instance)
-                .env("BERTH_MAX_JOBS", "50")
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
+            child: cmd.spawn().unwrap(),
             dir,
             instance,
         };
@@ -142,6 +147,47 @@ fn bench_start(d: &Daemon) {
         berth,
         docker,
         "docker run --rm",
+    );
+}
+
+/// The cost of the job network: a container job's start-to-exit on the
+/// default `isolated` network when its pool network is reused, and when it
+/// must be made first (the instance's idle networks removed before each
+/// run, untimed), against `network = "bridge"` (the engine's default bridge,
+/// a second daemon) in the same run.
+fn bench_network(d: &Daemon) {
+    let n = 20;
+    let bridge_daemon = Daemon::start_with("bench-bridge", &[("BERTH_NETWORK", "bridge")]);
+    let args = ["run", "--runner", "docker", "--", "true"];
+    let _warm = d_run(d, &args);
+    let reused = time(n, || d_run(d, &args));
+    let fresh = time(n, || {
+        let ls = Command::new("docker")
+            .args(["network", "ls", "-q", "--filter"])
+            .arg(format!("label=berth.instance={}", d.instance))
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&ls.stdout).split_whitespace() {
+            let _ = Command::new("docker")
+                .args(["network", "rm", id])
+                .stdout(Stdio::null())
+                .status();
+        }
+        d_run(d, &args)
+    });
+    let _warm = d_run(&bridge_daemon, &args);
+    let bridge = time(n, || d_run(&bridge_daemon, &args));
+    row(
+        "container start-to-exit, isolated, pool network reused (p50 / p95 ms)",
+        reused,
+        bridge,
+        "network = bridge",
+    );
+    row(
+        "container start-to-exit, isolated, network made first (p50 / p95 ms)",
+        fresh,
+        bridge,
+        "network = bridge",
     );
 }
 
@@ -446,7 +492,9 @@ fn main() {
         println!("berth benchmarks: run them with `bash bench/run.sh` (cargo bench --bench berth)");
         return;
     }
-    let all = ["memory", "start", "ready", "detect", "spawn", "ingest", "ps"];
+    let all = [
+        "memory", "start", "network", "ready", "detect", "spawn", "ingest", "ps",
+    ];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
         all.to_vec()
@@ -464,6 +512,7 @@ fn main() {
             "memory" => bench_memory(&d),
             "spawn" => bench_spawn(&d),
             "start" => bench_start(&d),
+            "network" => bench_network(&d),
             "ready" => bench_ready(&d),
             "detect" => bench_detect(&d),
             "ingest" => bench_ingest(&d),

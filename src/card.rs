@@ -5,7 +5,7 @@
 //! ● Shell (npm run dev)
 //!   └ Status: running · job-3 · docker · 127.0.0.1:49153→3000
 //!     Command: npm run dev
-//!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net
+//!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net-0
 //!     Reason: moved to background by user (Ctrl+R)
 //!     Last log:
 //!         ready on http://localhost:3000

@@ -125,8 +125,9 @@ pub struct Layer {
     pub safety: Option<SafetyLayer>,
     /// Container jobs run as `UID:GID`, or `root`; unset = the caller's own uid:gid.
     pub user: Option<String>,
-    /// Container jobs' network: `bridge` (the engine's default), `isolated`
-    /// (berth's own bridge, no traffic between jobs) or `none`.
+    /// Container jobs' network: `isolated` (default: a berth bridge per
+    /// running job, no traffic between jobs), `bridge` (the engine's default
+    /// bridge, jobs reach each other) or `none`.
     pub network: Option<String>,
     /// Default CPU limit of container jobs (cores).
     pub cpus: Option<f64>,
@@ -187,7 +188,8 @@ pub struct Config {
     pub safety: SafetyConfig,
     /// `Some("UID:GID")` or `Some("root")` from config; `None` = the caller's uid:gid.
     pub user: Option<String>,
-    /// `bridge` (berth's own isolated bridge) or `none`.
+    /// `isolated` (a berth bridge per running job), `bridge` (the engine's
+    /// default bridge) or `none`.
     pub network: String,
     /// Limits for container jobs that ask for none (each field always set).
     pub limits: Limits,
@@ -218,7 +220,7 @@ impl Default for Config {
             fallback: true,
             safety: SafetyConfig::default(),
             user: None,
-            network: "bridge".into(),
+            network: "isolated".into(),
             limits: default_limits(),
             sources: BTreeMap::new(),
         };
@@ -295,7 +297,7 @@ fn validate_network(network: String) -> Result<String> {
         _ => Err(Error::InvalidValue {
             what: "network",
             input: network,
-            message: "expected bridge (the engine's default), isolated (berth's own, no traffic between jobs) or none"
+            message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge) or none"
                 .into(),
         }),
     }

@@ -324,9 +324,10 @@ pub struct JobSpec {
     /// `/tmp`); the workspace stays writable.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// Container jobs: `bridge` (the engine's default bridge), `isolated`
-    /// (berth's own bridge for the instance, with no traffic between jobs) or
-    /// `none` (no network at all); unset = the config's `network`.
+    /// Container jobs: `isolated` (a berth bridge of the job's own, no
+    /// traffic between jobs), `bridge` (the engine's default bridge, where
+    /// jobs reach each other) or `none` (no network at all); unset = the
+    /// config's `network` (default `isolated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
     /// The caller's working directory. A manager serving several projects

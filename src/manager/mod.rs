@@ -538,6 +538,8 @@ impl Manager {
             )
         });
         futures_util::future::join_all(kills).await;
+        // Every container is removed by now: its job network can go too.
+        self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.
         self.inner.store.flush();
     }

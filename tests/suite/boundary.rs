@@ -1,7 +1,7 @@
 //! The container as a boundary, against the real engine: jobs run as the
 //! caller (never root unless asked), so a setuid copy made in the workspace
-//! grants nothing on the host; jobs of one instance cannot reach each other;
-//! and two managers that share an instance name but not a state dir never
+//! grants nothing on the host (network isolation is `network.rs`); and two
+//! managers that share an instance name but not a state dir never
 //! touch each other's containers. Tests run as root here, so the ones about
 //! "the caller" also run berth (or the job) as a non-root uid, where a wrong
 //! answer would show.
@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use berth::runner::docker::{LABEL_STATE, NO_ICC, container_name, state_hash};
-use berth::{Config, JobId, JobSpec, JobStatus, Manager, ReadyCondition, RunnerChoice};
+use berth::runner::docker::{container_name, state_hash};
+use berth::{Config, JobId, JobSpec, JobStatus, Manager, RunnerChoice};
 use pretty_assertions::assert_eq;
 
 use crate::common::{berth, containers_of, instance_name, manager_with};
@@ -91,7 +91,7 @@ async fn a_setuid_shell_made_in_a_container_is_the_callers_and_gives_no_root() {
     let card = berth::card::render(&info, "", false);
     assert!(
         card.contains("Sandbox: user 1234:1234 · cpus ")
-            && card.contains("memory 2 GiB · pids 512 · network bridge"),
+            && card.contains("memory 2 GiB · pids 512 · network berth-"),
         "{card}"
     );
 }
@@ -187,95 +187,6 @@ fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
         "files a job makes are the caller's"
     );
     assert_eq!(containers_of(&instance), 0);
-}
-
-#[tokio::test]
-async fn jobs_of_one_instance_cannot_reach_each_other() {
-    let t = manager_with(|mut c| {
-        c.network = "isolated".into();
-        c
-    });
-    let server = t
-        .manager
-        .start(
-            docker(JobSpec::argv(["httpd", "-f", "-p", "8080", "-h", "/www"]))
-                .with_port(8080)
-                .background(),
-        )
-        .await
-        .unwrap();
-    let ready = server
-        .wait(&[ReadyCondition::http("/")], Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(ready.is_ready(), "{ready:?}");
-    let info = server.info().unwrap();
-    let c = inspect("container", info.container_id.as_deref().unwrap()).unwrap();
-    let networks = c["NetworkSettings"]["Networks"].as_object().unwrap();
-    assert_eq!(networks.len(), 1, "{networks:?}");
-    let (net_name, endpoint) = networks.iter().next().unwrap();
-    let ip = endpoint["IPAddress"].as_str().unwrap().to_string();
-    let gateway = endpoint["Gateway"].as_str().unwrap().to_string();
-
-    // The network is berth's: no traffic between containers, labelled as ours.
-    let net = inspect("network", net_name).unwrap();
-    assert_eq!(net["Options"][NO_ICC], "false");
-    assert_eq!(net["Labels"]["berth.managed"], "true");
-    assert_eq!(
-        net["Labels"][LABEL_STATE],
-        state_hash(&t.manager.config().state_dir)
-    );
-
-    // The server answers: on its published port on 127.0.0.1 and from the host.
-    let port = server.host_port(8080).unwrap();
-    assert!(crate::common::http_get(port).starts_with("HTTP/1.1 200"));
-    let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 8080);
-    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .expect("the host reaches the server at its own address");
-
-    // Another job of the same instance does not; the same probe does reach
-    // a server of its own (so `BLOCKED` is the network, not a broken probe).
-    let try_connect = |host: &str, port: u16| {
-        format!(
-            "if nc -w 3 {host} {port} </dev/null 2>/dev/null; then echo REACHED {port}; else echo BLOCKED {port}; fi"
-        )
-    };
-    let probe = t
-        .manager
-        .start(docker(JobSpec::shell(format!(
-            "httpd -p 9090 -h /www; {}; {}; {}",
-            try_connect("127.0.0.1", 9090),
-            try_connect(&ip, 8080),
-            // Its published port is on the host's 127.0.0.1, not on the gateway.
-            try_connect(&gateway, port),
-        ))))
-        .await
-        .unwrap();
-    probe.wait_end().await.unwrap();
-    assert_eq!(
-        probe.output_lines().unwrap(),
-        ["REACHED 9090", "BLOCKED 8080", format!("BLOCKED {port}").as_str()]
-    );
-
-    // `network = none` stays available: no interface but loopback.
-    let none = t
-        .manager
-        .start(docker(JobSpec::shell("ls /sys/class/net")).with_network_none())
-        .await
-        .unwrap();
-    none.wait_end().await.unwrap();
-    assert_eq!(none.output_lines().unwrap(), ["lo"]);
-    server.kill().await.unwrap();
-}
-
-trait NetworkNone {
-    fn with_network_none(self) -> Self;
-}
-impl NetworkNone for JobSpec {
-    fn with_network_none(mut self) -> Self {
-        self.network = Some("none".into());
-        self
-    }
 }
 
 #[tokio::test]

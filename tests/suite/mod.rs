@@ -11,6 +11,7 @@ mod escape;
 mod exits;
 mod host;
 mod mcp;
+mod network;
 mod output;
 mod private;
 mod ready;

@@ -75,17 +75,28 @@ pub(super) async fn adopt(
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
     let pump_task = tokio::spawn(pump(stream, out, err));
-    let on_network = inspected
+    // On a pool network: hold its slot until the container is removed.
+    let slot = inspected
         .network_settings
         .as_ref()
         .and_then(|n| n.networks.as_ref())
-        .is_some_and(|n| n.contains_key(&engine.network));
-    if on_network {
+        .and_then(|n| {
+            n.iter().find_map(|(name, ep)| {
+                let id = ep.network_id.clone().unwrap_or_default();
+                engine.pool.claim(&engine.network, name, id)
+            })
+        });
+    if slot.is_some() {
         engine
             .used_network
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.to_string());
+    let control = DockerControl::new(
+        docker.clone(),
+        engine.endpoint.clone(),
+        container_id.to_string(),
+        slot,
+    );
     let internal_ip = super::launch::container_ip(&inspected);
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     Ok(Launched {

@@ -1,7 +1,7 @@
 //! Removal and teardown on the engine: force-removing one container, only
 //! what carries this instance's and state dir's labels when the id comes
 //! from elsewhere (recovery), the labelled sweeps (`remove_labelled`, the
-//! crash watchdog's `remove_owned`), the instance network's teardown, and a
+//! crash watchdog's `remove_owned`), the instance networks' teardown, and a
 //! blocking remove for synchronous callers (`Drop`).
 
 use std::sync::atomic::Ordering;
@@ -12,6 +12,9 @@ use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
 use super::ownership::Ownership;
 use super::{BLOCKING_REMOVE_LIMIT, Engine, LABEL_OWNER, connect, message, network, status};
 use crate::error::Result;
+
+/// How long teardown may spend removing the instance's networks.
+const NETWORK_TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) async fn remove_container(docker: &Docker, id: &str) -> bool {
     let opts = RemoveContainerOptions {
@@ -52,7 +55,7 @@ pub(super) async fn remove_if_owned(docker: &Docker, id: &str, owner: &Ownership
 impl Engine {
     /// Force-remove every container labelled as managed by `instance` *and*
     /// this state dir (another state dir's instance of that name is left
-    /// alone), then the instance network. Returns how many were removed (0
+    /// alone), then the instance's unused networks. Returns how many were removed (0
     /// when the engine is unreachable).
     pub async fn remove_labelled(&self, instance: &str) -> usize {
         let owner = Ownership {
@@ -61,7 +64,7 @@ impl Engine {
         };
         let n = self.remove_matching(&owner.filters()).await;
         if let Ok(docker) = self.client().await {
-            network::release(docker, &self.network, &self.ownership).await;
+            network::release_all(docker, &owner).await;
         }
         n
     }
@@ -73,7 +76,7 @@ impl Engine {
         labels.push(format!("{LABEL_OWNER}={owner}"));
         let n = self.remove_matching(&labels).await;
         if let Ok(docker) = self.client().await {
-            network::release(docker, &self.network, &self.ownership).await;
+            network::release_all(docker, &self.ownership).await;
         }
         n
     }
@@ -108,26 +111,21 @@ impl Engine {
 }
 
 impl Engine {
-    /// The id of the instance network, made if needed (one caller at a time).
-    pub(super) async fn ensure_network(&self, docker: &Docker) -> Result<String> {
+    /// A job network of the pool with no container on it, made if needed.
+    pub(super) async fn acquire_network(&self, docker: &Docker) -> Result<network::Slot> {
         self.used_network.store(true, Ordering::SeqCst);
-        let _one = self.network_lock.lock().await;
-        network::ensure(docker, &self.network, &self.ownership).await
+        self.pool.acquire(docker, &self.network, &self.ownership).await
     }
 }
 
 impl Drop for Engine {
-    /// Teardown: remove the instance network when this manager used it and
-    /// no container (of any manager of the instance) still does.
+    /// Teardown: remove the instance's networks when this manager used one;
+    /// those a container (of any manager of the instance) still uses stay.
     fn drop(&mut self) {
         if !self.used_network.load(Ordering::SeqCst) {
             return;
         }
-        let (endpoint, name, owner) = (
-            self.endpoint.clone(),
-            self.network.clone(),
-            self.ownership.clone(),
-        );
+        let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());
         let done = std::thread::Builder::new()
             .name("berth-docker-network".into())
             .spawn(move || {
@@ -136,9 +134,10 @@ impl Drop for Engine {
                 };
                 rt.block_on(async {
                     if let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                        // One remove per pool network (~0.1 s each), one after the other.
                         let _ = tokio::time::timeout(
-                            BLOCKING_REMOVE_LIMIT,
-                            network::release(&docker, &name, &owner),
+                            NETWORK_TEARDOWN_LIMIT,
+                            network::release_all(&docker, &owner),
                         )
                         .await;
                     }

@@ -52,7 +52,7 @@ struct Started {
 enum AttemptError {
     /// An explicitly asked host port was taken after all: retry engine-chosen.
     PortTaken(String),
-    /// The instance network was released meanwhile: make it again and retry.
+    /// The job network was removed meanwhile: make it again and retry.
     NetworkGone(String),
     Other(Error),
 }
@@ -77,14 +77,13 @@ pub(super) async fn launch(
     let name = create::container_name(&engine.instance, engine.state(), id);
     clear_leftover(engine, &docker, id, &name).await?;
 
-    // The instance's own bridge only when asked for (`network = "isolated"`):
-    // Debian's engine 20.10 deadlocks its network controller when containers
-    // on one user-defined network exit concurrently (see network.rs).
+    // A pool network of its own (`isolated`, the default): one running
+    // container per berth network, see network.rs.
     let isolated = spec.network.as_deref().unwrap_or(project.network) == "isolated";
-    let mut network_id = String::new();
-    if isolated {
-        network_id = engine.ensure_network(&docker).await?;
-    }
+    let mut slot = match isolated {
+        true => Some(engine.acquire_network(&docker).await?),
+        false => None,
+    };
     let mut plan = create::plan_ports(spec, engine.precheck_ports);
     let mut network_retries = 2;
     let started = loop {
@@ -95,7 +94,7 @@ pub(super) async fn launch(
             owner: &engine.owner,
             state: engine.state(),
             user: &project.user,
-            network: &network_id,
+            network: slot.as_ref().map_or("", |s| s.id.as_str()),
             default_network: project.network,
             defaults: project.defaults,
             workspace: project.workspace,
@@ -103,10 +102,13 @@ pub(super) async fn launch(
         };
         match attempt(&docker, id, spec, &ctx, &name, &plan).await {
             Ok(s) => break s,
-            Err(AttemptError::NetworkGone(msg)) if network_retries > 0 => {
-                tracing::debug!(job = %id, error = %msg, "instance network released meanwhile; making it again");
+            Err(AttemptError::NetworkGone(msg)) if network_retries > 0 && slot.is_some() => {
+                tracing::debug!(job = %id, error = %msg, "job network removed meanwhile; making it again");
                 network_retries -= 1;
-                network_id = engine.ensure_network(&docker).await?;
+                if let Some(gone) = slot.take() {
+                    engine.pool.forget(&gone);
+                }
+                slot = Some(engine.acquire_network(&docker).await?);
             }
             Err(AttemptError::NetworkGone(msg)) => {
                 return Err(Error::Docker {
@@ -140,11 +142,16 @@ pub(super) async fn launch(
         mut applied,
         warnings,
     } = started;
-    if isolated {
+    if let Some(slot) = &slot {
         // Named, not by the id the container was created with.
-        applied.network = Some(engine.network.clone());
+        applied.network = Some(slot.name.clone());
     }
-    let control = DockerControl::new(docker.clone(), engine.endpoint.clone(), container_id.clone());
+    let control = DockerControl::new(
+        docker.clone(),
+        engine.endpoint.clone(),
+        container_id.clone(),
+        slot,
+    );
 
     // From here on the container runs: any failure must take it down again.
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
@@ -391,7 +398,7 @@ async fn feed(mut input: Pin<Box<dyn AsyncWrite + Send>>, text: String, hold: Op
 /// when nothing listens inside).
 pub(super) fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
     let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
-    // A job is on one network (berth's bridge): any address it has will do.
+    // A job is on one network (its berth bridge): any address it has will do.
     networks
         .values()
         .filter_map(|ep| ep.ip_address.as_deref())

@@ -11,7 +11,8 @@
 //! (hash of the state dir), `berth.owner` (manager pid + start time) and
 //! `berth.job` labels, so whatever a crashed manager left behind can be found
 //! and removed without guessing, and nothing is removed by name alone
-//! (`ownership.rs`). Jobs share the instance's isolated bridge (`network.rs`).
+//! (`ownership.rs`). Each job gets a berth bridge of its own from the instance's
+//! pool (`network.rs`).
 
 mod adopt;
 mod cleanup;
@@ -122,6 +123,8 @@ pub struct DockerControl {
     /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
     /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
     sent: Arc<AtomicU64>,
+    /// The pool network the container runs on: given back once it was removed.
+    slot: Arc<std::sync::Mutex<Option<network::Slot>>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -133,12 +136,21 @@ impl std::fmt::Debug for DockerControl {
 }
 
 impl DockerControl {
-    fn new(docker: Docker, endpoint: String, container_id: String) -> Self {
+    fn new(docker: Docker, endpoint: String, container_id: String, slot: Option<network::Slot>) -> Self {
         DockerControl {
             container_id,
             docker,
             endpoint,
             sent: Arc::new(AtomicU64::new(0)),
+            slot: Arc::new(std::sync::Mutex::new(slot)),
+        }
+    }
+
+    /// Give the network slot back: the container is gone, so a later job may
+    /// use the network (never two running containers on one).
+    fn free_slot(&self) {
+        if let Ok(mut slot) = self.slot.lock() {
+            slot.take();
         }
     }
 
@@ -171,6 +183,7 @@ impl DockerControl {
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
         remove_container(&self.docker, &self.container_id).await;
+        self.free_slot();
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -179,6 +192,7 @@ impl DockerControl {
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
         blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
+        self.free_slot();
     }
 }
 
@@ -194,18 +208,18 @@ pub struct Engine {
     ownership: Ownership,
     /// `UID:GID` or `root`; the caller's own ids unless the config says.
     user: String,
-    /// The instance's isolated bridge.
+    /// The prefix of the instance's job networks (`<prefix>-N`).
     network: String,
     /// `bridge` or `none`, for specs that do not say.
     default_network: String,
     /// Limits for what a spec leaves unset.
     defaults: crate::job::Limits,
-    /// Set once a job used the instance network: teardown (`Drop`) removes it
-    /// if no job of another manager still does. Kept between jobs because
+    /// Set once a job used a pool network: teardown (`Drop`) removes the
+    /// instance's networks that no container uses. Kept between jobs because
     /// making a network costs ~0.2 s.
     used_network: std::sync::atomic::AtomicBool,
-    /// One `network::ensure` at a time: concurrent launches would each make one.
-    network_lock: tokio::sync::Mutex<()>,
+    /// The job networks and which of them this engine's containers hold.
+    pool: network::Pool,
     client: OnceCell<Docker>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
@@ -240,7 +254,7 @@ impl Engine {
             default_network: config.network.clone(),
             defaults: config.limits.clone(),
             used_network: std::sync::atomic::AtomicBool::new(false),
-            network_lock: tokio::sync::Mutex::new(()),
+            pool: network::Pool::new(config.instance_dir().join("networks")),
             client: OnceCell::new(),
             precheck_ports: true,
         }
@@ -258,7 +272,7 @@ impl Engine {
     pub fn state(&self) -> &str {
         &self.ownership.state
     }
-    /// The instance's isolated bridge network.
+    /// The prefix of the instance's job networks (slot N is `<prefix>-N`).
     pub fn network_name(&self) -> &str {
         &self.network
     }
@@ -323,6 +337,18 @@ impl Engine {
     pub async fn adopt(&self, id: &JobId, output: &Arc<JobOutput>, adoption: Adoption) -> Result<Launched> {
         let docker = self.client().await?.clone();
         adopt::adopt(self, docker, id, output, adoption).await
+    }
+
+    /// Remove the instance's job networks that no container uses (after
+    /// every job ended: manager shutdown). A no-op when no job used one.
+    pub async fn release_networks(&self) -> usize {
+        if !self.used_network.load(Ordering::SeqCst) {
+            return 0;
+        }
+        match self.client().await {
+            Ok(docker) => network::release_all(docker, &self.ownership).await,
+            Err(_) => 0,
+        }
     }
 
     /// Force-remove a container from synchronous code (recovery), only when

@@ -1,23 +1,32 @@
-//! The instance's own bridge network (`network = "isolated"`, opt-in).
+//! Job networks (`network = "isolated"`, the default): a pool of berth-owned
+//! bridges with at most one running container on each.
 //!
-//! Why opt-in: the engine these machines run (Debian's docker.io 20.10.24)
-//! deadlocks its network controller when several containers on one
-//! user-defined network exit at once (libnetwork takes the controller and a
-//! network's lock in opposite orders in `processEndpointDelete` and
-//! `sbLeave`/`getSvcRecords`); every later create, start and network call
-//! then hangs until the engine is restarted. A busy test suite triggered it
-//! within minutes, so the default stays the engine's default bridge.
+//! Why one container per network: jobs on the engine's default bridge reach
+//! each other's ports, so berth puts jobs on bridges of its own. Sharing one
+//! such bridge (with `enable_icc=false`) would do, but the engine these
+//! machines run (Debian's docker.io 20.10.24) deadlocks its network
+//! controller when several containers on one user-defined network exit at
+//! once (libnetwork takes the controller and a network's lock in opposite
+//! orders in `processEndpointDelete` and `sbLeave`/`getSvcRecords`); every
+//! later create, start and network call then hangs until the engine is
+//! restarted. With one endpoint per network that race has no partner.
+//! Containers on different bridges cannot talk (the engine's isolation
+//! chains); `enable_icc=false` stays on as a second guard. A job reaches the
+//! outside world (what the engine's NAT allows) and the host through its
+//! gateway, not the other jobs; published ports stay on 127.0.0.1.
 //!
-//! Jobs on the engine's default bridge
-//! reach each other's ports; berth's bridge is created on demand with
-//! inter-container traffic disabled (`enable_icc=false`), so a job reaches
-//! the outside world (what the engine's NAT allows) and the host, but not the
-//! other jobs. Published ports stay on 127.0.0.1 of the host. The network is
-//! labelled like berth's containers, kept between jobs (making one costs
-//! ~0.2 s) and removed at teardown when no container uses it; a launch that
-//! loses a race with that removal makes it again.
+//! The pool: slot N is the network `berth-<instance>-<state hash>-net-N`,
+//! made on first use (~0.2 s) and reused by a later job once the container on
+//! it was removed ([`Slot`] is held until then). The cap on running jobs
+//! bounds the pool. Every network is labelled like berth's containers and
+//! removed at teardown, by `berth down` and by the crash watchdog
+//! ([`release_all`]); a launch that loses a race with that removal makes its
+//! network again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use bollard::Docker;
 use bollard::models::NetworkCreateRequest;
@@ -26,11 +35,13 @@ use bollard::query_parameters::ListNetworksOptions;
 use super::ownership::{LABEL_STATE, Ownership, short};
 use super::{LABEL_INSTANCE, LABEL_MANAGED, message, status};
 use crate::error::{Error, Result};
+use crate::store::private;
 
 /// The engine option that turns inter-container traffic off on a bridge.
 pub const NO_ICC: &str = "com.docker.network.bridge.enable_icc";
 
-/// `berth-<instance>-<state hash>-net`: one per instance and state dir.
+/// `berth-<instance>-<state hash>-net`: the prefix of the instance's
+/// networks (slot N is `<prefix>-N`).
 pub fn name(instance_clean: &str, state: &str) -> String {
     format!("berth-{instance_clean}-{}-net", short(state))
 }
@@ -109,23 +120,203 @@ pub async fn ensure(docker: &Docker, name: &str, owner: &Ownership) -> Result<St
     pick(&found).unwrap_or_else(|| Err(fail("the network vanished right after it was created".into())))
 }
 
-/// Remove the networks called `name` that are ours and that no container
-/// uses any more (the engine refuses to remove one with endpoints).
-/// Failures only cost a leftover network; they are logged, not raised.
-pub async fn release(docker: &Docker, name: &str, owner: &Ownership) {
-    let Ok(found) = named(docker, name, owner).await else {
-        return;
+/// Remove every network of `owner` (by label) that no container uses any
+/// more (the engine refuses to remove one with endpoints): teardown, `berth
+/// down`, the crash watchdog. Failures only cost a leftover network; they
+/// are logged, not raised. Returns how many were removed.
+pub async fn release_all(docker: &Docker, owner: &Ownership) -> usize {
+    let opts = ListNetworksOptions {
+        filters: Some(HashMap::from([("label".to_string(), owner.filters())])),
     };
-    for (id, ours) in found {
-        if !ours {
+    let Ok(list) = docker.list_networks(Some(opts)).await else {
+        return 0;
+    };
+    let mut removed = 0;
+    for n in list {
+        let (Some(id), true) = (n.id, owner.owns(n.labels.as_ref())) else {
             continue;
-        }
+        };
         match docker.remove_network(&id).await {
-            Ok(()) => {}
+            Ok(()) => removed += 1,
             // Gone already, or a job uses it (active endpoints).
             Err(e) if matches!(status(&e), Some(403 | 404 | 409)) => {}
-            Err(e) => tracing::warn!(network = name, error = %message(&e), "could not remove network"),
+            Err(e) => tracing::warn!(network = %id, error = %message(&e), "could not remove network"),
         }
+    }
+    removed
+}
+
+/// More slots than this means something keeps every network busy.
+const MAX_SLOTS: u32 = 4096;
+
+/// The networks of one engine and which slots its containers hold.
+#[derive(Default)]
+pub struct Pool {
+    /// Where the slot locks live (`<instance dir>/networks/N.lock`): a
+    /// `berth run` beside the daemon shares the state dir, hence the pool;
+    /// an flock per slot keeps the two processes off one network. Locks
+    /// die with their process, so a crashed manager holds none.
+    lock_dir: Option<PathBuf>,
+    busy: Arc<Mutex<BTreeSet<u32>>>,
+    /// Slot → network id, so reusing a network costs one inspect.
+    known: Mutex<BTreeMap<u32, String>>,
+    /// One acquire at a time: two launches would otherwise pick one slot.
+    /// (A tokio mutex: held across the engine calls on purpose.)
+    one: tokio::sync::Mutex<()>,
+}
+
+/// Slot N, held by one container until it was removed; dropping it gives
+/// the slot back to the pool.
+pub struct Slot {
+    n: u32,
+    pub id: String,
+    pub name: String,
+    busy: Arc<Mutex<BTreeSet<u32>>>,
+    /// The slot's flock, released when the file closes.
+    _lock: Option<File>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut busy) = self.busy.lock() {
+            busy.remove(&self.n);
+        }
+    }
+}
+
+/// The network name of slot `n`.
+pub fn slot_name(prefix: &str, n: u32) -> String {
+    format!("{prefix}-{n}")
+}
+
+/// What trying a slot's lock found.
+enum Lock {
+    Held(Option<File>),
+    /// Another process holds the slot.
+    Taken,
+}
+
+impl Pool {
+    pub fn new(lock_dir: PathBuf) -> Self {
+        Pool {
+            lock_dir: Some(lock_dir),
+            ..Default::default()
+        }
+    }
+
+    /// Lock slot `n` against other processes of this state dir. Without a
+    /// usable lock dir (read-only state) only this process's view counts.
+    fn lock(&self, n: u32) -> Lock {
+        let Some(dir) = &self.lock_dir else {
+            return Lock::Held(None);
+        };
+        let opened = private::create_dir(dir).and_then(|()| {
+            private::open(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false),
+                &dir.join(format!("{n}.lock")),
+            )
+        });
+        match opened {
+            Ok(f) => match f.try_lock() {
+                Ok(()) => Lock::Held(Some(f)),
+                Err(_) => Lock::Taken,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "no network slot lock; this process's view only");
+                Lock::Held(None)
+            }
+        }
+    }
+
+    /// The lowest free slot whose network exists (made if needed), is ours
+    /// and has no container on it (one of another process, or a leftover
+    /// that still runs, makes it skipped).
+    pub async fn acquire(&self, docker: &Docker, prefix: &str, owner: &Ownership) -> Result<Slot> {
+        let _one = self.one.lock().await;
+        for n in 0..MAX_SLOTS {
+            if self.busy.lock().is_ok_and(|b| b.contains(&n)) {
+                continue;
+            }
+            let Lock::Held(lock) = self.lock(n) else {
+                continue;
+            };
+            let name = slot_name(prefix, n);
+            let cached = self.known.lock().ok().and_then(|k| k.get(&n).cloned());
+            let inspected = match cached {
+                Some(id) => match docker.inspect_network(&id, None).await {
+                    Ok(i) => Some((id, i)),
+                    // Removed meanwhile (teardown of another manager, the watchdog).
+                    Err(e) if status(&e) == Some(404) => None,
+                    Err(e) => return Err(fail(&name, message(&e))),
+                },
+                None => None,
+            };
+            let (id, inspected) = match inspected {
+                Some(found) => found,
+                None => {
+                    let id = ensure(docker, &name, owner).await?;
+                    let i = docker
+                        .inspect_network(&id, None)
+                        .await
+                        .map_err(|e| fail(&name, message(&e)))?;
+                    (id, i)
+                }
+            };
+            if let Ok(mut k) = self.known.lock() {
+                k.insert(n, id.clone());
+            }
+            if inspected.containers.as_ref().is_some_and(|c| !c.is_empty()) {
+                continue;
+            }
+            return Ok(self.hold(n, id, name, lock));
+        }
+        Err(fail(prefix, format!("all {MAX_SLOTS} job networks are in use")))
+    }
+
+    /// Forget slot `n`'s network id (it was found removed).
+    pub fn forget(&self, slot: &Slot) {
+        if let Ok(mut k) = self.known.lock() {
+            k.remove(&slot.n);
+        }
+    }
+
+    /// Hold the slot of network `name` for an adopted container running on it.
+    pub fn claim(&self, prefix: &str, name: &str, id: String) -> Option<Slot> {
+        let n: u32 = name.strip_prefix(prefix)?.strip_prefix('-')?.parse().ok()?;
+        if self.busy.lock().is_ok_and(|b| b.contains(&n)) {
+            return None;
+        }
+        // Its manager died, so nobody else should hold the lock; if someone
+        // does, the slot stays theirs.
+        let Lock::Held(lock) = self.lock(n) else {
+            return None;
+        };
+        Some(self.hold(n, id, name.to_string(), lock))
+    }
+
+    fn hold(&self, n: u32, id: String, name: String, lock: Option<File>) -> Slot {
+        if let Ok(mut b) = self.busy.lock() {
+            b.insert(n);
+        }
+        Slot {
+            n,
+            id,
+            name,
+            busy: self.busy.clone(),
+            _lock: lock,
+        }
+    }
+}
+
+fn fail(name: &str, message: String) -> Error {
+    Error::Docker {
+        action: "prepare network",
+        job: name.to_string(),
+        message,
     }
 }
 

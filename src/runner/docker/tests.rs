@@ -179,7 +179,8 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             user: Some(crate::config::caller_user())
                 .filter(|u| u != "0:0")
                 .or(Some("root".into())),
-            network: Some("bridge".into()),
+            // The default: the first network of the instance's pool.
+            network: Some(format!("{}-0", fx.engine.network_name())),
         }
     );
     assert_eq!(launched.ports.len(), 1);
