@@ -14,7 +14,7 @@ trap '$berth down >/dev/null 2>&1 || true; rm -rf "$BERTH_STATE_DIR"' EXIT
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step $berth up
-step $berth run -d --runner docker --cpus 0.5 --memory 64m -p 8080 --label web -- httpd -f -v -p 8080 -h /www
+step $berth run -d --runner docker --image berth/sandbox:latest --cpus 0.5 --memory 64m -p 8080 --label web -- httpd -f -v -p 8080 -h /www
 id=$($berth ps --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
 port=$($berth ps --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["ports"][0]["host_port"])')
 step $berth wait "$id" --http / --timeout 30

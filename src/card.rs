@@ -224,6 +224,8 @@ mod tests {
             spec,
             last_seq: 0,
             queue_position: None,
+            image: None,
+            pulling: None,
             runner_note: None,
             recovered: false,
         };

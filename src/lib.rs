@@ -34,6 +34,7 @@
 //! - [`store`]: the SQLite store; `store::private` keeps state 0700/0600.
 //! - [`mcp`]: the MCP server for agents; [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
+//! - [`images`]: which image a job runs in and why, the pull policy.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
@@ -45,6 +46,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod events;
+pub mod images;
 pub mod job;
 pub mod manager;
 pub mod mcp;

@@ -72,9 +72,13 @@ pub struct RunArgs {
     /// auto, docker or host.
     #[arg(long)]
     pub runner: Option<String>,
-    /// Docker image (default berth/sandbox:latest).
+    /// Docker image (default: the project's image, else berth/dev when
+    /// built, else berth/sandbox:latest).
     #[arg(long)]
     pub image: Option<String>,
+    /// When to pull the image: missing (default), always or never.
+    #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
+    pub pull: Option<String>,
     /// CPU limit in cores, e.g. 0.5.
     #[arg(long)]
     pub cpus: Option<f64>,
@@ -125,6 +129,7 @@ impl RunArgs {
             None => config.runner,
         };
         spec.image = self.image.clone();
+        spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {
