@@ -9,6 +9,7 @@ mod docker;
 mod escape;
 mod exits;
 mod host;
+mod images;
 mod mcp;
 mod output;
 mod private;
