@@ -173,11 +173,5 @@ pub fn pull_hint(image: &str, reason: &str) -> String {
     }
 }
 
-/// Where a project's image comes from, for `berth config`.
-pub fn describe(project: &Config, dev_present: Option<bool>) -> (String, String) {
-    let c = choose_image(&JobSpec::default(), project, dev_present.unwrap_or(false));
-    (c.name, c.why)
-}
-
 #[cfg(test)]
 mod tests;

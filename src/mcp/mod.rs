@@ -34,7 +34,7 @@ mod compat_shell;
 mod core;
 mod format;
 mod logs;
-mod project;
+pub(crate) mod project;
 mod server;
 mod stdio;
 mod tools;

@@ -350,6 +350,14 @@ impl Engine {
         Ok(choice)
     }
 
+    /// True when the engine answers and has `image`.
+    pub async fn has_image(&self, image: &str) -> bool {
+        match self.client().await {
+            Ok(d) => d.inspect_image(image).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
     /// Pull `image` now (`berth images pull`), reporting progress; the
     /// error names the registry and suggests the fix.
     pub async fn pull(&self, image: &str, progress: ProgressFn) -> Result<u64> {
