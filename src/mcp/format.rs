@@ -150,6 +150,20 @@ pub fn port_lines(info: &JobInfo) -> String {
 }
 
 /// The raw log file paths.
+/// `Image: berth/dev:latest (why; pulled in 3.2s)` for container jobs.
+pub fn image_line(info: &JobInfo) -> String {
+    match &info.image {
+        Some(i) => {
+            let pulled = i
+                .pull_ms
+                .map(|ms| format!("; pulled in {}", secs(ms as f64 / 1000.0)))
+                .unwrap_or_default();
+            format!("Image: {} ({}{pulled})\n", i.name, i.why)
+        }
+        None => String::new(),
+    }
+}
+
 pub fn log_paths(info: &JobInfo) -> String {
     format!(
         "  log files: {} (stdout), {} (stderr)\n",

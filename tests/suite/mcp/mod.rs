@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
 mod late_port;
+mod project_image;
 mod protocol;
 mod seed_exec;
 mod seed_process;
