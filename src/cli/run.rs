@@ -246,8 +246,29 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         );
     } else if let JobStatus::StartFailed { error } = &info.status {
         eprintln!("berth: {} failed to start: {error}", info.id);
+    } else if let Some(line) = oom_line(&info) {
+        eprintln!("{line}");
     }
     Ok(code)
+}
+
+/// One line for a job the kernel killed at its memory limit: which limit,
+/// and how to raise it.
+pub(super) fn oom_line(info: &JobInfo) -> Option<String> {
+    match &info.status {
+        JobStatus::Killed { reason, .. } if reason == "oom" => {
+            let limit = info
+                .limits
+                .memory
+                .map(|m| format!(" ({} MiB)", m >> 20))
+                .unwrap_or_default();
+            Some(format!(
+                "berth: {} hit its memory limit{limit} and was killed (exit 137); raise it with --memory 4g, or memory = \"4g\" in berth.toml",
+                info.id
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Say on stderr that `auto` ran the job on the host because no engine answered.
