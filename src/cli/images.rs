@@ -82,7 +82,7 @@ pub fn progress_printer() -> crate::runner::docker::ProgressFn {
     let tty = std::io::stderr().is_terminal();
     let last: Mutex<Option<Instant>> = Mutex::new(None);
     Arc::new(move |p: PullProgress| {
-        let done = p.layers > 0 && p.layers_done == p.layers;
+        let done = p.done;
         let mut e = std::io::stderr().lock();
         if tty {
             let _ = write!(e, "\r\x1b[2K{}", p.line());
@@ -95,6 +95,22 @@ pub fn progress_printer() -> crate::runner::docker::ProgressFn {
         if done || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
             *last = Some(Instant::now());
             let _ = writeln!(e, "{}", p.line());
+        }
+    })
+}
+
+/// Show the pulls of an in-process manager's starting job on stderr (the
+/// only job it has); the task ends once the job started or ended.
+pub fn follow_pulls(manager: &crate::Manager) -> tokio::task::JoinHandle<()> {
+    let mut events = manager.events_log().subscribe();
+    let show = progress_printer();
+    tokio::spawn(async move {
+        while let Ok(e) = events.recv().await {
+            match e.kind {
+                crate::EventKind::Pulling(p) => show(p),
+                crate::EventKind::Started { .. } | crate::EventKind::Ended { .. } => break,
+                _ => {}
+            }
         }
     })
 }

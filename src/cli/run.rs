@@ -198,7 +198,17 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
-    let handle = manager.start_from(spec, "cli").await?;
+    let pulls = (!args.json).then(|| super::images::follow_pulls(&manager));
+    let handle = manager.start_from(spec, "cli").await;
+    if let Some(p) = pulls {
+        if handle.is_ok() {
+            // It ends at the job's `started` event, after the last progress line.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), p).await;
+        } else {
+            p.abort();
+        }
+    }
+    let handle = handle?;
     warn_fallback(&handle.info()?);
     let output = manager.output(&handle.id)?;
     // The follower ends early when stdout is closed (`berth run -- yes | head -1`);

@@ -78,6 +78,9 @@ pub struct PullProgress {
     pub bytes_done: u64,
     pub bytes_total: u64,
     pub elapsed_ms: u64,
+    /// The last report of a pull that finished.
+    #[serde(default)]
+    pub done: bool,
 }
 
 impl PullProgress {

@@ -157,6 +157,7 @@ async fn a_missing_image_is_pulled_from_a_registry_with_progress_events() {
     let last = pulls.last().expect("pulling events recorded");
     assert!(last.bytes_total >= 1_000_000, "{pulls:?}");
     assert_eq!(last.bytes_done, last.bytes_total, "{pulls:?}");
+    assert!(last.done, "{pulls:?}");
     assert!(last.layers >= 1 && last.layers_done == last.layers, "{pulls:?}");
     let out = t.manager.logs(&job.id, &Default::default()).unwrap();
     assert!(out.lines.iter().any(|l| l.text == image.0), "{:?}", out.lines);

@@ -119,6 +119,7 @@ pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::r
     let mut done = fold.progress();
     done.layers_done = done.layers;
     done.bytes_done = done.bytes_total;
+    done.done = true;
     progress(done);
     Ok(())
 }
@@ -181,6 +182,7 @@ impl Fold {
             bytes_done: self.layers.values().map(|l| l.current).sum(),
             bytes_total: self.layers.values().map(|l| l.total).sum(),
             elapsed_ms: self.started.elapsed().as_millis() as u64,
+            done: false,
         }
     }
 }
