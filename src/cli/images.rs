@@ -20,11 +20,15 @@ pub enum ImagesAction {
     /// Build berth's local images from images/ (runs images/build.sh):
     /// `sandbox` (default, busybox), `dev` (the Debian toolchain image), `all`.
     Build {
+        /// Which image: sandbox (default), dev or all.
         #[arg(value_parser = ["sandbox", "dev", "all"])]
         target: Option<String>,
     },
     /// Pull an image from its registry, showing progress.
-    Pull { image: String },
+    Pull {
+        /// The image, e.g. python:3.12 or registry.example.com/team/app:1.
+        image: String,
+    },
 }
 
 /// `berth test` / `berth build`.
