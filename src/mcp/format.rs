@@ -300,7 +300,9 @@ pub fn lines_text(lines: &[Line]) -> String {
 pub fn table(jobs: &[JobInfo]) -> String {
     let mut out = String::new();
     for j in jobs {
-        let status = if j.status.is_active() {
+        let status = if j.pulling.is_some() {
+            crate::card::status_text(j)
+        } else if j.status.is_active() {
             j.status.name().to_string()
         } else {
             info_end_words(j)
