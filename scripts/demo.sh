@@ -19,7 +19,8 @@ import http.server
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers(); self.wfile.write(b"hello from python\n")
-http.server.HTTPServer(("0.0.0.0", 8000), H).serve_forever()
+if __name__ == "__main__":
+    http.server.HTTPServer(("0.0.0.0", 8000), H).serve_forever()
 PY
 printf 'test:\n\tpython3 -c "import app" && echo ok\n' > Makefile
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
