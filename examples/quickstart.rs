@@ -23,7 +23,8 @@ async fn main() -> anyhow::Result<()> {
         RunnerChoice::Host => JobSpec::shell("exec python3 -m http.server \"$PORT\" --bind 127.0.0.1"),
         // In a container the server binds its own port; berth maps it to an
         // ephemeral 127.0.0.1 port. Needs `berth images build` once.
-        _ => JobSpec::argv(["httpd", "-f", "-v", "-p", "8080", "-h", "/www"]),
+        _ => JobSpec::argv(["httpd", "-f", "-v", "-p", "8080", "-h", "/www"])
+            .with_image("berth/sandbox:latest"),
     };
     let job = manager
         .start(spec.with_runner(runner).with_port(8080).background())

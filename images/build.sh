@@ -3,6 +3,11 @@
 #
 #   images/build.sh            build berth/sandbox:latest (the default job image)
 #   images/build.sh daemon     also build berth/daemon:latest from target/release/berth
+#   images/build.sh dev        also build berth/dev:latest, the toolchain image
+#                              (Debian: sh, coreutils, python3 + pip/venv, make,
+#                              gcc, git, curl), from Debian packages with
+#                              mmdebstrap; skipped when the recipe is unchanged
+#   images/build.sh all        sandbox and dev
 #
 # Idempotent: re-running re-stages only what changed and lets the engine's
 # layer cache do the rest. Nothing is ever pulled: the sandbox is FROM scratch
@@ -14,6 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 sandbox_image="${BERTH_SANDBOX_IMAGE:-berth/sandbox:latest}"
 daemon_image="${BERTH_DAEMON_IMAGE:-berth/daemon:latest}"
+dev_image="${BERTH_DEV_IMAGE:-berth/dev:latest}"
 
 die() { echo "images/build.sh: error: $*" >&2; exit 1; }
 say() { echo "images/build.sh: $*" >&2; }
@@ -90,9 +96,60 @@ build_daemon() {
   docker image inspect --format '{{.Id}}' "$daemon_image"
 }
 
+# The toolchain image: a Debian root filesystem made by mmdebstrap from the
+# same mirror apt uses here, imported FROM scratch. No registry is involved.
+# The recipe (suite, packages, this function) is hashed into the
+# `berth.recipe` label; an image that carries the same hash is kept as is.
+dev_packages="bash coreutils findutils grep sed procps python3 python3-pip python3-venv python3-pytest make gcc libc6-dev git curl ca-certificates"
+
+build_dev() {
+  command -v mmdebstrap >/dev/null \
+    || die "mmdebstrap is not installed: apt-get install mmdebstrap (it builds berth/dev from Debian packages)"
+  local suite sources recipe have tmp
+  suite="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+  # apt's own Debian sources (deb822 or one-line), so the build uses the
+  # mirror this machine can reach.
+  sources="$(grep -ls 'debian' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1 || true)"
+  recipe="$( { echo "$suite"; echo "$dev_packages"; declare -f build_dev; } | sha256sum | cut -c1-16)"
+  have="$(docker image inspect --format '{{index .Config.Labels "berth.recipe"}}' "$dev_image" 2>/dev/null || true)"
+  if [[ "$have" == "$recipe" ]]; then
+    say "$dev_image is up to date (recipe $recipe)"
+    docker image inspect --format '{{.Id}}' "$dev_image"
+    return
+  fi
+  tmp="$(mktemp -d)"
+  chmod 0755 "$tmp"
+  say "building $dev_image from Debian $suite with mmdebstrap (recipe $recipe)"
+  # --skip=output/mknod: device nodes come from the engine at run time.
+  # The hook makes /tmp sticky and world-writable and gives arbitrary uids a
+  # HOME that works (berth mounts a tmpfs there; /tmp is the fallback).
+  mmdebstrap --variant=minbase --mode=root --format=tar \
+    --include="$(echo "$dev_packages" | tr ' ' ',')" \
+    --aptopt='Acquire::Retries "3"' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --customize-hook='chmod 1777 "$1/tmp"; mkdir -p "$1/home/berth" "$1/workspace"; chmod 1777 "$1/home/berth"; rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+    "$suite" "$tmp/rootfs.tar" ${sources:+"$sources"} >&2 \
+    || { rm -rf "$tmp"; die "mmdebstrap failed (see above); is the Debian mirror in ${sources:-/etc/apt/sources.list} reachable?"; }
+  docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV HOME=/home/berth' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'ENV PIP_DISABLE_PIP_VERSION_CHECK=1' \
+    --change 'CMD ["bash"]' \
+    --change "LABEL berth.recipe=$recipe org.opencontainers.image.title=berth/dev org.opencontainers.image.description=\"Debian $suite toolchain for berth jobs\"" \
+    "$tmp/rootfs.tar" "$dev_image" >&2 \
+    || { rm -rf "$tmp"; die "docker import of $dev_image failed (see above)"; }
+  rm -rf "$tmp"
+  docker image inspect --format '{{.Id}}' "$dev_image"
+}
+
 case "${1:-sandbox}" in
   sandbox) build_sandbox ;;
   daemon) build_sandbox; build_daemon ;;
-  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown target '$1' (expected: sandbox, daemon)" ;;
+  dev) build_dev ;;
+  all) build_sandbox; build_dev ;;
+  -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown target '$1' (expected: sandbox, dev, all, daemon)" ;;
 esac

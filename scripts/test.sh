@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README, CI): build the local sandbox images, run the whole
+# The test command (README, CI): build the local images (berth/sandbox, and
+# berth/dev, which is skipped when its recipe is unchanged), run the whole
 # suite against the real Docker engine, then check that no container berth
 # labelled is left behind.
 set -euo pipefail
@@ -11,7 +12,7 @@ if ! docker info >/dev/null 2>&1; then
     exit 1
 fi
 if [ -f images/build.sh ]; then
-    bash images/build.sh
+    bash images/build.sh all
 fi
 
 cargo test --all-targets "$@"

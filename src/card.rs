@@ -6,6 +6,7 @@
 //!   └ Status: running · job-3 · docker · 127.0.0.1:49153→3000
 //!     Command: npm run dev
 //!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net-0
+//!     Image: berth/dev:latest (the project names no image and berth/dev … is built)
 //!     Reason: moved to background by user (Ctrl+R)
 //!     Last log:
 //!         ready on http://localhost:3000
@@ -50,6 +51,10 @@ pub fn status_text(info: &JobInfo) -> String {
         JobStatus::TimedOut => "failed (timed out)".into(),
         JobStatus::Lost { .. } => "lost".into(),
         JobStatus::StartFailed { .. } => "failed to start".into(),
+        JobStatus::Starting => match &info.pulling {
+            Some(p) => format!("starting (pulling {}%)", p.percent()),
+            None => "starting".into(),
+        },
         JobStatus::Queued => match info.queue_position {
             Some(p) => format!("queued (#{p} in line)"),
             None => "queued".into(),
@@ -153,6 +158,13 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {sandbox}\n");
     }
+    if let Some(image) = &info.image {
+        let pulled = image
+            .pull_ms
+            .map(|ms| format!("; pulled in {:.1}s", ms as f64 / 1000.0))
+            .unwrap_or_default();
+        out += &format!("    Image: {} ({}{pulled})\n", image.name, image.why);
+    }
     let reason = info
         .reason
         .clone()
@@ -247,6 +259,8 @@ mod tests {
             spec,
             last_seq: 0,
             queue_position: None,
+            image: None,
+            pulling: None,
             runner_note: None,
             workspace: None,
             project_note: None,

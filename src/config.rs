@@ -21,6 +21,9 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_GRACE_SECS: f64 = 5.0;
 /// Default sandbox image, built from `images/sandbox`.
 pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
+/// Default limit on one image pull (seconds): large images on slow links
+/// take minutes; a pull that is stuck must still end.
+pub const DEFAULT_PULL_TIMEOUT_SECS: f64 = 600.0;
 /// The smallest per-job output cap accepted (below it a job's own tail would not fit).
 pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 /// Default instance name.
@@ -106,6 +109,10 @@ pub struct Layer {
     pub grace: Option<f64>,
     pub ring_size: Option<SizeValue>,
     pub image: Option<String>,
+    /// When a job's image is pulled: `missing` (default), `always`, `never`.
+    pub pull: Option<crate::images::PullPolicy>,
+    /// Longest one image pull may take, in seconds.
+    pub pull_timeout: Option<f64>,
     pub runner: Option<RunnerChoice>,
     pub test_command: Option<String>,
     pub build_command: Option<String>,
@@ -170,6 +177,8 @@ pub struct Config {
     pub grace_secs: f64,
     pub ring_bytes: usize,
     pub image: String,
+    pub pull: crate::images::PullPolicy,
+    pub pull_timeout_secs: f64,
     pub runner: RunnerChoice,
     pub test_command: Option<String>,
     pub build_command: Option<String>,
@@ -209,6 +218,8 @@ impl Default for Config {
             grace_secs: DEFAULT_GRACE_SECS,
             ring_bytes: DEFAULT_RING_BYTES,
             image: DEFAULT_IMAGE.into(),
+            pull: crate::images::PullPolicy::Missing,
+            pull_timeout_secs: DEFAULT_PULL_TIMEOUT_SECS,
             runner: RunnerChoice::Auto,
             test_command: None,
             build_command: None,
@@ -231,7 +242,9 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 22] = [
+const FIELDS: [&str; 24] = [
+    "pull",
+    "pull_timeout",
     "user",
     "network",
     "cpus",
@@ -442,6 +455,11 @@ impl Config {
             self.sources.insert("ring_size", source("ring_size"));
         }
         set!(image, "image", Ok::<_, Error>);
+        set!(pull, "pull", Ok::<_, Error>);
+        if let Some(v) = l.pull_timeout {
+            self.pull_timeout_secs = positive("pull_timeout", v)?;
+            self.sources.insert("pull_timeout", source("pull_timeout"));
+        }
         set!(runner, "runner", Ok::<_, Error>);
         if let Some(v) = l.test_command {
             self.test_command = Some(v);
@@ -520,6 +538,8 @@ impl Config {
             ("grace", format!("{}s", self.grace_secs)),
             ("ring_size", self.ring_bytes.to_string()),
             ("image", self.image.clone()),
+            ("pull", self.pull.as_str().into()),
+            ("pull_timeout", format!("{}s", self.pull_timeout_secs)),
             ("runner", format!("{:?}", self.runner).to_lowercase()),
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
@@ -628,6 +648,8 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         grace: num("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),
         image: get("image"),
+        pull: get("pull").map(|v| v.parse()).transpose()?,
+        pull_timeout: num("pull_timeout")?,
         runner: get("runner").map(|v| v.parse()).transpose()?,
         test_command: get("test_command"),
         build_command: get("build_command"),

@@ -98,10 +98,21 @@ pub enum Error {
     )]
     EngineUnavailable { endpoint: String, message: String },
 
+    #[error("image `{image}` is not on the engine: {hint}")]
+    ImageMissing { image: String, hint: String },
+
+    #[error("could not pull image `{image}` from {registry}: {reason}; {hint}")]
+    PullFailed {
+        image: String,
+        registry: String,
+        reason: String,
+        hint: String,
+    },
+
     #[error(
-        "image `{image}` is not available locally and could not be pulled: build it with `berth images build`"
+        "`{program}` is not in image {image}; choose an image with the tool (--image, image in berth.toml) or run with --runner host"
     )]
-    ImageMissing { image: String },
+    NotInImage { program: String, image: String },
 
     #[error("Docker engine failed to {action} for job {job}: {message}")]
     Docker {
@@ -161,6 +172,8 @@ impl Error {
             Error::Store { .. } => "store",
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
+            Error::PullFailed { .. } => "pull_failed",
+            Error::NotInImage { .. } => "command_not_found",
             Error::Docker { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
             Error::Blocked { .. } => "blocked",
@@ -179,7 +192,7 @@ impl Error {
                 | "bad_cwd" | "bad_request" | "outside_workspace" => 2,
                 _ => 1,
             },
-            Error::CommandNotFound { .. } => 127,
+            Error::CommandNotFound { .. } | Error::NotInImage { .. } => 127,
             Error::Spawn { .. } | Error::NotExecutable { .. } | Error::Blocked { .. } => 126,
             Error::InvalidRegex { .. }
             | Error::InvalidPort { .. }
@@ -204,6 +217,7 @@ impl Error {
                 | Error::InvalidValue { .. }
                 | Error::InvalidSpec(_)
                 | Error::CommandNotFound { .. }
+                | Error::NotInImage { .. }
                 | Error::NotExecutable { .. }
                 | Error::BadCwd { .. }
                 | Error::NotForeground { .. }

@@ -37,6 +37,8 @@ pub enum EventKind {
     Fallback {
         note: String,
     },
+    /// The job's image is being pulled (at most a few per second while it lasts).
+    Pulling(crate::images::PullProgress),
     Started {
         runner: RunnerKind,
         start_mode: StartMode,
@@ -76,6 +78,7 @@ impl EventKind {
         match self {
             EventKind::Queued => "queued",
             EventKind::Fallback { .. } => "fallback",
+            EventKind::Pulling(_) => "pulling",
             EventKind::Started { .. } => "started",
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",

@@ -284,9 +284,13 @@ pub struct JobSpec {
     pub shell: Option<String>,
     #[serde(default)]
     pub runner: RunnerChoice,
-    /// Docker image; defaults to the configured sandbox image.
+    /// Docker image; unset = the project's image, else berth/dev when
+    /// built, else the sandbox (see `images::choose_image`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// When the image is pulled; unset = the config's `pull`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<crate::images::PullPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -748,6 +752,12 @@ pub struct JobInfo {
     /// Place in line while queued for a slot of the cap (1 = next).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<usize>,
+    /// Container jobs: the image it ran in, why that one, how long a pull took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::images::ImageChoice>,
+    /// While starting: the image pull under way (status `starting (pulling)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulling: Option<crate::images::PullProgress>,
 }
 
 impl JobInfo {

@@ -36,6 +36,7 @@
 //! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
 //!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
+//! - [`images`]: which image a job runs in and why, the pull policy.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
@@ -47,6 +48,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod events;
+pub mod images;
 pub mod job;
 pub mod manager;
 pub mod mcp;

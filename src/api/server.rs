@@ -68,7 +68,7 @@ impl From<Error> for ApiError {
             }
             Error::ShuttingDown | Error::EngineUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::ImageMissing { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::Docker { .. } => StatusCode::BAD_GATEWAY,
+            Error::Docker { .. } | Error::PullFailed { .. } => StatusCode::BAD_GATEWAY,
             Error::Blocked { .. } => StatusCode::FORBIDDEN,
             Error::OutsideWorkspace { .. } => StatusCode::BAD_REQUEST,
             e if e.is_bad_input() => StatusCode::BAD_REQUEST,

@@ -3,6 +3,7 @@
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
 mod daemon;
+mod images;
 mod jobs;
 mod offline;
 pub(crate) mod out;
@@ -16,6 +17,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, Layer};
 use crate::error::Error;
+use crate::mcp::project::ProjectTask;
+use images::ImagesAction;
 use out::{StdoutClosed, out, outln};
 
 /// berth: run dev servers, databases, watchers and long test runs in
@@ -41,12 +44,6 @@ pub struct Global {
     /// Workspace root: jobs run here by default (env BERTH_WORKSPACE).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ImagesAction {
-    /// Build berth/sandbox:latest from images/ (runs images/build.sh).
-    Build,
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,7 +92,11 @@ pub enum Command {
     },
     /// The live panel of a running manager's jobs (keys: ←/→ tabs, ↑/↓, Enter, k, d, r, Ctrl+R, q).
     Tui,
-    /// Build berth's local images (no registry needed).
+    /// Run the project's tests (detected or `test_command`) in its image; -d for background.
+    Test(images::ProjectArgs),
+    /// Build the project (detected or `build_command`) in its image; -d for background.
+    Build(images::ProjectArgs),
+    /// Build berth's local images (no registry needed), or pull one.
     Images {
         #[command(subcommand)]
         action: ImagesAction,
@@ -163,15 +164,15 @@ fn init_tracing() {
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
-        Command::Config { json } => show_config(&cli.global, json),
+        Command::Config { json } => show_config(&cli.global, json).await,
         Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
         Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
         Command::Tui => tui(&cli.global).await,
-        Command::Images {
-            action: ImagesAction::Build,
-        } => images_build(&cli.global),
+        Command::Images { action } => images::images(&cli.global, action).await,
+        Command::Test(a) => images::project(&cli.global, ProjectTask::Test, a).await,
+        Command::Build(a) => images::project(&cli.global, ProjectTask::Build, a).await,
         Command::Up => daemon::up(&cli.global).await,
         Command::Down => daemon::down(&cli.global).await,
         Command::Ps(a) => jobs::ps(&cli.global, a).await,
@@ -202,8 +203,14 @@ pub fn report(e: &anyhow::Error) -> i32 {
     }
 }
 
-fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
+async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let config = global.config()?;
+    // The image a job without --image gets, and why (asks the engine
+    // whether berth/dev is built).
+    let dev = crate::runner::docker::Engine::new(&config)
+        .has_image(crate::images::DEV_IMAGE)
+        .await;
+    let chosen = crate::images::choose_image(&crate::job::JobSpec::default(), &config, dev);
     if json {
         let mut v = serde_json::to_value(&config)?;
         let sources: serde_json::Map<String, serde_json::Value> = config
@@ -212,11 +219,13 @@ fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             .map(|(k, _, s)| (k, serde_json::Value::String(s)))
             .collect();
         v["sources"] = serde_json::Value::Object(sources);
+        v["job_image"] = serde_json::json!({"name": chosen.name, "why": chosen.why});
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for (k, v, s) in config.describe() {
             outln!("{k:<14} = {v:<40} ({s})");
         }
+        outln!("{:<14} = {:<40} ({})", "job image", chosen.name, chosen.why);
     }
     Ok(0)
 }
@@ -237,25 +246,6 @@ async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
     let tools: crate::mcp::ToolSet = tools.parse()?;
     crate::mcp::run(global.config()?, tools).await?;
     Ok(0)
-}
-
-/// Find `images/build.sh` (the workspace, else the source tree berth was built
-/// from) and run it.
-fn images_build(global: &Global) -> anyhow::Result<i32> {
-    let config = global.config()?;
-    let candidates = [
-        config.workspace.join("images/build.sh"),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("images/build.sh"),
-    ];
-    let Some(script) = candidates.iter().find(|p| p.is_file()) else {
-        anyhow::bail!(
-            "images/build.sh not found (looked in {} and {}); run this from a berth checkout",
-            candidates[0].display(),
-            candidates[1].display()
-        );
-    };
-    let status = std::process::Command::new("bash").arg(script).status()?;
-    Ok(status.code().unwrap_or(1))
 }
 
 async fn tui(global: &Global) -> anyhow::Result<i32> {

@@ -88,6 +88,8 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             let _ = tokio::time::timeout(Duration::from_secs(5), printer).await;
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&info)?);
+            } else if let Some(line) = super::run::oom_line(&info) {
+                eprintln!("{line}");
             }
             Ok(exit_code(&info))
         }

@@ -72,9 +72,13 @@ pub struct RunArgs {
     /// auto, docker or host.
     #[arg(long)]
     pub runner: Option<String>,
-    /// Docker image (default berth/sandbox:latest).
+    /// Docker image (default: the project's image, else berth/dev when
+    /// built, else berth/sandbox:latest).
     #[arg(long)]
     pub image: Option<String>,
+    /// When to pull the image: missing (default), always or never.
+    #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
+    pub pull: Option<String>,
     /// CPU limit in cores, e.g. 0.5.
     #[arg(long)]
     pub cpus: Option<f64>,
@@ -125,6 +129,7 @@ impl RunArgs {
             None => config.runner,
         };
         spec.image = self.image.clone();
+        spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {
@@ -215,7 +220,17 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
-    let handle = manager.start_from(spec, "cli").await?;
+    let pulls = (!args.json).then(|| super::images::follow_pulls(&manager));
+    let handle = manager.start_from(spec, "cli").await;
+    if let Some(p) = pulls {
+        if handle.is_ok() {
+            // It ends at the job's `started` event, after the last progress line.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), p).await;
+        } else {
+            p.abort();
+        }
+    }
+    let handle = handle?;
     warn_fallback(&handle.info()?);
     let output = manager.output(&handle.id)?;
     // The follower ends early when stdout is closed (`berth run -- yes | head -1`);
@@ -263,8 +278,29 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         );
     } else if let JobStatus::StartFailed { error } = &info.status {
         eprintln!("berth: {} failed to start: {error}", info.id);
+    } else if let Some(line) = oom_line(&info) {
+        eprintln!("{line}");
     }
     Ok(code)
+}
+
+/// One line for a job the kernel killed at its memory limit: which limit,
+/// and how to raise it.
+pub(super) fn oom_line(info: &JobInfo) -> Option<String> {
+    match &info.status {
+        JobStatus::Killed { reason, .. } if reason == "oom" => {
+            let limit = info
+                .limits
+                .memory
+                .map(|m| format!(" ({} MiB)", m >> 20))
+                .unwrap_or_default();
+            Some(format!(
+                "berth: {} hit its memory limit{limit} and was killed (exit 137); raise it with --memory 4g, or memory = \"4g\" in berth.toml",
+                info.id
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Say on stderr that `auto` ran the job on the host because no engine answered.

@@ -190,6 +190,7 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         keep_days => "keep_days",
         recovery => "recovery",
         store_env => "store_env",
+        pull_timeout_secs => "pull_timeout",
     );
     // The security log is the instance's (one file, one rotation).
     project.safety.security_log = own.safety.security_log.clone();

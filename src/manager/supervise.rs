@@ -77,7 +77,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     if kind == RunnerKind::Host {
         project.safety.check_env(&spec, &cwd, client)?;
     }
-    let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
     let (id, queued) = {
         let mut reg = inner.registry.lock().unwrap();
         let mut queued = false;
@@ -146,6 +146,8 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             logs: output.paths(),
             last_seq: 0,
             queue_position: None,
+            image: None,
+            pulling: None,
             recovered: false,
         };
         let n = number(&id).expect("allocated ids are job-N");
@@ -193,12 +195,14 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
         ));
         return Ok(id);
     }
-    match launch(inner, &id, &spec, kind, &project).await {
-        Ok(launched) => {
+    match launch(inner, &id, &spec, kind, &project, &mut stop_rx).await {
+        Ok(Some(launched)) => {
             fallback_event(&runner_note);
             tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
             Ok(id)
         }
+        // Stopped while its image was pulled: it ended, recorded as killed.
+        Ok(None) => Ok(id),
         Err(e) => {
             // Refused at the door: leave no record behind.
             let removed = {
@@ -277,8 +281,9 @@ async fn run_queued(
     }
     // Others in line may fit too (several slots can free at once).
     inner.slot_freed.notify_waiters();
-    match launch(&inner, &id, &spec, kind, &project).await {
-        Ok(launched) => supervise(inner, id, spec, launched, stop_rx).await,
+    match launch(&inner, &id, &spec, kind, &project, &mut stop_rx).await {
+        Ok(Some(launched)) => supervise(inner, id, spec, launched, stop_rx).await,
+        Ok(None) => {}
         Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
     }
 }
@@ -293,13 +298,16 @@ fn shutdown_request(inner: &Inner) -> StopRequest {
     }
 }
 
+/// Launch through the runner. `Ok(None)`: a stop came while the image was
+/// pulled; the pull was cancelled and the job ended as killed.
 async fn launch(
     inner: &Arc<Inner>,
     id: &JobId,
     spec: &JobSpec,
     kind: RunnerKind,
     project: &Project,
-) -> Result<Launched> {
+    stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
+) -> Result<Option<Launched>> {
     let output = {
         let reg = inner.registry.lock().unwrap();
         reg.get(id)?.output.clone()
@@ -308,10 +316,33 @@ async fn launch(
     let launched = match kind {
         RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
         RunnerKind::Docker => {
-            inner
-                .runners
-                .launch_in(id, spec, &cwd, &output, &project.config)
-                .await
+            let prepared = tokio::select! {
+                r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id)) => r,
+                req = stop_rx.recv() => {
+                    // Dropping `prepare` closed the pull's request: the engine stops it.
+                    let req = req.unwrap_or_else(|| shutdown_request(inner));
+                    output.release_events();
+                    finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.reason });
+                    return Ok(None);
+                }
+            };
+            match prepared {
+                Ok(choice) => {
+                    let spec = JobSpec {
+                        image: Some(choice.name.clone()),
+                        ..spec.clone()
+                    };
+                    if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
+                        e.info.pulling = None;
+                        e.info.image = Some(choice);
+                    }
+                    inner
+                        .runners
+                        .launch_in(id, &spec, &cwd, &output, &project.config)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
         }
     };
     let launched = match launched {
@@ -349,7 +380,21 @@ async fn launch(
     );
     // Watch hits of output that came during the launch follow `started`.
     output.release_events();
-    Ok(launched)
+    Ok(Some(launched))
+}
+
+/// Pull progress of job `id`: kept on its record (`starting (pulling)`) and
+/// emitted as a `pulling` event (the pull throttles how often).
+fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::ProgressFn {
+    let inner = Arc::downgrade(inner);
+    let id = id.clone();
+    Arc::new(move |p: crate::images::PullProgress| {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.pulling = Some(p.clone());
+        }
+        inner.events.emit(id.clone(), EventKind::Pulling(p));
+    })
 }
 
 /// Own the live job until it ends.

@@ -98,8 +98,10 @@ pub struct RunArgs {
     pub cpus: Option<f64>,
     /// Memory limit, e.g. "256m", "1g".
     pub memory: Option<String>,
-    /// Docker image (default berth/sandbox:latest).
+    /// Docker image (default: the project's image, else berth/dev when built, else berth/sandbox:latest).
     pub image: Option<String>,
+    /// When to pull the image: `missing` (default), `always` or `never`.
+    pub pull: Option<String>,
     /// auto (default: docker when available), docker or host.
     pub runner: Option<RunnerArg>,
     /// Working directory, relative to the workspace root.
@@ -152,6 +154,7 @@ impl RunArgs {
             pids: None,
         };
         spec.image = self.image.clone();
+        spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         if let Some(r) = self.runner {
             spec.runner = r.into();
         }

@@ -141,6 +141,8 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
         // Running unsandboxed is never news the agent may miss.
         EventKind::WatchHit { .. } | EventKind::Fallback { .. } => true,
         EventKind::Queued => !own,
+        // Progress is on the job's own answer; the backlog would only be noise.
+        EventKind::Pulling(_) => false,
         EventKind::Started { .. } => !own || (st.queued.contains(&e.job) && !is_covered),
         EventKind::Ready { .. } | EventKind::Promoted { .. } | EventKind::Ended { .. } => !is_covered,
     }
@@ -155,6 +157,7 @@ pub fn line(manager: &Manager, e: &Event) -> String {
     let what = match &e.kind {
         EventKind::Queued => "queued: waiting for a free background slot".to_string(),
         EventKind::Fallback { note } => format!("runs on the host: {note}"),
+        EventKind::Pulling(p) => p.line(),
         EventKind::Started {
             runner,
             start_mode,

@@ -201,6 +201,7 @@ impl Core {
             format::duration(info),
             format::short(&info.command, 120)
         );
+        text += &format::image_line(info);
         text += &format!("Output ({} lines):\n", info.last_seq);
         text += &format::output_block(&self.manager, &info.id, d)?;
         Ok(Answer {
@@ -266,6 +267,7 @@ impl Core {
             text += &line;
         }
         text += &format::port_lines(info);
+        text += &format::image_line(info);
         text += &format::log_paths(info);
         text += &format!(
             "Next: read its output with {}, stop it with {}.\n",

@@ -150,6 +150,20 @@ pub fn port_lines(info: &JobInfo) -> String {
 }
 
 /// The raw log file paths.
+/// `Image: berth/dev:latest (why; pulled in 3.2s)` for container jobs.
+pub fn image_line(info: &JobInfo) -> String {
+    match &info.image {
+        Some(i) => {
+            let pulled = i
+                .pull_ms
+                .map(|ms| format!("; pulled in {}", secs(ms as f64 / 1000.0)))
+                .unwrap_or_default();
+            format!("Image: {} ({}{pulled})\n", i.name, i.why)
+        }
+        None => String::new(),
+    }
+}
+
 pub fn log_paths(info: &JobInfo) -> String {
     format!(
         "  log files: {} (stdout), {} (stderr)\n",
@@ -286,7 +300,9 @@ pub fn lines_text(lines: &[Line]) -> String {
 pub fn table(jobs: &[JobInfo]) -> String {
     let mut out = String::new();
     for j in jobs {
-        let status = if j.status.is_active() {
+        let status = if j.pulling.is_some() {
+            crate::card::status_text(j)
+        } else if j.status.is_active() {
             j.status.name().to_string()
         } else {
             info_end_words(j)

@@ -50,7 +50,7 @@ mod compat_shell;
 mod core;
 mod format;
 mod logs;
-mod project;
+pub(crate) mod project;
 mod server;
 pub mod session;
 mod stdio;

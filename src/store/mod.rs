@@ -626,6 +626,8 @@ mod tests {
             },
             last_seq: 0,
             queue_position: None,
+            image: None,
+            pulling: None,
         }
     }
 

@@ -44,7 +44,21 @@ async fn the_main_journey_on_the_host_runner() {
 async fn the_main_journey_in_a_container() {
     let mut d = Daemon::start();
     let (code, out, err) = d.run(&[
-        "run", "-d", "--runner", "docker", "-p", "8080", "--", "httpd", "-f", "-v", "-p", "8080", "-h",
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/sandbox:latest",
+        "-p",
+        "8080",
+        "--",
+        "httpd",
+        "-f",
+        "-v",
+        "-p",
+        "8080",
+        "-h",
         "/www",
     ]);
     assert_eq!(code, 0, "{err}");

@@ -10,6 +10,7 @@ mod docker;
 mod escape;
 mod exits;
 mod host;
+mod images;
 mod mcp;
 mod network;
 mod output;

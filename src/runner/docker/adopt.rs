@@ -74,7 +74,7 @@ pub(super) async fn adopt(
     let mut err = output.writer(OutStream::Stderr)?;
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
-    let pump_task = tokio::spawn(pump(stream, out, err));
+    let pump_task = tokio::spawn(pump(stream, out, err, None));
     // On a pool network: hold its slot until the container is removed.
     let slot = inspected
         .network_settings

@@ -63,12 +63,25 @@ pub(super) async fn pump(
     mut stream: OutputStream,
     mut out: StreamWriter,
     mut err: StreamWriter,
+    image: Option<String>,
 ) -> Option<String> {
     let mut failure = None;
+    let mut first_err = true;
     while let Some(item) = stream.next().await {
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => out.write(&message),
-            Ok(LogOutput::StdErr { message }) => err.write(&message),
+            Ok(LogOutput::StdErr { message }) => {
+                // The init's own words for a program the image lacks come
+                // first on stderr; the job's stderr says it berth's way.
+                let clear = first_err
+                    .then(|| image.as_deref().and_then(|i| not_in_image(&message, i)))
+                    .flatten();
+                first_err = false;
+                match clear {
+                    Some(line) => err.write(line.as_bytes()),
+                    None => err.write(&message),
+                }
+            }
             Ok(LogOutput::StdIn { .. }) => {}
             Err(e) => {
                 failure = Some(e.to_string());
@@ -79,6 +92,24 @@ pub(super) async fn pump(
     out.finish();
     err.finish();
     failure
+}
+
+/// `[FATAL tini (7)] exec make failed: No such file or directory` (what the
+/// container's init says when the program is not in the image, exit 127) as
+/// one line saying what to do.
+pub(super) fn not_in_image(message: &[u8], image: &str) -> Option<String> {
+    let text = std::str::from_utf8(message).ok()?;
+    let rest = text.strip_prefix("[FATAL tini (")?;
+    let rest = &rest[rest.find(")] exec ")? + ")] exec ".len()..];
+    let (program, why) = rest.split_once(" failed: ")?;
+    if !why.starts_with("No such file or directory") {
+        return None;
+    }
+    let e = crate::error::Error::NotInImage {
+        program: program.into(),
+        image: image.into(),
+    };
+    Some(format!("berth: {e}\n"))
 }
 
 /// Resolves once the engine reported the exit and the output is drained.

@@ -16,13 +16,11 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bollard::Docker;
 use bollard::container::AttachContainerResults;
 use bollard::models::ContainerInspectResponse;
-use bollard::query_parameters::{AttachContainerOptions, CreateContainerOptions, CreateImageOptions};
-use futures_util::StreamExt;
+use bollard::query_parameters::{AttachContainerOptions, CreateContainerOptions};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
@@ -30,13 +28,10 @@ use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
 use super::{DockerControl, Engine, Project, message, network, remove_container, status};
 use crate::error::{Error, Result};
+use crate::images::PullPolicy;
 use crate::job::{AppliedLimits, JobId, JobSpec};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
-
-/// How long a pull of a missing image may take before we call it missing.
-/// These machines cannot reach a registry; a pull must never hang a start.
-const PULL_LIMIT: Duration = Duration::from_secs(2);
 
 /// A container that was created, attached and started.
 struct Started {
@@ -73,7 +68,18 @@ pub(super) async fn launch(
     project: &Project<'_>,
 ) -> Result<Launched> {
     let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
-    ensure_image(&docker, id, &image).await?;
+    // Normally the manager made it present already (`Engine::prepare`, with
+    // progress and the job's policy); then this is one quick inspect.
+    let quiet: super::pull::ProgressFn = Arc::new(|_| {});
+    super::pull::ensure(
+        &docker,
+        id.as_str(),
+        &image,
+        PullPolicy::Missing,
+        engine.pull_timeout,
+        &quiet,
+    )
+    .await?;
     let name = create::container_name(&engine.instance, engine.state(), id);
     clear_leftover(engine, &docker, id, &name).await?;
 
@@ -162,7 +168,7 @@ pub(super) async fn launch(
             return Err(e);
         }
     };
-    let pump_task = tokio::spawn(pump(stream, writers.0, writers.1));
+    let pump_task = tokio::spawn(pump(stream, writers.0, writers.1, Some(image.clone())));
     match spec.input.clone() {
         Some(text) => {
             // Under keep-alive an interactive program must see its input and
@@ -240,58 +246,6 @@ async fn clear_leftover(engine: &Engine, docker: &Docker, id: &JobId, name: &str
     }
 }
 
-/// Make sure `image` is present. A missing image gets one bounded pull
-/// attempt (never for `berth/…`, which exist only where they were built).
-async fn ensure_image(docker: &Docker, id: &JobId, image: &str) -> Result<()> {
-    match docker.inspect_image(image).await {
-        Ok(_) => Ok(()),
-        Err(e) if status(&e) == Some(404) => {
-            if !image.starts_with("berth/") && pull(docker, image).await {
-                return Ok(());
-            }
-            Err(Error::ImageMissing { image: image.into() })
-        }
-        Err(e) => Err(Error::Docker {
-            action: "inspect image",
-            job: id.to_string(),
-            message: message(&e),
-        }),
-    }
-}
-
-/// Try to pull `image` within [`PULL_LIMIT`]; true when it is then present.
-async fn pull(docker: &Docker, image: &str) -> bool {
-    // Without a tag the engine would pull every tag of the repository.
-    let last = image.rsplit('/').next().unwrap_or(image);
-    let tagged = last.contains(':') || last.contains('@');
-    let opts = CreateImageOptions {
-        from_image: Some(image.into()),
-        tag: (!tagged).then(|| "latest".into()),
-        ..Default::default()
-    };
-    let attempt = async {
-        let mut progress = docker.create_image(Some(opts), None, None);
-        while let Some(item) = progress.next().await {
-            match item {
-                Ok(info) if info.error_detail.is_some() => return false,
-                Ok(_) => {}
-                Err(_) => return false,
-            }
-        }
-        docker.inspect_image(image).await.is_ok()
-    };
-    match tokio::time::timeout(PULL_LIMIT, attempt).await {
-        Ok(ok) => ok,
-        Err(_) => {
-            tracing::debug!(
-                image,
-                "pull did not finish within {PULL_LIMIT:?}; treating as missing"
-            );
-            false
-        }
-    }
-}
-
 /// One create → wait → attach → start round. Whatever it created is removed
 /// again when it fails.
 async fn attempt(
@@ -312,6 +266,7 @@ async fn attempt(
         if status(&e) == Some(404) && msg.contains("No such image") {
             AttemptError::Other(Error::ImageMissing {
                 image: ctx.image.into(),
+                hint: "it went away between the pull and the start; start again".into(),
             })
         } else if network::is_missing(&msg) {
             AttemptError::NetworkGone(msg)
@@ -361,8 +316,9 @@ async fn attempt(
             return Err(AttemptError::NetworkGone(msg));
         }
         if msg.contains("executable file not found") {
-            return Err(AttemptError::Other(Error::CommandNotFound {
+            return Err(AttemptError::Other(Error::NotInImage {
                 program: spec.effective_argv().first().cloned().unwrap_or_default(),
+                image: ctx.image.into(),
             }));
         }
         return Err(AttemptError::Other(Error::Docker {

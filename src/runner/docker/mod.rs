@@ -21,6 +21,7 @@ mod exit;
 mod launch;
 mod network;
 mod ownership;
+mod pull;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -48,6 +49,7 @@ pub use create::{
 };
 pub use network::NO_ICC;
 pub use ownership::{LABEL_STATE, Ownership, state_hash};
+pub use pull::ProgressFn;
 pub use usage::UsageTarget;
 
 use cleanup::{blocking_remove, remove_container};
@@ -203,6 +205,8 @@ pub struct Engine {
     image: String,
     workspace: PathBuf,
     grace: Duration,
+    /// Longest one image pull may take (`pull_timeout`).
+    pull_timeout: Duration,
     owner: String,
     /// This instance and state dir: what `berth.instance`/`berth.state` must say.
     ownership: Ownership,
@@ -244,6 +248,7 @@ impl Engine {
             image: config.image.clone(),
             workspace: config.workspace.clone(),
             grace: config.grace(),
+            pull_timeout: Duration::from_secs_f64(config.pull_timeout_secs),
             owner: owner_label(),
             network: network::name(&create::clean_name(&config.instance), &state),
             ownership: Ownership {
@@ -359,6 +364,50 @@ impl Engine {
             container_id.to_string(),
             Some(self.ownership.clone()),
         )
+    }
+
+    /// Choose the image of `spec` in `project` (the job's effective config)
+    /// and make it present as the job's pull policy says, reporting pull
+    /// progress. Dropping the future cancels a pull under way.
+    pub async fn prepare(
+        &self,
+        id: &JobId,
+        spec: &JobSpec,
+        project: &Config,
+        progress: ProgressFn,
+    ) -> Result<crate::images::ImageChoice> {
+        let docker = self.client().await?;
+        let dev_present =
+            spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
+        let mut choice = crate::images::choose_image(spec, project, dev_present);
+        let policy = spec.pull.unwrap_or(project.pull);
+        let limit = Duration::from_secs_f64(project.pull_timeout_secs);
+        choice.pull_ms = pull::ensure(docker, id.as_str(), &choice.name, policy, limit, &progress).await?;
+        Ok(choice)
+    }
+
+    /// True when the engine answers and has `image`.
+    pub async fn has_image(&self, image: &str) -> bool {
+        match self.client().await {
+            Ok(d) => d.inspect_image(image).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Pull `image` now (`berth images pull`), reporting progress; the
+    /// error names the registry and suggests the fix.
+    pub async fn pull(&self, image: &str, progress: ProgressFn) -> Result<u64> {
+        let docker = self.client().await?;
+        let ms = pull::ensure(
+            docker,
+            "-",
+            image,
+            crate::images::PullPolicy::Always,
+            self.pull_timeout,
+            &progress,
+        )
+        .await?;
+        Ok(ms.unwrap_or(0))
     }
 
     /// Start `spec` as a container writing into `output`.

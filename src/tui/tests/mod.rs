@@ -68,6 +68,8 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         spec,
         last_seq: 0,
         queue_position: None,
+        image: None,
+        pulling: None,
     }
 }
 

@@ -19,6 +19,7 @@ use crate::common::{eventually, http_get, instance_name, processes_with, unique_
 
 mod late_port;
 mod list;
+mod project_image;
 mod protocol;
 mod seed_exec;
 mod seed_process;

@@ -1,0 +1,180 @@
+//! Which image a container job runs in, and the words around it: the pull
+//! policy (`pull = "missing" | "always" | "never"`), the choice of image for
+//! a job ([`choose_image`]: asked → project → `berth/dev` → `berth/sandbox`,
+//! with the reason said on every card), the registry an image name points
+//! at, and the fix a failed pull suggests. Talking to the engine (pulling,
+//! checking what it has) is the Docker runner's (`runner/docker/pull.rs`);
+//! everything here is plain data so it can be tested without one.
+
+mod devcontainer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, DEFAULT_IMAGE, Source};
+use crate::error::{Error, Result};
+use crate::job::JobSpec;
+
+pub use devcontainer::read_devcontainer;
+
+/// The toolchain image `images/build.sh dev` builds from Debian packages.
+pub const DEV_IMAGE: &str = "berth/dev:latest";
+
+/// When a job's image is pulled from its registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PullPolicy {
+    /// Only when the engine does not have it (the default).
+    #[default]
+    Missing,
+    /// Every start (picks up a moved tag).
+    Always,
+    /// Never: a missing image is an error.
+    Never,
+}
+
+impl PullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Missing => "missing",
+            PullPolicy::Always => "always",
+            PullPolicy::Never => "never",
+        }
+    }
+}
+
+impl std::str::FromStr for PullPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "missing" => Ok(PullPolicy::Missing),
+            "always" => Ok(PullPolicy::Always),
+            "never" => Ok(PullPolicy::Never),
+            _ => Err(Error::InvalidValue {
+                what: "pull",
+                input: s.into(),
+                message: "expected missing, always or never".into(),
+            }),
+        }
+    }
+}
+
+/// The image a job ran in and why that one.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ImageChoice {
+    pub name: String,
+    pub why: String,
+    /// Milliseconds the pull took, when this start pulled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_ms: Option<u64>,
+}
+
+/// How far an image pull is: layers and bytes (totals grow as the engine
+/// learns each layer's size).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PullProgress {
+    pub image: String,
+    pub layers: u32,
+    pub layers_done: u32,
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+    pub elapsed_ms: u64,
+    /// The last report of a pull that finished.
+    #[serde(default)]
+    pub done: bool,
+}
+
+impl PullProgress {
+    /// Whole percent of the known bytes (0 while no size is known).
+    pub fn percent(&self) -> u64 {
+        (self.bytes_done.min(self.bytes_total) * 100)
+            .checked_div(self.bytes_total)
+            .unwrap_or(0)
+    }
+
+    /// `pulling alpine:3: 2/3 layers, 3.1 MB/4.0 MB (77%)`
+    pub fn line(&self) -> String {
+        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        format!(
+            "pulling {}: {}/{} layers, {}/{} ({}%)",
+            self.image,
+            self.layers_done,
+            self.layers,
+            mb(self.bytes_done),
+            mb(self.bytes_total),
+            self.percent()
+        )
+    }
+}
+
+/// Pick the image for `spec` in `project` (the job's effective config, whose
+/// `workspace` is the project root): the spec's own image, else the
+/// project's (`image` in berth.toml/env/flag, else `.devcontainer`), else
+/// `berth/dev` when the engine has it (`dev_present`), else the sandbox.
+pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> ImageChoice {
+    let choice = |name: &str, why: String| ImageChoice {
+        name: name.to_string(),
+        why,
+        pull_ms: None,
+    };
+    if let Some(image) = spec.image.as_deref() {
+        return choice(image, "asked for by the job (--image)".into());
+    }
+    match project.sources.get("image") {
+        Some(Source::Default) | None => {}
+        Some(source) => return choice(&project.image, format!("image in {source}")),
+    }
+    if let Some((name, path)) = read_devcontainer(&project.workspace) {
+        return choice(&name, format!("image in {}", path.display()));
+    }
+    if dev_present {
+        return choice(
+            DEV_IMAGE,
+            "the project names no image and berth/dev (the toolchain image) is built".into(),
+        );
+    }
+    choice(
+        DEFAULT_IMAGE,
+        "the project names no image and berth/dev is not built (images/build.sh dev); busybox only".into(),
+    )
+}
+
+/// The registry an image name points at (`docker.io` when it names none).
+pub fn registry_of(image: &str) -> String {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            first.into()
+        }
+        _ => "docker.io".into(),
+    }
+}
+
+/// The fix a failed pull suggests, from the engine's reason.
+pub fn pull_hint(image: &str, reason: &str) -> String {
+    let registry = registry_of(image);
+    let r = reason.to_ascii_lowercase();
+    if r.contains("unauthorized") || r.contains("denied") || r.contains("authentication required") {
+        format!("log in to {registry} (docker login {registry}), or check the image name")
+    } else if r.contains("not found") || r.contains("manifest unknown") || r.contains("does not exist") {
+        format!("check the image name and tag (is `{image}` on {registry}?)")
+    } else if [
+        "dial tcp",
+        "connection refused",
+        "no such host",
+        "timeout",
+        "network is unreachable",
+        "tls",
+        "eof",
+    ]
+    .iter()
+    .any(|w| r.contains(w))
+    {
+        format!(
+            "check that this machine reaches {registry} (network, proxy, DNS), or build the image locally"
+        )
+    } else {
+        format!("check the image name, your login to {registry} and the network")
+    }
+}
+
+#[cfg(test)]
+mod tests;
