@@ -519,25 +519,7 @@ impl Manager {
     /// Stop every job (grace, then kill), wait until all have ended, refuse new ones.
     pub async fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
-        let ids: Vec<JobId> = {
-            let reg = self.inner.registry.lock().unwrap();
-            reg.jobs
-                .values()
-                .filter(|e| e.info.status.is_active())
-                .map(|e| e.info.id.clone())
-                .collect()
-        };
-        let kills = ids.iter().map(|id| {
-            self.kill(
-                id,
-                KillRequest {
-                    ended_by: Some(EndedBy::System),
-                    reason: Some("shutdown".into()),
-                    ..Default::default()
-                },
-            )
-        });
-        futures_util::future::join_all(kills).await;
+        self.end_active(None, "shutdown").await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

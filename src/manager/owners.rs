@@ -15,11 +15,18 @@ impl Manager {
     /// `ended_by: system` and `reason`; returns once all of them have ended,
     /// with their ids.
     pub async fn end_owner(&self, owner: &str, reason: &str) -> Vec<JobId> {
+        self.end_active(Some(owner), reason).await
+    }
+
+    /// Stop every active job (of `owner`, or all when `None`) as the system
+    /// with `reason`, all at once; returns their ids once all have ended.
+    pub(super) async fn end_active(&self, owner: Option<&str>, reason: &str) -> Vec<JobId> {
         let ids: Vec<JobId> = {
             let reg = self.inner.registry.lock().unwrap();
             reg.jobs
                 .values()
-                .filter(|e| e.info.status.is_active() && e.info.spec.owner.as_deref() == Some(owner))
+                .filter(|e| e.info.status.is_active())
+                .filter(|e| owner.is_none() || e.info.spec.owner.as_deref() == owner)
                 .map(|e| e.info.id.clone())
                 .collect()
         };
@@ -35,7 +42,7 @@ impl Manager {
         });
         for (id, r) in ids.iter().zip(futures_util::future::join_all(kills).await) {
             if let Err(e) = r {
-                tracing::warn!(job = %id, owner, error = %e, "stopping a job of an ended session failed");
+                tracing::warn!(job = %id, owner, error = %e, reason, "stopping a job failed");
             }
         }
         ids

@@ -280,3 +280,22 @@ pub fn http_get(port: u16) -> String {
     s.read_to_string(&mut body).unwrap();
     body
 }
+
+/// The small image the container tests run in (a static busybox).
+pub const SANDBOX: &str = "berth/sandbox:latest";
+
+/// `spec` as a container job in [`SANDBOX`].
+pub fn in_sandbox(spec: berth::JobSpec) -> berth::JobSpec {
+    spec.with_runner(berth::RunnerChoice::Docker).with_image(SANDBOX)
+}
+
+/// `docker inspect` (container or network) as JSON; None when it does not exist.
+pub fn docker_inspect(kind: &str, id: &str) -> Option<serde_json::Value> {
+    let o = Command::new("docker")
+        .args([kind, "inspect", id])
+        .output()
+        .expect("docker CLI");
+    o.status
+        .success()
+        .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
+}

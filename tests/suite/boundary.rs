@@ -12,29 +12,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth::runner::docker::{container_name, state_hash};
-use berth::{Config, JobId, JobSpec, JobStatus, Manager, RunnerChoice};
+use berth::{Config, JobId, JobSpec, JobStatus, Manager};
 use pretty_assertions::assert_eq;
 
 use crate::common::{berth, containers_of, instance_name, manager_with};
 
-const IMAGE: &str = "berth/sandbox:latest";
+use crate::common::{SANDBOX as IMAGE, docker_inspect as inspect, in_sandbox as docker};
 /// A uid/gid that exists nowhere on this machine: whatever it owns, nobody else does.
 const JOB_USER: &str = "1234:1234";
-
-fn docker(spec: JobSpec) -> JobSpec {
-    spec.with_runner(RunnerChoice::Docker).with_image(IMAGE)
-}
-
-/// `docker inspect` (container or network) as JSON; None when it does not exist.
-fn inspect(kind: &str, id: &str) -> Option<serde_json::Value> {
-    let o = Command::new("docker")
-        .args([kind, "inspect", id])
-        .output()
-        .expect("docker CLI");
-    o.status
-        .success()
-        .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
-}
 
 fn running(cid: &str) -> bool {
     inspect("container", cid).is_some_and(|c| c["State"]["Running"] == true)

@@ -9,27 +9,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth::runner::docker::{LABEL_STATE, NO_ICC, state_hash};
-use berth::{JobSpec, ReadyCondition, RunnerChoice};
+use berth::{JobSpec, ReadyCondition};
 use pretty_assertions::assert_eq;
 
 use crate::common::{Daemon, eventually, manager, unique_sleep};
 
-const IMAGE: &str = "berth/sandbox:latest";
-
-fn docker(spec: JobSpec) -> JobSpec {
-    spec.with_runner(RunnerChoice::Docker).with_image(IMAGE)
-}
-
-/// `docker inspect` (container or network) as JSON; None when it does not exist.
-fn inspect(kind: &str, id: &str) -> Option<serde_json::Value> {
-    let o = Command::new("docker")
-        .args([kind, "inspect", id])
-        .output()
-        .expect("docker CLI");
-    o.status
-        .success()
-        .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
-}
+use crate::common::{docker_inspect as inspect, in_sandbox as docker};
 
 /// The names of the networks labelled with this state dir's hash.
 fn networks_of(state: &str) -> Vec<String> {
