@@ -145,7 +145,11 @@ async fn a_gigabyte_job_pages_back_from_seq_one_exactly_once() {
         .unwrap()
         .unwrap();
     assert_eq!((info.exit_code, info.last_seq), (Some(0), N));
-    assert_eq!(t.manager.ring_bytes(&job.id).unwrap(), 0, "a finished job keeps no ring");
+    assert_eq!(
+        t.manager.ring_bytes(&job.id).unwrap(),
+        0,
+        "a finished job keeps no ring"
+    );
 
     let mut expected = 1u64;
     let mut since = 1;
