@@ -451,10 +451,19 @@ impl JobOutput {
         stream: Option<Stream>,
         out: &mut Vec<Line>,
     ) -> Result<(u64, u64)> {
-        // Lines that just left the ring may still be queued for the store.
-        self.store.flush();
         let want = limit.saturating_sub(out.len());
-        let (got, start) = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        let mut read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        // Lines that just left the ring may still be queued for the store:
+        // wait for the writer only when the page came back short (a follower
+        // behind a busy job then reads at the store's pace, not the flush's).
+        let whole = |got: &Vec<Line>| {
+            got.len() >= want || (stream.is_none() && got.last().is_some_and(|l| l.seq + 1 >= until))
+        };
+        if !whole(&read.0) {
+            self.store.flush();
+            read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        }
+        let (got, start) = read;
         let full = got.len() >= want;
         let cursor = match (full, got.last()) {
             (true, Some(last)) => last.seq + 1,
