@@ -3,8 +3,18 @@
 #   bash bench/run.sh                 # everything (ingest moves 4 × 1 GiB)
 #   bash bench/run.sh start spawn     # a subset: start network ready detect spawn ingest memory ps
 #   BERTH_BENCH_BYTES=268435456 bash bench/run.sh ingest
+#   bash bench/run.sh finished output  # output rows beside raw redirections and pueue
+# pueue: taken from BERTH_BENCH_PUEUE_DIR or PATH; BERTH_BENCH_INSTALL_PUEUE=1
+# installs it into a temporary root first (`cargo install pueue`); without it
+# the pueue rows print a note instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${BERTH_BENCH_INSTALL_PUEUE:-}" = 1 ] && [ -z "${BERTH_BENCH_PUEUE_DIR:-}" ]; then
+    pueue_root=$(mktemp -d)
+    trap 'rm -rf "$pueue_root"' EXIT
+    cargo install --quiet pueue --root "$pueue_root"
+    export BERTH_BENCH_PUEUE_DIR="$pueue_root/bin"
+fi
 bash images/build.sh >/dev/null
 cargo build --release --quiet
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) · $(nproc) cores · $(free -g | awk '/Mem:/{print $2}') GiB · engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')"

@@ -4,13 +4,17 @@
 //!
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
-//! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps` (default: all).
-//! Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB).
+//! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps`, `output`,
+//! `finished` (default: all). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
+//! the output rows and their peers are in `berth/peers.rs`.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "berth/peers.rs"]
+mod peers;
 
 fn berth_bin() -> PathBuf {
     // Built by cargo for this bench, in the same profile (release under `cargo bench`).
@@ -493,7 +497,7 @@ fn main() {
         return;
     }
     let all = [
-        "memory", "start", "network", "ready", "detect", "spawn", "ingest", "ps",
+        "finished", "memory", "start", "network", "ready", "detect", "spawn", "output", "ingest", "ps",
     ];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
@@ -517,6 +521,8 @@ fn main() {
             "detect" => bench_detect(&d),
             "ingest" => bench_ingest(&d),
             "ps" => bench_ps(&d),
+            "output" => peers::bench_output(&d),
+            "finished" => peers::bench_finished(&d),
             _ => {}
         }
     }

@@ -264,7 +264,9 @@ impl Client {
         }
         Ok(SseReader {
             body: res.into_body(),
-            buf: String::new(),
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
         })
     }
 }
@@ -297,15 +299,24 @@ pub fn log_query(q: &LogQuery) -> String {
 /// Reads `event:`/`data:` records from an SSE body.
 pub struct SseReader {
     body: Incoming,
-    buf: String,
+    buf: Vec<u8>,
+    /// Where the unread part of `buf` starts (consumed bytes are dropped in
+    /// bulk, not per record: a frame may hold hundreds of records).
+    start: usize,
+    /// How far past `start` a record end was already looked for.
+    scanned: usize,
 }
 
 impl SseReader {
     /// The next `(event, data)`; `None` when the stream ends.
     pub async fn next(&mut self) -> Option<(String, String)> {
         loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let record: String = self.buf.drain(..end + 2).collect();
+            let from = self.start + self.scanned.saturating_sub(1);
+            if let Some(pos) = memchr::memmem::find(&self.buf[from..], b"\n\n") {
+                let end = from + pos;
+                let record = String::from_utf8_lossy(&self.buf[self.start..end]).into_owned();
+                self.start = end + 2;
+                self.scanned = 0;
                 let mut event = String::from("message");
                 let mut data = Vec::new();
                 for line in record.lines() {
@@ -320,9 +331,14 @@ impl SseReader {
                 }
                 return Some((event, data.join("\n")));
             }
+            self.scanned = self.buf.len() - self.start;
+            if self.start > 0 {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
             let frame = self.body.frame().await?.ok()?;
             if let Ok(bytes) = frame.into_data() {
-                self.buf.push_str(&String::from_utf8_lossy(&bytes));
+                self.buf.extend_from_slice(&bytes);
             }
         }
     }

@@ -250,10 +250,18 @@ struct FollowQuery {
     since: Option<u64>,
     #[serde(default)]
     stream: Option<OutStream>,
+    /// Send `lines` events (a JSON array of lines each) instead of one
+    /// `line` event per line: what a client that keeps up with a fast job uses.
+    #[serde(default)]
+    batch: bool,
 }
 
-/// SSE: `line` events (one [`crate::output::Line`] each), then one `end` event
-/// once the job has ended and every line was sent.
+/// Lines per page read for a follower; a batch is one page.
+const FOLLOW_PAGE: usize = 4096;
+
+/// SSE: `line` events (one [`crate::output::Line`] each; with `batch=true`,
+/// `lines` events carrying up to a page of them as an array), then one `end`
+/// event once the job has ended and every line was sent.
 async fn follow_logs(
     State(s): State<AppState>,
     Path(id): Path<String>,
@@ -277,11 +285,18 @@ async fn follow_logs(
                 let page = output
                     .read(&LogQuery {
                         since: Some(since),
-                        limit: Some(1000),
+                        limit: Some(FOLLOW_PAGE),
                         stream: q.stream,
                         ..Default::default()
                     })
                     .ok()?;
+                if !page.lines.is_empty() && q.batch {
+                    let batch = SseEvent::default()
+                        .event("lines")
+                        .json_data(&page.lines)
+                        .expect("lines serialize");
+                    return Some((vec![Ok(batch)], (output, rx, page.next_seq, false)));
+                }
                 if !page.lines.is_empty() {
                     let batch: Vec<_> = page
                         .lines

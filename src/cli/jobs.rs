@@ -239,16 +239,18 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     q.tail = None;
+    // Batches for the terminal (one write per batch); one line per record for `--json`.
+    let batch = if a.json { "" } else { "&batch=true" };
     let mut sse = r
         .client()?
-        .follow(&format!("/v1/jobs/{id}/logs/follow{}", log_query(&q)))
+        .follow(&format!("/v1/jobs/{id}/logs/follow{}{batch}", log_query(&q)))
         .await?;
     while let Some((event, data)) = sse.next().await {
         match event.as_str() {
             "line" if a.json => outln!("{data}"),
-            "line" => {
-                if let Ok(l) = serde_json::from_str::<Line>(&data) {
-                    print_line(&l)?;
+            "lines" => {
+                if let Ok(lines) = serde_json::from_str::<Vec<Line>>(&data) {
+                    super::remote::print_lines(&lines)?;
                 }
             }
             "end" => break,

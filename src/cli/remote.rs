@@ -7,7 +7,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use super::out::{self, StdoutClosed, out, outln};
+use super::out::{StdoutClosed, out, outln};
 use super::run::{RunArgs, exit_code};
 use crate::api::WaitRequest;
 use crate::api::client::Client;
@@ -27,7 +27,14 @@ fn color() -> bool {
 /// so a CI step cannot mistake a job that is still running for a success.
 pub const STILL_RUNNING_EXIT: i32 = 75;
 
-pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Config) -> anyhow::Result<i32> {
+/// Create the job through the daemon. `None` when no daemon answered the
+/// create request (nothing was started; the caller may run it itself).
+pub async fn run(
+    client: &Client,
+    args: &RunArgs,
+    mut spec: JobSpec,
+    config: &Config,
+) -> anyhow::Result<Option<i32>> {
     if args.detach {
         spec.background = true;
         return detached(client, args, spec).await;
@@ -38,11 +45,13 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
         Some("kill") => OnTimeout::Kill,
         _ => OnTimeout::Background,
     };
-    let view = client.create(&spec).await?;
+    let Some(view) = create(client, &spec).await? else {
+        return Ok(None);
+    };
     super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
     let mut sse = client
-        .follow(&format!("/v1/jobs/{id}/logs/follow?since=1"))
+        .follow(&format!("/v1/jobs/{id}/logs/follow?since=1&batch=true"))
         .await?;
     // The printer tells us when stdout is closed (`berth run -- yes | head -1`):
     // like a shell pipeline, the job is then stopped rather than left running.
@@ -52,16 +61,11 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             if event == "end" {
                 break;
             }
-            if let Ok(l) = serde_json::from_str::<Line>(&data) {
-                match l.stream {
-                    Stream::Stdout => {
-                        if out::write(format_args!("{}\n", l.text)).is_err() {
-                            let _ = closed_tx.send(());
-                            return;
-                        }
-                    }
-                    Stream::Stderr => eprintln!("{}", l.text),
-                }
+            if let Ok(lines) = serde_json::from_str::<Vec<Line>>(&data)
+                && print_lines(&lines).is_err()
+            {
+                let _ = closed_tx.send(());
+                return;
             }
         }
     });
@@ -91,7 +95,7 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
             } else if let Some(line) = super::run::oom_line(&info) {
                 eprintln!("{line}");
             }
-            Ok(exit_code(&info))
+            Ok(Some(exit_code(&info)))
         }
         Foreground::Promoted { info } => {
             printer.abort();
@@ -109,9 +113,38 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec, config: &Co
                     .clone()
                     .unwrap_or_else(|| "moved to background".into()),
             );
-            Ok(STILL_RUNNING_EXIT)
+            Ok(Some(STILL_RUNNING_EXIT))
         }
     }
+}
+
+/// Print a batch of lines in order: runs of one stream are written as one
+/// chunk (a write per batch, not per line). Errors when stdout is closed.
+pub(super) fn print_lines(lines: &[Line]) -> Result<(), StdoutClosed> {
+    use std::io::Write;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut i = 0;
+    while i < lines.len() {
+        let stream = lines[i].stream;
+        buf.clear();
+        while i < lines.len() && lines[i].stream == stream {
+            buf.extend_from_slice(lines[i].text.as_bytes());
+            buf.push(b'\n');
+            i += 1;
+        }
+        match stream {
+            Stream::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&buf)
+                    .and_then(|_| out.flush())
+                    .map_err(|_| StdoutClosed)?;
+            }
+            Stream::Stderr => {
+                let _ = std::io::stderr().lock().write_all(&buf);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
@@ -119,9 +152,20 @@ fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
     Ok(())
 }
 
-async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Result<i32> {
+/// `POST /v1/jobs`; `None` when no daemon answers on the socket.
+async fn create(client: &Client, spec: &JobSpec) -> anyhow::Result<Option<crate::api::JobView>> {
+    match client.create(spec).await {
+        Ok(view) => Ok(Some(view)),
+        Err(crate::Error::NoDaemon { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Result<Option<i32>> {
     let ready = spec.ready.clone();
-    let view = client.create(&spec).await?;
+    let Some(view) = create(client, &spec).await? else {
+        return Ok(None);
+    };
     super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
     let mut waited = None;
@@ -132,7 +176,13 @@ async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Res
         };
         waited = Some(client.wait(&id, &req).await?);
     }
-    let view = client.info(&id).await?;
+    // The create answer is the record; only a wait makes it worth asking again
+    // (ports and snippet may have moved on), and `-q` shows neither.
+    let view = if waited.is_some() && !args.quiet {
+        client.info(&id).await?
+    } else {
+        view
+    };
     if args.json {
         let v = serde_json::json!({"job": view, "ready": waited});
         outln!("{}", serde_json::to_string_pretty(&v)?);
@@ -146,7 +196,7 @@ async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Res
         }
         print_card(&view.info, &view.snippet)?;
     }
-    Ok(match waited {
+    Ok(Some(match waited {
         None | Some(WaitOutcome::Ready { .. }) => 0,
         Some(other) => {
             eprintln!(
@@ -155,5 +205,5 @@ async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Res
             );
             1
         }
-    })
+    }))
 }

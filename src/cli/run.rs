@@ -203,17 +203,19 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     let config = global.config()?;
     let mut spec = args.spec(&config)?;
     if !args.no_daemon {
+        // No health check first: the create request itself tells whether a
+        // daemon answers (one round trip fewer on every run).
         let client = Client::new(&config);
-        match client.health().await {
-            Ok(_) => return super::remote::run(&client, &args, spec, &config).await,
-            Err(_) if args.detach => {
+        match super::remote::run(&client, &args, spec.clone(), &config).await? {
+            Some(code) => return Ok(code),
+            None if args.detach => {
                 return Err(Error::NoDaemon {
                     instance: config.instance.clone(),
                     socket: client.socket().to_path_buf(),
                 }
                 .into());
             }
-            Err(_) => {}
+            None => {}
         }
     }
     // No manager to promote to: a budget that runs out kills.

@@ -10,17 +10,20 @@
 //! promise). The bound is the backpressure that keeps memory flat when a job
 //! prints faster than the disk takes it: its reader waits, and so does the job
 //! on its pipe. Reads use their own connection (WAL lets them run beside the
-//! writer). `(job, seq)` is the key of a line, so a replay never duplicates.
+//! writer). Output is stored in blocks of lines (`blocks.rs`), one row per
+//! ~64 KiB, addressed by seq; the writer drops lines at or below a job's last
+//! stored seq, so a replay never duplicates.
 
+mod blocks;
 pub mod private;
 mod retention;
 mod schema;
+mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
-use chrono::{TimeZone, Utc};
 use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
@@ -154,7 +157,7 @@ impl Store {
         let wpath = path.to_path_buf();
         std::thread::Builder::new()
             .name("berth-store".into())
-            .spawn(move || write_loop(writer, rx, &wpath, retention::Budgets::new(max_job_bytes / 8 * 7)))
+            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7).run(rx, &wpath))
             .map_err(|e| Error::io("start store writer for", path, e))?;
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
@@ -266,27 +269,7 @@ impl Store {
         let err = |e| db_err(&self.path, e);
         let tx = conn.transaction().map_err(err)?;
         let start = dropped_before(&tx, job).map_err(err)?;
-        let lines = {
-            let sql = "SELECT seq, stream, ts, text FROM lines
-                       WHERE job = ?1 AND seq >= ?2 AND seq < ?3 AND (?4 < 0 OR stream = ?4)
-                       ORDER BY seq LIMIT ?5";
-            let mut stmt = tx.prepare_cached(sql).map_err(err)?;
-            let stream_code = stream.map(stream_code).unwrap_or(-1);
-            let limit = limit.min(i64::MAX as usize) as i64;
-            let rows = stmt
-                .query_map(
-                    params![
-                        job.as_str(),
-                        from.max(start) as i64,
-                        until.min(i64::MAX as u64) as i64,
-                        stream_code,
-                        limit
-                    ],
-                    row_line,
-                )
-                .map_err(err)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(err)?
-        };
+        let lines = blocks::lines(&tx, job.as_str(), from.max(start), until, limit, stream).map_err(err)?;
         tx.commit().map_err(err)?;
         Ok((lines, start))
     }
@@ -294,27 +277,7 @@ impl Store {
     /// The last `n` lines of `job` before seq `until`, oldest first.
     pub fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
         let conn = self.reader.lock().unwrap();
-        let sql = "SELECT seq, stream, ts, text FROM lines
-                   WHERE job = ?1 AND seq < ?2 AND (?3 < 0 OR stream = ?3)
-                   ORDER BY seq DESC LIMIT ?4";
-        let mut stmt = conn.prepare_cached(sql).map_err(|e| db_err(&self.path, e))?;
-        let stream_code = stream.map(stream_code).unwrap_or(-1);
-        let rows = stmt
-            .query_map(
-                params![
-                    job.as_str(),
-                    until.min(i64::MAX as u64) as i64,
-                    stream_code,
-                    n as i64
-                ],
-                row_line,
-            )
-            .map_err(|e| db_err(&self.path, e))?;
-        let mut lines = rows
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| db_err(&self.path, e))?;
-        lines.reverse();
-        Ok(lines)
+        blocks::tail(&conn, job.as_str(), n, until, stream).map_err(|e| db_err(&self.path, e))
     }
 
     /// Delete the runs `jobs` and everything stored for them (lines, events).
@@ -347,30 +310,13 @@ impl Store {
     /// Highest stored seq of `job` (0 = none).
     pub fn last_seq(&self, job: &JobId) -> Result<u64> {
         let conn = self.reader.lock().unwrap();
-        conn.query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM lines WHERE job = ?1",
-            [job.as_str()],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|v| v as u64)
-        .map_err(|e| db_err(&self.path, e))
+        blocks::last_seq(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
     }
 
     /// Stored line counts of `job` per stream: (stdout, stderr).
     pub fn line_counts(&self, job: &JobId) -> Result<(u64, u64)> {
         let conn = self.reader.lock().unwrap();
-        let count = |s: Stream| {
-            conn.query_row(
-                "SELECT COUNT(*) FROM lines WHERE job = ?1 AND stream = ?2",
-                params![job.as_str(), stream_code(s)],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|v| v as u64)
-        };
-        Ok((
-            count(Stream::Stdout).map_err(|e| db_err(&self.path, e))?,
-            count(Stream::Stderr).map_err(|e| db_err(&self.path, e))?,
-        ))
+        blocks::line_counts(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
     }
 
     /// Every stored run, oldest first.
@@ -452,139 +398,6 @@ fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result<u64> {
     .map(|v| v.max(1) as u64)
 }
 
-fn stream_code(s: Stream) -> i64 {
-    match s {
-        Stream::Stdout => 0,
-        Stream::Stderr => 1,
-    }
-}
-
-fn row_line(r: &rusqlite::Row<'_>) -> rusqlite::Result<Line> {
-    let seq: i64 = r.get(0)?;
-    let stream: i64 = r.get(1)?;
-    let ms: i64 = r.get(2)?;
-    Ok(Line {
-        seq: seq as u64,
-        stream: if stream == 1 {
-            Stream::Stderr
-        } else {
-            Stream::Stdout
-        },
-        ts: Utc.timestamp_millis_opt(ms).single().unwrap_or_default(),
-        text: r.get(3)?,
-    })
-}
-
-fn write_loop(mut conn: Connection, rx: Receiver<Op>, path: &Path, mut budgets: retention::Budgets) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        // Take whatever else is queued: the busier the jobs, the bigger the batch.
-        while batch.len() < QUEUE_BOUND {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        let mut flushed = Vec::new();
-        let mut pruned = Vec::new();
-        let result = write_batch(&mut conn, batch, &mut flushed, &mut pruned, &mut budgets);
-        if let Err(e) = &result {
-            tracing::error!(path = %path.display(), error = %e, "store write failed");
-        }
-        if !pruned.is_empty()
-            && result.is_ok()
-            && let Err(e) = retention::give_back_space(&conn)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
-        }
-        for (reply, outcome) in pruned {
-            let answer = match (&result, outcome) {
-                (Err(e), _) => Err(e.to_string()),
-                (Ok(()), r) => r.map_err(|e| e.to_string()),
-            };
-            let _ = reply.send(answer);
-        }
-        for f in flushed {
-            let _ = f.send(());
-        }
-    }
-}
-
-fn write_batch(
-    conn: &mut Connection,
-    batch: Vec<Op>,
-    flushed: &mut Vec<std::sync::mpsc::Sender<()>>,
-    pruned: &mut Vec<(PruneReply, rusqlite::Result<()>)>,
-    budgets: &mut retention::Budgets,
-) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
-    {
-        let mut line = tx.prepare_cached(
-            "INSERT OR IGNORE INTO lines (job, seq, stream, ts, text) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
-        let mut event =
-            tx.prepare_cached("INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)")?;
-        let mut run = tx.prepare_cached(
-            "INSERT INTO runs (id, number, status, info, updated_at, instance, owner, container_id, pid, pgid, pid_start_time)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT (id) DO UPDATE SET status = ?3, info = ?4, updated_at = ?5, instance = ?6, owner = ?7,
-               container_id = ?8, pid = ?9, pgid = ?10, pid_start_time = ?11",
-        )?;
-        for op in batch {
-            match op {
-                Op::Lines(job, lines) => {
-                    budgets.ensure(&tx, job.as_str())?;
-                    let mut bytes = 0;
-                    let last = lines.last().map(|l| l.seq).unwrap_or(0);
-                    for l in lines {
-                        bytes += l.text.len() as u64 + LINE_OVERHEAD;
-                        line.execute(params![
-                            job.as_str(),
-                            l.seq as i64,
-                            stream_code(l.stream),
-                            l.ts.timestamp_millis(),
-                            l.text
-                        ])?;
-                    }
-                    if let Some(cut) = budgets.add(job.as_str(), last, bytes) {
-                        retention::drop_before(&tx, job.as_str(), cut)?;
-                    }
-                }
-                Op::Event(e) => {
-                    let body = serde_json::to_string(&e).unwrap_or_default();
-                    event.execute(params![e.seq as i64, e.job.as_str(), e.ts.to_rfc3339(), body])?;
-                }
-                Op::Run(r) => {
-                    let info = serde_json::to_string(&r.info).unwrap_or_default();
-                    let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
-                    run.execute(params![
-                        r.info.id.as_str(),
-                        number,
-                        r.info.status.name(),
-                        info,
-                        Utc::now().to_rfc3339(),
-                        r.instance,
-                        r.owner,
-                        r.info.container_id,
-                        r.info.pid,
-                        r.pgid,
-                        r.pid_start_time.map(|s| s as i64),
-                    ])?;
-                }
-                Op::Flush(tx) => flushed.push(tx),
-                Op::Prune(jobs, reply) => {
-                    let result = retention::prune(&tx, &jobs);
-                    for j in &jobs {
-                        budgets.forget(j);
-                    }
-                    pruned.push((reply, result));
-                }
-            }
-        }
-    }
-    tx.commit()
-}
-
 /// Look up one stored run by id (for tests and tools).
 pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
     Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
@@ -594,6 +407,7 @@ pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
 mod tests {
     use super::*;
     use crate::job::{JobSpec, JobStatus, LogPaths, StartMode};
+    use chrono::Utc;
 
     fn info(n: u64) -> JobInfo {
         JobInfo {

@@ -2,11 +2,11 @@
 //! history pruning.
 //!
 //! The cap. Each job may keep at most `cap` bytes of lines in the store
-//! (text plus a per-row estimate). The writer thread accounts every batch it
+//! (text plus a per-line estimate). The writer thread accounts every batch it
 //! inserts in coarse chunks (about 1/64 of the cap each, so the bookkeeping is
 //! ~64 entries per job however the job prints); once a job is over its cap
-//! the oldest chunks are deleted and the first seq still stored is recorded in
-//! `output_meta.dropped_before`. Readers use it to say `truncated_before`
+//! the blocks holding its oldest chunks are deleted and the first seq still
+//! stored is recorded in `output_meta.dropped_before`. Readers use it to say `truncated_before`
 //! instead of silently starting later. A job the writer has not seen since
 //! it started (a restart, an adopted container) is accounted from the table
 //! once, as one chunk.
@@ -44,14 +44,18 @@ impl Budgets {
         }
     }
 
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
     /// Account what `job` already has in the table, the first time it is seen.
     pub fn ensure(&mut self, conn: &Connection, job: &str) -> rusqlite::Result<()> {
         if self.jobs.contains_key(job) {
             return Ok(());
         }
         let (bytes, last): (i64, i64) = conn.query_row(
-            "SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) + COUNT(*) * ?2, COALESCE(MAX(seq), 0)
-             FROM lines WHERE job = ?1",
+            "SELECT COALESCE(SUM(LENGTH(data) + (n_stdout + n_stderr) * ?2), 0), COALESCE(MAX(last_seq), 0)
+             FROM blocks WHERE job = ?1",
             params![job, LINE_OVERHEAD as i64],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -94,15 +98,20 @@ impl Budgets {
     }
 }
 
-/// Drop `job`'s lines below `cut` and remember where its output now starts.
+/// Drop `job`'s blocks that end below `cut` and remember where its output
+/// now starts: the first seq of the oldest block kept (a block is kept or
+/// dropped whole, so the start is exact even when `cut` falls inside one).
 pub(super) fn drop_before(conn: &Connection, job: &str, cut: u64) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM lines WHERE job = ?1 AND seq < ?2")?
+    conn.prepare_cached("DELETE FROM blocks WHERE job = ?1 AND last_seq < ?2")?
         .execute(params![job, cut as i64])?;
+    let start: i64 = conn
+        .prepare_cached("SELECT COALESCE(MIN(first_seq), ?2) FROM blocks WHERE job = ?1")?
+        .query_row(params![job, cut as i64], |r| r.get(0))?;
     conn.prepare_cached(
         "INSERT INTO output_meta (job, dropped_before) VALUES (?1, ?2)
          ON CONFLICT (job) DO UPDATE SET dropped_before = MAX(dropped_before, ?2)",
     )?
-    .execute(params![job, cut as i64])?;
+    .execute(params![job, start])?;
     Ok(())
 }
 
@@ -110,7 +119,7 @@ pub(super) fn drop_before(conn: &Connection, job: &str, cut: u64) -> rusqlite::R
 pub(super) fn prune(conn: &Connection, jobs: &[String]) -> rusqlite::Result<()> {
     for job in jobs {
         for sql in [
-            "DELETE FROM lines WHERE job = ?1",
+            "DELETE FROM blocks WHERE job = ?1",
             "DELETE FROM events WHERE job = ?1",
             "DELETE FROM output_meta WHERE job = ?1",
             "DELETE FROM runs WHERE id = ?1",

@@ -44,7 +44,29 @@ pub const MIGRATIONS: &[&str] = &[
         job             TEXT PRIMARY KEY,
         dropped_before  INTEGER NOT NULL
     );",
+    // 4: output in blocks of lines (see `blocks.rs`); the rows of `lines`
+    // are moved into blocks by [`after`] and the table dropped.
+    "CREATE TABLE blocks (
+        job        TEXT NOT NULL,
+        first_seq  INTEGER NOT NULL,
+        last_seq   INTEGER NOT NULL,
+        ts0        INTEGER NOT NULL,
+        n_stdout   INTEGER NOT NULL,
+        n_stderr   INTEGER NOT NULL,
+        data       BLOB NOT NULL,
+        UNIQUE (job, first_seq)
+    );
+    CREATE INDEX blocks_by_last ON blocks (job, last_seq);",
 ];
+
+/// What a migration needs beyond SQL, run in its transaction after it.
+fn after(version: u32, tx: &Connection) -> rusqlite::Result<()> {
+    if version == 4 {
+        super::blocks::convert_lines(tx)?;
+        tx.execute_batch("DROP TABLE lines;")?;
+    }
+    Ok(())
+}
 
 /// The version this build writes.
 pub fn current_version() -> u32 {
@@ -57,6 +79,7 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
+        after(i as u32 + 1, &tx)?;
         tx.pragma_update(None, "user_version", i as u32 + 1)?;
         tx.commit()?;
     }

@@ -6,13 +6,20 @@
 //! lines to the shared [`JobOutput`]. There, under one short lock per chunk,
 //! each line gets the job's next `seq` (one contiguous space for both streams,
 //! in arrival order), is checked by the watchers, pushed into a ring bounded
-//! in bytes, and queued for the durable [`Store`]. Readers page by seq: recent
-//! lines come from the ring, older ones from the store, so the whole output
-//! stays pageable (also after a restart) while memory stays bounded.
+//! in bytes, and queued for the durable [`Store`] in seq order. Readers page
+//! by seq: recent lines come from the ring, older ones from the store, so the
+//! whole output stays pageable (also after a restart) while memory stays
+//! bounded. Once both streams ended the ring is let go (only the snippet is
+//! kept): a finished job's output is read from the store, so it costs O(1)
+//! memory however much it printed.
+
+mod split;
+mod writer;
+
+pub use split::LineSplitter;
+pub use writer::StreamWriter;
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -65,56 +72,6 @@ pub struct Line {
     pub stream: Stream,
     pub ts: DateTime<Utc>,
     pub text: String,
-}
-
-/// Splits a byte stream into lines: `\n` ends a line (a `\r` before it is
-/// dropped), lines over [`MAX_LINE_BYTES`] are cut at a UTF-8 boundary, and
-/// [`LineSplitter::finish`] delivers a last line that had no newline.
-#[derive(Default)]
-pub struct LineSplitter {
-    buf: Vec<u8>,
-}
-
-impl LineSplitter {
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<String>) {
-        while let Some(pos) = memchr(b'\n', chunk) {
-            self.buf.extend_from_slice(&chunk[..pos]);
-            chunk = &chunk[pos + 1..];
-            self.split_long(out);
-            if self.buf.last() == Some(&b'\r') {
-                self.buf.pop();
-            }
-            out.push(String::from_utf8_lossy(&self.buf).into_owned());
-            self.buf.clear();
-        }
-        self.buf.extend_from_slice(chunk);
-        self.split_long(out);
-    }
-
-    /// Flush a final line without newline.
-    pub fn finish(&mut self, out: &mut Vec<String>) {
-        if !self.buf.is_empty() {
-            out.push(String::from_utf8_lossy(&self.buf).into_owned());
-            self.buf.clear();
-        }
-    }
-
-    /// Emit full-size pieces while the pending line is over the limit.
-    fn split_long(&mut self, out: &mut Vec<String>) {
-        while self.buf.len() > MAX_LINE_BYTES {
-            let mut cut = MAX_LINE_BYTES;
-            // Back up over UTF-8 continuation bytes so no character is cut in two.
-            while cut > MAX_LINE_BYTES - 4 && (self.buf[cut] & 0xC0) == 0x80 {
-                cut -= 1;
-            }
-            out.push(String::from_utf8_lossy(&self.buf[..cut]).into_owned());
-            self.buf.drain(..cut);
-        }
-    }
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
 }
 
 /// A page of lines read by seq.
@@ -176,6 +133,12 @@ pub struct JobOutput {
     /// Watch hits held back until the job's `started` event is out (see
     /// [`JobOutput::hold_events`]); `None` when events go out at once.
     held: Mutex<Option<Vec<EventKind>>>,
+    /// Held from taking seqs until the lines are queued for the store, so the
+    /// store receives each job's lines in seq order (its blocks have no holes).
+    /// Readers never take it: only the two stream writers wait on each other.
+    to_store: Mutex<()>,
+    /// The snippet of a job whose output ended (its ring is gone by then).
+    final_snippet: Mutex<Option<String>>,
 }
 
 impl JobOutput {
@@ -245,6 +208,8 @@ impl JobOutput {
             store,
             progress,
             held: Mutex::new(None),
+            to_store: Mutex::new(()),
+            final_snippet: Mutex::new(None),
         }))
     }
 
@@ -276,6 +241,8 @@ impl JobOutput {
             store,
             progress,
             held: Mutex::new(None),
+            to_store: Mutex::new(()),
+            final_snippet: Mutex::new(None),
         })
     }
 
@@ -288,24 +255,7 @@ impl JobOutput {
 
     /// A writer for one stream; give it to the task reading that stream.
     pub fn writer(self: &Arc<Self>, stream: Stream) -> Result<StreamWriter> {
-        let path = match stream {
-            Stream::Stdout => self.dir.join("stdout.log"),
-            Stream::Stderr => self.dir.join("stderr.log"),
-        };
-        let file = open_raw(&path)?;
-        let raw_len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(StreamWriter {
-            output: self.clone(),
-            stream,
-            raw_path: path,
-            raw_len,
-            raw_cap: self.store.raw_file_cap(),
-            raw: BufWriter::with_capacity(64 * 1024, file),
-            splitter: LineSplitter::default(),
-            pending: Vec::new(),
-            skip: 0,
-            closed: false,
-        })
+        StreamWriter::new(self, stream)
     }
 
     /// Watch progress (new lines, end of output).
@@ -324,6 +274,7 @@ impl JobOutput {
         let ts = Utc::now();
         let mut hits = Vec::new();
         let mut durable = Vec::with_capacity(texts.len());
+        let order = self.to_store.lock().unwrap();
         let last_seq = {
             let mut ring = self.ring.lock().unwrap();
             for text in texts.drain(..) {
@@ -355,8 +306,10 @@ impl JobOutput {
             }
             ring.next_seq - 1
         };
-        // Outside the lock: this may wait when the store is behind (backpressure).
+        // Outside the ring's lock: this may wait when the store is behind
+        // (backpressure), and readers must not wait with it.
         self.store.put_lines(&self.job, durable);
+        drop(order);
         self.emit_hits(hits);
         self.progress.send_modify(|p| p.last_seq = last_seq);
     }
@@ -368,6 +321,15 @@ impl JobOutput {
             ring.open_streams == 0
         };
         if closed {
+            // Every line is queued for the store: keep the snippet, let the
+            // ring go, and read this job from the store from now on.
+            let snippet = self.snippet();
+            *self.final_snippet.lock().unwrap() = Some(snippet);
+            {
+                let mut ring = self.ring.lock().unwrap();
+                ring.lines = VecDeque::new();
+                ring.bytes = 0;
+            }
             self.progress.send_modify(|p| p.closed = true);
         }
     }
@@ -489,10 +451,19 @@ impl JobOutput {
         stream: Option<Stream>,
         out: &mut Vec<Line>,
     ) -> Result<(u64, u64)> {
-        // Lines that just left the ring may still be queued for the store.
-        self.store.flush();
         let want = limit.saturating_sub(out.len());
-        let (got, start) = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        let mut read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        // Lines that just left the ring may still be queued for the store:
+        // wait for the writer only when the page came back short (a follower
+        // behind a busy job then reads at the store's pace, not the flush's).
+        let whole = |got: &Vec<Line>| {
+            got.len() >= want || (stream.is_none() && got.last().is_some_and(|l| l.seq + 1 >= until))
+        };
+        if !whole(&read.0) {
+            self.store.flush();
+            read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+        }
+        let (got, start) = read;
         let full = got.len() >= want;
         let cursor = match (full, got.last()) {
             (true, Some(last)) => last.seq + 1,
@@ -504,149 +475,47 @@ impl JobOutput {
 
     /// The last ~[`SNIPPET_BYTES`] of output, whole lines, both streams.
     pub fn snippet(&self) -> String {
+        if let Some(s) = self.final_snippet.lock().unwrap().as_ref() {
+            return s.clone();
+        }
         let ring = self.ring.lock().unwrap();
-        let mut size = 0;
-        let mut picked = Vec::new();
-        for line in ring.lines.iter().rev() {
-            if size + line.text.len() + 1 > SNIPPET_BYTES && !picked.is_empty() {
-                break;
-            }
-            size += line.text.len() + 1;
-            picked.push(line.text.as_str());
+        if ring.lines.is_empty() && ring.next_seq > 1 {
+            // A job that ended before this manager started: from the store.
+            drop(ring);
+            let lines = self.store.tail(&self.job, 64, u64::MAX, None).unwrap_or_default();
+            return snippet_of(lines.iter().rev());
         }
-        picked.reverse();
-        let mut s = picked.join("\n");
-        if s.len() > SNIPPET_BYTES {
-            let mut cut = s.len() - SNIPPET_BYTES;
-            while !s.is_char_boundary(cut) {
-                cut += 1;
-            }
-            s = format!("…{}", &s[cut..]);
-        }
-        s
+        snippet_of(ring.lines.iter().rev())
     }
 }
 
-/// Open a raw log file for appending (a re-adopted job keeps what it
-/// holds), private to its user whatever the umask.
-fn open_raw(path: &Path) -> Result<File> {
-    crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), path)
-        .map_err(|e| Error::io("create", path, e))
-}
-
-/// Writes one stream of one job: raw file, line splitting, hand-off to the ring.
-pub struct StreamWriter {
-    output: Arc<JobOutput>,
-    stream: Stream,
-    raw_path: PathBuf,
-    /// Bytes in the current raw file, and the size at which it is rotated.
-    raw_len: u64,
-    raw_cap: u64,
-    raw: BufWriter<File>,
-    splitter: LineSplitter,
-    pending: Vec<String>,
-    /// Lines still to drop (a replay of output that is already stored).
-    skip: u64,
-    closed: bool,
-}
-
-impl StreamWriter {
-    /// Drop the next `n` complete lines: they are a replay of stored output.
-    pub fn skip_lines(&mut self, n: u64) {
-        self.skip = n;
-    }
-
-    pub fn write(&mut self, chunk: &[u8]) {
-        // The raw file already has a replayed chunk; the seq'd lines skip below.
-        if self.skip == 0 {
-            let _ = self.raw.write_all(chunk);
-            self.raw_len += chunk.len() as u64;
-            if self.raw_len > self.raw_cap {
-                self.rotate_raw();
-            }
+/// The snippet of lines given newest first.
+fn snippet_of<'a>(newest_first: impl Iterator<Item = &'a Line>) -> String {
+    let mut size = 0;
+    let mut picked = Vec::new();
+    for line in newest_first {
+        if size + line.text.len() + 1 > SNIPPET_BYTES && !picked.is_empty() {
+            break;
         }
-        self.splitter.push(chunk, &mut self.pending);
-        if self.skip > 0 {
-            let n = (self.skip as usize).min(self.pending.len());
-            self.pending.drain(..n);
-            self.skip -= n as u64;
+        size += line.text.len() + 1;
+        picked.push(line.text.as_str());
+    }
+    picked.reverse();
+    let mut s = picked.join("\n");
+    if s.len() > SNIPPET_BYTES {
+        let mut cut = s.len() - SNIPPET_BYTES;
+        while !s.is_char_boundary(cut) {
+            cut += 1;
         }
-        self.output.append(self.stream, &mut self.pending);
-        // Keep the raw file close to live for `tail -f` without a syscall per chunk.
-        if self.raw.buffer().len() > 32 * 1024 || memchr(b'\n', chunk).is_some() {
-            let _ = self.raw.flush();
-        }
+        s = format!("…{}", &s[cut..]);
     }
-
-    /// Move the full raw file to `*.log.1` and start a new one (`tail -F`
-    /// follows the rotation); the store keeps every line regardless.
-    fn rotate_raw(&mut self) {
-        let _ = self.raw.flush();
-        let mut old = self.raw_path.clone().into_os_string();
-        old.push(".1");
-        if std::fs::rename(&self.raw_path, &old).is_ok()
-            && let Ok(file) = open_raw(&self.raw_path)
-        {
-            self.raw = BufWriter::with_capacity(64 * 1024, file);
-        }
-        self.raw_len = 0;
-    }
-
-    /// The stream ended: deliver the last partial line and mark the stream closed.
-    pub fn finish(mut self) {
-        self.close();
-    }
-
-    fn close(&mut self) {
-        if self.closed {
-            return;
-        }
-        self.closed = true;
-        self.splitter.finish(&mut self.pending);
-        self.output.append(self.stream, &mut self.pending);
-        let _ = self.raw.flush();
-        self.output.close_stream();
-    }
-}
-
-impl Drop for StreamWriter {
-    fn drop(&mut self) {
-        // A reader task that errors out must still count its stream as closed,
-        // or waiters on "all output in" would hang.
-        self.close();
-    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-
-    fn split(chunks: &[&[u8]]) -> Vec<String> {
-        let mut s = LineSplitter::default();
-        let mut out = Vec::new();
-        for c in chunks {
-            s.push(c, &mut out);
-        }
-        s.finish(&mut out);
-        out
-    }
-
-    #[test]
-    fn splits_lines_and_keeps_last_partial() {
-        assert_eq!(split(&[b"a\nb\nc"]), vec!["a", "b", "c"]);
-        assert_eq!(split(&[b"a", b"b\r\n", b"\n", b"c\n"]), vec!["ab", "", "c"]);
-        assert_eq!(split(&[b""]), Vec::<String>::new());
-    }
-
-    #[test]
-    fn long_lines_are_split_at_char_boundaries() {
-        let long = "é".repeat(MAX_LINE_BYTES); // 2 bytes each
-        let out = split(&[long.as_bytes(), b"\n"]);
-        assert_eq!(out.concat(), long);
-        assert!(out.iter().all(|l| l.len() <= MAX_LINE_BYTES));
-        assert_eq!(out.len(), 2);
-    }
 
     fn output(ring: usize) -> (tempfile::TempDir, Arc<JobOutput>) {
         let dir = tempfile::tempdir().unwrap();

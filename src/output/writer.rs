@@ -1,0 +1,125 @@
+//! One stream of one job: raw log file (rotated at the store's raw-file
+//! cap), line splitting, and hand-off of whole lines to the job's output.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memchr::memchr;
+
+use super::split::LineSplitter;
+use super::{JobOutput, Stream};
+use crate::error::{Error, Result};
+
+/// Open a raw log file for appending (a re-adopted job keeps what it
+/// holds), private to its user whatever the umask.
+fn open_raw(path: &Path) -> Result<File> {
+    crate::store::private::open(std::fs::OpenOptions::new().create(true).append(true), path)
+        .map_err(|e| Error::io("create", path, e))
+}
+
+/// Writes one stream of one job: raw file, line splitting, hand-off to the ring.
+pub struct StreamWriter {
+    output: Arc<JobOutput>,
+    stream: Stream,
+    raw_path: PathBuf,
+    /// Bytes in the current raw file, and the size at which it is rotated.
+    raw_len: u64,
+    raw_cap: u64,
+    raw: BufWriter<File>,
+    splitter: LineSplitter,
+    pending: Vec<String>,
+    /// Lines still to drop (a replay of output that is already stored).
+    skip: u64,
+    closed: bool,
+}
+
+impl StreamWriter {
+    pub(super) fn new(output: &Arc<JobOutput>, stream: Stream) -> Result<Self> {
+        let paths = output.paths();
+        let path = match stream {
+            Stream::Stdout => paths.stdout,
+            Stream::Stderr => paths.stderr,
+        };
+        let file = open_raw(&path)?;
+        let raw_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(StreamWriter {
+            output: output.clone(),
+            stream,
+            raw_path: path,
+            raw_len,
+            raw_cap: output.store.raw_file_cap(),
+            raw: BufWriter::with_capacity(64 * 1024, file),
+            splitter: LineSplitter::default(),
+            pending: Vec::new(),
+            skip: 0,
+            closed: false,
+        })
+    }
+
+    /// Drop the next `n` complete lines: they are a replay of stored output.
+    pub fn skip_lines(&mut self, n: u64) {
+        self.skip = n;
+    }
+
+    pub fn write(&mut self, chunk: &[u8]) {
+        // The raw file already has a replayed chunk; the seq'd lines skip below.
+        if self.skip == 0 {
+            let _ = self.raw.write_all(chunk);
+            self.raw_len += chunk.len() as u64;
+            if self.raw_len > self.raw_cap {
+                self.rotate_raw();
+            }
+        }
+        self.splitter.push(chunk, &mut self.pending);
+        if self.skip > 0 {
+            let n = (self.skip as usize).min(self.pending.len());
+            self.pending.drain(..n);
+            self.skip -= n as u64;
+        }
+        self.output.append(self.stream, &mut self.pending);
+        // Keep the raw file close to live for `tail -f` without a syscall per chunk.
+        if self.raw.buffer().len() > 32 * 1024 || memchr(b'\n', chunk).is_some() {
+            let _ = self.raw.flush();
+        }
+    }
+
+    /// Move the full raw file to `*.log.1` and start a new one (`tail -F`
+    /// follows the rotation); the store keeps every line regardless.
+    fn rotate_raw(&mut self) {
+        let _ = self.raw.flush();
+        let mut old = self.raw_path.clone().into_os_string();
+        old.push(".1");
+        if std::fs::rename(&self.raw_path, &old).is_ok()
+            && let Ok(file) = open_raw(&self.raw_path)
+        {
+            self.raw = BufWriter::with_capacity(64 * 1024, file);
+        }
+        self.raw_len = 0;
+    }
+
+    /// The stream ended: deliver the last partial line and mark the stream closed.
+    pub fn finish(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.splitter.finish(&mut self.pending);
+        self.output.append(self.stream, &mut self.pending);
+        let _ = self.raw.flush();
+        self.output.close_stream();
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        // A reader task that errors out must still count its stream as closed,
+        // or waiters on "all output in" would hang.
+        self.close();
+    }
+}

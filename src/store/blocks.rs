@@ -1,0 +1,322 @@
+//! Output as blocks: the store keeps a job's lines in rows of up to
+//! [`BLOCK_BYTES`] (or [`BLOCK_AGE`] of output), each holding a contiguous
+//! run of seqs of both streams in arrival order, so ingest costs one row per
+//! ~64 KiB instead of one per line.
+//!
+//! A block is `(job, first_seq, last_seq, ts0, n_stdout, n_stderr, data)`.
+//! `data` encodes each line as: stream (one byte), timestamp as a zigzag
+//! varint of milliseconds since the previous line (the first since `ts0`),
+//! text length as a varint, then the text. The seq of a line is `first_seq`
+//! plus its index, so a block never has a hole; blocks of a job never overlap
+//! (the writer drops replays) and are found by `(job, last_seq)`, which makes
+//! `since`, `tail` and paging a range scan whatever the job's size. Lines stay
+//! the unit of every reader.
+
+use chrono::{TimeZone, Utc};
+use rusqlite::{Connection, params};
+
+use crate::output::{Line, Stream};
+
+/// A block is sealed once its data reaches this size...
+pub const BLOCK_BYTES: usize = 64 * 1024;
+/// ...or once it has been open this long.
+pub const BLOCK_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
+pub(super) fn stream_code(s: Stream) -> u8 {
+    match s {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *data.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// A block being filled (by the writer, or by the migration).
+#[derive(Debug)]
+pub(super) struct OpenBlock {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub ts0: i64,
+    last_ts: i64,
+    pub counts: [u64; 2],
+    pub data: Vec<u8>,
+    pub opened: std::time::Instant,
+}
+
+impl OpenBlock {
+    pub fn new(first_seq: u64, ts0: i64) -> Self {
+        OpenBlock {
+            first_seq,
+            last_seq: first_seq - 1,
+            ts0,
+            last_ts: ts0,
+            counts: [0, 0],
+            data: Vec::with_capacity(BLOCK_BYTES + 1024),
+            opened: std::time::Instant::now(),
+        }
+    }
+
+    /// Append the next line (its seq must be `last_seq + 1`).
+    pub fn push(&mut self, stream: u8, ts_ms: i64, text: &str) {
+        self.data.push(stream);
+        let delta = ts_ms.wrapping_sub(self.last_ts);
+        put_varint(&mut self.data, ((delta << 1) ^ (delta >> 63)) as u64);
+        put_varint(&mut self.data, text.len() as u64);
+        self.data.extend_from_slice(text.as_bytes());
+        self.last_ts = ts_ms;
+        self.last_seq += 1;
+        self.counts[usize::from(stream.min(1))] += 1;
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.data.len() >= BLOCK_BYTES || self.opened.elapsed() >= BLOCK_AGE
+    }
+
+    /// Insert the block, or replace it with more lines if it was written before.
+    pub fn write(&self, conn: &Connection, job: &str) -> rusqlite::Result<()> {
+        conn.prepare_cached(
+            "INSERT INTO blocks (job, first_seq, last_seq, ts0, n_stdout, n_stderr, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (job, first_seq) DO UPDATE SET
+               last_seq = ?3, n_stdout = ?5, n_stderr = ?6, data = ?7",
+        )?
+        .execute(params![
+            job,
+            self.first_seq as i64,
+            self.last_seq as i64,
+            self.ts0,
+            self.counts[0] as i64,
+            self.counts[1] as i64,
+            self.data,
+        ])?;
+        Ok(())
+    }
+}
+
+/// Decode a block's lines, calling `f` with each; `f` returns false to stop.
+fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
+    let (mut pos, mut seq, mut ts) = (0, first_seq, ts0);
+    while pos < data.len() {
+        let stream = data[pos];
+        pos += 1;
+        let (Some(delta), Some(len)) = (get_varint(data, &mut pos), get_varint(data, &mut pos)) else {
+            return;
+        };
+        let zz = delta as i64;
+        ts = ts.wrapping_add((zz >> 1) ^ -(zz & 1));
+        let end = pos.saturating_add(len as usize).min(data.len());
+        let line = Line {
+            seq,
+            stream: if stream == 1 {
+                Stream::Stderr
+            } else {
+                Stream::Stdout
+            },
+            ts: Utc.timestamp_millis_opt(ts).single().unwrap_or_default(),
+            text: String::from_utf8_lossy(&data[pos..end]).into_owned(),
+        };
+        pos = end;
+        seq += 1;
+        if !f(line) {
+            return;
+        }
+    }
+}
+
+/// Whether a block with these counts can hold a line of `stream`.
+fn may_hold(stream: Option<Stream>, n_stdout: i64, n_stderr: i64) -> bool {
+    match stream {
+        None => true,
+        Some(Stream::Stdout) => n_stdout > 0,
+        Some(Stream::Stderr) => n_stderr > 0,
+    }
+}
+
+type BlockRow = (i64, i64, i64, i64, Vec<u8>);
+
+fn block_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BlockRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+/// Lines of `job` with seq in `[from, until)` (of `stream`, if given), at most `limit`.
+pub(super) fn lines(
+    conn: &Connection,
+    job: &str,
+    from: u64,
+    until: u64,
+    limit: usize,
+    stream: Option<Stream>,
+) -> rusqlite::Result<Vec<Line>> {
+    let mut out = Vec::new();
+    if limit == 0 || from >= until {
+        return Ok(out);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT first_seq, ts0, n_stdout, n_stderr, data FROM blocks
+         WHERE job = ?1 AND last_seq >= ?2 AND first_seq < ?3 ORDER BY last_seq",
+    )?;
+    let mut rows = stmt.query(params![
+        job,
+        from.min(i64::MAX as u64) as i64,
+        until.min(i64::MAX as u64) as i64
+    ])?;
+    while let Some(row) = rows.next()? {
+        let (first, ts0, n_out, n_err, data) = block_row(row)?;
+        if !may_hold(stream, n_out, n_err) {
+            continue;
+        }
+        let mut done = false;
+        decode(first as u64, ts0, &data, |l| {
+            if l.seq >= until {
+                done = true;
+                return false;
+            }
+            if l.seq >= from && stream.is_none_or(|s| s == l.stream) {
+                out.push(l);
+                if out.len() >= limit {
+                    done = true;
+                    return false;
+                }
+            }
+            true
+        });
+        if done {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The last `n` lines of `job` before seq `until` (of `stream`, if given), oldest first.
+pub(super) fn tail(
+    conn: &Connection,
+    job: &str,
+    n: usize,
+    until: u64,
+    stream: Option<Stream>,
+) -> rusqlite::Result<Vec<Line>> {
+    let mut out: Vec<Line> = Vec::new();
+    if n == 0 {
+        return Ok(out);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT first_seq, ts0, n_stdout, n_stderr, data FROM blocks
+         WHERE job = ?1 AND first_seq < ?2 ORDER BY last_seq DESC",
+    )?;
+    let mut rows = stmt.query(params![job, until.min(i64::MAX as u64) as i64])?;
+    while let Some(row) = rows.next()? {
+        let (first, ts0, n_out, n_err, data) = block_row(row)?;
+        if !may_hold(stream, n_out, n_err) {
+            continue;
+        }
+        let mut block = Vec::new();
+        decode(first as u64, ts0, &data, |l| {
+            if l.seq >= until {
+                return false;
+            }
+            if stream.is_none_or(|s| s == l.stream) {
+                block.push(l);
+            }
+            true
+        });
+        // Newest first while collecting; turned around at the end.
+        out.extend(block.into_iter().rev().take(n - out.len()));
+        if out.len() >= n {
+            break;
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Highest stored seq of `job` (0 = none).
+pub(super) fn last_seq(conn: &Connection, job: &str) -> rusqlite::Result<u64> {
+    conn.prepare_cached("SELECT COALESCE(MAX(last_seq), 0) FROM blocks WHERE job = ?1")?
+        .query_row([job], |r| r.get::<_, i64>(0))
+        .map(|v| v as u64)
+}
+
+/// Stored line counts of `job` per stream: (stdout, stderr).
+pub(super) fn line_counts(conn: &Connection, job: &str) -> rusqlite::Result<(u64, u64)> {
+    conn.prepare_cached(
+        "SELECT COALESCE(SUM(n_stdout), 0), COALESCE(SUM(n_stderr), 0) FROM blocks WHERE job = ?1",
+    )?
+    .query_row([job], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+    })
+}
+
+/// Migration 4: move the rows of the old `lines` table into blocks, job by
+/// job in seq order (a gap in seq starts a new block).
+pub(super) fn convert_lines(conn: &Connection) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare("SELECT job, seq, stream, ts, text FROM lines ORDER BY job, seq")?;
+    let mut rows = stmt.query([])?;
+    let mut current: Option<(String, OpenBlock)> = None;
+    while let Some(r) = rows.next()? {
+        let job: String = r.get(0)?;
+        let seq = r.get::<_, i64>(1)? as u64;
+        let stream: i64 = r.get(2)?;
+        let ts: i64 = r.get(3)?;
+        let text: String = r.get(4)?;
+        let fits = matches!(&current, Some((j, b)) if *j == job && b.last_seq + 1 == seq
+            && b.data.len() < BLOCK_BYTES && ts - b.ts0 < BLOCK_AGE.as_millis() as i64);
+        if !fits {
+            if let Some((j, b)) = current.take() {
+                b.write(conn, &j)?;
+            }
+            current = Some((job, OpenBlock::new(seq, ts)));
+        }
+        let (_, b) = current.as_mut().expect("set above");
+        b.push(stream.clamp(0, 1) as u8, ts, &text);
+    }
+    if let Some((j, b)) = current {
+        b.write(conn, &j)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_decodes_to_what_was_pushed() {
+        let mut b = OpenBlock::new(5, 1_000);
+        b.push(0, 1_000, "one");
+        b.push(1, 999, ""); // clocks may step back
+        b.push(0, 70_000, &"é".repeat(300));
+        let mut got = Vec::new();
+        decode(b.first_seq, b.ts0, &b.data, |l| {
+            got.push((l.seq, l.stream, l.ts.timestamp_millis(), l.text));
+            true
+        });
+        assert_eq!(
+            got,
+            vec![
+                (5, Stream::Stdout, 1_000, "one".to_string()),
+                (6, Stream::Stderr, 999, String::new()),
+                (7, Stream::Stdout, 70_000, "é".repeat(300)),
+            ]
+        );
+        assert_eq!((b.last_seq, b.counts), (7, [2, 1]));
+    }
+}
