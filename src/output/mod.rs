@@ -189,28 +189,18 @@ impl JobOutput {
             crate::store::private::own_dir(jobs).map_err(|e| Error::io("create log directory", jobs, e))?;
         }
         crate::store::private::own_dir(dir).map_err(|e| Error::io("create log directory", dir, e))?;
-        let (progress, _) = watch::channel(Progress {
+        let ring = Ring {
+            lines: VecDeque::new(),
+            bytes: 0,
+            max_bytes: max_bytes.max(1),
+            next_seq: first_seq.max(1),
+            open_streams: 2,
+        };
+        let progress = Progress {
             last_seq: first_seq.saturating_sub(1),
             closed: false,
-        });
-        Ok(Arc::new(JobOutput {
-            job,
-            dir: dir.to_path_buf(),
-            ring: Mutex::new(Ring {
-                lines: VecDeque::new(),
-                bytes: 0,
-                max_bytes: max_bytes.max(1),
-                next_seq: first_seq.max(1),
-                open_streams: 2,
-            }),
-            watchers,
-            events,
-            store,
-            progress,
-            held: Mutex::new(None),
-            to_store: Mutex::new(()),
-            final_snippet: Mutex::new(None),
-        }))
+        };
+        Ok(Self::assemble(job, dir, ring, progress, watchers, events, store))
     }
 
     /// The output of a job that ended before this manager started: every line
@@ -222,24 +212,37 @@ impl JobOutput {
         store: Arc<Store>,
         last_seq: u64,
     ) -> Arc<Self> {
-        let (progress, _) = watch::channel(Progress {
+        let ring = Ring {
+            lines: VecDeque::new(),
+            bytes: 0,
+            max_bytes: 1,
+            next_seq: last_seq + 1,
+            open_streams: 0,
+        };
+        let progress = Progress {
             last_seq,
             closed: true,
-        });
+        };
+        Self::assemble(job, dir, ring, progress, Watchers::default(), events, store)
+    }
+
+    fn assemble(
+        job: JobId,
+        dir: &Path,
+        ring: Ring,
+        progress: Progress,
+        watchers: Watchers,
+        events: Arc<EventLog>,
+        store: Arc<Store>,
+    ) -> Arc<Self> {
         Arc::new(JobOutput {
             job,
             dir: dir.to_path_buf(),
-            ring: Mutex::new(Ring {
-                lines: VecDeque::new(),
-                bytes: 0,
-                max_bytes: 1,
-                next_seq: last_seq + 1,
-                open_streams: 0,
-            }),
-            watchers: Watchers::default(),
+            ring: Mutex::new(ring),
+            watchers,
             events,
             store,
-            progress,
+            progress: watch::channel(progress).0,
             held: Mutex::new(None),
             to_store: Mutex::new(()),
             final_snippet: Mutex::new(None),

@@ -8,6 +8,31 @@ use pretty_assertions::assert_eq;
 
 use crate::common::manager_with;
 
+/// Page through `id`'s output from seq 1, `limit` lines a page, handing each
+/// page to `check`; returns how many pages it took.
+fn page_all(
+    manager: &berth::Manager,
+    id: &berth::JobId,
+    limit: usize,
+    mut check: impl FnMut(&berth::LogPage),
+) -> usize {
+    let (mut since, mut pages) = (1, 0);
+    loop {
+        let query = LogQuery {
+            since: Some(since),
+            limit: Some(limit),
+            ..Default::default()
+        };
+        let page = manager.logs(id, &query).unwrap();
+        check(&page);
+        pages += 1;
+        since = page.next_seq;
+        if !page.has_more {
+            return pages;
+        }
+    }
+}
+
 #[tokio::test]
 async fn two_hundred_thousand_lines_read_back_exactly_once() {
     const N: u64 = 200_000;
@@ -28,32 +53,14 @@ async fn two_hundred_thousand_lines_read_back_exactly_once() {
     assert_eq!(output.last_seq, N);
 
     let mut expected = 1u64;
-    let mut since = 1;
-    let mut pages = 0;
-    loop {
-        let page = t
-            .manager
-            .logs(
-                &job.id,
-                &LogQuery {
-                    since: Some(since),
-                    limit: Some(7_777),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+    let pages = page_all(&t.manager, &job.id, 7_777, |page| {
         for line in &page.lines {
             assert_eq!(line.seq, expected);
             assert_eq!(line.text, expected.to_string());
             assert_eq!(line.stream, Stream::Stdout);
             expected += 1;
         }
-        pages += 1;
-        since = page.next_seq;
-        if !page.has_more {
-            break;
-        }
-    }
+    });
     assert_eq!(expected, N + 1, "every line read exactly once");
     assert!(pages > 20);
     // Tail reads the newest lines; a tail reaching past the ring is filled from the spill.
@@ -152,19 +159,7 @@ async fn a_gigabyte_job_pages_back_from_seq_one_exactly_once() {
     );
 
     let mut expected = 1u64;
-    let mut since = 1;
-    loop {
-        let page = t
-            .manager
-            .logs(
-                &job.id,
-                &LogQuery {
-                    since: Some(since),
-                    limit: Some(50_000),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+    page_all(&t.manager, &job.id, 50_000, |page| {
         assert_eq!(page.truncated_before, None);
         for line in &page.lines {
             assert_eq!(line.seq, expected);
@@ -172,10 +167,6 @@ async fn a_gigabyte_job_pages_back_from_seq_one_exactly_once() {
             assert_eq!(line.text.parse::<u64>().ok(), Some(expected), "line {expected}");
             expected += 1;
         }
-        since = page.next_seq;
-        if !page.has_more {
-            break;
-        }
-    }
+    });
     assert_eq!(expected, N + 1, "every line read exactly once");
 }
