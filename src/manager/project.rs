@@ -42,6 +42,8 @@ pub struct Project {
     pub safety: Safety,
     /// Instance-wide keys the project sets differently, not applied.
     pub note: Option<String>,
+    /// The caller's directory, resolved (None for the manager's own project).
+    pub caller_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -65,6 +67,7 @@ impl Projects {
                 config: config.clone(),
                 safety: safety.clone(),
                 note: None,
+                caller_dir: None,
             }),
             cache: Mutex::new(HashMap::new()),
         }
@@ -115,6 +118,7 @@ impl Projects {
             safety: self.own.safety.for_project(&config)?,
             config,
             note,
+            caller_dir: Some(key.cwd.clone()),
         });
         let mut cache = self.cache.lock().unwrap();
         if cache.len() >= MAX_CACHED {

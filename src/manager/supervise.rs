@@ -47,11 +47,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     // A job that names no directory runs where its caller is, when that is
     // inside the project (as a shell would); else at the workspace root.
     if spec.cwd.is_none() {
-        spec.cwd = spec
-            .caller_cwd
-            .as_ref()
-            .and_then(|c| std::fs::canonicalize(c).ok())
-            .filter(|c| c.starts_with(workspace));
+        spec.cwd = project.caller_dir.clone().filter(|c| c.starts_with(workspace));
     }
     let cwd = runner::resolve_cwd(workspace, spec.cwd.as_ref());
     if !cwd.is_dir() {
