@@ -28,6 +28,9 @@ use crate::runner::Exit;
 
 /// After the output ended without a wait answer, how often to ask inspect.
 const FALLBACK_POLL: Duration = Duration::from_millis(250);
+/// Most of a container's first stderr line held back to recognise the
+/// init's "not in the image" words.
+const FIRST_LINE_MAX: usize = 4096;
 /// After the engine reported the exit, how long the output may take to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
@@ -66,28 +69,43 @@ pub(super) async fn pump(
     image: Option<String>,
 ) -> Option<String> {
     let mut failure = None;
-    let mut first_err = true;
+    // The init's own words for a program the image lacks are the first line
+    // on stderr; it may come in several chunks, so the first line is held
+    // (up to FIRST_LINE_MAX bytes) and said berth's way when it is that.
+    let mut first_line: Option<Vec<u8>> = image.as_ref().map(|_| Vec::new());
+    let settle = |held: Vec<u8>, err: &mut StreamWriter| {
+        let cut = held
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(held.len(), |n| n + 1);
+        let (first, rest) = held.split_at(cut);
+        match image.as_deref().and_then(|i| not_in_image(first, i)) {
+            Some(line) => err.write(line.as_bytes()),
+            None => err.write(first),
+        }
+        err.write(rest);
+    };
     while let Some(item) = stream.next().await {
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => out.write(&message),
-            Ok(LogOutput::StdErr { message }) => {
-                // The init's own words for a program the image lacks come
-                // first on stderr; the job's stderr says it berth's way.
-                let clear = first_err
-                    .then(|| image.as_deref().and_then(|i| not_in_image(&message, i)))
-                    .flatten();
-                first_err = false;
-                match clear {
-                    Some(line) => err.write(line.as_bytes()),
-                    None => err.write(&message),
+            Ok(LogOutput::StdErr { message }) => match first_line.as_mut() {
+                Some(held) => {
+                    held.extend_from_slice(&message);
+                    if held.contains(&b'\n') || held.len() >= FIRST_LINE_MAX {
+                        settle(first_line.take().unwrap_or_default(), &mut err);
+                    }
                 }
-            }
+                None => err.write(&message),
+            },
             Ok(LogOutput::StdIn { .. }) => {}
             Err(e) => {
                 failure = Some(e.to_string());
                 break;
             }
         }
+    }
+    if let Some(held) = first_line.filter(|h| !h.is_empty()) {
+        settle(held, &mut err);
     }
     out.finish();
     err.finish();
@@ -187,4 +205,62 @@ pub(super) async fn exit_future(
         }
     }
     Exit::Code(code as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventLog;
+    use crate::output::{JobOutput, LogQuery, Stream as OutStream};
+    use crate::store::Store;
+    use crate::watch::Watchers;
+
+    /// The attach stream as `chunks` of stderr, pumped into a fresh job output;
+    /// the stderr lines that come out.
+    async fn pumped(chunks: &[&str]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("berth.db")).unwrap();
+        let out = JobOutput::create(
+            JobId::from_number(1),
+            &dir.path().join("job-1"),
+            4096,
+            Watchers::default(),
+            EventLog::new(),
+            store,
+            1,
+        )
+        .unwrap();
+        let items: Vec<std::result::Result<LogOutput, BollardError>> = chunks
+            .iter()
+            .map(|c| {
+                Ok(LogOutput::StdErr {
+                    message: bytes::Bytes::from(c.to_string()),
+                })
+            })
+            .collect();
+        let stream: OutputStream = Box::pin(futures_util::stream::iter(items));
+        let (o, e) = (
+            out.writer(OutStream::Stdout).unwrap(),
+            out.writer(OutStream::Stderr).unwrap(),
+        );
+        assert!(pump(stream, o, e, Some("img:1".into())).await.is_none());
+        let page = out.read(&LogQuery::default()).unwrap();
+        page.lines.into_iter().map(|l| l.text).collect()
+    }
+
+    #[tokio::test]
+    async fn the_inits_words_are_said_berths_way_even_in_pieces() {
+        let said = "berth: `make` is not in image img:1; choose an image with the tool (--image, image in berth.toml) or run with --runner host";
+        let whole = pumped(&["[FATAL tini (7)] exec make failed: No such file or directory\n"]).await;
+        assert_eq!(whole, [said]);
+        let pieces = pumped(&[
+            "[FATAL tini (7)] exec ma",
+            "ke failed: No such file",
+            " or directory\nnext\n",
+        ])
+        .await;
+        assert_eq!(pieces, [said, "next"]);
+        let other = pumped(&["an ordinary", " line\n", "more\n"]).await;
+        assert_eq!(other, ["an ordinary line", "more"]);
+    }
 }
