@@ -14,11 +14,19 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 
+use std::time::{Duration, Instant};
+
 use chrono::Utc;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::blocks::{self, BLOCK_AGE, OpenBlock};
-use super::{LINE_OVERHEAD, Op, PruneReply, QUEUE_BOUND, retention};
+use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, retention};
+
+/// How long a batch is tried again while the database stays busy (on top of
+/// each attempt's own busy timeout), and the backoff between attempts.
+const RETRY_FOR: Duration = Duration::from_secs(60);
+const RETRY_FIRST: Duration = Duration::from_millis(20);
+const RETRY_MAX_DELAY: Duration = Duration::from_secs(1);
 
 /// What the writer knows of a job's stored output.
 #[derive(Default)]
@@ -63,32 +71,61 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            let mut flushed = Vec::new();
-            let mut pruned = Vec::new();
-            let result = self.write_batch(batch, &mut flushed, &mut pruned);
-            if let Err(e) = &result {
-                tracing::error!(path = %path.display(), error = %e, "store write failed");
-                // What is in memory may not be on disk: start over from the table.
-                self.jobs.clear();
-                self.budgets = retention::Budgets::new(self.budgets.cap());
-            }
-            if !pruned.is_empty()
-                && result.is_ok()
-                && let Err(e) = retention::give_back_space(&self.conn)
-            {
+            let result = self.write_with_retries(&batch, path);
+            let pruned_any = matches!(&result, Ok(p) if !p.is_empty());
+            if pruned_any && let Err(e) = retention::give_back_space(&self.conn) {
                 tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
             }
-            for (reply, outcome) in pruned {
-                let answer = match (&result, outcome) {
-                    (Err(e), _) => Err(e.to_string()),
-                    (Ok(()), r) => r.map_err(|e| e.to_string()),
-                };
-                let _ = reply.send(answer);
-            }
-            for f in flushed {
-                let _ = f.send(());
+            let mut outcomes = match &result {
+                Ok(p) => p.clone().into_iter(),
+                Err(_) => Vec::new().into_iter(),
+            };
+            for op in batch {
+                match op {
+                    Op::Flush(f) => {
+                        let _ = f.send(());
+                    }
+                    Op::Prune(_, reply) => {
+                        let answer = match &result {
+                            Err(e) => Err(e.to_string()),
+                            Ok(_) => outcomes.next().unwrap_or(Ok(())),
+                        };
+                        let _ = reply.send(answer);
+                    }
+                    _ => {}
+                }
             }
             self.forget_idle();
+        }
+    }
+
+    /// Commit `batch`, trying again while the database is busy or locked
+    /// (another berth process sharing the state dir holds the write lock
+    /// longer than the busy timeout): output is never dropped for a
+    /// contention that passes. Any other failure is logged and the batch is
+    /// lost (what is in memory may not be on disk: start over from the table).
+    fn write_with_retries(
+        &mut self,
+        batch: &[Op],
+        path: &Path,
+    ) -> Result<Vec<PruneOutcome>, rusqlite::Error> {
+        let mut delay = RETRY_FIRST;
+        let started = Instant::now();
+        loop {
+            let result = self.write_batch(batch);
+            if let Err(e) = &result {
+                // In-memory block state may be ahead of the rolled-back table.
+                self.jobs.clear();
+                self.budgets = retention::Budgets::new(self.budgets.cap());
+                if is_transient(e) && started.elapsed() < RETRY_FOR {
+                    tracing::warn!(path = %path.display(), error = %e, "store busy; writing the batch again");
+                    std::thread::sleep(delay);
+                    delay = (delay * 2).min(RETRY_MAX_DELAY);
+                    continue;
+                }
+                tracing::error!(path = %path.display(), error = %e, "store write failed");
+            }
+            return result;
         }
     }
 
@@ -108,13 +145,14 @@ impl Writer {
         self.jobs.retain(|_, s| s.open.is_some());
     }
 
-    fn write_batch(
-        &mut self,
-        batch: Vec<Op>,
-        flushed: &mut Vec<std::sync::mpsc::Sender<()>>,
-        pruned: &mut Vec<(PruneReply, rusqlite::Result<()>)>,
-    ) -> rusqlite::Result<()> {
-        let tx = self.conn.transaction()?;
+    /// One transaction for the whole batch, taken IMMEDIATE: a deferred one
+    /// that reads first and then writes fails at once (SQLITE_BUSY, no busy
+    /// handler) when another connection wrote in between.
+    fn write_batch(&mut self, batch: &[Op]) -> rusqlite::Result<Vec<PruneOutcome>> {
+        let mut pruned = Vec::new();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut event = tx.prepare_cached(
                 "INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)",
@@ -176,7 +214,7 @@ impl Writer {
                         }
                     }
                     Op::Event(e) => {
-                        let body = serde_json::to_string(&e).unwrap_or_default();
+                        let body = serde_json::to_string(e).unwrap_or_default();
                         event.execute(params![e.seq as i64, e.job.as_str(), e.ts.to_rfc3339(), body])?;
                     }
                     Op::Run(r) => {
@@ -196,14 +234,15 @@ impl Writer {
                             r.pid_start_time.map(|s| s as i64),
                         ])?;
                     }
-                    Op::Flush(tx) => flushed.push(tx),
-                    Op::Prune(jobs, reply) => {
-                        let result = retention::prune(&tx, &jobs);
-                        for j in &jobs {
+                    Op::Flush(_) => {}
+                    Op::Prune(jobs, _) => {
+                        // A failed prune is answered, not a failed batch.
+                        let result = retention::prune(&tx, jobs).map_err(|e| e.to_string());
+                        for j in jobs {
                             self.budgets.forget(j);
                             self.jobs.remove(j);
                         }
-                        pruned.push((reply, result));
+                        pruned.push(result);
                     }
                 }
             }
@@ -217,8 +256,20 @@ impl Writer {
                 }
             }
         }
-        tx.commit()
+        tx.commit()?;
+        Ok(pruned)
     }
+}
+
+/// What one prune in a batch came to (the database's message on failure).
+type PruneOutcome = Result<(), String>;
+
+/// Busy or locked: another connection holds the database; it will pass.
+fn is_transient(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 #[cfg(test)]
@@ -274,5 +325,38 @@ mod tests {
         assert_eq!(store.last_seq(&job).unwrap(), n);
         let again = store.lines(&job, n - 20, u64::MAX, 100, None).unwrap();
         assert_eq!(again.len(), 21);
+    }
+
+    /// Two managers (a daemon and a `--no-daemon` run, or a test's several
+    /// stores) writing one database at once: every line of both lands.
+    /// Deferred transactions lost whole batches here (SQLITE_BUSY with no
+    /// busy handler when the other writer committed between read and write).
+    #[test]
+    fn two_writers_on_one_database_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("berth.db");
+        let stores = [Store::open(&path).unwrap(), Store::open(&path).unwrap()];
+        let n = 3000u64;
+        std::thread::scope(|s| {
+            for (i, store) in stores.iter().enumerate() {
+                s.spawn(move || {
+                    for k in 0..4u64 {
+                        let job = JobId::from_number(1 + i as u64 * 10 + k);
+                        for seq in 1..=n / 4 {
+                            store.put_lines(&job, vec![line(seq)]);
+                        }
+                    }
+                    store.flush();
+                });
+            }
+        });
+        for (i, store) in stores.iter().enumerate() {
+            for k in 0..4u64 {
+                let job = JobId::from_number(1 + i as u64 * 10 + k);
+                let got = store.lines(&job, 1, u64::MAX, usize::MAX, None).unwrap();
+                let seqs: Vec<u64> = got.iter().map(|l| l.seq).collect();
+                assert_eq!(seqs, (1..=n / 4).collect::<Vec<_>>(), "{job} from store {i}");
+            }
+        }
     }
 }
