@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::job::{Limits, RunnerChoice, host_cpus, parse_size};
+use crate::job::parse_size;
+use crate::model::{Limits, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -28,8 +29,7 @@ pub const DEFAULT_PULL_TIMEOUT_SECS: f64 = 600.0;
 pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 /// Default instance name.
 pub const DEFAULT_INSTANCE: &str = "default";
-/// Most output stored per job; beyond it the oldest lines are dropped (said as `truncated_before`).
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+pub use crate::store::DEFAULT_MAX_OUTPUT_BYTES;
 /// Finished runs kept in history (newest first); older ones are pruned.
 pub const DEFAULT_KEEP_RUNS: usize = 500;
 /// Finished runs older than this many days are pruned.
@@ -110,7 +110,7 @@ pub struct Layer {
     pub ring_size: Option<SizeValue>,
     pub image: Option<String>,
     /// When a job's image is pulled: `missing` (default), `always`, `never`.
-    pub pull: Option<crate::images::PullPolicy>,
+    pub pull: Option<crate::model::PullPolicy>,
     /// Longest one image pull may take, in seconds.
     pub pull_timeout: Option<f64>,
     pub runner: Option<RunnerChoice>,
@@ -177,7 +177,7 @@ pub struct Config {
     pub grace_secs: f64,
     pub ring_bytes: usize,
     pub image: String,
-    pub pull: crate::images::PullPolicy,
+    pub pull: crate::model::PullPolicy,
     pub pull_timeout_secs: f64,
     pub runner: RunnerChoice,
     pub test_command: Option<String>,
@@ -218,7 +218,7 @@ impl Default for Config {
             grace_secs: DEFAULT_GRACE_SECS,
             ring_bytes: DEFAULT_RING_BYTES,
             image: DEFAULT_IMAGE.into(),
-            pull: crate::images::PullPolicy::Missing,
+            pull: crate::model::PullPolicy::Missing,
             pull_timeout_secs: DEFAULT_PULL_TIMEOUT_SECS,
             runner: RunnerChoice::Auto,
             test_command: None,
@@ -769,7 +769,7 @@ mod tests {
             assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
         }
         // The same bounds hold for a job's own limits.
-        let mut spec = crate::job::JobSpec::argv(["true"]);
+        let mut spec = crate::model::JobSpec::argv(["true"]);
         spec.limits.pids = Some(-1);
         assert!(
             spec.validate()

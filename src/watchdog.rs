@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::config::{Config, Recovery};
 use crate::error::{Error, Result};
-use crate::job::JobStatus;
+use crate::model::JobStatus;
 use crate::procinfo;
 use crate::store::{RunRow, Store};
 

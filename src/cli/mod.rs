@@ -210,7 +210,7 @@ async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let dev = crate::runner::docker::Engine::new(&config)
         .has_image(crate::images::DEV_IMAGE)
         .await;
-    let chosen = crate::images::choose_image(&crate::job::JobSpec::default(), &config, dev);
+    let chosen = crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev);
     if json {
         let mut v = serde_json::to_value(&config)?;
         let sources: serde_json::Map<String, serde_json::Value> = config
@@ -244,7 +244,7 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
 
 async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
     let tools: crate::mcp::ToolSet = tools.parse()?;
-    crate::mcp::run(global.config()?, tools).await?;
+    crate::daemon::run_mcp(global.config()?, tools).await?;
     Ok(0)
 }
 

@@ -17,7 +17,7 @@ use super::{Entry, Inner, Live, Manager, number};
 use crate::config::Recovery;
 use crate::error::Result;
 use crate::events::EventKind;
-use crate::job::JobStatus;
+use crate::model::JobStatus;
 use crate::output::JobOutput;
 use crate::procinfo;
 use crate::runner::docker::Adoption;
@@ -122,7 +122,7 @@ impl Manager {
     /// running, continuing their output from the last stored line; a
     /// container that is gone (or cannot be followed) is reaped as `lost`.
     /// Call once this manager owns the instance (after binding its socket).
-    pub async fn adopt_orphans(&self) -> Result<Vec<crate::job::JobId>> {
+    pub async fn adopt_orphans(&self) -> Result<Vec<crate::model::JobId>> {
         let inner = &self.inner;
         let orphans = std::mem::take(&mut *inner.orphans.lock().unwrap());
         let mut adopted = Vec::new();
@@ -177,7 +177,7 @@ impl Manager {
                     inner.events.emit(
                         id.clone(),
                         EventKind::Started {
-                            runner: crate::job::RunnerKind::Docker,
+                            runner: crate::model::RunnerKind::Docker,
                             start_mode: row.info.start_mode,
                             ports: row.info.ports.clone(),
                         },

@@ -17,7 +17,7 @@ use super::project::Project;
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{
+use crate::model::{
     EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode,
 };
 use crate::output::JobOutput;
@@ -65,7 +65,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     project.safety.check_bounded(&spec, &cwd, client).await?;
     // A spec that leaves the runner to us gets the project's default.
     let choice = match spec.runner {
-        crate::job::RunnerChoice::Auto => project.config.runner,
+        crate::model::RunnerChoice::Auto => project.config.runner,
         asked => asked,
     };
     let (kind, runner_note) = resolve_runner(inner, choice, project.config.fallback).await?;
