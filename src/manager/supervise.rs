@@ -504,30 +504,17 @@ async fn stop_job(
 
 /// Record the end of a job once: record, event, then the status watchers.
 pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
-    let (mode, last_seq) = {
+    let (ended, last_seq) = {
         let mut reg = inner.registry.lock().unwrap();
         let Ok(e) = reg.get_mut(id) else { return };
-        e.info.status = status.clone();
-        e.info.ended_at = Some(Inner::now());
-        e.info.exit_code = status.exit_code();
-        e.info.ended_by = status.ended_by();
-        e.info.reason = status.reason();
+        let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
         e.live = None;
         inner.persist(e);
-        (e.info.start_mode, e.info.last_seq)
+        (ended, e.info.last_seq)
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
-    inner.events.emit(
-        id.clone(),
-        EventKind::Ended {
-            status: status.name().into(),
-            start_mode: mode,
-            ended_by: status.ended_by(),
-            exit_code: status.exit_code(),
-            reason: status.reason(),
-        },
-    );
+    inner.events.emit(id.clone(), ended);
     {
         let reg = inner.registry.lock().unwrap();
         if let Ok(e) = reg.get(id) {
