@@ -17,7 +17,7 @@ use super::core::{Answer, DEFAULT_WAIT_SECS, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogRequest};
 use super::project::{ProjectTask, append_args, project_command};
-use super::server::BerthMcp;
+use super::service::BerthMcp;
 use crate::error::Result;
 use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
 use crate::model::{EndedBy, JobSpec};
