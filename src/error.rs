@@ -184,47 +184,12 @@ impl Error {
     /// The process exit code a CLI should use for this error (shell conventions:
     /// 127 command not found, 126 cannot execute, 2 usage error, 1 otherwise).
     pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Remote { code, .. } => match code.as_str() {
-                "command_not_found" => 127,
-                "blocked" | "not_executable" | "spawn_failed" => 126,
-                "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec"
-                | "bad_cwd" | "bad_request" | "outside_workspace" => 2,
-                _ => 1,
-            },
-            Error::CommandNotFound { .. } | Error::NotInImage { .. } => 127,
-            Error::Spawn { .. } | Error::NotExecutable { .. } | Error::Blocked { .. } => 126,
-            Error::InvalidRegex { .. }
-            | Error::InvalidPort { .. }
-            | Error::InvalidSize { .. }
-            | Error::InvalidValue { .. }
-            | Error::InvalidSpec(_)
-            | Error::BadCwd { .. }
-            | Error::OutsideWorkspace { .. }
-            | Error::Config { .. } => 2,
-            _ => 1,
-        }
+        answer_for(self.code()).1
     }
 
-    /// True when the caller sent something wrong (as opposed to a fault here).
-    pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            Error::UnknownJob(_)
-                | Error::InvalidRegex { .. }
-                | Error::InvalidPort { .. }
-                | Error::InvalidSize { .. }
-                | Error::InvalidValue { .. }
-                | Error::InvalidSpec(_)
-                | Error::CommandNotFound { .. }
-                | Error::NotInImage { .. }
-                | Error::NotExecutable { .. }
-                | Error::BadCwd { .. }
-                | Error::NotForeground { .. }
-                | Error::NotFinished { .. }
-                | Error::Blocked { .. }
-                | Error::OutsideWorkspace { .. }
-        )
+    /// The HTTP status the API answers this error with.
+    pub fn http_status(&self) -> u16 {
+        answer_for(self.code()).0
     }
 
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
@@ -233,5 +198,64 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+/// The one table of how an error is answered: (HTTP status, CLI exit code)
+/// by its code, so that an error that came back from a daemon (as its code
+/// only) exits the CLI as the same error raised here would.
+fn answer_for(code: &str) -> (u16, i32) {
+    match code {
+        "unknown_job" => (404, 1),
+        "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
+        | "outside_workspace" | "bad_request" => (400, 2),
+        "config" => (500, 2),
+        "command_not_found" => (400, 127),
+        "not_executable" => (400, 126),
+        "spawn_failed" => (500, 126),
+        "blocked" => (403, 126),
+        "cap_reached" | "not_foreground" | "not_finished" => (409, 1),
+        "shutting_down" | "engine_unavailable" => (503, 1),
+        "image_missing" => (422, 1),
+        "docker" | "pull_failed" => (502, 1),
+        _ => (500, 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that came back from a daemon as its code answers as the
+    /// same error raised here: one table for exit codes and HTTP statuses.
+    #[test]
+    fn remote_errors_answer_as_local_ones() {
+        let local = [
+            Error::Blocked {
+                command: "rm -rf /".into(),
+                pattern: "r".into(),
+                reason: "no".into(),
+            },
+            Error::UnknownJob("job-9".into()),
+            Error::InvalidSize { input: "x".into() },
+            Error::CapReached {
+                max: 3,
+                running: "job-1".into(),
+            },
+            Error::ShuttingDown,
+        ];
+        for e in local {
+            let remote = Error::Remote {
+                code: e.code().into(),
+                message: e.to_string(),
+            };
+            assert_eq!(
+                (remote.exit_code(), remote.http_status()),
+                (e.exit_code(), e.http_status()),
+                "{e}"
+            );
+        }
+        assert_eq!(Error::UnknownJob("x".into()).http_status(), 404);
+        assert_eq!(Error::InvalidSpec("x".into()).exit_code(), 2);
     }
 }

@@ -18,7 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use hyper_util::rt::TokioIo;
 
-use super::server::{ApiError, AppState};
+use super::state::{ApiError, AppState};
 use crate::api::{MCP_UPGRADE, McpAttachQuery};
 use crate::error::Error;
 use crate::mcp::ToolSet;

@@ -18,6 +18,7 @@ mod attach;
 mod listen;
 mod mcp_host;
 pub mod server;
+mod state;
 
 pub use mcp_host::run_mcp;
 

@@ -8,116 +8,27 @@
 //! `POST /v1/shutdown` fires the `shutdown_requested` notifier instead.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
-use tokio::sync::Notify;
 
 use crate::api::{
-    BackgroundRequest, DEFAULT_WAIT_SECS, ErrorBody, ErrorDetail, EventsPage, Health, JobView,
-    MAX_BODY_BYTES, WaitForPortRequest, WaitRequest,
+    BackgroundRequest, DEFAULT_WAIT_SECS, EventsPage, Health, JobView, MAX_BODY_BYTES, WaitForPortRequest,
+    WaitRequest,
 };
 use crate::error::Error;
 use crate::manager::{KillRequest, ListFilter, Manager};
 use crate::model::{EndedBy, JobId, JobSpec};
 use crate::output::{LogQuery, Stream as OutStream};
 
-/// Shared state of the routes.
-#[derive(Clone)]
-pub struct AppState {
-    pub manager: Manager,
-    /// Fired by `POST /v1/shutdown`.
-    pub shutdown_requested: Arc<Notify>,
-    /// MCP sessions attached over `POST /v1/mcp`.
-    pub sessions: crate::mcp::session::Sessions,
-}
-
-/// An error on its way to the client.
-pub struct ApiError {
-    status: StatusCode,
-    code: String,
-    message: String,
-}
-
-impl ApiError {
-    /// A request the route cannot serve as sent (400 `bad_request`).
-    pub(super) fn bad_request(message: String) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_request".into(),
-            message,
-        }
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        let status = match &e {
-            Error::UnknownJob(_) => StatusCode::NOT_FOUND,
-            Error::CapReached { .. } | Error::NotForeground { .. } | Error::NotFinished { .. } => {
-                StatusCode::CONFLICT
-            }
-            Error::ShuttingDown | Error::EngineUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Error::ImageMissing { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::Docker { .. } | Error::PullFailed { .. } => StatusCode::BAD_GATEWAY,
-            Error::Blocked { .. } => StatusCode::FORBIDDEN,
-            Error::OutsideWorkspace { .. } => StatusCode::BAD_REQUEST,
-            e if e.is_bad_input() => StatusCode::BAD_REQUEST,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError {
-            status,
-            code: e.code().into(),
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> Self {
-        let status = match &r {
-            JsonRejection::BytesRejection(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError {
-            status,
-            code: "bad_request".into(),
-            message: format!("malformed request body: {}", r.body_text()),
-        }
-    }
-}
-
-impl From<QueryRejection> for ApiError {
-    fn from(r: QueryRejection) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: "bad_request".into(),
-            message: format!("malformed query string: {}", r.body_text()),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.message,
-            },
-        };
-        (self.status, Json(body)).into_response()
-    }
-}
+pub use super::state::{ApiError, AppState};
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
