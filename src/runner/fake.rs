@@ -123,7 +123,10 @@ impl FakeRunner {
         let (out, err) = (output.writer(Stream::Stdout)?, output.writer(Stream::Stderr)?);
         let now = self.alive.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_alive.fetch_max(now, Ordering::SeqCst);
-        let early = std::mem::replace(&mut *job.0.phase.lock().unwrap(), Phase::Running(out, err));
+        let early = std::mem::replace(
+            &mut *job.0.phase.lock().unwrap(),
+            Phase::Running(Box::new((out, err))),
+        );
         for line in &script.lines {
             job.emit(Stream::Stdout, line);
         }
@@ -156,7 +159,7 @@ enum Phase {
     /// The launch has begun; an end asked for meanwhile waits for it to finish.
     Launching(Option<Exit>),
     /// Running, with its two stream writers.
-    Running(StreamWriter, StreamWriter),
+    Running(Box<(StreamWriter, StreamWriter)>),
     Ended,
 }
 
@@ -178,7 +181,8 @@ impl JobState {
         let mut phase = self.phase.lock().unwrap();
         match std::mem::replace(&mut *phase, Phase::Ended) {
             Phase::Launching(early) => *phase = Phase::Launching(early.or(Some(exit))),
-            Phase::Running(out, err) => {
+            Phase::Running(writers) => {
+                let (out, err) = *writers;
                 out.finish();
                 err.finish();
                 self.alive.fetch_sub(1, Ordering::SeqCst);
@@ -219,10 +223,10 @@ impl FakeJob {
     /// Write `text` and a newline to `stream` (nothing unless it runs).
     pub fn emit(&self, stream: Stream, text: &str) {
         let mut phase = self.0.phase.lock().unwrap();
-        if let Phase::Running(out, err) = &mut *phase {
+        if let Phase::Running(writers) = &mut *phase {
             let w = match stream {
-                Stream::Stdout => out,
-                Stream::Stderr => err,
+                Stream::Stdout => &mut writers.0,
+                Stream::Stderr => &mut writers.1,
             };
             w.write(format!("{text}\n").as_bytes());
         }
