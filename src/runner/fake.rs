@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::job::{JobId, JobSpec};
 use crate::output::{JobOutput, Stream, StreamWriter};
 
+/// How long [`FakeRunner::next_launch`] waits for a launch.
+pub const LAUNCH_DEADLINE: Duration = Duration::from_secs(120);
+
 /// How a scripted job behaves.
 #[derive(Debug, Clone, Default)]
 pub struct Script {
@@ -38,13 +41,12 @@ pub struct Script {
 }
 
 /// Launches scripted jobs; shared between a test and the manager under test.
-#[derive(Default)]
 pub struct FakeRunner {
     /// Scripts by program name (the first word of the command).
     scripts: Mutex<HashMap<String, Script>>,
     /// Every launch, in order, as it begins; taken by [`FakeRunner::next_launch`].
-    launches: Mutex<Option<mpsc::UnboundedReceiver<FakeJob>>>,
-    launches_tx: Mutex<Option<mpsc::UnboundedSender<FakeJob>>>,
+    launches: tokio::sync::Mutex<mpsc::UnboundedReceiver<FakeJob>>,
+    launches_tx: mpsc::UnboundedSender<FakeJob>,
     /// Jobs launched and not yet ended, and the most there ever were at once.
     alive: Arc<AtomicUsize>,
     most_alive: Arc<AtomicUsize>,
@@ -54,9 +56,11 @@ impl FakeRunner {
     pub fn new() -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         Arc::new(FakeRunner {
-            launches: Mutex::new(Some(rx)),
-            launches_tx: Mutex::new(Some(tx)),
-            ..Default::default()
+            scripts: Mutex::default(),
+            launches: tokio::sync::Mutex::new(rx),
+            launches_tx: tx,
+            alive: Arc::default(),
+            most_alive: Arc::default(),
         })
     }
 
@@ -65,22 +69,20 @@ impl FakeRunner {
         self.scripts.lock().unwrap().insert(program.into(), script);
     }
 
-    /// The next job whose launch began (in launch order).
+    /// The next job whose launch began (in launch order). Panics after
+    /// [`LAUNCH_DEADLINE`]: on a paused clock, a launch that never comes
+    /// fails the test at once instead of hanging it.
     pub async fn next_launch(&self) -> FakeJob {
-        let mut rx = self
-            .launches
-            .lock()
-            .unwrap()
-            .take()
-            .expect("one next_launch at a time");
-        let job = rx.recv().await.expect("the runner keeps its sender");
-        *self.launches.lock().unwrap() = Some(rx);
-        job
+        let mut rx = self.launches.lock().await;
+        tokio::time::timeout(LAUNCH_DEADLINE, rx.recv())
+            .await
+            .expect("no launch began within the deadline")
+            .expect("the runner keeps its sender")
     }
 
     /// A launch already begun, if any (never waits).
     pub fn try_next_launch(&self) -> Option<FakeJob> {
-        self.launches.lock().unwrap().as_mut()?.try_recv().ok()
+        self.launches.try_lock().ok()?.try_recv().ok()
     }
 
     /// The most jobs that were running at the same time.
@@ -108,9 +110,7 @@ impl FakeRunner {
             exit: exit_tx,
             alive: self.alive.clone(),
         }));
-        if let Some(tx) = self.launches_tx.lock().unwrap().as_ref() {
-            let _ = tx.send(job.clone());
-        }
+        let _ = self.launches_tx.send(job.clone());
         if !script.launch_delay.is_zero() {
             tokio::time::sleep(script.launch_delay).await;
         }
