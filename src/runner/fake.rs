@@ -238,6 +238,12 @@ impl FakeJob {
         self.0.end(Exit::Code(code));
     }
 
+    /// The job ends as the runner would report `exit` (a crash, an OOM
+    /// kill, a lost container); nothing if it already ended.
+    pub fn end_with(&self, exit: Exit) {
+        self.0.end(exit);
+    }
+
     /// The signals received so far, in order.
     pub fn signals(&self) -> Vec<i32> {
         self.0.signals.borrow().clone()

@@ -8,6 +8,7 @@ use super::{KILL, TERM, bench, ends, job, kill_by, kind_names, status};
 use crate::error::Error;
 use crate::job::{EndedBy, JobSpec, JobStatus, OnTimeout};
 use crate::manager::Foreground;
+use crate::runner::Exit;
 use crate::runner::fake::Script;
 
 #[tokio::test(start_paused = true)]
@@ -228,4 +229,65 @@ async fn shutdown_stops_running_and_queued_jobs_as_the_system() {
         "a queued job never launches after shutdown"
     );
     assert!(matches!(m.start(job("late")).await, Err(Error::ShuttingDown)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_way_of_ending_is_recorded_with_who_ended_it() {
+    let b = bench(8);
+    let m = &b.manager;
+    let cases = [
+        (Exit::Code(3), "failed", JobStatus::Exited { code: 3 }),
+        (Exit::Signal(11), "signaled", JobStatus::Signaled { signal: 11 }),
+        (
+            Exit::Oom,
+            "killed",
+            JobStatus::Killed {
+                signal: Some(KILL),
+                ended_by: EndedBy::System,
+                reason: "oom".into(),
+            },
+        ),
+        (
+            Exit::Lost("engine gone".into()),
+            "lost",
+            JobStatus::Lost {
+                reason: "engine gone".into(),
+            },
+        ),
+    ];
+    for (exit, name, expected) in cases {
+        let h = m.start(job("crashy")).await.unwrap();
+        b.fake.next_launch().await.end_with(exit);
+        let info = h.wait_end().await.unwrap();
+        assert_eq!(info.status, expected);
+        assert!(info.status.is_failure(), "{name} counts as a failure");
+        assert_eq!(info.ended_by, Some(EndedBy::System));
+        assert_eq!(
+            ends(m, &h.id),
+            [(name.to_string(), Some(EndedBy::System), expected.exit_code())]
+        );
+    }
+
+    // Keep-alive expiry: the system stops it, politely, when the time is up.
+    let began = tokio::time::Instant::now();
+    let h = m
+        .start(JobSpec {
+            keep_alive: Some(3.0),
+            ..job("repl")
+        })
+        .await
+        .unwrap();
+    let repl = b.fake.next_launch().await;
+    let info = h.wait_end().await.unwrap();
+    assert!(began.elapsed() >= Duration::from_secs(3));
+    assert_eq!(repl.signals(), [TERM]);
+    assert_eq!(
+        info.status,
+        JobStatus::Killed {
+            signal: Some(TERM),
+            ended_by: EndedBy::System,
+            reason: "keep_alive expired (3s)".into()
+        }
+    );
+    assert!(!info.status.is_failure());
 }
