@@ -20,6 +20,8 @@ pub mod project;
 mod recover;
 mod retention;
 mod supervise;
+#[cfg(test)]
+mod tests;
 mod usage;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -209,6 +211,9 @@ pub(crate) struct Inner {
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
     usage_cache: usage::UsageCache,
+    /// Unit tests launch every job through a scripted runner once one is set.
+    #[cfg(test)]
+    fake: std::sync::OnceLock<Arc<crate::runner::fake::FakeRunner>>,
 }
 
 /// Kills whatever still runs when the last user-facing handle goes away.
@@ -307,6 +312,8 @@ impl Manager {
             ids,
             slot_freed: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            #[cfg(test)]
+            fake: Default::default(),
         });
         recover::load(&inner)?;
         Ok(Manager {

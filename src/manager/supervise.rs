@@ -307,6 +307,11 @@ async fn launch(
     };
     let cwd = runner::resolve_cwd(&project.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
+        #[cfg(test)]
+        _ if inner.fake.get().is_some() => {
+            let fake = inner.fake.get().expect("checked by the guard");
+            fake.launch(id, spec, &output).await
+        }
         RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {

@@ -7,6 +7,8 @@
 //! byte of its output has gone through the job's stream writers.
 
 pub mod docker;
+#[cfg(test)]
+pub mod fake;
 pub mod host;
 pub mod shim;
 
@@ -45,6 +47,9 @@ pub struct Launched {
 pub enum Control {
     Host(host::HostControl),
     Docker(docker::DockerControl),
+    /// A scripted job of the unit tests' fake runner.
+    #[cfg(test)]
+    Fake(fake::FakeControl),
 }
 
 impl Control {
@@ -53,6 +58,8 @@ impl Control {
         match self {
             Control::Host(h) => h.signal(signal),
             Control::Docker(d) => d.signal(signal).await,
+            #[cfg(test)]
+            Control::Fake(f) => f.signal(signal),
         }
     }
 
@@ -61,6 +68,8 @@ impl Control {
         match self {
             Control::Host(h) => h.signal(libc_sigkill()),
             Control::Docker(d) => d.signal(libc_sigkill()).await,
+            #[cfg(test)]
+            Control::Fake(f) => f.signal(libc_sigkill()),
         }
     }
 
@@ -76,6 +85,8 @@ impl Control {
         match self {
             Control::Host(h) => h.signal(libc_sigkill()),
             Control::Docker(d) => d.remove_blocking(),
+            #[cfg(test)]
+            Control::Fake(f) => f.kill_now(),
         }
     }
 }
