@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{Control, Exit, Launched};
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobSpec};
+use crate::model::{JobId, JobSpec};
 use crate::output::{JobOutput, Stream, StreamWriter};
 
 /// How long [`FakeRunner::next_launch`] waits for a launch.

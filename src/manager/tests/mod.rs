@@ -16,7 +16,7 @@ use tempfile::TempDir;
 use super::{KillRequest, Manager};
 use crate::config::Config;
 use crate::events::EventKind;
-use crate::job::{EndedBy, JobId, JobSpec, JobStatus, RunnerChoice};
+use crate::model::{EndedBy, JobId, JobSpec, JobStatus, RunnerChoice};
 use crate::runner::fake::FakeRunner;
 
 const TERM: i32 = Signal::SIGTERM as i32;

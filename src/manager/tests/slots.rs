@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{bench, ends, job, kill_by, kind_names, status};
 use crate::error::Error;
-use crate::job::{EndedBy, JobSpec, JobStatus, StartMode};
 use crate::manager::{Foreground, ListFilter};
+use crate::model::{EndedBy, JobSpec, JobStatus, StartMode};
 use crate::output::Stream;
 use crate::runner::fake::Script;
 
@@ -96,7 +96,7 @@ async fn the_queue_starts_waiting_jobs_in_order_as_slots_free() {
 
     // A stop while queued ends the job without a launch; the line moves up.
     let out = m.kill(&qc.id, kill_by(EndedBy::User)).await.unwrap();
-    assert_eq!(out.result, "killed");
+    assert_eq!(out.result, crate::manager::KillResult::Killed);
     assert!(matches!(
         status(m, &qc.id),
         JobStatus::Killed {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{KILL, TERM, bench, ends, job, kill_by, kind_names, status};
 use crate::error::Error;
-use crate::job::{EndedBy, JobSpec, JobStatus, OnTimeout};
 use crate::manager::Foreground;
+use crate::model::{EndedBy, JobSpec, JobStatus, OnTimeout};
 use crate::runner::Exit;
 use crate::runner::fake::Script;
 
@@ -45,7 +45,7 @@ async fn a_kill_racing_an_exit_records_one_end() {
         let quick = b.fake.next_launch().await;
         quick.exit(0);
         let out = m.kill(&h.id, kill_by(EndedBy::User)).await.unwrap();
-        assert_eq!(out.result, "already_finished");
+        assert_eq!(out.result, crate::manager::KillResult::AlreadyFinished);
         assert_eq!(out.status, JobStatus::Exited { code: 0 });
         assert_eq!(out.ended_by, Some(EndedBy::System));
         assert!(quick.signals().is_empty());
@@ -73,7 +73,7 @@ async fn a_kill_racing_an_exit_records_one_end() {
     stubborn.signalled(1).await;
     stubborn.exit(0);
     let out = kill.await.unwrap().unwrap();
-    assert_eq!(out.result, "killed");
+    assert_eq!(out.result, crate::manager::KillResult::Killed);
     assert_eq!(out.ended_by, Some(EndedBy::User));
     assert_eq!(
         out.status,
@@ -91,7 +91,7 @@ async fn a_kill_racing_an_exit_records_one_end() {
 
     // A kill after the end answers from the record and changes nothing.
     let again = m.kill(&h.id, kill_by(EndedBy::Agent)).await.unwrap();
-    assert_eq!(again.result, "already_finished");
+    assert_eq!(again.result, crate::manager::KillResult::AlreadyFinished);
     assert_eq!(again.ended_by, Some(EndedBy::User));
     assert_eq!(ends(m, &h.id).len(), 1);
 }
@@ -150,8 +150,8 @@ async fn two_concurrent_kills_stop_the_job_once() {
     );
     let (user, agent) = (user.unwrap(), agent.unwrap());
     // The first stop is carried out; the second waits for the same end.
-    assert_eq!(user.result, "killed");
-    assert_eq!(agent.result, "killed");
+    assert_eq!(user.result, crate::manager::KillResult::Killed);
+    assert_eq!(agent.result, crate::manager::KillResult::Killed);
     assert_eq!(user.status, agent.status);
     assert!(matches!(
         user.status,
@@ -187,7 +187,7 @@ async fn a_stop_during_the_launch_ends_the_job_once_it_runs() {
     assert_eq!(status(m, &id), JobStatus::Starting);
     let out = m.kill(&id, kill_by(EndedBy::Agent)).await.unwrap();
     assert_eq!(start.await.unwrap().unwrap().id, id);
-    assert_eq!(out.result, "killed");
+    assert_eq!(out.result, crate::manager::KillResult::Killed);
     assert_eq!(
         out.status,
         JobStatus::Killed {
