@@ -109,6 +109,12 @@ pub enum Error {
         hint: String,
     },
 
+    #[error("project image build context {path}: {message}")]
+    BuildContext { path: PathBuf, message: String },
+
+    #[error("could not build the project image from {dockerfile}: {reason}; fix the Dockerfile (or its build args) and start again")]
+    ImageBuildFailed { dockerfile: PathBuf, reason: String },
+
     #[error(
         "`{program}` is not in image {image}; choose an image with the tool (--image, image in berth.toml) or run with --runner host"
     )]
@@ -173,6 +179,8 @@ impl Error {
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
             Error::PullFailed { .. } => "pull_failed",
+            Error::BuildContext { .. } => "build_context",
+            Error::ImageBuildFailed { .. } => "image_build_failed",
             Error::NotInImage { .. } => "command_not_found",
             Error::Docker { .. } => "docker",
             Error::ShuttingDown => "shutting_down",

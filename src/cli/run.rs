@@ -222,7 +222,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
-    let pulls = (!args.json).then(|| super::images::follow_pulls(&manager));
+    let pulls = (!args.json).then(|| super::progress::follow_local(&manager));
     let handle = manager.start_from(spec, "cli").await;
     if let Some(p) = pulls {
         if handle.is_ok() {
