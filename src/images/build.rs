@@ -138,7 +138,11 @@ pub struct BuildProgress {
     /// `Step N/M` of the classic builder (0 before the first).
     pub step: u32,
     pub steps: u32,
-    /// The build's last output line.
+    /// The instruction of the current step (`RUN make`).
+    #[serde(default)]
+    pub instruction: String,
+    /// The build's last output line worth showing (the builder's own
+    /// bookkeeping lines are left out).
     pub last: String,
     pub elapsed_ms: u64,
     /// The last report of a build that finished.
@@ -150,29 +154,38 @@ impl BuildProgress {
     /// Take one line of the engine's output into account.
     pub fn add_line(&mut self, line: &str) {
         let line = line.trim();
-        if line.is_empty() {
+        let noise = ["--->", "Removing intermediate container", "Successfully built", "Sending build context"];
+        if line.is_empty() || noise.iter().any(|n| line.starts_with(n)) {
             return;
         }
+        let cut = |s: &str| s.chars().take(200).collect::<String>();
         if let Some(rest) = line.strip_prefix("Step ")
             && let Some((n, rest)) = rest.split_once('/')
-            && let Some((m, _)) = rest.split_once(' ')
-            && let (Ok(n), Ok(m)) = (n.parse(), m.parse())
+            && let Some((m, instruction)) = rest.split_once(" : ")
+            && let (Ok(n), Ok(m)) = (n.parse(), m.trim().parse())
         {
             self.step = n;
             self.steps = m;
+            self.instruction = cut(instruction);
+            self.last.clear();
+            return;
         }
-        self.last = line.chars().take(200).collect();
+        self.last = cut(line);
     }
 
-    /// `building berth-project/app:1a2b: step 2/3: RUN make`
+    /// `building berth-project/app:1a2b: step 2/3 RUN make: <last output line>`
     pub fn line(&self) -> String {
-        let step = match (self.done, self.steps) {
-            (true, _) => "done".to_string(),
-            (false, 0) => "sending context".to_string(),
-            (false, m) => format!("step {}/{m}", self.step),
-        };
-        let last = self.last.split_once(" : ").map_or(self.last.as_str(), |(_, l)| l);
-        format!("building {}: {step}: {last}", self.image)
+        let mut out = format!("building {}: ", self.image);
+        match (self.done, self.steps) {
+            (true, _) => out.push_str("done"),
+            (false, 0) => out.push_str("sending the context"),
+            (false, m) => out.push_str(&format!("step {}/{m} {}", self.step, self.instruction)),
+        }
+        if !self.last.is_empty() && !self.done {
+            out.push_str(": ");
+            out.push_str(&self.last);
+        }
+        out
     }
 }
 
@@ -209,6 +222,9 @@ mod tests {
         };
         p.add_line("Step 2/3 : RUN make\n");
         assert_eq!((p.step, p.steps), (2, 3));
-        assert_eq!(p.line(), "building t: step 2/3: RUN make");
+        assert_eq!(p.line(), "building t: step 2/3 RUN make");
+        p.add_line(" ---> Running in 1a2b");
+        p.add_line("cc -o app app.c");
+        assert_eq!(p.line(), "building t: step 2/3 RUN make: cc -o app app.c");
     }
 }

@@ -15,6 +15,7 @@ mod mcp;
 mod network;
 mod output;
 mod private;
+mod project_image;
 mod ready;
 mod recovery;
 mod retention;

@@ -201,7 +201,7 @@ async fn run_build(
     if let Err(reason) = outcome {
         let at = match p.steps {
             0 => String::new(),
-            m => format!(" (at step {}/{m}: {})", p.step, p.last),
+            m => format!(" (at step {}/{m}: {})", p.step, p.instruction),
         };
         return Err(failed(format!("{reason}{at}")));
     }
