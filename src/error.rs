@@ -112,7 +112,9 @@ pub enum Error {
     #[error("project image build context {path}: {message}")]
     BuildContext { path: PathBuf, message: String },
 
-    #[error("could not build the project image from {dockerfile}: {reason}; fix the Dockerfile (or its build args) and start again")]
+    #[error(
+        "could not build the project image from {dockerfile}: {reason}; fix the Dockerfile (or its build args) and start again"
+    )]
     ImageBuildFailed { dockerfile: PathBuf, reason: String },
 
     #[error(

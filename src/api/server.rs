@@ -67,7 +67,9 @@ impl From<Error> for ApiError {
                 StatusCode::CONFLICT
             }
             Error::ShuttingDown | Error::EngineUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Error::ImageMissing { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::ImageMissing { .. } | Error::ImageBuildFailed { .. } | Error::BuildContext { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Error::Docker { .. } | Error::PullFailed { .. } => StatusCode::BAD_GATEWAY,
             Error::Blocked { .. } => StatusCode::FORBIDDEN,
             Error::OutsideWorkspace { .. } => StatusCode::BAD_REQUEST,
@@ -409,7 +411,10 @@ async fn events(
     // Past the newest event, the answer is the seq the next one gets (how a
     // client follows "from now").
     let next = s.manager.events_log().next_seq();
-    let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.clamp(1, next.max(1)));
+    let next_seq = events
+        .last()
+        .map(|e| e.seq + 1)
+        .unwrap_or(since.clamp(1, next.max(1)));
     Ok(Json(EventsPage { events, next_seq }))
 }
 

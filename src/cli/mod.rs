@@ -215,7 +215,12 @@ async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
         crate::images::Choice::Image(c) => c,
         // The tag says which context it is built from: walk it (no engine needed).
         crate::images::Choice::Build { build, why } => {
-            match crate::images::context::walk(&config.workspace, &build.context, &build.dockerfile, &build.args) {
+            match crate::images::context::walk(
+                &config.workspace,
+                &build.context,
+                &build.dockerfile,
+                &build.args,
+            ) {
                 Ok(ctx) => crate::images::ImageChoice {
                     name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
                     why: build.why(&why, &ctx.hash),

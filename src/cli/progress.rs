@@ -39,7 +39,9 @@ impl Printer {
         let (last, step, open) = &mut *state;
         let mut e = std::io::stderr().lock();
         if self.tty {
-            let width = crossterm::terminal::size().map_or(100, |(w, _)| w as usize).max(20);
+            let width = crossterm::terminal::size()
+                .map_or(100, |(w, _)| w as usize)
+                .max(20);
             let cut: String = text.chars().take(width - 1).collect();
             let _ = write!(e, "\r\x1b[2K{cut}");
             if done {
@@ -104,7 +106,9 @@ pub fn follow_local(manager: &crate::Manager) -> tokio::task::JoinHandle<()> {
     let printer = Printer::new();
     tokio::spawn(async move {
         while let Ok(e) = events.recv().await {
-            if !printer.event(&e.kind) && matches!(e.kind, EventKind::Started { .. } | EventKind::Ended { .. }) {
+            if !printer.event(&e.kind)
+                && matches!(e.kind, EventKind::Started { .. } | EventKind::Ended { .. })
+            {
                 break;
             }
         }

@@ -154,7 +154,11 @@ fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
 
 /// `POST /v1/jobs`; `None` when no daemon answers on the socket. With
 /// `progress`, the pull or build the request waits for is shown on stderr.
-async fn create(client: &Client, spec: &mut JobSpec, progress: bool) -> anyhow::Result<Option<crate::api::JobView>> {
+async fn create(
+    client: &Client,
+    spec: &mut JobSpec,
+    progress: bool,
+) -> anyhow::Result<Option<crate::api::JobView>> {
     if !progress {
         return answer(client.create(spec).await);
     }

@@ -49,13 +49,16 @@ impl<'de> Deserialize<'de> for ImageValue {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = ImageValue;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an image name (\"python:3.12\") or a table with `dockerfile` (and `context`, `args`)")
+                f.write_str(
+                    "an image name (\"python:3.12\") or a table with `dockerfile` (and `context`, `args`)",
+                )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ImageValue, E> {
                 Ok(ImageValue::Name(v.into()))
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ImageValue, A::Error> {
-                BuildTable::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(ImageValue::Build)
+                BuildTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ImageValue::Build)
             }
         }
         d.deserialize_any(V)
@@ -122,7 +125,11 @@ pub fn project_tag(workspace: &Path, hash: &str) -> String {
             _ => '-',
         })
         .collect();
-    name = name.trim_matches(|c| matches!(c, '.' | '_' | '-')).chars().take(64).collect();
+    name = name
+        .trim_matches(|c| matches!(c, '.' | '_' | '-'))
+        .chars()
+        .take(64)
+        .collect();
     if name.is_empty() {
         name = "project".into();
     }
@@ -154,7 +161,12 @@ impl BuildProgress {
     /// Take one line of the engine's output into account.
     pub fn add_line(&mut self, line: &str) {
         let line = line.trim();
-        let noise = ["--->", "Removing intermediate container", "Successfully built", "Sending build context"];
+        let noise = [
+            "--->",
+            "Removing intermediate container",
+            "Successfully built",
+            "Sending build context",
+        ];
         if line.is_empty() || noise.iter().any(|n| line.starts_with(n)) {
             return;
         }
@@ -201,8 +213,11 @@ mod tests {
         }
         let t: T = toml::from_str("image = \"python:3.12\"").unwrap();
         assert_eq!(t.image, ImageValue::Name("python:3.12".into()));
-        let t: T = toml::from_str("[image]\ndockerfile = \"docker/Dockerfile\"\nargs = { V = \"1\" }\n").unwrap();
-        let ImageValue::Build(b) = t.image else { panic!("a table") };
+        let t: T =
+            toml::from_str("[image]\ndockerfile = \"docker/Dockerfile\"\nargs = { V = \"1\" }\n").unwrap();
+        let ImageValue::Build(b) = t.image else {
+            panic!("a table")
+        };
         let p = ProjectBuild::from_table(b, Path::new("/p/berth.toml"));
         assert_eq!(p.dockerfile, Path::new("/p/docker/Dockerfile"));
         assert_eq!(p.context, Path::new("/p/docker"));
@@ -214,8 +229,14 @@ mod tests {
     #[test]
     fn tags_and_steps() {
         let h = "0123456789abcdef0123";
-        assert_eq!(project_tag(Path::new("/x/My App!"), h), "berth-project/my-app:0123456789abcdef");
-        assert_eq!(project_tag(Path::new("/"), h), "berth-project/project:0123456789abcdef");
+        assert_eq!(
+            project_tag(Path::new("/x/My App!"), h),
+            "berth-project/my-app:0123456789abcdef"
+        );
+        assert_eq!(
+            project_tag(Path::new("/"), h),
+            "berth-project/project:0123456789abcdef"
+        );
         let mut p = BuildProgress {
             image: "t".into(),
             ..Default::default()

@@ -139,15 +139,30 @@ fn bad(path: &Path, message: impl Into<String>) -> Error {
 }
 
 /// Walk `dir` (inside `workspace`) for a build of `dockerfile` with `args`.
-pub fn walk(workspace: &Path, dir: &Path, dockerfile: &Path, args: &BTreeMap<String, String>) -> Result<Context> {
+pub fn walk(
+    workspace: &Path,
+    dir: &Path,
+    dockerfile: &Path,
+    args: &BTreeMap<String, String>,
+) -> Result<Context> {
     let root = std::fs::canonicalize(workspace).map_err(|e| bad(workspace, e.to_string()))?;
     let dir = std::fs::canonicalize(dir).map_err(|e| bad(dir, format!("the context directory: {e}")))?;
     if !dir.starts_with(&root) {
-        return Err(bad(&dir, format!("the context must be inside the workspace {}", root.display())));
+        return Err(bad(
+            &dir,
+            format!("the context must be inside the workspace {}", root.display()),
+        ));
     }
-    let df = std::fs::canonicalize(dockerfile).map_err(|e| bad(dockerfile, format!("the Dockerfile: {e}")))?;
+    let df =
+        std::fs::canonicalize(dockerfile).map_err(|e| bad(dockerfile, format!("the Dockerfile: {e}")))?;
     if !df.starts_with(&root) || !df.is_file() {
-        return Err(bad(dockerfile, format!("the Dockerfile must be a file inside the workspace {}", root.display())));
+        return Err(bad(
+            dockerfile,
+            format!(
+                "the Dockerfile must be a file inside the workspace {}",
+                root.display()
+            ),
+        ));
     }
     let dockerfile_text = std::fs::read(&df).map_err(|e| bad(&df, e.to_string()))?;
     let rules = ignore_rules(&dir);
@@ -159,9 +174,14 @@ pub fn walk(workspace: &Path, dir: &Path, dockerfile: &Path, args: &BTreeMap<Str
         for item in read {
             let item = item.map_err(|e| bad(&path, e.to_string()))?;
             let name = item.file_name().to_string_lossy().into_owned();
-            let rel = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let rel = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
             // symlink_metadata: a link is never followed, only recorded.
-            let meta = std::fs::symlink_metadata(item.path()).map_err(|e| bad(&item.path(), e.to_string()))?;
+            let meta =
+                std::fs::symlink_metadata(item.path()).map_err(|e| bad(&item.path(), e.to_string()))?;
             let is_dir = meta.is_dir();
             // An excluded directory is still entered when a `!` rule could bring something back.
             if ignored(&rules, &rel) && !(is_dir && rules.iter().any(|r| r.negate)) {
@@ -191,7 +211,12 @@ pub fn walk(workspace: &Path, dir: &Path, dockerfile: &Path, args: &BTreeMap<Str
             } else {
                 continue; // sockets, fifos, devices: nothing a build can copy
             };
-            entries.push(Entry { rel, kind, mode, mtime });
+            entries.push(Entry {
+                rel,
+                kind,
+                mode,
+                mtime,
+            });
         }
     }
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -319,12 +344,18 @@ mod tests {
         let args = BTreeMap::new();
         let first = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap();
         assert_eq!(first.dockerfile_in_tar, "Dockerfile");
-        assert_eq!(walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash, first.hash);
+        assert_eq!(
+            walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash,
+            first.hash
+        );
         std::fs::write(ws.join("a.txt"), "two").unwrap();
         let changed = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap();
         assert_ne!(changed.hash, first.hash);
         let with_arg = BTreeMap::from([("V".to_string(), "1".to_string())]);
-        assert_ne!(walk(ws, ws, &ws.join("Dockerfile"), &with_arg).unwrap().hash, changed.hash);
+        assert_ne!(
+            walk(ws, ws, &ws.join("Dockerfile"), &with_arg).unwrap().hash,
+            changed.hash
+        );
         std::fs::write(ws.join(".dockerignore"), "*.log\n").unwrap();
         let base = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash;
         std::fs::write(ws.join("x.log"), "noise").unwrap();

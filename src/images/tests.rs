@@ -75,7 +75,11 @@ fn dockerfiles_from_berth_toml_and_devcontainer() {
     assert!(why.contains("build.dockerfile"), "{why}");
 
     // berth.toml says more than devcontainer.json.
-    std::fs::write(ws.join("berth.toml"), "[image]\ndockerfile = \"docker/Dockerfile\"\n").unwrap();
+    std::fs::write(
+        ws.join("berth.toml"),
+        "[image]\ndockerfile = \"docker/Dockerfile\"\n",
+    )
+    .unwrap();
     let c = Config::load(ws, Default::default()).unwrap();
     let Choice::Build { build, why } = choose_image(&spec, &c, true) else {
         panic!("a build")

@@ -57,7 +57,10 @@ impl Project {
             .args(["images", "--format", "{{.Repository}}:{{.Tag}}", &self.repo])
             .output()
             .expect("docker CLI");
-        String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -74,7 +77,11 @@ fn image_id(tag: &str) -> String {
         .args(["image", "inspect", "--format", "{{.Id}}", tag])
         .output()
         .expect("docker CLI");
-    assert!(o.status.success(), "{tag}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -129,14 +136,22 @@ async fn a_dockerfile_in_berth_toml_is_built_once_reused_and_rebuilt_on_change()
     p.write("build.log", "noise");
     let (out, again, built, events) = run_cat(&m, &["/marker.txt"]).await;
     assert_eq!(out, "first");
-    assert_eq!((again.as_str(), built, events), (tag.as_str(), false, 0), "reused, not rebuilt");
+    assert_eq!(
+        (again.as_str(), built, events),
+        (tag.as_str(), false, 0),
+        "reused, not rebuilt"
+    );
     assert_eq!(image_id(&tag), id, "the same image");
 
     p.write("marker.txt", "second\n");
     let (out, changed, built, events) = run_cat(&m, &["/marker.txt"]).await;
     assert_eq!(out, "second");
     assert!(built && events > 0 && changed != tag, "{changed} after {tag}");
-    assert_eq!(p.images(), vec![changed], "the older build of this workspace is removed");
+    assert_eq!(
+        p.images(),
+        vec![changed],
+        "the older build of this workspace is removed"
+    );
     m.shutdown().await;
 }
 
@@ -156,7 +171,10 @@ async fn a_broken_dockerfile_is_one_clear_error_and_leaves_nothing() {
         .unwrap_err();
     assert!(matches!(err, Error::ImageBuildFailed { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains(&p.ws.join("Dockerfile").display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&p.ws.join("Dockerfile").display().to_string()),
+        "{msg}"
+    );
     assert!(msg.contains("non-zero code: 3"), "{msg}");
     assert!(!msg.contains('\n'), "one line: {msg}");
     assert!(m.list(Default::default()).is_empty(), "no job record is left");
@@ -171,7 +189,10 @@ async fn a_broken_dockerfile_is_one_clear_error_and_leaves_nothing() {
     );
 
     // The CLI: the same one line, nonzero exit.
-    let o = cli(&p.state, &p.ws).args(["run", "--no-daemon", "--", "true"]).output().unwrap();
+    let o = cli(&p.state, &p.ws)
+        .args(["run", "--no-daemon", "--", "true"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
@@ -210,7 +231,9 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
     let d = Daemon::start();
     let run = |args: &[&str]| {
         let mut cmd = d.cli();
-        cmd.current_dir(&p.ws).env_remove("BERTH_WORKSPACE").env("BERTH_RUNNER", "docker");
+        cmd.current_dir(&p.ws)
+            .env_remove("BERTH_WORKSPACE")
+            .env("BERTH_RUNNER", "docker");
         let o = cmd.args(args).output().expect("run berth");
         (
             o.status.code().unwrap_or(-1),
@@ -221,9 +244,14 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
 
     let (code, out, err) = run(&["config"]);
     assert_eq!(code, 0, "{err}");
-    let line = out.lines().find(|l| l.starts_with("job image")).unwrap_or_default();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("job image"))
+        .unwrap_or_default();
     assert!(
-        line.contains(&format!("{}:", p.repo)) && line.contains("build.dockerfile in") && line.contains("hash"),
+        line.contains(&format!("{}:", p.repo))
+            && line.contains("build.dockerfile in")
+            && line.contains("hash"),
         "{out}"
     );
 
@@ -231,7 +259,8 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
     let (code, out, err) = run(&["run", "--", "cat", "/marker.txt"]);
     assert_eq!((code, out.as_str()), (0, "from devcontainer\n"), "{err}");
     assert!(
-        err.lines().any(|l| l.starts_with(&format!("building {}:", p.repo))),
+        err.lines()
+            .any(|l| l.starts_with(&format!("building {}:", p.repo))),
         "progress on stderr: {err}"
     );
     let tags = p.images();

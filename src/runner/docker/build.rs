@@ -185,7 +185,10 @@ async fn run_build(
             outcome = Err(last_line(&msg));
             break;
         }
-        for text in [info.stream.as_deref(), info.status.as_deref()].into_iter().flatten() {
+        for text in [info.stream.as_deref(), info.status.as_deref()]
+            .into_iter()
+            .flatten()
+        {
             for line in text.lines() {
                 p.add_line(line);
             }
