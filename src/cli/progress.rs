@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::client::Client;
 use crate::events::{Event, EventKind};
-use crate::images::{BuildProgress, PullProgress};
+use crate::images::{BuildProgress, ImageChoice, PullProgress};
 
 /// Before this, a create has not been slow enough to be worth a progress line.
 const QUIET_START: Duration = Duration::from_millis(300);
@@ -24,6 +24,8 @@ pub struct Printer {
     tty: bool,
     /// Last plain line, last build step shown, a terminal line left open.
     state: Mutex<(Option<Instant>, u32, bool)>,
+    /// Something was shown.
+    shown: std::sync::atomic::AtomicBool,
 }
 
 impl Printer {
@@ -31,10 +33,12 @@ impl Printer {
         Arc::new(Printer {
             tty: std::io::stderr().is_terminal(),
             state: Mutex::new((None, 0, false)),
+            shown: Default::default(),
         })
     }
 
     fn show(&self, text: &str, done: bool, new_step: Option<u32>) {
+        self.shown.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut state = self.state.lock().unwrap();
         let (last, step, open) = &mut *state;
         let mut e = std::io::stderr().lock();
@@ -157,11 +161,22 @@ pub fn follow_remote(client: Client, token: String, printer: Arc<Printer>) -> to
     })
 }
 
-/// Stop following once the create answered; a terminal line left open is closed.
-pub async fn stop_remote(task: tokio::task::JoinHandle<()>, printer: &Printer) {
+/// Stop following once the create answered: a terminal line left open is
+/// closed and, when progress was shown, the answer's pull or build time
+/// ends it (the last report may not have come through before the answer).
+pub async fn stop_remote(task: tokio::task::JoinHandle<()>, printer: &Printer, image: Option<&ImageChoice>) {
     task.abort();
     let _ = task.await;
     printer.close();
+    if !printer.shown.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let secs = |ms: u64| ms as f64 / 1000.0;
+    match image.map(|i| (i, i.pull_ms, i.build_ms)) {
+        Some((i, Some(ms), _)) => eprintln!("berth: pulled {} in {:.1}s", i.name, secs(ms)),
+        Some((i, None, Some(ms))) => eprintln!("berth: built {} in {:.1}s", i.name, secs(ms)),
+        _ => {}
+    }
 }
 
 /// A token unique enough to find our own job among the daemon's.

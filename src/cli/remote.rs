@@ -167,7 +167,8 @@ async fn create(
     let printer = super::progress::Printer::new();
     let follower = super::progress::follow_remote(client.clone(), token, printer.clone());
     let created = client.create(spec).await;
-    super::progress::stop_remote(follower, &printer).await;
+    let image = created.as_ref().ok().and_then(|v| v.info.image.as_ref());
+    super::progress::stop_remote(follower, &printer, image).await;
     answer(created)
 }
 

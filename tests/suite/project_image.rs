@@ -263,6 +263,7 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
             .any(|l| l.starts_with(&format!("building {}:", p.repo))),
         "progress on stderr: {err}"
     );
+    assert!(err.contains(&format!("berth: built {}:", p.repo)), "{err}");
     let tags = p.images();
     assert_eq!(tags.len(), 1, "{tags:?}");
 
