@@ -25,7 +25,7 @@ const OUTSIDE_DOCKERFILE: &str = ".berth.Dockerfile";
 #[derive(Debug, Clone, PartialEq)]
 enum Kind {
     Dir,
-    File { size: u64 },
+    File { size: u64, stamp: super::digest::Stamp },
     Link { target: PathBuf },
 }
 
@@ -207,7 +207,10 @@ pub fn walk(
                         ),
                     ));
                 }
-                Kind::File { size: meta.len() }
+                Kind::File {
+                    size: meta.len(),
+                    stamp: super::digest::stamp(&meta),
+                }
             } else {
                 continue; // sockets, fifos, devices: nothing a build can copy
             };
@@ -247,23 +250,17 @@ impl Context {
         for (k, v) in args {
             h.update(format!("\0arg {k}={v}").as_bytes());
         }
-        let mut buf = vec![0u8; 64 * 1024];
         for e in &self.entries {
             h.update(format!("\0{}\0{:o}\0", e.rel, e.mode).as_bytes());
             match &e.kind {
                 Kind::Dir => h.update(b"d"),
                 Kind::Link { target } => h.update(format!("l{}", target.display()).as_bytes()),
-                Kind::File { size } => {
+                Kind::File { size, stamp } => {
                     h.update(format!("f{size}\0").as_bytes());
                     let path = self.dir.join(&e.rel);
-                    let mut f = std::fs::File::open(&path).map_err(|err| bad(&path, err.to_string()))?;
-                    loop {
-                        let n = f.read(&mut buf).map_err(|err| bad(&path, err.to_string()))?;
-                        if n == 0 {
-                            break;
-                        }
-                        h.update(&buf[..n]);
-                    }
+                    let digest = super::digest::file_digest(&path, *stamp, *size)
+                        .map_err(|err| bad(&path, err.to_string()))?;
+                    h.update(digest);
                 }
             }
         }
@@ -294,7 +291,7 @@ impl Context {
                     let mut h = header(e, tar::EntryType::Symlink, 0);
                     tar.append_link(&mut h, &e.rel, target)?;
                 }
-                Kind::File { size } => {
+                Kind::File { size, .. } => {
                     let f = std::fs::File::open(self.dir.join(&e.rel))?;
                     // Exactly the size hashed: a file that grew meanwhile is cut, not overrun.
                     let mut h = header(e, tar::EntryType::Regular, *size);

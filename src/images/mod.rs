@@ -11,6 +11,7 @@
 pub mod build;
 pub mod context;
 mod devcontainer;
+mod digest;
 
 use serde::{Deserialize, Serialize};
 
