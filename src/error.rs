@@ -109,7 +109,7 @@ pub enum Error {
         hint: String,
     },
 
-    #[error("project image build context {path}: {message}")]
+    #[error("cannot build the project image: {path}: {message}")]
     BuildContext { path: PathBuf, message: String },
 
     #[error(
