@@ -380,4 +380,19 @@ mod tests {
         let err = walk(ws, outside.path(), &ws.join("Dockerfile"), &BTreeMap::new()).unwrap_err();
         assert!(err.to_string().contains("inside the workspace"), "{err}");
     }
+
+    #[test]
+    fn a_context_over_the_bound_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("Dockerfile"), "FROM scratch\n").unwrap();
+        // Sparse: its size counts, nothing is written.
+        let big = std::fs::File::create(ws.join("big")).unwrap();
+        big.set_len(MAX_CONTEXT_BYTES + 1).unwrap();
+        let err = walk(ws, ws, &ws.join("Dockerfile"), &BTreeMap::new()).unwrap_err();
+        assert!(
+            err.to_string().contains("more than 512 MiB") && err.to_string().contains(".dockerignore"),
+            "{err}"
+        );
+    }
 }
