@@ -15,7 +15,7 @@
 //! The dot is green while running, gray when completed, red on failure;
 //! colour is only used when asked for (a terminal), never in MCP text.
 
-use crate::job::{JobInfo, JobStatus};
+use crate::model::{JobInfo, JobStatus};
 
 /// Most lines of "Last log" shown on a card.
 pub const CARD_LOG_LINES: usize = 2;
@@ -143,7 +143,7 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     if let Some(r) = info.runner {
         // A job `auto` sent to the host because no engine answered says so.
         status.push(match (&info.runner_note, r) {
-            (Some(_), crate::job::RunnerKind::Host) => "host (no engine)".to_string(),
+            (Some(_), crate::model::RunnerKind::Host) => "host (no engine)".to_string(),
             _ => r.to_string(),
         });
     }
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn container_cards_show_user_limits_and_network() {
-        use crate::job::{JobId, JobSpec, LogPaths, RunnerKind, StartMode};
+        use crate::model::{JobId, JobSpec, LogPaths, RunnerKind, StartMode};
         let spec = JobSpec::shell("true");
         let mut info = JobInfo {
             id: JobId::from_number(1),
@@ -271,7 +271,7 @@ mod tests {
             recovered: false,
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
-        info.limits = crate::job::AppliedLimits {
+        info.limits = crate::model::AppliedLimits {
             cpus: Some(2.0),
             memory: Some(2 << 30),
             pids: Some(512),

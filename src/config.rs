@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::job::{Limits, RunnerChoice, host_cpus, parse_size};
+use crate::job::parse_size;
+use crate::model::{Limits, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -28,8 +29,7 @@ pub const DEFAULT_PULL_TIMEOUT_SECS: f64 = 600.0;
 pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 /// Default instance name.
 pub const DEFAULT_INSTANCE: &str = "default";
-/// Most output stored per job; beyond it the oldest lines are dropped (said as `truncated_before`).
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+pub use crate::store::DEFAULT_MAX_OUTPUT_BYTES;
 /// Finished runs kept in history (newest first); older ones are pruned.
 pub const DEFAULT_KEEP_RUNS: usize = 500;
 /// Finished runs older than this many days are pruned.
@@ -109,9 +109,9 @@ pub struct Layer {
     pub grace: Option<f64>,
     pub ring_size: Option<SizeValue>,
     /// `image = "name:tag"`, or `[image] dockerfile = …` (+ `context`, `args`).
-    pub image: Option<crate::images::ImageValue>,
+    pub image: Option<crate::model::ImageValue>,
     /// When a job's image is pulled: `missing` (default), `always`, `never`.
-    pub pull: Option<crate::images::PullPolicy>,
+    pub pull: Option<crate::model::PullPolicy>,
     /// Longest one image pull may take, in seconds.
     pub pull_timeout: Option<f64>,
     pub runner: Option<RunnerChoice>,
@@ -181,8 +181,8 @@ pub struct Config {
     /// The project image to build (`[image] dockerfile` in berth.toml);
     /// `None` when `image` is a name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_build: Option<crate::images::ProjectBuild>,
-    pub pull: crate::images::PullPolicy,
+    pub image_build: Option<crate::model::ProjectBuild>,
+    pub pull: crate::model::PullPolicy,
     pub pull_timeout_secs: f64,
     pub runner: RunnerChoice,
     pub test_command: Option<String>,
@@ -224,7 +224,7 @@ impl Default for Config {
             ring_bytes: DEFAULT_RING_BYTES,
             image: DEFAULT_IMAGE.into(),
             image_build: None,
-            pull: crate::images::PullPolicy::Missing,
+            pull: crate::model::PullPolicy::Missing,
             pull_timeout_secs: DEFAULT_PULL_TIMEOUT_SECS,
             runner: RunnerChoice::Auto,
             test_command: None,
@@ -463,17 +463,17 @@ impl Config {
         if let Some(v) = l.image {
             let source = source("image");
             match v {
-                crate::images::ImageValue::Name(name) => {
+                crate::model::ImageValue::Name(name) => {
                     self.image = name;
                     self.image_build = None;
                 }
-                crate::images::ImageValue::Build(table) => {
+                crate::model::ImageValue::Build(table) => {
                     // Only a file can hold a table; its paths are relative to it.
                     let file = match &source {
                         Source::File(p) => p.clone(),
                         _ => self.workspace.join(CONFIG_FILE),
                     };
-                    self.image_build = Some(crate::images::ProjectBuild::from_table(table, &file));
+                    self.image_build = Some(crate::model::ProjectBuild::from_table(table, &file));
                 }
             }
             self.sources.insert("image", source);
@@ -676,7 +676,7 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         timeout: num("timeout")?,
         grace: num("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),
-        image: get("image").map(crate::images::ImageValue::Name),
+        image: get("image").map(crate::model::ImageValue::Name),
         pull: get("pull").map(|v| v.parse()).transpose()?,
         pull_timeout: num("pull_timeout")?,
         runner: get("runner").map(|v| v.parse()).transpose()?,
@@ -798,7 +798,7 @@ mod tests {
             assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
         }
         // The same bounds hold for a job's own limits.
-        let mut spec = crate::job::JobSpec::argv(["true"]);
+        let mut spec = crate::model::JobSpec::argv(["true"]);
         spec.limits.pids = Some(-1);
         assert!(
             spec.validate()

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::job::JobId;
+use crate::model::JobId;
 
 /// Result alias used across the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

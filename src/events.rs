@@ -7,89 +7,15 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
 use tokio::sync::broadcast;
 
-use crate::job::{EndedBy, JobId, PortMapping, RunnerKind, StartMode};
-use crate::output::Stream;
+use crate::model::JobId;
+pub use crate::model::{Event, EventKind};
 use crate::store::Store;
 
 /// How many events are kept in memory.
 pub const MAX_EVENTS: usize = 10_000;
-
-/// Something that happened to a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
-    pub seq: u64,
-    pub ts: DateTime<Utc>,
-    pub job: JobId,
-    #[serde(flatten)]
-    pub kind: EventKind,
-}
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum EventKind {
-    Queued,
-    /// `runner = auto` found no engine and the job runs on the host, unsandboxed.
-    Fallback {
-        note: String,
-    },
-    /// The job's image is being pulled (at most a few per second while it lasts).
-    Pulling(crate::images::PullProgress),
-    /// The job's project image is being built from its Dockerfile (at most a few per second).
-    Building(crate::images::BuildProgress),
-    Started {
-        runner: RunnerKind,
-        start_mode: StartMode,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        ports: Vec<PortMapping>,
-    },
-    Ready {
-        elapsed_ms: u64,
-    },
-    WatchHit {
-        /// Seq of the matching output line (the event has its own `seq`).
-        line_seq: u64,
-        stream: Stream,
-        line: String,
-        pattern: String,
-    },
-    Promoted {
-        by: EndedBy,
-        reason: String,
-    },
-    /// The job ended, however it ended.
-    Ended {
-        /// Final status name: success, failed, killed, timed_out, signaled, lost, start_failed.
-        status: String,
-        start_mode: StartMode,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ended_by: Option<EndedBy>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        exit_code: Option<i32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
-}
-
-impl EventKind {
-    pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::Queued => "queued",
-            EventKind::Fallback { .. } => "fallback",
-            EventKind::Pulling(_) => "pulling",
-            EventKind::Building(_) => "building",
-            EventKind::Started { .. } => "started",
-            EventKind::Ready { .. } => "ready",
-            EventKind::WatchHit { .. } => "watch_hit",
-            EventKind::Promoted { .. } => "promoted",
-            EventKind::Ended { .. } => "ended",
-        }
-    }
-}
 
 struct State {
     events: VecDeque<Event>,

@@ -18,9 +18,8 @@ use std::time::Duration;
 
 use crate::config::{Config, Recovery};
 use crate::error::{Error, Result};
-use crate::job::JobStatus;
 use crate::procinfo;
-use crate::store::{RunRow, Store};
+use crate::store::Store;
 
 /// How often the manager's life is checked.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -106,40 +105,19 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let containers = engine.remove_owned(owner).await;
     let store = Store::open(&config.instance_dir().join("berth.db"))?;
     let events = crate::events::EventLog::with_store(store.clone())?;
-    let mut groups = 0;
+    let mut reaped = 0;
     for mut row in store
         .runs()?
         .into_iter()
         .filter(|r| r.owner == owner && r.info.status.is_active())
     {
-        if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
-            && procinfo::is_same_process(pgid as u32, start)
-        {
-            // The shim's whole tree (escapees that left the group included).
-            crate::runner::shim::kill_tree(pgid);
-            groups += 1;
-        }
-        row.info.status = JobStatus::Lost {
-            reason: format!("its manager ({owner}) died; the crash watchdog cleaned up"),
-        };
-        row.info.ended_at = Some(chrono::Utc::now());
-        row.info.ended_by = row.info.status.ended_by();
-        row.info.reason = row.info.status.reason();
-        // Every end has its one `ended` event, a crash's included.
-        events.emit(
-            row.info.id.clone(),
-            crate::events::EventKind::Ended {
-                status: row.info.status.name().into(),
-                start_mode: row.info.start_mode,
-                ended_by: row.info.ended_by,
-                exit_code: None,
-                reason: row.info.reason.clone(),
-            },
-        );
-        store.put_run(RunRow { ..row });
+        // Its containers went by label above: none is left to find.
+        let why = format!("its manager ({owner}) died and the crash watchdog cleaned up");
+        crate::teardown::reap_run(&mut row, &why, |_| false, &store, &events);
+        reaped += 1;
     }
     store.flush();
     Ok(format!(
-        "removed {containers} container(s), killed {groups} process group(s)"
+        "removed {containers} container(s), reaped {reaped} run(s)"
     ))
 }

@@ -18,8 +18,8 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::job::{EndedBy, JobId, JobInfo, JobSpec};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter};
+use crate::model::{EndedBy, JobId, JobInfo, JobSpec};
 use crate::output::{LogPage, LogQuery};
 use crate::ready::WaitOutcome;
 

@@ -2,12 +2,9 @@
 //! manager (daemon or `berth mcp`) and its clients (CLI verbs, TUI). This
 //! module holds what both sides share: the socket's location, the request and
 //! answer shapes, and how errors travel (`{"error": {"code", "message"}}`).
-//! The routes are listed in `API.md`.
+//! The routes are listed in `API.md`; the server side is `daemon/`.
 
-mod attach;
 pub mod client;
-pub mod listen;
-pub mod server;
 
 use std::path::PathBuf;
 
@@ -15,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::events::Event;
-use crate::job::{EndedBy, JobInfo};
+use crate::model::{EndedBy, JobInfo};
 use crate::ready::ReadyCondition;
 
 /// Where the instance's socket lives: `$BERTH_SOCKET`, else

@@ -12,8 +12,8 @@ use crate::api::client::{Client, log_query};
 use crate::api::{WaitRequest, socket_path};
 use crate::card;
 use crate::error::Error;
-use crate::job::{EndedBy, JobId, JobInfo};
 use crate::manager::{KillRequest, ListFilter};
+use crate::model::{EndedBy, JobId, JobInfo};
 use crate::output::{Line, LogQuery, Stream};
 use crate::ready::{HttpCheck, ReadyCondition, WaitOutcome};
 

@@ -211,7 +211,7 @@ async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let dev = crate::runner::docker::Engine::new(&config)
         .has_image(crate::images::DEV_IMAGE)
         .await;
-    let chosen = match crate::images::choose_image(&crate::job::JobSpec::default(), &config, dev) {
+    let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
         crate::images::Choice::Image(c) => c,
         // The tag says which context it is built from: walk it (no engine needed).
         crate::images::Choice::Build { build, why } => {
@@ -223,7 +223,7 @@ async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             ) {
                 Ok(ctx) => crate::images::ImageChoice {
                     name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
-                    why: build.why(&why, &ctx.hash),
+                    why: crate::images::build::why(&build, &why, &ctx.hash),
                     ..Default::default()
                 },
                 Err(e) => crate::images::ImageChoice {
@@ -267,7 +267,7 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
 
 async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
     let tools: crate::mcp::ToolSet = tools.parse()?;
-    crate::mcp::run(global.config()?, tools).await?;
+    crate::daemon::run_mcp(global.config()?, tools).await?;
     Ok(0)
 }
 

@@ -11,8 +11,8 @@ use crate::api::EventsPage;
 use crate::api::client::Client;
 use crate::api::socket_path;
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobInfo};
 use crate::manager::{ListFilter, newest_first};
+use crate::model::{JobId, JobInfo};
 use crate::output::{LogPage, LogQuery};
 use crate::store::Store;
 

@@ -13,8 +13,8 @@ use crate::api::WaitRequest;
 use crate::api::client::Client;
 use crate::card;
 use crate::config::Config;
-use crate::job::{EndedBy, JobInfo, JobSpec, OnTimeout};
 use crate::manager::{Foreground, KillRequest};
+use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout};
 use crate::output::{Line, Stream};
 use crate::ready::WaitOutcome;
 

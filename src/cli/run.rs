@@ -19,8 +19,9 @@ use crate::api::client::Client;
 use crate::card::cap_head_tail;
 use crate::config::Config;
 use crate::error::Error;
-use crate::job::{EndedBy, JobInfo, JobSpec, JobStatus, Limits, OnTimeout, PortSpec, parse_size};
+use crate::job::parse_size;
 use crate::manager::{KillRequest, Manager};
+use crate::model::{EndedBy, JobInfo, JobSpec, JobStatus, Limits, OnTimeout, PortSpec};
 use crate::output::{JobOutput, LogQuery, Stream};
 use crate::ready::ReadyCondition;
 

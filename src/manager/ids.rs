@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::job::JobId;
+use crate::model::JobId;
 
 pub struct IdAllocator {
     path: PathBuf,

@@ -35,7 +35,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventLog};
-use crate::job::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode};
+use crate::model::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode};
 use crate::output::{JobOutput, LogPage, LogQuery};
 use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;

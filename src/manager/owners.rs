@@ -8,7 +8,7 @@
 //! owner (the CLI's, the TUI's), are left alone.
 
 use super::{KillRequest, Manager};
-use crate::job::{EndedBy, JobId};
+use crate::model::{EndedBy, JobId};
 
 impl Manager {
     /// Stop every active job owned by `owner` (grace, then kill), with

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Manager;
 use crate::error::{Error, Result};
-use crate::job::JobId;
+use crate::model::JobId;
 use crate::ready::{self, ReadyCondition, WaitOutcome};
 
 /// How a `wait_for_port` went, and which job owns the port, if one does.

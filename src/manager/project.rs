@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use crate::config::{Config, Layer, Source, find_config_file};
 use crate::error::{Error, Result};
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 use crate::safety::Safety;
 
 /// Most `BERTH_*` variables a caller may send, and their longest value.

@@ -17,7 +17,7 @@ use super::{Entry, Inner, Live, Manager, number};
 use crate::config::Recovery;
 use crate::error::Result;
 use crate::events::EventKind;
-use crate::job::JobStatus;
+use crate::model::JobStatus;
 use crate::output::JobOutput;
 use crate::procinfo;
 use crate::runner::docker::Adoption;
@@ -75,45 +75,17 @@ fn insert_finished(inner: &Arc<Inner>, n: u64, mut row: RunRow, last_seq: u64) {
     inner.registry.lock().unwrap().jobs.insert(n, entry);
 }
 
-/// Kill what is left of an orphaned run and mark it lost.
+/// Kill what is left of an orphaned run and mark it lost (now owned by this
+/// manager, which settled it).
 fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
-    let mut found = Vec::new();
-    if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
-        && procinfo::is_same_process(pgid as u32, start)
-    {
-        // The shim's descendants first (escapees included), then its group.
-        crate::runner::shim::kill_tree(pgid);
-        found.push(format!("killed its process group {pgid}"));
-    }
-    if let Some(cid) = &row.info.container_id
-        && inner.runners.remove_container_blocking(cid)
-    {
-        found.push("removed its container".to_string());
-    }
     let owner_pid = procinfo::parse_owner(&row.owner).map(|(p, _)| p).unwrap_or(0);
-    let reason = if found.is_empty() {
-        format!("its manager (pid {owner_pid}) died; the job was gone")
-    } else {
-        format!("its manager (pid {owner_pid}) died; {}", found.join(" and "))
-    };
-    row.info.status = JobStatus::Lost { reason };
-    row.info.ended_at = Some(chrono::Utc::now());
-    row.info.ended_by = row.info.status.ended_by();
-    row.info.reason = row.info.status.reason();
-    row.info.exit_code = None;
-    inner.store.put_run(RunRow {
-        owner: inner.owner.clone(),
-        ..row.clone()
-    });
-    inner.events.emit(
-        row.info.id.clone(),
-        crate::events::EventKind::Ended {
-            status: "lost".into(),
-            start_mode: row.info.start_mode,
-            ended_by: row.info.ended_by,
-            exit_code: None,
-            reason: row.info.reason.clone(),
-        },
+    row.owner = inner.owner.clone();
+    crate::teardown::reap_run(
+        row,
+        &format!("its manager (pid {owner_pid}) died"),
+        |cid| inner.runners.remove_container_blocking(cid),
+        &inner.store,
+        &inner.events,
     );
 }
 
@@ -122,7 +94,7 @@ impl Manager {
     /// running, continuing their output from the last stored line; a
     /// container that is gone (or cannot be followed) is reaped as `lost`.
     /// Call once this manager owns the instance (after binding its socket).
-    pub async fn adopt_orphans(&self) -> Result<Vec<crate::job::JobId>> {
+    pub async fn adopt_orphans(&self) -> Result<Vec<crate::model::JobId>> {
         let inner = &self.inner;
         let orphans = std::mem::take(&mut *inner.orphans.lock().unwrap());
         let mut adopted = Vec::new();
@@ -177,7 +149,7 @@ impl Manager {
                     inner.events.emit(
                         id.clone(),
                         EventKind::Started {
-                            runner: crate::job::RunnerKind::Docker,
+                            runner: crate::model::RunnerKind::Docker,
                             start_mode: row.info.start_mode,
                             ports: row.info.ports.clone(),
                         },

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Manager, number};
 use crate::error::{Error, Result};
-use crate::job::JobId;
+use crate::model::JobId;
 
 /// What `prune` removes; the default is the configured policy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -40,10 +40,10 @@ pub const DEFAULT_LIST_LIMIT: usize = 50;
 /// A page of a job list: newest first, only jobs numbered below `before`
 /// (the id of the last job of the previous page), at most `limit`.
 pub fn newest_first(
-    mut jobs: Vec<crate::job::JobInfo>,
+    mut jobs: Vec<crate::model::JobInfo>,
     before: Option<&JobId>,
     limit: usize,
-) -> Vec<crate::job::JobInfo> {
+) -> Vec<crate::model::JobInfo> {
     let below = before.and_then(number).unwrap_or(u64::MAX);
     jobs.retain(|j| number(&j.id).is_some_and(|n| n < below));
     jobs.sort_by_key(|j| std::cmp::Reverse(number(&j.id).unwrap_or(0)));

@@ -17,7 +17,7 @@ use super::project::Project;
 use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{
+use crate::model::{
     EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode,
 };
 use crate::output::JobOutput;
@@ -65,7 +65,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     project.safety.check_bounded(&spec, &cwd, client).await?;
     // A spec that leaves the runner to us gets the project's default.
     let choice = match spec.runner {
-        crate::job::RunnerChoice::Auto => project.config.runner,
+        crate::model::RunnerChoice::Auto => project.config.runner,
         asked => asked,
     };
     let (kind, runner_note) = resolve_runner(inner, choice, project.config.fallback).await?;
@@ -520,30 +520,17 @@ async fn stop_job(
 
 /// Record the end of a job once: record, event, then the status watchers.
 pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
-    let (mode, last_seq) = {
+    let (ended, last_seq) = {
         let mut reg = inner.registry.lock().unwrap();
         let Ok(e) = reg.get_mut(id) else { return };
-        e.info.status = status.clone();
-        e.info.ended_at = Some(Inner::now());
-        e.info.exit_code = status.exit_code();
-        e.info.ended_by = status.ended_by();
-        e.info.reason = status.reason();
+        let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
         e.live = None;
         inner.persist(e);
-        (e.info.start_mode, e.info.last_seq)
+        (ended, e.info.last_seq)
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
-    inner.events.emit(
-        id.clone(),
-        EventKind::Ended {
-            status: status.name().into(),
-            start_mode: mode,
-            ended_by: status.ended_by(),
-            exit_code: status.exit_code(),
-            reason: status.reason(),
-        },
-    );
+    inner.events.emit(id.clone(), ended);
     {
         let reg = inner.registry.lock().unwrap();
         if let Ok(e) = reg.get(id) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{ListFilter, Manager};
 use crate::error::Result;
-use crate::job::{JobId, JobInfo, Usage};
+use crate::model::{JobId, JobInfo, Usage};
 
 /// How long a sample is reused.
 pub const FRESH: Duration = Duration::from_secs(2);

@@ -11,8 +11,9 @@ use serde::Deserialize;
 use super::logs::LogMode;
 use crate::JobSpec;
 use crate::error::{Error, Result};
-use crate::job::{Limits, PortSpec, RunnerChoice, parse_size};
+use crate::job::parse_size;
 use crate::manager::ListFilter;
+use crate::model::{Limits, PortSpec, RunnerChoice};
 use crate::output::Stream;
 use crate::ready::{HttpCheck, ReadyCondition};
 

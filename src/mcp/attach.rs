@@ -43,7 +43,7 @@ pub async fn run(config: &Config, tools: ToolSet, me: &Session) -> Result<()> {
     let mut stdout = tokio::io::stdout();
     tokio::select! {
         _ = pump(from_manager, &mut stdout) => tracing::info!("the manager closed the MCP session"),
-        _ = crate::daemon::signals() => tracing::info!("signal received; leaving the MCP session"),
+        _ = crate::teardown::signals() => tracing::info!("signal received; leaving the MCP session"),
         _ = &mut upstream => {}
     }
     upstream.abort();

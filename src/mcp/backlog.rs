@@ -16,8 +16,8 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use crate::events::{Event, EventKind};
-use crate::job::JobId;
 use crate::manager::Manager;
+use crate::model::JobId;
 
 use super::format;
 

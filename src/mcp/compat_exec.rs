@@ -18,8 +18,8 @@ use super::server::BerthMcp;
 use super::tools::kill_json;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
-use crate::job::{EndedBy, JobSpec};
 use crate::manager::KillRequest;
+use crate::model::{EndedBy, JobSpec};
 
 /// What the exec `shell` tool does.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use super::logs::{self, LogMode, LogRequest};
 use super::server::BerthMcp;
 use super::tools::kill_json;
 use crate::error::{Error, Result};
-use crate::job::{EndedBy, JobSpec};
 use crate::manager::{KillRequest, ListFilter};
+use crate::model::{EndedBy, JobSpec};
 use crate::ready::ReadyCondition;
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -22,8 +22,8 @@ use super::core::{Answer, Started, reply};
 use super::format::{self, Dialect};
 use super::server::BerthMcp;
 use crate::error::{Error, Result};
-use crate::job::{EndedBy, JobInfo, JobSpec};
 use crate::manager::{KillRequest, ListFilter};
+use crate::model::{EndedBy, JobInfo, JobSpec};
 use crate::output::{LogQuery, Stream};
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -14,8 +14,8 @@ use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
 use super::server::BerthMcp;
 use crate::error::Result;
-use crate::job::{EndedBy, JobSpec};
 use crate::manager::{KillRequest, ListFilter};
+use crate::model::{EndedBy, JobSpec};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -186,7 +186,7 @@ reason, ended_by, shell_id} with the new shell_id."
 
 /// Whether the seed's panel shows a shell under FAILED: a failure or a kill.
 pub fn shell_failed(j: &crate::JobInfo) -> bool {
-    j.status.is_failure() || matches!(j.status, crate::job::JobStatus::Killed { .. })
+    j.status.is_failure() || matches!(j.status, crate::model::JobStatus::Killed { .. })
 }
 
 /// The seed's event metadata `{call_id, shell_id, start_mode, ended_by, exit_code}`

@@ -12,8 +12,8 @@ use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
+use crate::model::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
 use crate::ready::{ReadyCondition, WaitOutcome};
 
 /// Default wait for readiness and `wait` calls, in seconds.

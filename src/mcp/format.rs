@@ -6,8 +6,8 @@
 
 use crate::card;
 use crate::error::Result;
-use crate::job::{EndedBy, JobId, JobInfo};
 use crate::manager::Manager;
+use crate::model::{EndedBy, JobId, JobInfo};
 use crate::output::{Line, LogPage, LogQuery};
 
 /// Most lines of output in one answer.

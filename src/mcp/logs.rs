@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::core::Answer;
 use super::format::{self, Dialect, MAX_LINES};
 use crate::error::{Error, Result};
-use crate::job::JobId;
 use crate::manager::Manager;
+use crate::model::JobId;
 use crate::output::{LogPage, LogQuery, Stream};
 
 /// Most lines one page may hold when asked for explicitly.

@@ -2,11 +2,12 @@
 //! manager of the instance, so that every agent, the CLI and the TUI share one
 //! cap, one event log and one job list.
 //!
-//! Theory of operation. [`run`] first asks the instance socket: when a
-//! manager answers (a `berth up` daemon, or another `berth mcp` hosting the
-//! instance), `attach.rs` opens an MCP session on it (`POST /v1/mcp`,
-//! upgraded) and only pipes stdio to it. Otherwise this process hosts the
-//! instance: it binds the socket ([`crate::daemon::bind`]), serves it in a
+//! Theory of operation. `berth mcp` ([`crate::daemon::run_mcp`]) first asks
+//! the instance socket: when a manager answers (a `berth up` daemon, or
+//! another `berth mcp` hosting the instance), `attach.rs` opens an MCP
+//! session on it (`POST /v1/mcp`, upgraded) and only pipes stdio to it.
+//! Otherwise that process hosts the instance (`daemon/mcp_host.rs`): it
+//! binds the socket ([`crate::daemon::bind`]), serves it in a
 //! task (so `berth ps`, `berth logs`, `berth bg`, `berth kill --as user` and
 //! further `berth mcp` sessions reach the same manager), and serves its own
 //! session on stdin/stdout.
@@ -58,14 +59,10 @@ mod tools;
 
 use std::str::FromStr;
 
-use tokio::sync::oneshot;
-
+pub use attach::run as attach;
 pub use server::BerthMcp;
-use session::Session;
 
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::manager::Manager;
 
 /// Which tools `berth mcp` offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,89 +165,6 @@ impl FromStr for ToolSet {
             }),
         }
     }
-}
-
-/// `berth mcp`: serve MCP on stdio. When a manager already serves the
-/// instance (a `berth up` daemon, or another `berth mcp`), open a session on
-/// it; otherwise host the instance in-process, like a daemon, until stdin
-/// ends and no attached session is left, a signal arrives or `berth down` asks.
-pub async fn run(config: Config, tools: ToolSet) -> Result<()> {
-    let me = Session::of_this_process(&config);
-    if crate::api::client::Client::connect(&config).await.is_ok() {
-        return attach::run(&config, tools, &me).await;
-    }
-    let manager = Manager::new(config.clone())?;
-    let bound = match crate::daemon::bind(&manager) {
-        Ok(b) => b,
-        // A manager started between our check and our bind: use it.
-        Err(Error::DaemonRunning { .. }) => {
-            drop(manager);
-            return attach::run(&config, tools, &me).await;
-        }
-        Err(e) => return Err(e),
-    };
-    // Cleans up if this process dies without tearing down (SIGKILL).
-    crate::watchdog::spawn(&config)?;
-    manager.adopt_orphans().await?;
-    tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), ?tools, "berth mcp serving");
-    let sessions = bound.sessions();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let mut daemon = tokio::spawn(bound.serve(async {
-        let _ = stop_rx.await;
-    }));
-    let mut own = tokio::spawn(session::serve(
-        manager.clone(),
-        tools,
-        me,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        sessions.closing(),
-    ));
-
-    let (mut daemon_done, mut own_done) = (false, false);
-    tokio::select! {
-        _ = &mut own => {
-            // stdin ended and this session's jobs are stopped; sessions
-            // attached to this host keep it up until they end.
-            own_done = true;
-            if sessions.attached() > 0 {
-                tracing::info!(attached = sessions.attached(), "stdin closed; serving the attached sessions until they end");
-                tokio::select! {
-                    _ = sessions.none_attached() => tracing::info!("the last attached session ended"),
-                    _ = crate::daemon::signals() => tracing::info!("signal received"),
-                    r = &mut daemon => {
-                        daemon_done = true;
-                        tracing::info!(result = ?r, "shutdown requested over the socket");
-                    }
-                }
-            } else {
-                tracing::info!("stdin closed");
-            }
-        }
-        _ = crate::daemon::signals() => tracing::info!("signal received"),
-        r = &mut daemon => {
-            daemon_done = true;
-            tracing::info!(result = ?r, "shutdown requested over the socket");
-        }
-    }
-    // Teardown: every job stopped, sessions closed, the socket removed.
-    let _ = stop_tx.send(());
-    if !daemon_done {
-        match (&mut daemon).await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "socket server ended with an error"),
-            Err(e) => tracing::warn!(error = %e, "socket server task failed"),
-            Ok(Ok(())) => {}
-        }
-    }
-    // Our own session saw the teardown and lets its last answers out.
-    if !own_done
-        && tokio::time::timeout(session::DRAIN_ANSWERS * 2, &mut own)
-            .await
-            .is_err()
-    {
-        own.abort();
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -29,8 +29,8 @@ use tokio::sync::{oneshot, watch};
 
 use super::{BerthMcp, ToolSet, stdio};
 use crate::config::Config;
-use crate::job::JobSpec;
 use crate::manager::Manager;
+use crate::model::JobSpec;
 
 /// The reason recorded on the jobs a session leaves behind.
 pub const SESSION_ENDED: &str = "session ended";

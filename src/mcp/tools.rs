@@ -19,8 +19,8 @@ use super::logs::{self, LogRequest};
 use super::project::{ProjectTask, append_args, project_command};
 use super::server::BerthMcp;
 use crate::error::Result;
-use crate::job::{EndedBy, JobSpec};
 use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
+use crate::model::{EndedBy, JobSpec};
 use crate::ready::WaitOutcome;
 
 const RUN: &str = "Run a command as a job. Foreground (default): waits up to `timeout` seconds (default 60) and \

@@ -23,13 +23,13 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::events::{EventKind, EventLog};
-use crate::job::{JobId, LogPaths};
+use crate::model::{JobId, LogPaths};
+pub use crate::model::{Line, LogPage, LogQuery, Stream};
 use crate::store::Store;
 use crate::watch::Watchers;
 
@@ -41,14 +41,6 @@ pub const DEFAULT_RING_BYTES: usize = 4 * 1024 * 1024;
 pub const SNIPPET_BYTES: usize = 1536;
 /// Bookkeeping cost charged per line in the ring on top of its text.
 const LINE_OVERHEAD: usize = 64;
-
-/// Which stream a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
 
 impl std::str::FromStr for Stream {
     type Err = Error;
@@ -63,46 +55,6 @@ impl std::str::FromStr for Stream {
             }),
         }
     }
-}
-
-/// One line of output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    pub seq: u64,
-    pub stream: Stream,
-    pub ts: DateTime<Utc>,
-    pub text: String,
-}
-
-/// A page of lines read by seq.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LogPage {
-    pub lines: Vec<Line>,
-    /// Seq to ask for next (`since = next_seq`).
-    pub next_seq: u64,
-    /// More lines exist at or after `next_seq` right now.
-    pub has_more: bool,
-    /// Seq of the last line written so far (0 = none).
-    pub last_seq: u64,
-    /// Lowest seq still readable; lines below it are gone (said, never skipped silently).
-    pub first_available_seq: u64,
-    /// Set when the page would have started below `first_available_seq`: the
-    /// lines before this seq were dropped by the per-job output cap
-    /// (`max_output`), and the page starts here instead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub truncated_before: Option<u64>,
-}
-
-/// What a reader can ask for.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LogQuery {
-    /// Last N lines (wins over `since`).
-    pub tail: Option<usize>,
-    /// First seq to return (inclusive; 0 or 1 = from the start).
-    pub since: Option<u64>,
-    /// Most lines to return.
-    pub limit: Option<usize>,
-    pub stream: Option<Stream>,
 }
 
 /// Progress published to waiters after every chunk.
@@ -559,8 +511,8 @@ mod tests {
         events.emit(
             job.clone(),
             EventKind::Started {
-                runner: crate::job::RunnerKind::Host,
-                start_mode: crate::job::StartMode::Background,
+                runner: crate::model::RunnerKind::Host,
+                start_mode: crate::model::StartMode::Background,
                 ports: vec![],
             },
         );

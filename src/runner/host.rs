@@ -29,7 +29,7 @@ use tokio::process::Command;
 
 use super::{Control, Exit, Launched, shim};
 use crate::error::{Error, Result};
-use crate::job::{AppliedLimits, JobSpec, PortMapping};
+use crate::model::{AppliedLimits, JobSpec, PortMapping};
 use crate::output::{JobOutput, Stream};
 
 /// Without a shim: after the leader exits, how long leftovers get after SIGTERM.
@@ -329,7 +329,7 @@ async fn pump(
 
 /// Memory (RSS) of every process in the group `pgid`, and CPU % since each
 /// process started, read from /proc.
-pub fn usage(pgid: i32) -> Option<crate::job::Usage> {
+pub fn usage(pgid: i32) -> Option<crate::model::Usage> {
     let page = 4096u64;
     let ticks = 100f64; // USER_HZ on Linux
     let uptime: f64 = std::fs::read_to_string("/proc/uptime")
@@ -362,7 +362,7 @@ pub fn usage(pgid: i32) -> Option<crate::job::Usage> {
         let alive = (uptime - start).max(0.01);
         cpu += (utime + stime) / ticks / alive * 100.0;
     }
-    found.then_some(crate::job::Usage {
+    found.then_some(crate::model::Usage {
         cpu_percent: (cpu * 10.0).round() / 10.0,
         memory_bytes: rss,
     })

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use futures_util::future::BoxFuture;
 
-use crate::job::{AppliedLimits, PortMapping};
+use crate::model::{AppliedLimits, PortMapping};
 
 /// How a job's process ended, as the runner saw it.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,7 +15,7 @@ use super::normalize;
 use super::rules::{DEFAULT_RULES, exception};
 use super::settings::SafetyConfig;
 use crate::error::{Error, Result};
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 
 /// One compiled rule.
 #[derive(Debug, Clone)]

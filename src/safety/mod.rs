@@ -46,7 +46,7 @@ pub use settings::{BlockedPattern, SafetyConfig, SafetyLayer};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 use log::{Entry, SecurityLog};
 use workspace::WorkspaceGuard;
 

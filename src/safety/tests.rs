@@ -10,7 +10,7 @@ use pretty_assertions::assert_eq;
 use super::filter::{Filter, Hit};
 use super::normalize;
 use super::settings::SafetyConfig;
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 
 /// Compiled once: compiling the rules is the slow part (in debug builds).
 static FILTER: LazyLock<Filter> =

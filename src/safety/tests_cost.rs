@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::filter::{Filter, MAX_INPUT, TOO_LONG};
 use super::settings::SafetyConfig;
-use crate::job::JobSpec;
+use crate::model::JobSpec;
 
 /// Repeat `unit` (after `head`) until the command is just under the cap.
 fn fill(head: &str, unit: &str, tail: &str) -> String {

@@ -15,7 +15,7 @@
 use chrono::{TimeZone, Utc};
 use rusqlite::{Connection, params};
 
-use crate::output::{Line, Stream};
+use crate::model::{Line, Stream};
 
 /// A block is sealed once its data reaches this size...
 pub const BLOCK_BYTES: usize = 64 * 1024;

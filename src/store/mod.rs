@@ -31,13 +31,15 @@ pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
 
 use crate::error::{Error, Result};
-use crate::events::Event;
-use crate::job::{JobId, JobInfo};
-use crate::output::{Line, Stream};
+use crate::model::{Event, JobId, JobInfo, Line, Stream};
 
 /// Queued writes before a writer must wait. A write is one chunk of output
 /// (up to 64 KiB of lines), so this bounds what waits for the disk to ~1 MiB.
 const QUEUE_BOUND: usize = 16;
+
+/// Most output stored per job (`max_output`); beyond it the oldest lines
+/// are dropped (said as `truncated_before`).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// A run as stored, with what recovery and the watchdog need beside the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,7 +126,7 @@ impl Store {
     /// Open (creating or upgrading) the database at `path` and start its
     /// writer, with the default per-job output cap.
     pub fn open(path: &Path) -> Result<Arc<Store>> {
-        Self::open_capped(path, crate::config::DEFAULT_MAX_OUTPUT_BYTES)
+        Self::open_capped(path, DEFAULT_MAX_OUTPUT_BYTES)
     }
 
     /// [`Store::open`] keeping at most `max_job_bytes` of output per job: 7/8
@@ -192,7 +194,7 @@ impl Store {
         let (tx, _) = sync_channel(1);
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
-            max_job_bytes: crate::config::DEFAULT_MAX_OUTPUT_BYTES,
+            max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
             reader: Mutex::new(conn),
         }))
@@ -406,7 +408,7 @@ pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobSpec, JobStatus, LogPaths, StartMode};
+    use crate::model::{JobSpec, JobStatus, LogPaths, StartMode};
     use chrono::Utc;
 
     fn info(n: u64) -> JobInfo {

@@ -274,8 +274,8 @@ fn is_transient(e: &rusqlite::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::job::JobId;
-    use crate::output::{Line, Stream};
+    use crate::model::JobId;
+    use crate::model::{Line, Stream};
     use crate::store::Store;
 
     fn line(seq: u64) -> Line {

@@ -15,7 +15,7 @@ pub use super::io::{Action, Msg};
 use super::logpane::{LogPane, PaneKind};
 pub use super::model::Tab;
 use super::model::{noteworthy, patch, sort_key};
-use crate::job::{JobId, JobInfo};
+use crate::model::{JobId, JobInfo};
 
 /// What is on screen.
 #[derive(Debug, Clone)]

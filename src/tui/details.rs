@@ -14,7 +14,7 @@ use super::format::{bytes, clock, eta, is_foreground, runtime, sanitize, secs, t
 use super::logpane::{DIAGNOSTIC_LINES, LogPane, PaneKind};
 use super::view::{key_line, status_lines};
 use crate::card::{self, Light};
-use crate::job::{JobInfo, OnTimeout, StartMode};
+use crate::model::{JobInfo, OnTimeout, StartMode};
 use crate::output::Stream;
 
 const PANE_KEYS: &[(&str, &str)] = &[

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 
-use crate::job::{EndedBy, JobInfo, JobStatus, StartMode};
+use crate::model::{EndedBy, JobInfo, JobStatus, StartMode};
 
 /// `01:43`, or `1:02:03` past an hour.
 pub use crate::card::clock;

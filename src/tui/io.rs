@@ -22,8 +22,8 @@ use super::logpane::{OlderPage, PaneKind};
 use crate::api::JobView;
 use crate::api::client::Client;
 use crate::events::Event;
-use crate::job::{EndedBy, JobId, JobInfo};
 use crate::manager::KillRequest;
+use crate::model::{EndedBy, JobId, JobInfo};
 use crate::output::{Line, LogPage, LogQuery};
 
 /// Wait before following events again once the manager went away.

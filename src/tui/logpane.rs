@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use crate::job::JobId;
+use crate::model::JobId;
 use crate::output::{Line, LogPage};
 
 /// Lines fetched when the details screen opens, and per older page.

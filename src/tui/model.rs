@@ -4,7 +4,7 @@
 //! even when it cannot: a manager shutting down still sends its events).
 
 use crate::events::{Event, EventKind};
-use crate::job::{EndedBy, JobId, JobInfo, JobStatus, StartMode};
+use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode};
 
 /// The three tabs, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use ratatui::widgets::{Cell, HighlightSpacing, Paragraph, Row, Table, TableState
 
 use super::app::{App, Screen, Tab};
 use super::format::{badge, ports_cell, sanitize, time_cell};
-use crate::job::JobInfo;
+use crate::model::JobInfo;
 
 /// The panel's keys, as (key, what it does).
 const PANEL_KEYS: &[(&str, &str)] = &[

@@ -1,5 +1,6 @@
 //! Integration tests, one file per area.
 
+mod architecture;
 mod boundary;
 mod bounds;
 mod cap;

@@ -12,7 +12,7 @@ use bollard::query_parameters::LogsOptions;
 use super::exit::{OutputStream, exit_future, pump, wait_exit};
 use super::{DockerControl, Engine, message};
 use crate::error::{Error, Result};
-use crate::job::{AppliedLimits, JobId, PortMapping};
+use crate::model::{AppliedLimits, JobId, PortMapping};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
 

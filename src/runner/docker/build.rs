@@ -65,7 +65,7 @@ pub async fn ensure(
     let tag = project_tag(workspace, &ctx.hash);
     let mut choice = ImageChoice {
         name: tag.clone(),
-        why: build.why(reason, &ctx.hash),
+        why: crate::images::build::why(build, reason, &ctx.hash),
         ..Default::default()
     };
     let lock = tag_lock(&tag);

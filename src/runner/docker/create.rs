@@ -13,7 +13,7 @@ use bollard::models::{
 
 use super::ownership::{LABEL_STATE, short};
 use crate::error::{Error, Result};
-use crate::job::{AppliedLimits, JobId, JobSpec, Limits, PortMapping};
+use crate::model::{AppliedLimits, JobId, JobSpec, Limits, PortMapping};
 
 /// The writable `/tmp` of a read-only container: small, and no setuid files.
 pub const READ_ONLY_TMPFS: &str = "rw,nosuid,nodev,size=64m";

@@ -22,7 +22,7 @@ use futures_util::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 
 use super::{DockerControl, message};
-use crate::job::JobId;
+use crate::model::JobId;
 use crate::output::StreamWriter;
 use crate::runner::Exit;
 

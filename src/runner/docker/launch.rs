@@ -29,7 +29,7 @@ use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
 use super::{DockerControl, Engine, Project, message, network, remove_container, status};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
-use crate::job::{AppliedLimits, JobId, JobSpec};
+use crate::model::{AppliedLimits, JobId, JobSpec};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
 

@@ -42,7 +42,7 @@ use tokio::sync::OnceCell;
 use super::Launched;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
+use crate::model::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
 use crate::output::JobOutput;
 
 pub use adopt::Adoption;
@@ -220,7 +220,7 @@ pub struct Engine {
     /// `bridge` or `none`, for specs that do not say.
     default_network: String,
     /// Limits for what a spec leaves unset.
-    defaults: crate::job::Limits,
+    defaults: crate::model::Limits,
     /// Set once a job used a pool network: teardown (`Drop`) removes the
     /// instance's networks that no container uses. Kept between jobs because
     /// making a network costs ~0.2 s.
@@ -239,7 +239,7 @@ pub(super) struct Project<'a> {
     pub user: String,
     /// `isolated`, `bridge` or `none`, for specs that do not say.
     pub network: &'a str,
-    pub defaults: &'a crate::job::Limits,
+    pub defaults: &'a crate::model::Limits,
 }
 
 impl Engine {
@@ -479,7 +479,7 @@ impl Engine {
     /// CPU % (of one core = 100) and memory of a running container, from two
     /// one-shot stats samples ~100 ms apart (a one-shot answer has no
     /// previous sample to diff against). Takes a container id or a
-    /// [`JobInfo`](crate::job::JobInfo); `None` for host jobs and for containers that are gone.
+    /// [`JobInfo`](crate::model::JobInfo); `None` for host jobs and for containers that are gone.
     pub async fn usage<T: UsageTarget + ?Sized>(&self, target: &T) -> Option<Usage> {
         let container_id = target.container_id()?;
         let docker = self.client().await.ok()?;

@@ -16,7 +16,7 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 use crate::events::EventLog;
-use crate::job::{AppliedLimits, Limits, PortSpec};
+use crate::model::{AppliedLimits, Limits, PortSpec};
 use crate::output::{LogQuery, Stream};
 use crate::runner::Exit;
 use crate::watch::Watchers;

@@ -4,7 +4,7 @@
 
 use bollard::models::ContainerStatsResponse;
 
-use crate::job::{JobInfo, Usage};
+use crate::model::{JobInfo, Usage};
 
 /// What [`super::Engine::usage`] can be asked about: a container id, or a job
 /// record (which has a container only when it ran on Docker).

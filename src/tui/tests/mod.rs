@@ -16,7 +16,7 @@ use super::app::{Action, App, Msg, Screen, Tab};
 use super::logpane::PaneKind;
 use crate::api::JobView;
 use crate::events::{Event, EventKind};
-use crate::job::{
+use crate::model::{
     AppliedLimits, EndedBy, JobId, JobInfo, JobSpec, JobStatus, LogPaths, PortMapping, RunnerKind, StartMode,
     Usage,
 };

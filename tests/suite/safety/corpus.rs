@@ -387,7 +387,7 @@ async fn contained(form: &str, cmd: &str) -> Result<String, String> {
         .with_runner(RunnerChoice::Docker)
         .with_image("berth/sandbox:latest");
     spec.timeout = Some(8.0);
-    spec.on_timeout = berth::job::OnTimeout::Kill;
+    spec.on_timeout = berth::model::OnTimeout::Kill;
     spec.limits.memory = Some(256 << 20);
     spec.limits.cpus = Some(0.5);
     let job = t

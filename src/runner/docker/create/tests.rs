@@ -1,6 +1,6 @@
 //! Unit tests of the create body: limits, hardening, user, mounts, network, names.
 use super::*;
-use crate::job::{Limits, PortSpec};
+use crate::model::{Limits, PortSpec};
 use pretty_assertions::assert_eq;
 
 const NO_DEFAULTS: Limits = Limits {

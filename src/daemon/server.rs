@@ -22,13 +22,13 @@ use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 use tokio::sync::Notify;
 
-use super::{
+use crate::api::{
     BackgroundRequest, DEFAULT_WAIT_SECS, ErrorBody, ErrorDetail, EventsPage, Health, JobView,
     MAX_BODY_BYTES, WaitForPortRequest, WaitRequest,
 };
 use crate::error::Error;
-use crate::job::{EndedBy, JobId, JobSpec};
 use crate::manager::{KillRequest, ListFilter, Manager};
+use crate::model::{EndedBy, JobId, JobSpec};
 use crate::output::{LogQuery, Stream as OutStream};
 
 /// Shared state of the routes.
@@ -202,7 +202,7 @@ struct ListQuery {
 async fn list(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult<Vec<crate::job::JobInfo>> {
+) -> ApiResult<Vec<crate::model::JobInfo>> {
     let Query(q) = q?;
     let filter = q.filter.unwrap_or_default();
     let jobs = if q.usage {
@@ -386,7 +386,7 @@ async fn background(
     State(s): State<AppState>,
     Path(id): Path<String>,
     req: Result<Json<BackgroundRequest>, JsonRejection>,
-) -> ApiResult<crate::job::JobInfo> {
+) -> ApiResult<crate::model::JobInfo> {
     let req = body(req)?;
     let by = req.by.unwrap_or(EndedBy::User);
     Ok(Json(s.manager.background(&JobId::from(id.as_str()), by)?))

@@ -19,7 +19,7 @@ use axum::response::Response;
 use hyper_util::rt::TokioIo;
 
 use super::server::{ApiError, AppState};
-use super::{MCP_UPGRADE, McpAttachQuery};
+use crate::api::{MCP_UPGRADE, McpAttachQuery};
 use crate::error::Error;
 use crate::mcp::ToolSet;
 use crate::mcp::session::{self, Session};

@@ -1,5 +1,9 @@
 //! Serving a manager on its instance socket: one manager per instance, the
 //! socket private to its user, and teardown that leaves nothing behind.
+//! `server.rs` holds the HTTP routes (the protocol's shapes are `api/`),
+//! `attach.rs` upgrades a request to an MCP session, `listen.rs` accepts
+//! connections, and `mcp_host.rs` is `berth mcp` hosting the instance when
+//! no daemon serves it.
 //!
 //! [`bind`] takes the instance lock (`<instance>/daemon.lock`, held for the
 //! life of the process, so a second daemon is refused with the first one's
@@ -9,6 +13,13 @@
 //! the caller's own, e.g. stdin EOF for `berth mcp`), then stops every job
 //! (grace, then kill), closes the attached MCP sessions, stops serving, and
 //! removes the socket.
+
+mod attach;
+mod listen;
+mod mcp_host;
+pub mod server;
+
+pub use mcp_host::run_mcp;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -20,12 +31,12 @@ use std::time::Duration;
 use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
-use crate::api::server::{AppState, router};
 use crate::api::socket_path;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
 use crate::mcp::session::Sessions;
 use crate::store::private;
+use server::{AppState, router};
 
 /// How long in-flight requests (log follows, long polls) get after teardown.
 const DRAIN_REQUESTS: Duration = Duration::from_millis(500);
@@ -160,7 +171,7 @@ impl Bound {
             sessions: self.sessions.clone(),
         };
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(crate::api::listen::serve(self.listener, router(state), async {
+        let server = tokio::spawn(listen::serve(self.listener, router(state), async {
             let _ = stop_rx.await;
         }));
         // History retention: once now, then every hour while serving.
@@ -198,17 +209,6 @@ impl Bound {
     }
 }
 
-/// SIGINT or SIGTERM.
-pub async fn signals() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-}
-
 /// `berth daemon`: run a manager on the instance socket until a signal or `berth down`.
 pub async fn run(config: crate::config::Config) -> Result<()> {
     let manager = Manager::new(config.clone())?;
@@ -225,5 +225,5 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
         bound.socket().display(),
         std::process::id()
     );
-    bound.serve(signals()).await
+    bound.serve(crate::teardown::signals()).await
 }

@@ -1,0 +1,81 @@
+//! Something that happened to a job ([`Event`], [`EventKind`]): one stream
+//! with a global `seq`. The log that numbers, keeps and broadcasts them is
+//! `events.rs`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{EndedBy, JobId, PortMapping, RunnerKind, StartMode, Stream};
+
+/// Something that happened to a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub ts: DateTime<Utc>,
+    pub job: JobId,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    Queued,
+    /// `runner = auto` found no engine and the job runs on the host, unsandboxed.
+    Fallback {
+        note: String,
+    },
+    /// The job's image is being pulled (at most a few per second while it lasts).
+    Pulling(super::PullProgress),
+    /// The job's project image is being built from its Dockerfile (at most a few per second).
+    Building(super::BuildProgress),
+    Started {
+        runner: RunnerKind,
+        start_mode: StartMode,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ports: Vec<PortMapping>,
+    },
+    Ready {
+        elapsed_ms: u64,
+    },
+    WatchHit {
+        /// Seq of the matching output line (the event has its own `seq`).
+        line_seq: u64,
+        stream: Stream,
+        line: String,
+        pattern: String,
+    },
+    Promoted {
+        by: EndedBy,
+        reason: String,
+    },
+    /// The job ended, however it ended.
+    Ended {
+        /// Final status name: success, failed, killed, timed_out, signaled, lost, start_failed.
+        status: String,
+        start_mode: StartMode,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_by: Option<EndedBy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl EventKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::Queued => "queued",
+            EventKind::Fallback { .. } => "fallback",
+            EventKind::Pulling(_) => "pulling",
+            EventKind::Building(_) => "building",
+            EventKind::Started { .. } => "started",
+            EventKind::Ready { .. } => "ready",
+            EventKind::WatchHit { .. } => "watch_hit",
+            EventKind::Promoted { .. } => "promoted",
+            EventKind::Ended { .. } => "ended",
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The plain data of berth: what a job is asked to do, where it is in its
+//! life, its output lines and its events. Every type here can be saved, sent
+//! and compared; none holds a live handle (a process, a container stream, a
+//! lock), and this module depends on nothing else in the crate, so every
+//! other module can use it and the store can persist it without knowing the
+//! modules that produce it. Behaviour that can fail with the crate's errors
+//! (parsing, validation) lives beside the behaviour it belongs to (`job.rs`,
+//! `ready.rs`, `images/`).
+
+mod event;
+mod image;
+mod line;
+mod ready;
+mod spec;
+mod status;
+
+pub use event::{Event, EventKind};
+pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
+pub use line::{Line, LogPage, LogQuery, Stream};
+pub use ready::{HttpCheck, ReadyCondition};
+pub use spec::JobSpec;
+pub use spec::{
+    AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, OnTimeout, PortMapping, PortSpec, RunnerChoice,
+    RunnerKind, host_cpus,
+};
+pub use status::{EndedBy, JobInfo, JobStatus, LogPaths, StartMode, Usage};

@@ -1,0 +1,330 @@
+//! What a caller asks of a job ([`JobSpec`]) and the pieces it is made of:
+//! its id, runner, ports and limits. Plain data: parsing and validation,
+//! which can fail with the crate's errors, live in `job.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::ReadyCondition;
+
+/// A job's id: `job-N`, N counting up per instance and never reused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub String);
+
+impl JobId {
+    pub fn from_number(n: u64) -> Self {
+        JobId(format!("job-{n}"))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for JobId {
+    fn from(s: &str) -> Self {
+        // Accept a bare number as a convenience: `berth kill 3` means job-3.
+        if s.chars().all(|c| c.is_ascii_digit()) && !s.is_empty() {
+            JobId(format!("job-{s}"))
+        } else {
+            JobId(s.to_string())
+        }
+    }
+}
+
+/// Which runner executes a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerChoice {
+    /// Docker when the engine answers, else host.
+    #[default]
+    Auto,
+    Docker,
+    Host,
+}
+
+/// The runner a job actually ran on, once `auto` is resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerKind {
+    Docker,
+    Host,
+}
+
+impl fmt::Display for RunnerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunnerKind::Docker => "docker",
+            RunnerKind::Host => "host",
+        })
+    }
+}
+
+/// What to do when a foreground budget runs out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Promote to background: the work goes on, the caller is released.
+    #[default]
+    Background,
+    /// Kill the process group (exit code 124 in the CLI).
+    Kill,
+}
+
+/// A port a job wants published: `3000`, `3000/tcp`, or `8080:3000` (ask for host 8080).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortSpec {
+    /// The port the server listens on (inside the container, or the port the job asked for).
+    pub port: u16,
+    /// A host port asked for explicitly; when taken, a free one is used and reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_port: Option<u16>,
+    /// `tcp` (default) or `udp`.
+    #[serde(default = "default_proto")]
+    pub proto: String,
+}
+
+fn default_proto() -> String {
+    "tcp".into()
+}
+
+/// A published port as it actually came out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    /// Port of the server (container port, or the port the host job was asked to serve).
+    pub port: u16,
+    pub proto: String,
+    /// Always 127.0.0.1.
+    pub host_ip: String,
+    pub host_port: u16,
+    /// Set when an explicitly asked host port was taken and another was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl PortMapping {
+    pub fn url(&self) -> String {
+        format!("http://{}:{}", self.host_ip, self.host_port)
+    }
+}
+
+/// Resource limits asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// CPU cores (e.g. 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Memory in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Maximum number of processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<i64>,
+}
+
+/// Most processes a job may be limited to (`pids`).
+pub const MAX_PIDS: i64 = 32768;
+/// Least memory a job may be limited to: the engine refuses less.
+pub const MIN_MEMORY: u64 = 6 << 20;
+
+/// CPUs this machine offers (at least 1).
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// Which limits were actually enforced, so nothing claims a limit that was not applied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppliedLimits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<i64>,
+    /// Human-readable notes on limits that were asked for but not enforced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_enforced: Vec<String>,
+    /// Container jobs: the `uid:gid` the job ran as (`root` when it was root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Container jobs: the network it was attached to (`none` for none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+}
+
+/// Everything a caller can ask of a job. Every interface maps onto this struct.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Program and arguments, run directly: nothing is interpreted by a shell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// A shell command line, run with `sh -c`. Exactly one of `argv` and `shell`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub runner: RunnerChoice,
+    /// Docker image; unset = the project's image, else berth/dev when
+    /// built, else the sandbox (see `images::choose_image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// When the image is pulled; unset = the config's `pull`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<super::PullPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortSpec>,
+    #[serde(default)]
+    pub limits: Limits,
+    /// False = foreground: the caller waits up to `timeout`.
+    #[serde(default)]
+    pub background: bool,
+    /// Foreground budget in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    #[serde(default)]
+    pub on_timeout: OnTimeout,
+    /// Run, feed `input`, wait this many seconds, then kill (for programs that never exit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<f64>,
+    /// Bytes for stdin; stdin is closed after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// Regexes on output; each match is a `watch_hit` event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<String>,
+    /// Readiness condition(s) to check after start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ready: Vec<ReadyCondition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// When the cap is reached, wait as `queued` instead of being refused.
+    #[serde(default)]
+    pub queue: bool,
+    /// Container jobs: a read-only root file system (with a writable tmpfs
+    /// `/tmp`); the workspace stays writable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// Container jobs: `isolated` (a berth bridge of the job's own, no
+    /// traffic between jobs), `bridge` (the engine's default bridge, where
+    /// jobs reach each other) or `none` (no network at all); unset = the
+    /// config's `network` (default `isolated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The caller's working directory. A manager serving several projects
+    /// (the daemon) resolves the project from it: the `berth.toml` found from
+    /// here upwards gives the workspace, rules, image and limits of the job,
+    /// and a job without `cwd` runs here. Unset = the manager's own config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_cwd: Option<PathBuf>,
+    /// The caller's `BERTH_*` variables (`BERTH_CONFIG`, `BERTH_IMAGE` …),
+    /// applied to its project as they would be by a manager it ran itself.
+    /// Used to resolve the project, then dropped from the record.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub caller_env: BTreeMap<String, String>,
+    /// Who started the job, when it belongs to a session that ends (an MCP
+    /// session attached to the daemon): `mcp:<session id>`. The session's
+    /// end stops its running jobs (`ended_by: system`, reason
+    /// `session ended`); jobs without an owner run until stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// An opaque token of the caller's, kept on the record: how a client
+    /// whose create request is still under way (pulling or building the
+    /// image) recognises its own job in the event stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ref: Option<String>,
+}
+
+impl JobSpec {
+    /// A spec running `argv` directly.
+    pub fn argv<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        JobSpec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A spec running `cmd` with `sh -c`.
+    pub fn shell(cmd: impl Into<String>) -> Self {
+        JobSpec {
+            shell: Some(cmd.into()),
+            ..Default::default()
+        }
+    }
+
+    pub fn with_runner(mut self, runner: RunnerChoice) -> Self {
+        self.runner = runner;
+        self
+    }
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.ports.push(PortSpec {
+            port,
+            host_port: None,
+            proto: "tcp".into(),
+        });
+        self
+    }
+    pub fn with_image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
+    }
+    pub fn background(mut self) -> Self {
+        self.background = true;
+        self
+    }
+    pub fn with_input(mut self, input: impl Into<String>) -> Self {
+        self.input = Some(input.into());
+        self
+    }
+    pub fn with_watch(mut self, pattern: impl Into<String>) -> Self {
+        self.watch.push(pattern.into());
+        self
+    }
+    pub fn with_queue(mut self) -> Self {
+        self.queue = true;
+        self
+    }
+
+    /// The argv actually executed (`sh -c CMD` in shell mode).
+    pub fn effective_argv(&self) -> Vec<String> {
+        match &self.shell {
+            Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone()],
+            None => self.argv.clone(),
+        }
+    }
+
+    /// The command as a person would type it, for cards and lists.
+    pub fn display_command(&self) -> String {
+        match &self.shell {
+            Some(cmd) => cmd.clone(),
+            None => self
+                .argv
+                .iter()
+                .map(|a| {
+                    if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                        format!("'{}'", a.replace('\'', r"'\''"))
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}

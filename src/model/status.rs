@@ -1,0 +1,273 @@
+//! Where a job is in its life ([`JobStatus`], [`StartMode`], [`EndedBy`]) and
+//! the serializable record every interface shows ([`JobInfo`]). Nothing here
+//! holds a live handle: those belong to the runner and the manager.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{AppliedLimits, EventKind, JobId, JobSpec, PortMapping, RunnerKind};
+
+/// Who ended a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// A tool call or API client.
+    Agent,
+    /// A person (TUI `k`, `berth kill --as user`).
+    User,
+    /// berth itself: timeout, keep-alive expiry, shutdown, OOM, crash recovery.
+    System,
+}
+
+impl fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EndedBy::Agent => "agent",
+            EndedBy::User => "user",
+            EndedBy::System => "system",
+        })
+    }
+}
+
+/// How a job was started, and whether it was moved to background since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode", content = "by")]
+pub enum StartMode {
+    Foreground,
+    Background,
+    /// A foreground job moved to background, by the system (budget) or a user (Ctrl+R, `berth bg`).
+    Promoted(EndedBy),
+}
+
+impl StartMode {
+    /// Counts against the background cap.
+    pub fn is_background(self) -> bool {
+        !matches!(self, StartMode::Foreground)
+    }
+}
+
+impl fmt::Display for StartMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartMode::Foreground => f.write_str("foreground"),
+            StartMode::Background => f.write_str("background"),
+            StartMode::Promoted(by) => write!(f, "promoted by {by}"),
+        }
+    }
+}
+
+/// Where a job is in its life. Terminal variants carry how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Waiting for a free background slot.
+    Queued,
+    Starting,
+    Running,
+    /// The process exited on its own.
+    Exited {
+        code: i32,
+    },
+    /// The process died of a signal nobody here sent (e.g. a segfault).
+    Signaled {
+        signal: i32,
+    },
+    /// Stopped on request, or by the system (keep-alive expiry, shutdown, OOM).
+    Killed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        ended_by: EndedBy,
+        reason: String,
+    },
+    /// A foreground budget ran out with `on_timeout = kill`.
+    TimedOut,
+    /// Found dead or unreachable during recovery.
+    Lost {
+        reason: String,
+    },
+    StartFailed {
+        error: String,
+    },
+}
+
+impl JobStatus {
+    pub fn is_active(&self) -> bool {
+        matches!(self, JobStatus::Queued | JobStatus::Starting | JobStatus::Running)
+    }
+    pub fn is_terminal(&self) -> bool {
+        !self.is_active()
+    }
+    /// Ended well: exited 0, or stopped on purpose (keep-alive, a kill asked for).
+    pub fn is_success(&self) -> bool {
+        matches!(self, JobStatus::Exited { code: 0 })
+    }
+    /// Ended badly: a non-zero exit, a crash, a timeout, a failed start, lost, OOM.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            JobStatus::Exited { code } => *code != 0,
+            JobStatus::Signaled { .. }
+            | JobStatus::TimedOut
+            | JobStatus::Lost { .. }
+            | JobStatus::StartFailed { .. } => true,
+            JobStatus::Killed { reason, .. } => reason == "oom",
+            _ => false,
+        }
+    }
+    /// The short name used in lists and events.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Starting => "starting",
+            JobStatus::Running => "running",
+            JobStatus::Exited { code: 0 } => "success",
+            JobStatus::Exited { .. } => "failed",
+            JobStatus::Signaled { .. } => "signaled",
+            JobStatus::Killed { .. } => "killed",
+            JobStatus::TimedOut => "timed_out",
+            JobStatus::Lost { .. } => "lost",
+            JobStatus::StartFailed { .. } => "start_failed",
+        }
+    }
+    /// Shell-style exit code: the code, 128+signal, 124 for a timeout.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            JobStatus::Exited { code } => Some(*code),
+            JobStatus::Signaled { signal } => Some(128 + signal),
+            JobStatus::Killed { signal, .. } => signal.map(|s| 128 + s),
+            JobStatus::TimedOut => Some(124),
+            JobStatus::StartFailed { .. } => Some(127),
+            _ => None,
+        }
+    }
+    /// Who ended the job: the client that stopped it, else `system` (it
+    /// exited or failed on its own, timed out, was lost, ran out of memory).
+    /// `None` only while it is still queued, starting or running.
+    pub fn ended_by(&self) -> Option<EndedBy> {
+        match self {
+            JobStatus::Killed { ended_by, .. } => Some(*ended_by),
+            JobStatus::Queued | JobStatus::Starting | JobStatus::Running => None,
+            _ => Some(EndedBy::System),
+        }
+    }
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            JobStatus::Killed { reason, .. } => Some(reason.clone()),
+            JobStatus::TimedOut => Some("timeout".into()),
+            JobStatus::Lost { reason } => Some(reason.clone()),
+            JobStatus::StartFailed { error } => Some(error.clone()),
+            JobStatus::Signaled { signal } => Some(format!("died of signal {signal}")),
+            _ => None,
+        }
+    }
+}
+
+/// Paths of the raw per-stream log files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogPaths {
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// Resource usage sampled at the time of asking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub cpu_percent: f64,
+    pub memory_bytes: u64,
+}
+
+/// The serializable record of a job: what every interface shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub id: JobId,
+    pub label: String,
+    pub command: String,
+    pub spec: JobSpec,
+    /// Resolved runner (None while queued and not yet resolved).
+    pub runner: Option<RunnerKind>,
+    /// Why the runner is not the one asked for: `auto` found no engine and
+    /// ran the job on the host, unsandboxed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_note: Option<String>,
+    /// The workspace the job ran in: the directory of the caller's
+    /// `berth.toml`, else the caller's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// Settings of the caller's project that the running manager did not
+    /// apply because they belong to the whole instance (`max_jobs` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_note: Option<String>,
+    /// Set on a job a restarted manager took over from a dead one (recovery
+    /// mode `adopt`): it kept running and its output was followed on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
+    pub status: JobStatus,
+    pub start_mode: StartMode,
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<EndedBy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why the job is in the background, if it was promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortMapping>,
+    #[serde(default)]
+    pub limits: AppliedLimits,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    pub logs: LogPaths,
+    /// Seq of the last output line (0 = no output yet).
+    pub last_seq: u64,
+    /// Place in line while queued for a slot of the cap (1 = next).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
+    /// Container jobs: the image it ran in, why that one, how long a pull took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<super::ImageChoice>,
+    /// While starting: the image pull under way (status `starting (pulling)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pulling: Option<super::PullProgress>,
+    /// While starting: the project image build under way (status `starting (building)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub building: Option<super::BuildProgress>,
+}
+
+impl JobInfo {
+    /// Record the end of the job: the status and, derived from it and set
+    /// here only, `ended_at`, `exit_code`, `ended_by` and `reason`. Returns
+    /// the job's one `ended` event.
+    pub fn end(&mut self, status: JobStatus, at: DateTime<Utc>) -> EventKind {
+        self.ended_at = Some(at);
+        self.exit_code = status.exit_code();
+        self.ended_by = status.ended_by();
+        self.reason = status.reason();
+        self.status = status;
+        EventKind::Ended {
+            status: self.status.name().into(),
+            start_mode: self.start_mode,
+            ended_by: self.ended_by,
+            exit_code: self.exit_code,
+            reason: self.reason.clone(),
+        }
+    }
+
+    /// Runtime so far (running) or in total (ended).
+    pub fn runtime(&self) -> Option<chrono::Duration> {
+        let start = self.started_at?;
+        Some(self.ended_at.unwrap_or_else(Utc::now) - start)
+    }
+}

@@ -1,0 +1,63 @@
+//! Where a manager's life ends, so that nothing outlives berth.
+//!
+//! - **Clean exit.** A serving manager (the daemon, or `berth mcp` hosting
+//!   the instance) serves until [`signals`], `berth down` or its own end,
+//!   then `daemon::Bound::serve` tears down: `Manager::shutdown` stops every
+//!   job (grace, then kill; containers removed), closes the MCP sessions and
+//!   removes the socket. The last `Manager` handle dropped kills whatever
+//!   still runs (`TeardownGuard` in `manager/mod.rs`).
+//! - **Crash.** The watchdog process (`watchdog.rs`) outlives a manager that
+//!   died, removes its containers by label, then reaps each of its runs with
+//!   [`reap_run`]; a manager starting later reaps the runs a dead one left
+//!   with the same function (`manager/recover.rs`).
+
+use crate::events::EventLog;
+use crate::model::JobStatus;
+use crate::procinfo;
+use crate::store::{RunRow, Store};
+
+/// Kill what is left of a dead manager's run and record it `lost`: its host
+/// process tree (the shim's descendants, escapees included, then its group;
+/// only when the leader still has the recorded start time, so a reused pid
+/// is never signalled), its container through `remove_container` (which
+/// says whether there was one), then the record, derived from the status,
+/// and the run's one `ended` event. `why` starts the reason (e.g. `its
+/// manager (pid 42) died`); what was found is added to it.
+pub fn reap_run(
+    row: &mut RunRow,
+    why: &str,
+    remove_container: impl FnOnce(&str) -> bool,
+    store: &Store,
+    events: &EventLog,
+) {
+    let mut found = Vec::new();
+    if let (Some(pgid), Some(start)) = (row.pgid, row.pid_start_time)
+        && procinfo::is_same_process(pgid as u32, start)
+    {
+        crate::runner::shim::kill_tree(pgid);
+        found.push(format!("killed its process group {pgid}"));
+    }
+    if let Some(cid) = row.info.container_id.as_deref()
+        && remove_container(cid)
+    {
+        found.push("removed its container".to_string());
+    }
+    let reason = match found.is_empty() {
+        true => format!("{why}; the job was gone"),
+        false => format!("{why}; {}", found.join(" and ")),
+    };
+    let ended = row.info.end(JobStatus::Lost { reason }, chrono::Utc::now());
+    store.put_run(row.clone());
+    events.emit(row.info.id.clone(), ended);
+}
+
+/// SIGINT or SIGTERM.
+pub async fn signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
