@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::build::ProjectBuild;
+use crate::model::ProjectBuild;
 
 #[derive(Deserialize)]
 struct DevContainer {
