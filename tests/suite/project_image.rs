@@ -8,8 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use berth::{Error, EventKind, JobSpec, JobStatus, RunnerChoice};
+use berth::{Error, EventKind, JobSpec, JobStatus, ListFilter, RunnerChoice};
 
 use crate::common::{Daemon, instance_name};
 
@@ -280,4 +281,62 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("reused") && err.contains(&tags[0]), "{err}");
     assert_eq!(p.images(), tags);
+}
+
+/// A job is `starting (building step N/M)` while its image builds, and a
+/// kill then ends the job and the build: no tag, no build container left.
+#[tokio::test]
+async fn a_job_can_be_killed_while_its_image_builds() {
+    let p = Project::new();
+    let token = instance_name("slow");
+    p.write("berth.toml", "[image]\ndockerfile = \"Dockerfile\"\n");
+    p.write(
+        "Dockerfile",
+        &format!("FROM berth/sandbox:latest\nRUN echo {token} && sleep 60\n"),
+    );
+    let m = p.manager();
+    let starter = m.clone();
+    let start = tokio::spawn(async move {
+        starter
+            .start(JobSpec::argv(["true"]).with_runner(RunnerChoice::Docker))
+            .await
+    });
+    let mut job = None;
+    crate::common::eventually(
+        Duration::from_secs(60),
+        "the job shows as building step 2",
+        || {
+            job = m
+                .list(ListFilter::Running)
+                .into_iter()
+                .find(|i| i.building.as_ref().is_some_and(|b| b.step == 2));
+            job.is_some()
+        },
+    )
+    .await;
+    let job = job.unwrap();
+    let status = berth::card::status_text(&job);
+    assert!(status.starts_with("starting (building step 2/"), "{status}");
+    let outcome = m.kill(&job.id, Default::default()).await.unwrap();
+    assert_eq!(outcome.result, "killed", "{outcome:?}");
+    let started = tokio::time::timeout(Duration::from_secs(10), start)
+        .await
+        .expect("start returns once killed")
+        .unwrap();
+    assert_eq!(started.unwrap().id, job.id);
+    assert!(matches!(
+        m.info(&job.id).unwrap().status,
+        JobStatus::Killed { .. }
+    ));
+    assert!(p.images().is_empty(), "{:?}", p.images());
+    // The engine stops the build when its request closes, and removes its container.
+    crate::common::eventually(Duration::from_secs(30), "no build container left", || {
+        let o = Command::new("docker")
+            .args(["ps", "-a", "--no-trunc", "--format", "{{.Command}}"])
+            .output()
+            .unwrap();
+        !String::from_utf8_lossy(&o.stdout).contains(&token)
+    })
+    .await;
+    m.shutdown().await;
 }
