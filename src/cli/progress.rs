@@ -105,10 +105,11 @@ pub fn build_fn(printer: Arc<Printer>) -> crate::runner::docker::BuildProgressFn
 
 /// Show the pulls and builds of an in-process manager's starting job (the
 /// only job it has); the task ends once the job started or ended.
-pub fn follow_local(manager: &crate::Manager) -> tokio::task::JoinHandle<()> {
+pub fn follow_local(manager: &crate::Manager) -> (tokio::task::JoinHandle<()>, Arc<Printer>) {
     let mut events = manager.events_log().subscribe();
     let printer = Printer::new();
-    tokio::spawn(async move {
+    let shown = printer.clone();
+    let task = tokio::spawn(async move {
         while let Ok(e) = events.recv().await {
             if !printer.event(&e.kind)
                 && matches!(e.kind, EventKind::Started { .. } | EventKind::Ended { .. })
@@ -117,7 +118,8 @@ pub fn follow_local(manager: &crate::Manager) -> tokio::task::JoinHandle<()> {
             }
         }
         printer.close();
-    })
+    });
+    (task, shown)
 }
 
 /// Show the progress of the daemon job whose spec carries `token`, until

@@ -177,6 +177,10 @@ async fn a_broken_dockerfile_is_one_clear_error_and_leaves_nothing() {
         "{msg}"
     );
     assert!(msg.contains("non-zero code: 3"), "{msg}");
+    assert!(
+        !msg.contains("stream error"),
+        "the engine's words, unwrapped: {msg}"
+    );
     assert!(!msg.contains('\n'), "one line: {msg}");
     assert!(m.list(Default::default()).is_empty(), "no job record is left");
     assert!(p.images().is_empty(), "no tag is left: {:?}", p.images());

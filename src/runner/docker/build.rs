@@ -175,6 +175,11 @@ async fn run_build(
     while let Some(item) = stream.next().await {
         let info = match item {
             Ok(info) => info,
+            // The builder's own error comes as a stream error: its words, unwrapped.
+            Err(bollard::errors::Error::DockerStreamError { error }) => {
+                outcome = Err(last_line(&error));
+                break;
+            }
             Err(e) => {
                 outcome = Err(last_line(&message(&e)));
                 break;
