@@ -1,11 +1,11 @@
-//! Project images built from a Dockerfile: the `[image]` table of
-//! berth.toml (`dockerfile`, `context`, `args`; a plain `image = "name:tag"`
-//! stays a string), the resolved [`ProjectBuild`] a job's config carries,
-//! the tag an image built from one context gets
-//! (`berth-project/<project>:<hash>`, so a changed context is a new tag and an
-//! unchanged one is reused), and the progress a build reports. The build
-//! itself is the Docker runner's (`runner/docker/build.rs`); the files sent
-//! are `context.rs`'s.
+//! Project images built from a Dockerfile: the tag an image built from one
+//! context gets (`berth-project/<workspace dir name>:<hash>`, so a changed
+//! context is a new tag and an unchanged one is reused), the label that ties
+//! it to its workspace, and the words saying why it applies. The data (the
+//! `[image]` table of berth.toml, the resolved `ProjectBuild`, the
+//! `BuildProgress` a build reports) is plain data in `model`; the files sent
+//! are `context.rs`'s, the build itself the Docker runner's
+//! (`runner/docker/build.rs`).
 
 use std::path::Path;
 
