@@ -15,7 +15,7 @@
 //! The dot is green while running, gray when completed, red on failure;
 //! colour is only used when asked for (a terminal), never in MCP text.
 
-use crate::model::{JobInfo, JobStatus};
+use crate::model::{JobInfo, JobStatus, StopCause};
 
 /// Most lines of "Last log" shown on a card.
 pub const CARD_LOG_LINES: usize = 2;
@@ -44,7 +44,11 @@ pub fn status_text(info: &JobInfo) -> String {
         JobStatus::Exited { code: 0 } => "completed (code 0)".into(),
         JobStatus::Exited { code } => format!("failed (code {code})"),
         JobStatus::Signaled { signal } => format!("failed (signal {signal})"),
-        JobStatus::Killed { ended_by, reason, .. } if reason == "oom" => {
+        JobStatus::Killed {
+            ended_by,
+            reason: StopCause::Oom,
+            ..
+        } => {
             format!("failed (out of memory, ended by {ended_by})")
         }
         JobStatus::Killed { ended_by, .. } => format!("killed by {ended_by}"),

@@ -385,6 +385,7 @@ pub async fn kill(global: &Global, a: KillArgs) -> anyhow::Result<i32> {
         reason: a.reason,
         signal: a.signal,
         grace: a.grace,
+        ..Default::default()
     };
     let out = client(global)
         .await?

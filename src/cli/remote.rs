@@ -14,7 +14,7 @@ use crate::api::client::Client;
 use crate::card;
 use crate::config::Config;
 use crate::manager::{Foreground, KillRequest};
-use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout};
+use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout, StopCause};
 use crate::output::{Line, Stream};
 use crate::ready::WaitOutcome;
 
@@ -69,19 +69,19 @@ pub async fn run(
             }
         }
     });
-    let stop = |reason: &str| KillRequest {
+    let stop = |cause: StopCause| KillRequest {
         ended_by: Some(EndedBy::User),
-        reason: Some(reason.into()),
+        reason: Some(cause.to_string()),
         ..Default::default()
     };
     let outcome = tokio::select! {
         out = client.foreground(&id) => out?,
         _ = tokio::signal::ctrl_c() => {
-            client.kill(&id, &stop("interrupted (Ctrl+C)")).await?;
+            client.kill(&id, &stop(StopCause::Interrupted)).await?;
             client.foreground(&id).await?
         }
         Ok(()) = closed_rx => {
-            client.kill(&id, &stop("stdout closed")).await?;
+            client.kill(&id, &stop(StopCause::StdoutClosed)).await?;
             client.foreground(&id).await?;
             return Err(StdoutClosed.into());
         }

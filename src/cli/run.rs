@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::job::parse_size;
 use crate::manager::{KillRequest, Manager};
-use crate::model::{EndedBy, JobInfo, JobSpec, JobStatus, Limits, OnTimeout, PortSpec};
+use crate::model::{EndedBy, JobInfo, JobSpec, JobStatus, Limits, OnTimeout, PortSpec, StopCause};
 use crate::output::{JobOutput, LogQuery, Stream};
 use crate::ready::ReadyCondition;
 
@@ -250,19 +250,19 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             }
         })
     });
-    let stop = |reason: &str| KillRequest {
+    let stop = |cause: StopCause| KillRequest {
         ended_by: Some(EndedBy::User),
-        reason: Some(reason.into()),
+        reason: Some(cause.to_string()),
         ..Default::default()
     };
     let info = tokio::select! {
         info = handle.wait_end() => info?,
         _ = tokio::signal::ctrl_c() => {
-            manager.kill(&handle.id, stop("interrupted (Ctrl+C)")).await?;
+            manager.kill(&handle.id, stop(StopCause::Interrupted)).await?;
             handle.wait_end().await?
         }
         Ok(()) = closed_rx => {
-            manager.kill(&handle.id, stop("stdout closed")).await?;
+            manager.kill(&handle.id, stop(StopCause::StdoutClosed)).await?;
             handle.wait_end().await?;
             manager.shutdown().await;
             return Err(StdoutClosed.into());
@@ -294,7 +294,10 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
 /// and how to raise it.
 pub(super) fn oom_line(info: &JobInfo) -> Option<String> {
     match &info.status {
-        JobStatus::Killed { reason, .. } if reason == "oom" => {
+        JobStatus::Killed {
+            reason: StopCause::Oom,
+            ..
+        } => {
             let limit = info
                 .limits
                 .memory
@@ -322,8 +325,14 @@ pub(super) fn warn_fallback(info: &JobInfo) {
 /// The CLI's exit code for a finished job.
 pub(super) fn exit_code(info: &JobInfo) -> i32 {
     match &info.status {
-        JobStatus::Killed { reason, .. } if reason.starts_with("keep_alive") => 0,
-        JobStatus::Killed { reason, .. } if reason.starts_with("interrupted") => 130,
+        JobStatus::Killed {
+            reason: StopCause::KeepAliveExpired { .. },
+            ..
+        } => 0,
+        JobStatus::Killed {
+            reason: StopCause::Interrupted,
+            ..
+        } => 130,
         s => s.exit_code().unwrap_or(1),
     }
 }

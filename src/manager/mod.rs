@@ -35,7 +35,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventLog};
-use crate::model::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode};
+use crate::model::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode, StopCause};
 use crate::output::{JobOutput, LogPage, LogQuery};
 use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;
@@ -83,6 +83,10 @@ pub struct KillRequest {
     /// First signal (default SIGTERM).
     #[serde(default)]
     pub signal: Option<i32>,
+    /// Set by the manager itself (shutdown, a session's end); a client's
+    /// words are `reason`.
+    #[serde(skip)]
+    pub cause: Option<StopCause>,
     /// Seconds between the first signal and SIGKILL (default: the configured grace).
     #[serde(default)]
     pub grace: Option<f64>,
@@ -91,8 +95,7 @@ pub struct KillRequest {
 /// The answer to a kill.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KillOutcome {
-    /// `killed` or `already_finished`.
-    pub result: String,
+    pub result: KillResult,
     pub job: JobId,
     pub status: JobStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +104,25 @@ pub struct KillOutcome {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+}
+
+/// What a kill did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillResult {
+    /// This request (or one just before it) stopped the job.
+    Killed,
+    /// The job had ended already; nothing was done.
+    AlreadyFinished,
+}
+
+impl std::fmt::Display for KillResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KillResult::Killed => "killed",
+            KillResult::AlreadyFinished => "already_finished",
+        })
+    }
 }
 
 /// How a foreground run came back to its caller.
@@ -519,7 +541,7 @@ impl Manager {
     /// Stop every job (grace, then kill), wait until all have ended, refuse new ones.
     pub async fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
-        self.end_active(None, "shutdown").await;
+        self.end_active(None, StopCause::Shutdown).await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

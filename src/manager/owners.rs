@@ -8,19 +8,19 @@
 //! owner (the CLI's, the TUI's), are left alone.
 
 use super::{KillRequest, Manager};
-use crate::model::{EndedBy, JobId};
+use crate::model::{EndedBy, JobId, StopCause};
 
 impl Manager {
     /// Stop every active job owned by `owner` (grace, then kill), with
     /// `ended_by: system` and `reason`; returns once all of them have ended,
     /// with their ids.
-    pub async fn end_owner(&self, owner: &str, reason: &str) -> Vec<JobId> {
-        self.end_active(Some(owner), reason).await
+    pub async fn end_owner(&self, owner: &str, cause: StopCause) -> Vec<JobId> {
+        self.end_active(Some(owner), cause).await
     }
 
     /// Stop every active job (of `owner`, or all when `None`) as the system
     /// with `reason`, all at once; returns their ids once all have ended.
-    pub(super) async fn end_active(&self, owner: Option<&str>, reason: &str) -> Vec<JobId> {
+    pub(super) async fn end_active(&self, owner: Option<&str>, cause: StopCause) -> Vec<JobId> {
         let ids: Vec<JobId> = {
             let reg = self.inner.registry.lock().unwrap();
             reg.jobs
@@ -35,14 +35,14 @@ impl Manager {
                 id,
                 KillRequest {
                     ended_by: Some(EndedBy::System),
-                    reason: Some(reason.into()),
+                    cause: Some(cause.clone()),
                     ..Default::default()
                 },
             )
         });
         for (id, r) in ids.iter().zip(futures_util::future::join_all(kills).await) {
             if let Err(e) = r {
-                tracing::warn!(job = %id, owner, error = %e, reason, "stopping a job failed");
+                tracing::warn!(job = %id, owner, error = %e, %cause, "stopping a job failed");
             }
         }
         ids

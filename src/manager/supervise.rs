@@ -14,11 +14,11 @@ use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 
 use super::project::Project;
-use super::{Entry, Inner, KillOutcome, KillRequest, Live, number};
+use super::{Entry, Inner, KillOutcome, KillRequest, KillResult, Live, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{
-    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode,
+    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode, StopCause,
 };
 use crate::output::JobOutput;
 use crate::runner::{self, Control, Exit, Launched};
@@ -27,11 +27,9 @@ use crate::runner::{self, Control, Exit, Launched};
 #[derive(Debug, Clone)]
 pub struct StopRequest {
     pub ended_by: EndedBy,
-    pub reason: String,
+    pub cause: StopCause,
     pub signal: i32,
     pub grace: Duration,
-    /// A foreground budget ran out with `on_timeout = kill`.
-    pub timed_out: bool,
 }
 
 pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -> Result<JobId> {
@@ -269,7 +267,7 @@ async fn run_queued(
             req = stop_rx.recv() => {
                 let req = req.unwrap_or_else(|| shutdown_request(&inner));
                 inner.registry.lock().unwrap().queue.retain(|q| q != &id);
-                finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.reason });
+                finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
                 // The line moved: let the next one look.
                 inner.slot_freed.notify_waiters();
                 return;
@@ -288,10 +286,9 @@ async fn run_queued(
 fn shutdown_request(inner: &Inner) -> StopRequest {
     StopRequest {
         ended_by: EndedBy::System,
-        reason: "shutdown".into(),
+        cause: StopCause::Shutdown,
         signal: Signal::SIGTERM as i32,
         grace: inner.config.grace(),
-        timed_out: false,
     }
 }
 
@@ -319,7 +316,7 @@ async fn launch(
                     // Dropping `prepare` closed the pull's request: the engine stops it.
                     let req = req.unwrap_or_else(|| shutdown_request(inner));
                     output.release_events();
-                    finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.reason });
+                    finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
                     return Ok(None);
                 }
             };
@@ -445,10 +442,9 @@ pub(super) async fn supervise(
             _ = &mut keep_alive_timer, if keep_alive.is_some() => {
                 let req = StopRequest {
                     ended_by: EndedBy::System,
-                    reason: format!("keep_alive expired ({}s)", spec.keep_alive.unwrap_or_default()),
+                    cause: StopCause::KeepAliveExpired { secs: spec.keep_alive.unwrap_or_default() },
                     signal: Signal::SIGTERM as i32,
                     grace: inner.config.grace(),
-                    timed_out: false,
                 };
                 let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                 stop = Some(req);
@@ -461,10 +457,9 @@ pub(super) async fn supervise(
                     OnTimeout::Kill => {
                         let req = StopRequest {
                             ended_by: EndedBy::System,
-                            reason: format!("timed out after {secs}s"),
+                            cause: StopCause::TimedOut { secs },
                             signal: Signal::SIGTERM as i32,
                             grace: inner.config.grace().min(Duration::from_millis(500)),
-                            timed_out: true,
                         };
                         let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                         stop = Some(req);
@@ -480,21 +475,27 @@ pub(super) async fn supervise(
     };
     control.cleanup().await;
     let status = match (stop, exit) {
-        (Some(req), _) if req.timed_out => JobStatus::TimedOut,
+        (
+            Some(StopRequest {
+                cause: StopCause::TimedOut { .. },
+                ..
+            }),
+            _,
+        ) => JobStatus::TimedOut,
         (Some(req), exit) => JobStatus::Killed {
             signal: match exit {
                 Exit::Signal(s) => Some(s),
                 _ => None,
             },
             ended_by: req.ended_by,
-            reason: req.reason,
+            reason: req.cause,
         },
         (None, Exit::Code(code)) => JobStatus::Exited { code },
         (None, Exit::Signal(signal)) => JobStatus::Signaled { signal },
         (None, Exit::Oom) => JobStatus::Killed {
             signal: Some(Signal::SIGKILL as i32),
             ended_by: EndedBy::System,
-            reason: "oom".into(),
+            reason: StopCause::Oom,
         },
         (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
     };
@@ -566,15 +567,16 @@ pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Re
         let e = reg.get(id)?;
         match (&e.live, e.info.status.is_terminal()) {
             (Some(live), false) => (live.stop_tx.clone(), e.status_tx.subscribe()),
-            _ => return Ok(outcome("already_finished", &e.info)),
+            _ => return Ok(outcome(KillResult::AlreadyFinished, &e.info)),
         }
     };
     let stop = StopRequest {
         ended_by,
-        reason: req.reason.unwrap_or_else(|| format!("killed by {ended_by}")),
+        cause: req.cause.unwrap_or_else(|| {
+            StopCause::requested(req.reason.unwrap_or_else(|| format!("killed by {ended_by}")))
+        }),
         signal,
         grace,
-        timed_out: false,
     };
     let _ = tx.send(stop);
     while !status_rx.borrow_and_update().is_terminal() {
@@ -584,17 +586,16 @@ pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Re
     }
     let reg = inner.registry.lock().unwrap();
     let info = &reg.get(id)?.info;
-    let result = if matches!(info.status, JobStatus::Killed { .. } | JobStatus::TimedOut) {
-        "killed"
-    } else {
-        "already_finished"
+    let result = match info.status {
+        JobStatus::Killed { .. } | JobStatus::TimedOut => KillResult::Killed,
+        _ => KillResult::AlreadyFinished,
     };
     Ok(outcome(result, info))
 }
 
-fn outcome(result: &str, info: &JobInfo) -> KillOutcome {
+fn outcome(result: KillResult, info: &JobInfo) -> KillOutcome {
     KillOutcome {
-        result: result.into(),
+        result,
         job: info.id.clone(),
         status: info.status.clone(),
         ended_by: info.ended_by,

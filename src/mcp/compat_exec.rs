@@ -14,7 +14,7 @@ use super::compat_shell::Checked;
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
-use super::server::BerthMcp;
+use super::service::BerthMcp;
 use super::tools::kill_json;
 use crate::error::{Error, Result};
 use crate::events::EventKind;

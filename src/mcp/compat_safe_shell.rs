@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::compat_shell::Checked;
 use super::core::{Answer, Started, reply};
 use super::format::{self, Dialect};
-use super::server::BerthMcp;
+use super::service::BerthMcp;
 use crate::error::{Error, Result};
 use crate::manager::{KillRequest, ListFilter};
 use crate::model::{EndedBy, JobInfo, JobSpec};

@@ -12,7 +12,7 @@ use super::args::{id_de, job_id};
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
-use super::server::BerthMcp;
+use super::service::BerthMcp;
 use crate::error::Result;
 use crate::manager::{KillRequest, ListFilter};
 use crate::model::{EndedBy, JobSpec};

@@ -53,6 +53,7 @@ mod format;
 mod logs;
 pub(crate) mod project;
 mod server;
+mod service;
 pub mod session;
 mod stdio;
 mod tools;
@@ -60,7 +61,7 @@ mod tools;
 use std::str::FromStr;
 
 pub use attach::run as attach;
-pub use server::BerthMcp;
+pub use service::BerthMcp;
 
 use crate::error::{Error, Result};
 

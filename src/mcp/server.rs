@@ -1,5 +1,4 @@
-//! The MCP server object: the tools of the chosen [`ToolSet`] in one rmcp
-//! router, and a `call_tool` that turns every failure of a job operation
+//! The MCP protocol side of [`BerthMcp`] (built in `service.rs`): a `call_tool` that turns every failure of a job operation
 //! into an `isError` answer the model can read, answers calls that do not fit
 //! a tool (unknown tool, arguments of the wrong shape) with JSON-RPC invalid
 //! params (-32602), and appends the client's unseen events to every answer.
@@ -7,9 +6,6 @@
 //! rmcp runs each request in its own task, so a long call (a 60 s
 //! foreground run, a wait) does not hold up the others.
 
-use std::sync::Arc;
-
-use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
@@ -19,12 +15,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use super::ToolSet;
 use super::backlog;
-use super::core::Core;
 use super::format::Dialect;
-use super::session::Session;
-use crate::manager::Manager;
+use super::service::BerthMcp;
 
 const INSTRUCTIONS: &str = "berth runs commands as jobs you can leave running: dev servers, databases, \
 watchers, long builds and test runs. Start servers with background: true and a `ready` condition, then use the \
@@ -48,52 +41,6 @@ fn invalid_args(tool: &str, why: &str) -> ErrorData {
         format!("invalid arguments for `{tool}`: {why}; see its input schema in tools/list"),
         None,
     )
-}
-
-/// The `berth mcp` server.
-#[derive(Clone)]
-pub struct BerthMcp {
-    pub(super) core: Arc<Core>,
-    /// Hints for tools shared between sets (`run_test`, `run_build`, `status`…).
-    pub(super) dialect: Dialect,
-    router: Arc<ToolRouter<BerthMcp>>,
-}
-
-impl BerthMcp {
-    /// A server for a new session with no known working directory.
-    pub fn new(manager: Manager, tools: ToolSet) -> Self {
-        Self::for_session(manager, tools, Session::new(None, Default::default()))
-    }
-
-    /// A server for `session`: the jobs it starts are the session's.
-    pub fn for_session(manager: Manager, tools: ToolSet, session: Session) -> Self {
-        let mut router = Self::canonical_router()
-            + Self::safe_shell_router()
-            + Self::shell_router()
-            + Self::process_router()
-            + Self::exec_router();
-        let names = tools.tool_names();
-        router.map.retain(|name, _| names.contains(&name.as_ref()));
-        BerthMcp {
-            core: Arc::new(Core::new(manager, session)),
-            dialect: match tools {
-                ToolSet::Process => Dialect::Process,
-                ToolSet::Shell => Dialect::Shell,
-                ToolSet::Exec => Dialect::Exec,
-                _ => Dialect::Canonical,
-            },
-            router: Arc::new(router),
-        }
-    }
-
-    /// Names of the tools this server offers, sorted.
-    pub fn tool_names(&self) -> Vec<String> {
-        self.router
-            .list_all()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect()
-    }
 }
 
 impl ServerHandler for BerthMcp {

@@ -32,9 +32,6 @@ use crate::config::Config;
 use crate::manager::Manager;
 use crate::model::JobSpec;
 
-/// The reason recorded on the jobs a session leaves behind.
-pub const SESSION_ENDED: &str = "session ended";
-
 /// How long in-flight MCP answers get to go out after a session ends.
 pub const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
 
@@ -184,7 +181,9 @@ pub async fn serve<R, W>(
         _ = closing.wait_for(|c| *c) => false,
     };
     if ended {
-        let stopped = manager.end_owner(&owner, SESSION_ENDED).await;
+        let stopped = manager
+            .end_owner(&owner, crate::model::StopCause::SessionEnded)
+            .await;
         tracing::info!(%owner, ?stopped, "MCP session ended; its jobs are stopped");
     }
     // Answers of calls that were waiting on those jobs go out, then MCP stops.

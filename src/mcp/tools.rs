@@ -17,7 +17,7 @@ use super::core::{Answer, DEFAULT_WAIT_SECS, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogRequest};
 use super::project::{ProjectTask, append_args, project_command};
-use super::server::BerthMcp;
+use super::service::BerthMcp;
 use crate::error::Result;
 use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
 use crate::model::{EndedBy, JobSpec};
@@ -125,6 +125,7 @@ not an error (already_finished, with who ended it)."
                     reason: None,
                     signal: a.signal.as_ref().map(|s| s.number()).transpose()?,
                     grace: a.grace,
+                    ..Default::default()
                 };
                 let out = self.core.kill(&job_id(&a.id), req).await?;
                 Ok(Answer::json(&kill_json(&out)))
@@ -336,7 +337,7 @@ impl BerthMcp {
 /// The answer to a kill, fields in reading order.
 #[derive(serde::Serialize)]
 pub struct KillAnswer<'a> {
-    result: &'a str,
+    result: crate::manager::KillResult,
     job: &'a crate::JobId,
     status: &'a str,
     exit_code: Option<i32>,
@@ -347,7 +348,7 @@ pub struct KillAnswer<'a> {
 /// `{result, job, status, exit_code, ended_by, reason}` of a kill.
 pub fn kill_json(out: &KillOutcome) -> KillAnswer<'_> {
     KillAnswer {
-        result: &out.result,
+        result: out.result,
         job: &out.job,
         status: out.status.name(),
         exit_code: out.exit_code,

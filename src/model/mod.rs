@@ -23,4 +23,4 @@ pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, OnTimeout, PortMapping, PortSpec, RunnerChoice,
     RunnerKind, host_cpus,
 };
-pub use status::{EndedBy, JobInfo, JobStatus, LogPaths, StartMode, Usage};
+pub use status::{EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};

@@ -59,6 +59,101 @@ impl fmt::Display for StartMode {
     }
 }
 
+/// Why a job was stopped rather than ending on its own. Stored and shown as
+/// its words (`oom`, `shutdown`, `keep_alive expired (5s)`, a client's own
+/// reason …), so records and the API read as before; code matches on the
+/// variant, never on the words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopCause {
+    /// A client stopped it (`berth kill`, a tool call, the TUI), in its words.
+    Requested(String),
+    /// The caller of a foreground run pressed Ctrl+C (the CLI exits 130).
+    Interrupted,
+    /// The reader of a foreground run went away (its stdout closed).
+    StdoutClosed,
+    /// The manager shut down (`berth down`, a signal, its last session gone).
+    Shutdown,
+    /// The MCP session that started the job ended.
+    SessionEnded,
+    /// `keep_alive` ran out: the job ran as long as asked (not a failure).
+    KeepAliveExpired { secs: f64 },
+    /// A foreground budget ran out with `on_timeout = kill` (status `timed_out`).
+    TimedOut { secs: f64 },
+    /// The kernel's OOM killer, at the job's memory limit.
+    Oom,
+}
+
+impl StopCause {
+    /// The cause a client's words stand for: the two the CLI sends are
+    /// recognised; words that would read as a cause only berth sets (`oom`,
+    /// `shutdown` …) stay the client's, marked as asked for.
+    pub fn requested(words: impl Into<String>) -> Self {
+        let words = words.into();
+        match StopCause::from(words.as_str()) {
+            c @ (StopCause::Interrupted | StopCause::StdoutClosed | StopCause::Requested(_)) => c,
+            _ => StopCause::Requested(format!("{words} (as asked)")),
+        }
+    }
+}
+
+impl fmt::Display for StopCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopCause::Requested(words) => f.write_str(words),
+            StopCause::Interrupted => f.write_str("interrupted (Ctrl+C)"),
+            StopCause::StdoutClosed => f.write_str("stdout closed"),
+            StopCause::Shutdown => f.write_str("shutdown"),
+            StopCause::SessionEnded => f.write_str("session ended"),
+            StopCause::KeepAliveExpired { secs } => write!(f, "keep_alive expired ({secs}s)"),
+            StopCause::TimedOut { secs } => write!(f, "timed out after {secs}s"),
+            StopCause::Oom => f.write_str("oom"),
+        }
+    }
+}
+
+/// Read back from its words (a stored record, an answer of the API).
+impl From<&str> for StopCause {
+    fn from(words: &str) -> Self {
+        let secs = |rest: &str, end: &str| rest.strip_suffix(end).and_then(|n| n.parse::<f64>().ok());
+        match words {
+            "interrupted (Ctrl+C)" => StopCause::Interrupted,
+            "stdout closed" => StopCause::StdoutClosed,
+            "shutdown" => StopCause::Shutdown,
+            "session ended" => StopCause::SessionEnded,
+            "oom" => StopCause::Oom,
+            w => {
+                if let Some(secs) = w.strip_prefix("keep_alive expired (").and_then(|r| secs(r, "s)")) {
+                    StopCause::KeepAliveExpired { secs }
+                } else if let Some(secs) = w.strip_prefix("timed out after ").and_then(|r| secs(r, "s")) {
+                    StopCause::TimedOut { secs }
+                } else {
+                    StopCause::Requested(w.to_string())
+                }
+            }
+        }
+    }
+}
+
+impl PartialEq<str> for StopCause {
+    fn eq(&self, words: &str) -> bool {
+        // As shown: the words a record or an answer carries.
+        let shown = self.to_string();
+        shown == words
+    }
+}
+
+impl Serialize for StopCause {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StopCause {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(StopCause::from(String::deserialize(d)?.as_str()))
+    }
+}
+
 /// Where a job is in its life. Terminal variants carry how it ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -80,7 +175,7 @@ pub enum JobStatus {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
         ended_by: EndedBy,
-        reason: String,
+        reason: StopCause,
     },
     /// A foreground budget ran out with `on_timeout = kill`.
     TimedOut,
@@ -112,7 +207,7 @@ impl JobStatus {
             | JobStatus::TimedOut
             | JobStatus::Lost { .. }
             | JobStatus::StartFailed { .. } => true,
-            JobStatus::Killed { reason, .. } => reason == "oom",
+            JobStatus::Killed { reason, .. } => *reason == StopCause::Oom,
             _ => false,
         }
     }
@@ -154,7 +249,7 @@ impl JobStatus {
     }
     pub fn reason(&self) -> Option<String> {
         match self {
-            JobStatus::Killed { reason, .. } => Some(reason.clone()),
+            JobStatus::Killed { reason, .. } => Some(reason.to_string()),
             JobStatus::TimedOut => Some("timeout".into()),
             JobStatus::Lost { reason } => Some(reason.clone()),
             JobStatus::StartFailed { error } => Some(error.clone()),
@@ -269,5 +364,53 @@ impl JobInfo {
     pub fn runtime(&self) -> Option<chrono::Duration> {
         let start = self.started_at?;
         Some(self.ended_at.unwrap_or_else(Utc::now) - start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records and answers carry the cause's words; reading them back gives
+    /// the same cause, and a client cannot pass for the system.
+    #[test]
+    fn stop_causes_read_back_from_their_words() {
+        let causes = [
+            StopCause::Requested("killed by user".into()),
+            StopCause::Interrupted,
+            StopCause::StdoutClosed,
+            StopCause::Shutdown,
+            StopCause::SessionEnded,
+            StopCause::KeepAliveExpired { secs: 2.5 },
+            StopCause::TimedOut { secs: 60.0 },
+            StopCause::Oom,
+        ];
+        for cause in causes {
+            let json = serde_json::to_value(&cause).unwrap();
+            assert_eq!(json, serde_json::Value::String(cause.to_string()));
+            assert_eq!(serde_json::from_value::<StopCause>(json).unwrap(), cause);
+        }
+        assert_eq!(
+            StopCause::requested("interrupted (Ctrl+C)"),
+            StopCause::Interrupted
+        );
+        assert_eq!(
+            StopCause::requested("oom"),
+            StopCause::Requested("oom (as asked)".into())
+        );
+        let killed = JobStatus::Killed {
+            signal: Some(9),
+            ended_by: EndedBy::User,
+            reason: StopCause::requested("shutdown"),
+        };
+        assert!(!killed.is_failure());
+        assert!(
+            JobStatus::Killed {
+                signal: Some(9),
+                ended_by: EndedBy::System,
+                reason: StopCause::Oom
+            }
+            .is_failure()
+        );
     }
 }

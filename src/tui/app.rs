@@ -379,9 +379,4 @@ impl App {
             }
         }
     }
-
-    /// Draw the current screen.
-    pub fn render(&self, frame: &mut ratatui::Frame) {
-        super::view::render(self, frame);
-    }
 }

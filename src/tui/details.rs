@@ -10,9 +10,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 use super::app::App;
+use super::footer::{key_line, status_lines};
 use super::format::{bytes, clock, eta, is_foreground, runtime, sanitize, secs, time_of_day};
 use super::logpane::{DIAGNOSTIC_LINES, LogPane, PaneKind};
-use super::view::{key_line, status_lines};
 use crate::card::{self, Light};
 use crate::model::{JobInfo, OnTimeout, StartMode};
 use crate::output::Stream;

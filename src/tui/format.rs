@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 
-use crate::model::{EndedBy, JobInfo, JobStatus, StartMode};
+use crate::model::{EndedBy, JobInfo, JobStatus, StartMode, StopCause};
 
 /// `01:43`, or `1:02:03` past an hour.
 pub use crate::card::clock;
@@ -61,13 +61,19 @@ pub fn badge(info: &JobInfo) -> String {
         },
         JobStatus::Exited { code } => format!("[exit {code}]"),
         JobStatus::Signaled { signal } => format!("[signal {signal}]"),
-        JobStatus::Killed { reason, .. } if reason == "oom" => "[out of memory]".into(),
-        JobStatus::Killed { reason, .. } if reason.starts_with("keep_alive") => "[keep-alive ended]".into(),
+        JobStatus::Killed {
+            reason: StopCause::Oom,
+            ..
+        } => "[out of memory]".into(),
+        JobStatus::Killed {
+            reason: StopCause::KeepAliveExpired { .. },
+            ..
+        } => "[keep-alive ended]".into(),
         JobStatus::Killed {
             ended_by: EndedBy::System,
-            reason,
+            reason: StopCause::Shutdown,
             ..
-        } if reason == "shutdown" => "[shutdown]".into(),
+        } => "[shutdown]".into(),
         JobStatus::Killed { ended_by, .. } => format!("[killed by {ended_by}]"),
         JobStatus::TimedOut => "[timed out]".into(),
         JobStatus::Lost { .. } => "[lost]".into(),

@@ -129,7 +129,7 @@ impl Io {
                         ..Default::default()
                     };
                     let text = match c.kill(&id, &req).await {
-                        Ok(out) if out.result == "already_finished" => {
+                        Ok(out) if out.result == crate::manager::KillResult::AlreadyFinished => {
                             format!("{id} had already ended ({})", out.status.name())
                         }
                         Ok(out) => format!("{id} stopped ({}, ended by user)", out.status.name()),

@@ -21,6 +21,7 @@
 
 mod app;
 mod details;
+mod footer;
 mod format;
 mod io;
 mod logpane;
@@ -105,7 +106,7 @@ async fn event_loop(
     let mut dirty = true;
     loop {
         if dirty {
-            terminal.draw(|f| app.render(f)).map_err(term_err)?;
+            terminal.draw(|f| view::render(&app, f)).map_err(term_err)?;
             dirty = false;
         }
         tokio::select! {

@@ -4,7 +4,7 @@
 //! even when it cannot: a manager shutting down still sends its events).
 
 use crate::events::{Event, EventKind};
-use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode};
+use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
 
 /// The three tabs, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +117,7 @@ fn ended_status(name: &str, by: Option<EndedBy>, code: Option<i32>, reason: Opti
         _ => JobStatus::Killed {
             signal: code.and_then(|c| (c > 128).then_some(c - 128)),
             ended_by: by.unwrap_or(EndedBy::Agent),
-            reason,
+            reason: StopCause::from(reason.as_str()),
         },
     }
 }

@@ -2,7 +2,7 @@
 //! reverse video with a `>` prefix, scrolled so the selection stays in
 //! view), and the two footer lines (notice / Ctrl+R hint, then the keys).
 //! Only reads [`App`]; the details and diagnostic screens are in
-//! `details.rs` and share the footer from here.
+//! `details.rs`, and both draw their footer with `footer.rs`.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -11,6 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, HighlightSpacing, Paragraph, Row, Table, TableState, Tabs};
 
 use super::app::{App, Screen, Tab};
+use super::footer::{key_line, status_lines};
 use super::format::{badge, ports_cell, sanitize, time_cell};
 use crate::model::JobInfo;
 
@@ -187,52 +188,6 @@ fn table(app: &App, rows: &[&JobInfo], frame: &mut Frame, area: Rect) {
         // Narrow terminals give the command column every cell they can.
         .column_spacing(if area.width < 100 { 1 } else { 2 });
     frame.render_stateful_widget(table, area, &mut state);
-}
-
-/// Most lines the notice may wrap onto (a copied log's path must stay whole).
-const STATUS_LINES: usize = 3;
-
-/// The status lines: while a foreground job runs, the `Ctrl+R → background`
-/// hint first; then the latest notice, wrapped rather than cut.
-pub fn status_lines(app: &App, width: u16) -> Vec<Line<'static>> {
-    let width = (width as usize).max(10);
-    let mut first = vec![Span::raw(" ")];
-    if app.foreground_running() {
-        first.push(Span::styled(
-            "Ctrl+R → background",
-            Style::new().fg(Color::Yellow).bold(),
-        ));
-        first.push(Span::raw("  "));
-    }
-    let used: usize = first.iter().map(|s| s.width()).sum();
-    let notice: Vec<char> = app.notice().unwrap_or("").chars().collect();
-    let style = Style::new().fg(Color::Cyan);
-    let (head, mut rest) = notice.split_at(notice.len().min(width.saturating_sub(used)));
-    first.push(Span::styled(head.iter().collect::<String>(), style));
-    let mut lines = vec![Line::from(first)];
-    while !rest.is_empty() && lines.len() < STATUS_LINES {
-        let (chunk, tail) = rest.split_at(rest.len().min(width - 1));
-        lines.push(Line::from(vec![
-            Span::raw(" "),
-            Span::styled(chunk.iter().collect::<String>(), style),
-        ]));
-        rest = tail;
-    }
-    lines
-}
-
-/// `key what  key what  …`, keys bold (two spaces apart: the panel's seven
-/// keys then fit in 80 columns).
-pub fn key_line(keys: &[(&str, &str)], frame: &mut Frame, area: Rect) {
-    let mut spans = vec![Span::raw(" ")];
-    for (i, (key, what)) in keys.iter().enumerate() {
-        if i > 0 {
-            spans.push(Span::raw("  "));
-        }
-        spans.push(Span::raw(*key).bold());
-        spans.push(Span::raw(format!(" {what}")).dim());
-    }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
 #[cfg(test)]

@@ -77,10 +77,10 @@ async fn an_httpd_job_is_reachable_on_its_mapped_port_and_hardened() {
     assert_eq!(info.limits.memory, Some(64 << 20));
 
     let killed = job.kill().await.unwrap();
-    assert_eq!(killed.result, "killed");
+    assert_eq!(killed.result, berth::manager::KillResult::Killed);
     assert!(inspect(&cid).is_none(), "stop removes the container");
     let again = job.kill().await.unwrap();
-    assert_eq!(again.result, "already_finished");
+    assert_eq!(again.result, berth::manager::KillResult::AlreadyFinished);
 }
 
 #[tokio::test]

@@ -102,7 +102,7 @@ async fn kill_stops_the_group_and_records_who() {
         )
         .await
         .unwrap();
-    assert_eq!(out.result, "killed");
+    assert_eq!(out.result, berth::manager::KillResult::Killed);
     assert_eq!(out.ended_by, Some(EndedBy::User));
     assert_eq!(
         out.status,
@@ -116,7 +116,7 @@ async fn kill_stops_the_group_and_records_who() {
     assert_eq!(my_zombies(), Vec::<u32>::new());
     // A second kill is not an error.
     let again = job.kill().await.unwrap();
-    assert_eq!(again.result, "already_finished");
+    assert_eq!(again.result, berth::manager::KillResult::AlreadyFinished);
     let ended: Vec<_> = t
         .manager
         .events(0, 100)

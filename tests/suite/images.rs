@@ -215,7 +215,7 @@ async fn a_job_is_starting_while_its_image_is_pulled_and_can_be_killed() {
     let id = id.unwrap();
     assert_eq!(t.manager.info(&id).unwrap().status, JobStatus::Starting);
     let outcome = t.manager.kill(&id, Default::default()).await.unwrap();
-    assert_eq!(outcome.result, "killed", "{outcome:?}");
+    assert_eq!(outcome.result, berth::manager::KillResult::Killed, "{outcome:?}");
     let started = tokio::time::timeout(Duration::from_secs(10), start)
         .await
         .expect("start returns once killed")

@@ -322,7 +322,7 @@ async fn a_job_can_be_killed_while_its_image_builds() {
     let status = berth::card::status_text(&job);
     assert!(status.starts_with("starting (building step 2/"), "{status}");
     let outcome = m.kill(&job.id, Default::default()).await.unwrap();
-    assert_eq!(outcome.result, "killed", "{outcome:?}");
+    assert_eq!(outcome.result, berth::manager::KillResult::Killed, "{outcome:?}");
     let started = tokio::time::timeout(Duration::from_secs(10), start)
         .await
         .expect("start returns once killed")

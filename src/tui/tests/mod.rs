@@ -178,7 +178,7 @@ pub fn ctrl_r(app: &mut App) -> Action {
 
 pub fn draw(app: &App, width: u16, height: u16) -> Terminal<TestBackend> {
     let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
-    t.draw(|f| app.render(f)).unwrap();
+    t.draw(|f| crate::tui::view::render(app, f)).unwrap();
     t
 }
 
