@@ -55,9 +55,11 @@ pub fn status_text(info: &JobInfo) -> String {
         JobStatus::TimedOut => "failed (timed out)".into(),
         JobStatus::Lost { .. } => "lost".into(),
         JobStatus::StartFailed { .. } => "failed to start".into(),
-        JobStatus::Starting => match &info.pulling {
-            Some(p) => format!("starting (pulling {}%)", p.percent()),
-            None => "starting".into(),
+        JobStatus::Starting => match (&info.pulling, &info.building) {
+            (Some(p), _) => format!("starting (pulling {}%)", p.percent()),
+            (None, Some(b)) if b.steps > 0 => format!("starting (building step {}/{})", b.step, b.steps),
+            (None, Some(_)) => "starting (building)".into(),
+            (None, None) => "starting".into(),
         },
         JobStatus::Queued => match info.queue_position {
             Some(p) => format!("queued (#{p} in line)"),
@@ -163,10 +165,11 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
         out += &format!("    Sandbox: {sandbox}\n");
     }
     if let Some(image) = &info.image {
-        let pulled = image
-            .pull_ms
-            .map(|ms| format!("; pulled in {:.1}s", ms as f64 / 1000.0))
-            .unwrap_or_default();
+        let pulled = match (image.pull_ms, image.build_ms) {
+            (Some(ms), _) => format!("; pulled in {:.1}s", ms as f64 / 1000.0),
+            (None, Some(ms)) => format!("; built in {:.1}s", ms as f64 / 1000.0),
+            (None, None) => String::new(),
+        };
         out += &format!("    Image: {} ({}{pulled})\n", image.name, image.why);
     }
     let reason = info
@@ -265,6 +268,7 @@ mod tests {
             queue_position: None,
             image: None,
             pulling: None,
+            building: None,
             runner_note: None,
             workspace: None,
             project_note: None,

@@ -108,7 +108,8 @@ pub struct Layer {
     /// Grace between SIGTERM and SIGKILL, in seconds.
     pub grace: Option<f64>,
     pub ring_size: Option<SizeValue>,
-    pub image: Option<String>,
+    /// `image = "name:tag"`, or `[image] dockerfile = …` (+ `context`, `args`).
+    pub image: Option<crate::model::ImageValue>,
     /// When a job's image is pulled: `missing` (default), `always`, `never`.
     pub pull: Option<crate::model::PullPolicy>,
     /// Longest one image pull may take, in seconds.
@@ -177,6 +178,10 @@ pub struct Config {
     pub grace_secs: f64,
     pub ring_bytes: usize,
     pub image: String,
+    /// The project image to build (`[image] dockerfile` in berth.toml);
+    /// `None` when `image` is a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_build: Option<crate::model::ProjectBuild>,
     pub pull: crate::model::PullPolicy,
     pub pull_timeout_secs: f64,
     pub runner: RunnerChoice,
@@ -218,6 +223,7 @@ impl Default for Config {
             grace_secs: DEFAULT_GRACE_SECS,
             ring_bytes: DEFAULT_RING_BYTES,
             image: DEFAULT_IMAGE.into(),
+            image_build: None,
             pull: crate::model::PullPolicy::Missing,
             pull_timeout_secs: DEFAULT_PULL_TIMEOUT_SECS,
             runner: RunnerChoice::Auto,
@@ -454,7 +460,24 @@ impl Config {
             self.ring_bytes = v.bytes()? as usize;
             self.sources.insert("ring_size", source("ring_size"));
         }
-        set!(image, "image", Ok::<_, Error>);
+        if let Some(v) = l.image {
+            let source = source("image");
+            match v {
+                crate::model::ImageValue::Name(name) => {
+                    self.image = name;
+                    self.image_build = None;
+                }
+                crate::model::ImageValue::Build(table) => {
+                    // Only a file can hold a table; its paths are relative to it.
+                    let file = match &source {
+                        Source::File(p) => p.clone(),
+                        _ => self.workspace.join(CONFIG_FILE),
+                    };
+                    self.image_build = Some(crate::model::ProjectBuild::from_table(table, &file));
+                }
+            }
+            self.sources.insert("image", source);
+        }
         set!(pull, "pull", Ok::<_, Error>);
         if let Some(v) = l.pull_timeout {
             self.pull_timeout_secs = positive("pull_timeout", v)?;
@@ -537,7 +560,13 @@ impl Config {
             ("timeout", format!("{}s", self.timeout_secs)),
             ("grace", format!("{}s", self.grace_secs)),
             ("ring_size", self.ring_bytes.to_string()),
-            ("image", self.image.clone()),
+            (
+                "image",
+                match &self.image_build {
+                    Some(b) => format!("(build {})", b.dockerfile.display()),
+                    None => self.image.clone(),
+                },
+            ),
             ("pull", self.pull.as_str().into()),
             ("pull_timeout", format!("{}s", self.pull_timeout_secs)),
             ("runner", format!("{:?}", self.runner).to_lowercase()),
@@ -647,7 +676,7 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         timeout: num("timeout")?,
         grace: num("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),
-        image: get("image"),
+        image: get("image").map(crate::model::ImageValue::Name),
         pull: get("pull").map(|v| v.parse()).transpose()?,
         pull_timeout: num("pull_timeout")?,
         runner: get("runner").map(|v| v.parse()).transpose()?,

@@ -109,6 +109,14 @@ pub enum Error {
         hint: String,
     },
 
+    #[error("cannot build the project image: {path}: {message}")]
+    BuildContext { path: PathBuf, message: String },
+
+    #[error(
+        "could not build the project image from {dockerfile}: {reason}; fix the Dockerfile (or its build args) and start again"
+    )]
+    ImageBuildFailed { dockerfile: PathBuf, reason: String },
+
     #[error(
         "`{program}` is not in image {image}; choose an image with the tool (--image, image in berth.toml) or run with --runner host"
     )]
@@ -173,6 +181,8 @@ impl Error {
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
             Error::PullFailed { .. } => "pull_failed",
+            Error::BuildContext { .. } => "build_context",
+            Error::ImageBuildFailed { .. } => "image_build_failed",
             Error::NotInImage { .. } => "command_not_found",
             Error::Docker { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
@@ -216,7 +226,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         "blocked" => (403, 126),
         "cap_reached" | "not_foreground" | "not_finished" => (409, 1),
         "shutting_down" | "engine_unavailable" => (503, 1),
-        "image_missing" => (422, 1),
+        "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),
         _ => (500, 1),
     }

@@ -1,27 +1,26 @@
-//! `berth images build [sandbox|dev|all]`, `berth images pull IMAGE` (one
-//! updating progress line on a terminal, plain lines otherwise), and the
+//! `berth images build [sandbox|dev|all|project]`, `berth images pull IMAGE`
+//! (progress as `progress.rs` shows it), and the
 //! `berth test` / `berth build` verbs: the project's detected or configured
 //! command run like `berth run --shell` (in the project's image).
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
 use super::Global;
+use super::progress::{Printer, build_fn, pull_fn};
 use super::run::RunArgs;
-use crate::images::PullProgress;
 use crate::mcp::project::{ProjectTask, append_args, project_command};
 
 #[derive(Debug, Subcommand)]
 pub enum ImagesAction {
     /// Build berth's local images from images/ (runs images/build.sh):
-    /// `sandbox` (default, busybox), `dev` (the Debian toolchain image), `all`.
+    /// `sandbox` (default, busybox), `dev` (the Debian toolchain image), `all`;
+    /// or `project`: this project's image from its Dockerfile (berth.toml
+    /// `[image] dockerfile`, or devcontainer.json `build.dockerfile`).
     Build {
-        /// Which image: sandbox (default), dev or all.
-        #[arg(value_parser = ["sandbox", "dev", "all"])]
+        /// Which image: sandbox (default), dev, all or project.
+        #[arg(value_parser = ["sandbox", "dev", "all", "project"])]
         target: Option<String>,
     },
     /// Pull an image from its registry, showing progress.
@@ -44,6 +43,7 @@ pub struct ProjectArgs {
 
 pub async fn images(global: &Global, action: ImagesAction) -> anyhow::Result<i32> {
     match action {
+        ImagesAction::Build { target } if target.as_deref() == Some("project") => build_project(global).await,
         ImagesAction::Build { target } => build(global, target.as_deref().unwrap_or("sandbox")),
         ImagesAction::Pull { image } => pull(global, &image).await,
     }
@@ -71,52 +71,34 @@ fn build(global: &Global, target: &str) -> anyhow::Result<i32> {
     Ok(status.code().unwrap_or(1))
 }
 
+/// Build (or find already built) the project image from its Dockerfile.
+async fn build_project(global: &Global) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let engine = crate::runner::docker::Engine::new(&config);
+    match engine.build_project(&config, build_fn(Printer::new())).await? {
+        Some(image) => {
+            let how = match image.build_ms {
+                Some(ms) => format!("built in {:.1}s", ms as f64 / 1000.0),
+                None => "already built for this context; reused".into(),
+            };
+            eprintln!("berth: project image {} {how} ({})", image.name, image.why);
+            Ok(0)
+        }
+        None => {
+            eprintln!(
+                "berth: this project names no Dockerfile: add `[image] dockerfile = \"Dockerfile\"` to berth.toml (or build.dockerfile to .devcontainer/devcontainer.json)"
+            );
+            Ok(2)
+        }
+    }
+}
+
 async fn pull(global: &Global, image: &str) -> anyhow::Result<i32> {
     let config = global.config()?;
     let engine = crate::runner::docker::Engine::new(&config);
-    let show = progress_printer();
-    let ms = engine.pull(image, show).await?;
+    let ms = engine.pull(image, pull_fn(Printer::new())).await?;
     eprintln!("berth: pulled {image} in {:.1}s", ms as f64 / 1000.0);
     Ok(0)
-}
-
-/// Pull progress on stderr: one line rewritten in place on a terminal,
-/// else a plain line at most every 2 s (and the last one).
-pub fn progress_printer() -> crate::runner::docker::ProgressFn {
-    let tty = std::io::stderr().is_terminal();
-    let last: Mutex<Option<Instant>> = Mutex::new(None);
-    Arc::new(move |p: PullProgress| {
-        let done = p.done;
-        let mut e = std::io::stderr().lock();
-        if tty {
-            let _ = write!(e, "\r\x1b[2K{}", p.line());
-            if done {
-                let _ = writeln!(e);
-            }
-            return;
-        }
-        let mut last = last.lock().unwrap();
-        if done || last.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
-            *last = Some(Instant::now());
-            let _ = writeln!(e, "{}", p.line());
-        }
-    })
-}
-
-/// Show the pulls of an in-process manager's starting job on stderr (the
-/// only job it has); the task ends once the job started or ended.
-pub fn follow_pulls(manager: &crate::Manager) -> tokio::task::JoinHandle<()> {
-    let mut events = manager.events_log().subscribe();
-    let show = progress_printer();
-    tokio::spawn(async move {
-        while let Ok(e) = events.recv().await {
-            match e.kind {
-                crate::EventKind::Pulling(p) => show(p),
-                crate::EventKind::Started { .. } | crate::EventKind::Ended { .. } => break,
-                _ => {}
-            }
-        }
-    })
 }
 
 /// `berth test` / `berth build`: the project's command as `berth run --shell`.

@@ -121,7 +121,7 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             (Some(c), _) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
             (_, Some(p)) => format!("queued #{p}"),
             // `starting (pulling 40%)` while its image is pulled.
-            _ if j.pulling.is_some() => card::status_text(j),
+            _ if j.pulling.is_some() || j.building.is_some() => card::status_text(j),
             _ => j.status.name().to_string(),
         };
         let used = match &j.usage {

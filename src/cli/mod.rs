@@ -7,6 +7,7 @@ mod images;
 mod jobs;
 mod offline;
 pub(crate) mod out;
+mod progress;
 mod remote;
 mod run;
 
@@ -210,7 +211,29 @@ async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let dev = crate::runner::docker::Engine::new(&config)
         .has_image(crate::images::DEV_IMAGE)
         .await;
-    let chosen = crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev);
+    let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
+        crate::images::Choice::Image(c) => c,
+        // The tag says which context it is built from: walk it (no engine needed).
+        crate::images::Choice::Build { build, why } => {
+            match crate::images::context::walk(
+                &config.workspace,
+                &build.context,
+                &build.dockerfile,
+                &build.args,
+            ) {
+                Ok(ctx) => crate::images::ImageChoice {
+                    name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
+                    why: crate::images::build::why(&build, &why, &ctx.hash),
+                    ..Default::default()
+                },
+                Err(e) => crate::images::ImageChoice {
+                    name: format!("(build of {})", build.dockerfile.display()),
+                    why: format!("{why}; cannot be built as it is: {e}"),
+                    ..Default::default()
+                },
+            }
+        }
+    };
     if json {
         let mut v = serde_json::to_value(&config)?;
         let sources: serde_json::Map<String, serde_json::Value> = config

@@ -45,7 +45,7 @@ pub async fn run(
         Some("kill") => OnTimeout::Kill,
         _ => OnTimeout::Background,
     };
-    let Some(view) = create(client, &spec).await? else {
+    let Some(view) = create(client, &mut spec, !args.json).await? else {
         return Ok(None);
     };
     super::run::warn_fallback(&view.info);
@@ -152,18 +152,37 @@ fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
     Ok(())
 }
 
-/// `POST /v1/jobs`; `None` when no daemon answers on the socket.
-async fn create(client: &Client, spec: &JobSpec) -> anyhow::Result<Option<crate::api::JobView>> {
-    match client.create(spec).await {
+/// `POST /v1/jobs`; `None` when no daemon answers on the socket. With
+/// `progress`, the pull or build the request waits for is shown on stderr.
+async fn create(
+    client: &Client,
+    spec: &mut JobSpec,
+    progress: bool,
+) -> anyhow::Result<Option<crate::api::JobView>> {
+    if !progress {
+        return answer(client.create(spec).await);
+    }
+    let token = super::progress::token();
+    spec.client_ref = Some(token.clone());
+    let printer = super::progress::Printer::new();
+    let follower = super::progress::follow_remote(client.clone(), token, printer.clone());
+    let created = client.create(spec).await;
+    let image = created.as_ref().ok().and_then(|v| v.info.image.as_ref());
+    super::progress::stop_remote(follower, &printer, image).await;
+    answer(created)
+}
+
+fn answer(created: crate::error::Result<crate::api::JobView>) -> anyhow::Result<Option<crate::api::JobView>> {
+    match created {
         Ok(view) => Ok(Some(view)),
         Err(crate::Error::NoDaemon { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
-async fn detached(client: &Client, args: &RunArgs, spec: JobSpec) -> anyhow::Result<Option<i32>> {
+async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::Result<Option<i32>> {
     let ready = spec.ready.clone();
-    let Some(view) = create(client, &spec).await? else {
+    let Some(view) = create(client, &mut spec, !args.json && !args.quiet).await? else {
         return Ok(None);
     };
     super::run::warn_fallback(&view.info);

@@ -223,15 +223,18 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
-    let pulls = (!args.json).then(|| super::images::follow_pulls(&manager));
+    let pulls = (!args.json).then(|| super::progress::follow_local(&manager));
     let handle = manager.start_from(spec, "cli").await;
-    if let Some(p) = pulls {
+    if let Some((task, printer)) = pulls {
         if handle.is_ok() {
             // It ends at the job's `started` event, after the last progress line.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), p).await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), task).await;
         } else {
-            p.abort();
+            task.abort();
+            let _ = task.await;
         }
+        // A failed pull or build leaves its line open: the error goes below it.
+        printer.close();
     }
     let handle = handle?;
     warn_fallback(&handle.info()?);

@@ -317,7 +317,13 @@ async fn events(
     let Query(q) = q?;
     let since = q.since.unwrap_or(1);
     let events = s.manager.events(since, q.limit.unwrap_or(1000));
-    let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.max(1));
+    // Past the newest event, the answer is the seq the next one gets (how a
+    // client follows "from now").
+    let next = s.manager.events_log().next_seq();
+    let next_seq = events
+        .last()
+        .map(|e| e.seq + 1)
+        .unwrap_or(since.clamp(1, next.max(1)));
     Ok(Json(EventsPage { events, next_seq }))
 }
 

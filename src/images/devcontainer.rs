@@ -1,21 +1,41 @@
 //! The `.devcontainer/devcontainer.json` convention: when berth.toml names no
-//! image, the image a project's dev container uses is the one its jobs run in.
-//! The file is JSON with comments and trailing commas (JSONC), read with
-//! `json5`, which accepts both.
+//! image, the image a project's dev container uses is the one its jobs run in:
+//! its `image`, or the one its `build.dockerfile` (+ `build.context`,
+//! `build.args`) builds. The file is JSON with comments and trailing commas
+//! (JSONC), read with `json5`, which accepts both. Paths in `build` are
+//! relative to the file's directory, the context defaulting to it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::model::ProjectBuild;
+
 #[derive(Deserialize)]
 struct DevContainer {
     image: Option<String>,
+    build: Option<Build>,
 }
 
-/// The `image` of the workspace's devcontainer.json and the file's path;
-/// `None` when there is no file, it does not parse, or it names no image
-/// (a `build.dockerfile` one is not built by berth).
-pub fn read_devcontainer(workspace: &Path) -> Option<(String, PathBuf)> {
+#[derive(Deserialize)]
+struct Build {
+    dockerfile: Option<String>,
+    context: Option<String>,
+    #[serde(default)]
+    args: BTreeMap<String, String>,
+}
+
+/// What a devcontainer.json asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DevImage {
+    Image(String),
+    Build(ProjectBuild),
+}
+
+/// The image (or build) of the workspace's devcontainer.json and the file's
+/// path; `None` when there is no file, it does not parse, or it names neither.
+pub fn read_devcontainer(workspace: &Path) -> Option<(DevImage, PathBuf)> {
     let candidates = [
         workspace.join(".devcontainer/devcontainer.json"),
         workspace.join(".devcontainer.json"),
@@ -24,16 +44,26 @@ pub fn read_devcontainer(workspace: &Path) -> Option<(String, PathBuf)> {
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
         };
-        match json5::from_str::<DevContainer>(&text) {
-            Ok(DevContainer { image: Some(image) }) if !image.trim().is_empty() => {
-                return Some((image.trim().to_string(), path));
-            }
-            Ok(_) => return None,
+        let dc = match json5::from_str::<DevContainer>(&text) {
+            Ok(dc) => dc,
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "devcontainer.json does not parse; ignored");
                 return None;
             }
+        };
+        if let Some(image) = dc.image.filter(|i| !i.trim().is_empty()) {
+            return Some((DevImage::Image(image.trim().to_string()), path));
         }
+        let build = dc.build?;
+        let dockerfile = build.dockerfile.filter(|d| !d.trim().is_empty())?;
+        let base = path.parent().unwrap_or(workspace);
+        let project = ProjectBuild {
+            dockerfile: base.join(dockerfile.trim()),
+            context: base.join(build.context.as_deref().unwrap_or(".")),
+            args: build.args,
+            declared_in: path.clone(),
+        };
+        return Some((DevImage::Build(project), path));
     }
     None
 }

@@ -4,16 +4,21 @@
 //! with the reason said on every card), the registry an image name points
 //! at, and the fix a failed pull suggests. Talking to the engine (pulling,
 //! checking what it has) is the Docker runner's (`runner/docker/pull.rs`);
-//! everything here is plain data so it can be tested without one.
+//! everything here is plain data so it can be tested without one. Project
+//! images built from a Dockerfile are `build.rs` (the `[image]` table, tags,
+//! progress) and `context.rs` (the files sent, their hash).
 
+pub mod build;
+pub mod context;
 mod devcontainer;
+mod digest;
 
 use crate::config::{Config, DEFAULT_IMAGE, Source};
 use crate::error::{Error, Result};
 use crate::model::JobSpec;
 
-pub use crate::model::{ImageChoice, PullPolicy, PullProgress};
-pub use devcontainer::read_devcontainer;
+pub use crate::model::{BuildProgress, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
+pub use devcontainer::{DevImage, read_devcontainer};
 
 /// The toolchain image `images/build.sh dev` builds from Debian packages.
 pub const DEV_IMAGE: &str = "berth/dev:latest";
@@ -34,25 +39,51 @@ impl std::str::FromStr for PullPolicy {
     }
 }
 
+/// What [`choose_image`] decided: an image by name, or a project image to
+/// build (its tag depends on the context's hash, known once it is walked).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    Image(ImageChoice),
+    Build { build: ProjectBuild, why: String },
+}
+
 /// Pick the image for `spec` in `project` (the job's effective config, whose
 /// `workspace` is the project root): the spec's own image, else the
-/// project's (`image` in berth.toml/env/flag, else `.devcontainer`), else
-/// `berth/dev` when the engine has it (`dev_present`), else the sandbox.
-pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> ImageChoice {
-    let choice = |name: &str, why: String| ImageChoice {
-        name: name.to_string(),
-        why,
-        pull_ms: None,
+/// project's (`image` or `[image] dockerfile` in berth.toml/env/flag, else
+/// `.devcontainer`'s image or build), else `berth/dev` when the engine has it
+/// (`dev_present`), else the sandbox.
+pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Choice {
+    let choice = |name: &str, why: String| {
+        Choice::Image(ImageChoice {
+            name: name.to_string(),
+            why,
+            ..Default::default()
+        })
     };
     if let Some(image) = spec.image.as_deref() {
         return choice(image, "asked for by the job (--image)".into());
     }
     match project.sources.get("image") {
         Some(Source::Default) | None => {}
-        Some(source) => return choice(&project.image, format!("image in {source}")),
+        Some(source) => {
+            return match &project.image_build {
+                Some(build) => Choice::Build {
+                    build: build.clone(),
+                    why: format!("[image] dockerfile in {source}"),
+                },
+                None => choice(&project.image, format!("image in {source}")),
+            };
+        }
     }
-    if let Some((name, path)) = read_devcontainer(&project.workspace) {
-        return choice(&name, format!("image in {}", path.display()));
+    match read_devcontainer(&project.workspace) {
+        Some((DevImage::Image(name), path)) => return choice(&name, format!("image in {}", path.display())),
+        Some((DevImage::Build(build), path)) => {
+            return Choice::Build {
+                build,
+                why: format!("build.dockerfile in {}", path.display()),
+            };
+        }
+        None => {}
     }
     if dev_present {
         return choice(

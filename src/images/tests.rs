@@ -3,6 +3,13 @@
 use super::*;
 use crate::config::Config;
 
+fn named(c: Choice) -> ImageChoice {
+    match c {
+        Choice::Image(i) => i,
+        Choice::Build { build, .. } => panic!("a build of {}", build.dockerfile.display()),
+    }
+}
+
 fn project(dir: &std::path::Path) -> Config {
     let mut c = Config::isolated(dir.join("state"), "t");
     c.workspace = dir.to_path_buf();
@@ -16,7 +23,7 @@ fn asked_image_wins() {
         image: Some("alpine:3".into()),
         ..Default::default()
     };
-    let c = choose_image(&spec, &project(dir.path()), true);
+    let c = named(choose_image(&spec, &project(dir.path()), true));
     assert_eq!(c.name, "alpine:3");
     assert!(c.why.contains("--image"), "{}", c.why);
 }
@@ -26,8 +33,8 @@ fn configured_image_then_devcontainer_then_dev_then_sandbox() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = project(dir.path());
     let spec = JobSpec::default();
-    assert_eq!(choose_image(&spec, &p, false).name, DEFAULT_IMAGE);
-    assert_eq!(choose_image(&spec, &p, true).name, DEV_IMAGE);
+    assert_eq!(named(choose_image(&spec, &p, false)).name, DEFAULT_IMAGE);
+    assert_eq!(named(choose_image(&spec, &p, true)).name, DEV_IMAGE);
 
     std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
     std::fs::write(
@@ -35,16 +42,55 @@ fn configured_image_then_devcontainer_then_dev_then_sandbox() {
         "{\n // a comment\n \"name\": \"x\",\n \"image\": \"python:3.12\",\n}\n",
     )
     .unwrap();
-    let c = choose_image(&spec, &p, true);
+    let c = named(choose_image(&spec, &p, true));
     assert_eq!(c.name, "python:3.12");
     assert!(c.why.contains("devcontainer.json"), "{}", c.why);
 
     p.image = "node:20".into();
     p.sources
         .insert("image", Source::File(dir.path().join("berth.toml")));
-    let c = choose_image(&spec, &p, true);
+    let c = named(choose_image(&spec, &p, true));
     assert_eq!(c.name, "node:20");
     assert!(c.why.contains("berth.toml"), "{}", c.why);
+}
+
+#[test]
+fn dockerfiles_from_berth_toml_and_devcontainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir(ws.join(".devcontainer")).unwrap();
+    std::fs::write(
+        ws.join(".devcontainer/devcontainer.json"),
+        "{ \"build\": { \"dockerfile\": \"Dockerfile\", \"context\": \"..\", \"args\": {\"V\": \"1\"} } }",
+    )
+    .unwrap();
+    let spec = JobSpec::default();
+    let p = project(ws);
+    let Choice::Build { build, why } = choose_image(&spec, &p, true) else {
+        panic!("a build")
+    };
+    assert_eq!(build.dockerfile, ws.join(".devcontainer/Dockerfile"));
+    assert_eq!(build.context, ws.join(".devcontainer/.."));
+    assert_eq!(build.args["V"], "1");
+    assert!(why.contains("build.dockerfile"), "{why}");
+
+    // berth.toml says more than devcontainer.json.
+    std::fs::write(
+        ws.join("berth.toml"),
+        "[image]\ndockerfile = \"docker/Dockerfile\"\n",
+    )
+    .unwrap();
+    let c = Config::load(ws, Default::default()).unwrap();
+    let Choice::Build { build, why } = choose_image(&spec, &c, true) else {
+        panic!("a build")
+    };
+    assert_eq!(build.dockerfile, ws.join("docker/Dockerfile"));
+    assert_eq!(build.context, ws.join("docker"));
+    assert!(why.contains("berth.toml"), "{why}");
+    // A name from the environment replaces the build.
+    let env = |k: &str| (k == "BERTH_IMAGE").then(|| "alpine:3".to_string());
+    let c = Config::load_with(ws, Default::default(), env).unwrap();
+    assert_eq!(named(choose_image(&spec, &c, true)).name, "alpine:3");
 }
 
 #[test]

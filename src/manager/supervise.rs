@@ -142,6 +142,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             queue_position: None,
             image: None,
             pulling: None,
+            building: None,
             recovered: false,
         };
         let n = number(&id).expect("allocated ids are job-N");
@@ -315,7 +316,7 @@ async fn launch(
         RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
-                r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id)) => r,
+                r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
                 req = stop_rx.recv() => {
                     // Dropping `prepare` closed the pull's request: the engine stops it.
                     let req = req.unwrap_or_else(|| shutdown_request(inner));
@@ -332,6 +333,7 @@ async fn launch(
                     };
                     if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
                         e.info.pulling = None;
+                        e.info.building = None;
                         e.info.image = Some(choice);
                     }
                     inner
@@ -392,6 +394,20 @@ fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::Progr
             e.info.pulling = Some(p.clone());
         }
         inner.events.emit(id.clone(), EventKind::Pulling(p));
+    })
+}
+
+/// Build progress of job `id`'s project image: kept on its record
+/// (`starting (building)`) and emitted as a `building` event.
+fn build_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::BuildProgressFn {
+    let inner = Arc::downgrade(inner);
+    let id = id.clone();
+    Arc::new(move |p: crate::images::BuildProgress| {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.building = Some(p.clone());
+        }
+        inner.events.emit(id.clone(), EventKind::Building(p));
     })
 }
 

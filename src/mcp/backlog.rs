@@ -142,7 +142,7 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
         EventKind::WatchHit { .. } | EventKind::Fallback { .. } => true,
         EventKind::Queued => !own,
         // Progress is on the job's own answer; the backlog would only be noise.
-        EventKind::Pulling(_) => false,
+        EventKind::Pulling(_) | EventKind::Building(_) => false,
         EventKind::Started { .. } => !own || (st.queued.contains(&e.job) && !is_covered),
         EventKind::Ready { .. } | EventKind::Promoted { .. } | EventKind::Ended { .. } => !is_covered,
     }
@@ -158,6 +158,7 @@ pub fn line(manager: &Manager, e: &Event) -> String {
         EventKind::Queued => "queued: waiting for a free background slot".to_string(),
         EventKind::Fallback { note } => format!("runs on the host: {note}"),
         EventKind::Pulling(p) => p.line(),
+        EventKind::Building(b) => b.line(),
         EventKind::Started {
             runner,
             start_mode,

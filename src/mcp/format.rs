@@ -154,10 +154,11 @@ pub fn port_lines(info: &JobInfo) -> String {
 pub fn image_line(info: &JobInfo) -> String {
     match &info.image {
         Some(i) => {
-            let pulled = i
-                .pull_ms
-                .map(|ms| format!("; pulled in {}", secs(ms as f64 / 1000.0)))
-                .unwrap_or_default();
+            let pulled = match (i.pull_ms, i.build_ms) {
+                (Some(ms), _) => format!("; pulled in {}", secs(ms as f64 / 1000.0)),
+                (None, Some(ms)) => format!("; built in {}", secs(ms as f64 / 1000.0)),
+                (None, None) => String::new(),
+            };
             format!("Image: {} ({}{pulled})\n", i.name, i.why)
         }
         None => String::new(),
@@ -300,7 +301,7 @@ pub fn lines_text(lines: &[Line]) -> String {
 pub fn table(jobs: &[JobInfo]) -> String {
     let mut out = String::new();
     for j in jobs {
-        let status = if j.pulling.is_some() {
+        let status = if j.pulling.is_some() || j.building.is_some() {
             crate::card::status_text(j)
         } else if j.status.is_active() {
             j.status.name().to_string()

@@ -28,6 +28,8 @@ pub enum EventKind {
     },
     /// The job's image is being pulled (at most a few per second while it lasts).
     Pulling(super::PullProgress),
+    /// The job's project image is being built from its Dockerfile (at most a few per second).
+    Building(super::BuildProgress),
     Started {
         runner: RunnerKind,
         start_mode: StartMode,
@@ -68,6 +70,7 @@ impl EventKind {
             EventKind::Queued => "queued",
             EventKind::Fallback { .. } => "fallback",
             EventKind::Pulling(_) => "pulling",
+            EventKind::Building(_) => "building",
             EventKind::Started { .. } => "started",
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",

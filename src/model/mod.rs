@@ -15,7 +15,7 @@ mod spec;
 mod status;
 
 pub use event::{Event, EventKind};
-pub use image::{ImageChoice, PullPolicy, PullProgress};
+pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use line::{Line, LogPage, LogQuery, Stream};
 pub use ready::{HttpCheck, ReadyCondition};
 pub use spec::JobSpec;

@@ -240,6 +240,11 @@ pub struct JobSpec {
     /// `session ended`); jobs without an owner run until stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// An opaque token of the caller's, kept on the record: how a client
+    /// whose create request is still under way (pulling or building the
+    /// image) recognises its own job in the event stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ref: Option<String>,
 }
 
 impl JobSpec {

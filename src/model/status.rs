@@ -336,6 +336,9 @@ pub struct JobInfo {
     /// While starting: the image pull under way (status `starting (pulling)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pulling: Option<super::PullProgress>,
+    /// While starting: the project image build under way (status `starting (building)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub building: Option<super::BuildProgress>,
 }
 
 impl JobInfo {

@@ -444,6 +444,7 @@ mod tests {
             queue_position: None,
             image: None,
             pulling: None,
+            building: None,
         }
     }
 

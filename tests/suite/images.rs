@@ -89,6 +89,11 @@ impl Drop for LocalImage {
 /// Build a small image with a unique 2 MB layer, push it to `registry` and
 /// remove it locally, so a start has to pull that layer back.
 fn pushed_image(registry: &Registry) -> LocalImage {
+    pushed_image_of(registry, 2_000_000)
+}
+
+/// [`pushed_image`] with a layer of `size` bytes.
+fn pushed_image_of(registry: &Registry, size: usize) -> LocalImage {
     let name = format!(
         "127.0.0.1:{}/berth-pull-test:{}",
         registry.port,
@@ -97,7 +102,7 @@ fn pushed_image(registry: &Registry) -> LocalImage {
     let dir = tempfile::tempdir().unwrap();
     // Incompressible bytes (xorshift), so the layer really is ~2 MB on the wire.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ u64::from(registry.port);
-    let blob: Vec<u8> = (0..2_000_000)
+    let blob: Vec<u8> = (0..size)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -261,6 +266,36 @@ async fn a_program_missing_in_the_image_is_said_plainly() {
         "{text:?}"
     );
     assert!(!text.iter().any(|l| l.contains("FATAL tini")), "{text:?}");
+}
+
+/// `berth run` through the daemon: the pull its create request waits for is
+/// shown on stderr (plain lines, stderr being a pipe), then the output.
+#[tokio::test]
+async fn berth_run_through_the_daemon_shows_the_pull() {
+    let registry = Registry::start();
+    // Big enough that the pull outlasts the CLI's quiet first 300 ms.
+    let image = pushed_image_of(&registry, 64_000_000);
+    let d = crate::common::Daemon::start();
+    let (code, out, err) = d.run(&[
+        "run",
+        "--runner",
+        "docker",
+        "--image",
+        &image.0,
+        "--",
+        "cat",
+        "/data/name",
+    ]);
+    assert_eq!((code, out.trim()), (0, image.0.as_str()), "{err}");
+    let pulls: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with(&format!("pulling {}", image.0)))
+        .collect();
+    assert!(!pulls.is_empty(), "progress lines on stderr: {err}");
+    assert!(
+        pulls.iter().all(|l| l.contains("layers") && l.contains('%')),
+        "{pulls:?}"
+    );
 }
 
 /// A small Python web app in its own workspace with a berth.toml naming

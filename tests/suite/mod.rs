@@ -16,6 +16,7 @@ mod mcp;
 mod network;
 mod output;
 mod private;
+mod project_image;
 mod ready;
 mod recovery;
 mod retention;

@@ -5,7 +5,8 @@
 //! and resource usage. The create body lives in
 //! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
 //! the exit future in `exit.rs`, removal and teardown in `cleanup.rs`, the
-//! stats arithmetic in `usage.rs`.
+//! stats arithmetic in `usage.rs`, image pulls in `pull.rs` and project image
+//! builds in `build.rs`.
 //!
 //! Every container carries `berth.managed`, `berth.instance`, `berth.state`
 //! (hash of the state dir), `berth.owner` (manager pid + start time) and
@@ -15,6 +16,7 @@
 //! pool (`network.rs`).
 
 mod adopt;
+mod build;
 mod cleanup;
 mod create;
 mod exit;
@@ -44,6 +46,7 @@ use crate::model::{JobId, JobSpec, RunnerChoice, RunnerKind, Usage};
 use crate::output::JobOutput;
 
 pub use adopt::Adoption;
+pub use build::BuildProgressFn;
 pub use create::{
     DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
 };
@@ -367,23 +370,46 @@ impl Engine {
     }
 
     /// Choose the image of `spec` in `project` (the job's effective config)
-    /// and make it present as the job's pull policy says, reporting pull
-    /// progress. Dropping the future cancels a pull under way.
+    /// and make it present: pulled as the job's pull policy says, or built
+    /// from the project's Dockerfile (reused while its context is unchanged),
+    /// reporting progress. Dropping the future cancels a pull or build under way.
     pub async fn prepare(
         &self,
         id: &JobId,
         spec: &JobSpec,
         project: &Config,
         progress: ProgressFn,
+        building: BuildProgressFn,
     ) -> Result<crate::images::ImageChoice> {
         let docker = self.client().await?;
         let dev_present =
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
-        let mut choice = crate::images::choose_image(spec, project, dev_present);
+        let mut choice = match crate::images::choose_image(spec, project, dev_present) {
+            crate::images::Choice::Image(c) => c,
+            crate::images::Choice::Build { build, why } => {
+                return build::ensure(docker, &project.workspace, &build, &why, &building).await;
+            }
+        };
         let policy = spec.pull.unwrap_or(project.pull);
         let limit = Duration::from_secs_f64(project.pull_timeout_secs);
         choice.pull_ms = pull::ensure(docker, id.as_str(), &choice.name, policy, limit, &progress).await?;
         Ok(choice)
+    }
+
+    /// Build (or reuse) the project image of `project` now (`berth images
+    /// build project`); `None` when the project names no Dockerfile.
+    pub async fn build_project(
+        &self,
+        project: &Config,
+        building: BuildProgressFn,
+    ) -> Result<Option<crate::images::ImageChoice>> {
+        let docker = self.client().await?;
+        match crate::images::choose_image(&JobSpec::default(), project, false) {
+            crate::images::Choice::Build { build, why } => Ok(Some(
+                build::ensure(docker, &project.workspace, &build, &why, &building).await?,
+            )),
+            crate::images::Choice::Image(_) => Ok(None),
+        }
     }
 
     /// True when the engine answers and has `image`.

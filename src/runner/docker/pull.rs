@@ -44,8 +44,8 @@ pub(super) async fn ensure(
             });
         }
     };
-    // berth/… images exist only where they were built: never pulled.
-    let local_only = image.starts_with("berth/");
+    // berth/… and project images exist only where they were built: never pulled.
+    let local_only = image.starts_with("berth/") || image.starts_with("berth-project/");
     match (policy, present) {
         (PullPolicy::Missing | PullPolicy::Never, true) => return Ok(None),
         (PullPolicy::Always, true) if local_only => return Ok(None),

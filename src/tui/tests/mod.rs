@@ -70,6 +70,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         queue_position: None,
         image: None,
         pulling: None,
+        building: None,
     }
 }
 

@@ -1,0 +1,259 @@
+//! Building a project image on the engine: the context is walked and hashed
+//! off the async workers (`images::context`), an image already tagged with
+//! that hash is reused as it is, else the tar is streamed to the engine's
+//! classic builder while its output is folded into [`BuildProgress`]
+//! reports. A failed build is one error naming the Dockerfile and the
+//! engine's last error line; intermediate containers are always removed
+//! (`forcerm`) and no tag is left, so nothing of a failed build is used. One
+//! build per tag at a time in this process: a second job asking for the same
+//! context waits and then reuses it. After a build, older images of the same
+//! workspace are removed (unless a container still uses them).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::{message, status};
+use crate::error::{Error, Result};
+use crate::images::build::{WORKSPACE_LABEL, project_tag};
+use crate::images::context::{self, Context};
+use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
+
+/// Shortest time between two progress reports.
+const REPORT_EVERY: Duration = Duration::from_millis(250);
+/// Bytes per chunk of the context sent to the engine.
+const CHUNK: usize = 256 * 1024;
+
+/// Where build progress goes (the manager records it and emits `building` events).
+pub type BuildProgressFn = Arc<dyn Fn(BuildProgress) + Send + Sync>;
+
+/// One lock per tag: concurrent starts of one project build once.
+fn tag_lock(tag: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS.get_or_init(Default::default).lock().unwrap();
+    locks.entry(tag.to_string()).or_default().clone()
+}
+
+/// Walk the context of `build` in `workspace` (hash, size, files).
+pub async fn walk(workspace: &Path, build: &ProjectBuild) -> Result<Context> {
+    let (ws, b) = (workspace.to_path_buf(), build.clone());
+    tokio::task::spawn_blocking(move || context::walk(&ws, &b.context, &b.dockerfile, &b.args))
+        .await
+        .map_err(|e| Error::BuildContext {
+            path: build.context.clone(),
+            message: e.to_string(),
+        })?
+}
+
+/// Make the project image of `build` present: reused when its tag exists,
+/// else built. `reason` says why this build applies (for the card).
+pub async fn ensure(
+    docker: &Docker,
+    workspace: &Path,
+    build: &ProjectBuild,
+    reason: &str,
+    progress: &BuildProgressFn,
+) -> Result<ImageChoice> {
+    let ctx = walk(workspace, build).await?;
+    let tag = project_tag(workspace, &ctx.hash);
+    let mut choice = ImageChoice {
+        name: tag.clone(),
+        why: crate::images::build::why(build, reason, &ctx.hash),
+        ..Default::default()
+    };
+    let lock = tag_lock(&tag);
+    let _held = lock.lock().await;
+    if present(docker, &tag).await? {
+        return Ok(choice);
+    }
+    let started = Instant::now();
+    run_build(docker, workspace, build, ctx, &tag, progress).await?;
+    choice.build_ms = Some(started.elapsed().as_millis() as u64);
+    remove_older(docker, workspace, &tag).await;
+    Ok(choice)
+}
+
+async fn present(docker: &Docker, tag: &str) -> Result<bool> {
+    match docker.inspect_image(tag).await {
+        Ok(_) => Ok(true),
+        Err(e) if status(&e) == Some(404) => Ok(false),
+        Err(e) => Err(Error::Docker {
+            action: "inspect image",
+            job: "-".into(),
+            message: message(&e),
+        }),
+    }
+}
+
+/// A `Write` that hands the tar to the request body in chunks.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        // The receiver is gone when the engine stopped reading (a cancelled build).
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the build request ended"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+async fn run_build(
+    docker: &Docker,
+    workspace: &Path,
+    build: &ProjectBuild,
+    ctx: Context,
+    tag: &str,
+    progress: &BuildProgressFn,
+) -> Result<()> {
+    let failed = |reason: String| Error::ImageBuildFailed {
+        dockerfile: build.dockerfile.clone(),
+        reason,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let dockerfile = ctx.dockerfile_in_tar.clone();
+    let hash = ctx.hash.clone();
+    let writer = tokio::task::spawn_blocking(move || {
+        let mut w = ChannelWriter {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+        };
+        if let Err(e) = ctx.write_tar(&mut w) {
+            let _ = w.tx.blocking_send(Err(e));
+        }
+    });
+    let body = bollard::body_try_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let opts = BuildImageOptions {
+        dockerfile,
+        t: Some(tag.into()),
+        rm: true,
+        // Intermediate containers go even when a step fails: nothing is left behind.
+        forcerm: true,
+        buildargs: Some(build.args.clone().into_iter().collect()),
+        labels: Some(HashMap::from([
+            (WORKSPACE_LABEL.to_string(), workspace.display().to_string()),
+            ("berth.project.hash".to_string(), hash),
+        ])),
+        ..Default::default()
+    };
+    let mut p = BuildProgress {
+        image: tag.into(),
+        dockerfile: build.dockerfile.clone(),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let mut last_report: Option<Instant> = None;
+    progress(p.clone());
+    let mut stream = docker.build_image(opts, None, Some(body));
+    let mut outcome = Ok(());
+    while let Some(item) = stream.next().await {
+        let info = match item {
+            Ok(info) => info,
+            // The builder's own error comes as a stream error: its words, unwrapped.
+            Err(bollard::errors::Error::DockerStreamError { error }) => {
+                outcome = Err(last_line(&error));
+                break;
+            }
+            Err(e) => {
+                outcome = Err(last_line(&message(&e)));
+                break;
+            }
+        };
+        if let Some(detail) = &info.error_detail {
+            let msg = detail.message.clone().unwrap_or_default();
+            outcome = Err(last_line(&msg));
+            break;
+        }
+        for text in [info.stream.as_deref(), info.status.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            for line in text.lines() {
+                p.add_line(line);
+            }
+        }
+        p.elapsed_ms = started.elapsed().as_millis() as u64;
+        if last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+            last_report = Some(Instant::now());
+            progress(p.clone());
+        }
+    }
+    drop(stream);
+    let _ = writer.await;
+    if let Err(reason) = outcome {
+        let at = match p.steps {
+            0 => String::new(),
+            m => format!(" (at step {}/{m}: {})", p.step, p.instruction),
+        };
+        return Err(failed(format!("{reason}{at}")));
+    }
+    // A stream can end without an error and without the image (engine cut off).
+    if !present(docker, tag).await? {
+        return Err(failed("the build ended but the image is not there".into()));
+    }
+    p.done = true;
+    p.elapsed_ms = started.elapsed().as_millis() as u64;
+    progress(p);
+    Ok(())
+}
+
+/// The last non-empty line of an engine message (builds can answer with several).
+fn last_line(msg: &str) -> String {
+    msg.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("the engine reported an error")
+        .to_string()
+}
+
+/// Remove this workspace's other project images (older contexts); one a
+/// container still uses stays (the engine refuses without force).
+async fn remove_older(docker: &Docker, workspace: &Path, keep: &str) {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{WORKSPACE_LABEL}={}", workspace.display())],
+    )]);
+    let opts = ListImagesOptions {
+        filters: Some(filters),
+        ..Default::default()
+    };
+    let Ok(images) = docker.list_images(Some(opts)).await else {
+        return;
+    };
+    for image in images {
+        if image.repo_tags.iter().any(|t| t == keep) {
+            continue;
+        }
+        for t in &image.repo_tags {
+            if let Err(e) = docker.remove_image(t, None::<RemoveImageOptions>, None).await {
+                tracing::debug!(image = %t, error = %message(&e), "older project image kept");
+            }
+        }
+    }
+}
