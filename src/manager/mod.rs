@@ -197,6 +197,12 @@ fn number(id: &JobId) -> Option<u64> {
 pub(crate) struct Inner {
     config: Config,
     registry: Mutex<Registry>,
+    /// Taken before the registry lock by every change that writes a run
+    /// record, and held until the record is queued for the store: a job's
+    /// records reach the store in the order they were made, while the
+    /// registry lock is never held waiting on the store's queue (readers
+    /// such as `ps` never wait on the disk).
+    record_order: Mutex<()>,
     events: Arc<EventLog>,
     ids: ids::IdAllocator,
     slot_freed: Notify,
@@ -224,11 +230,16 @@ impl Drop for TeardownGuard {
         if self.0.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        let reg = self.0.registry.lock().unwrap();
-        for entry in reg.jobs.values() {
-            if let Some(control) = entry.live.as_ref().and_then(|l| l.control.as_ref()) {
-                control.kill_now();
-            }
+        // Taken out under the lock, killed outside it.
+        let controls: Vec<Control> = {
+            let reg = self.0.registry.lock().unwrap();
+            reg.jobs
+                .values()
+                .filter_map(|e| e.live.as_ref().and_then(|l| l.control.clone()))
+                .collect()
+        };
+        for control in controls {
+            control.kill_now();
         }
     }
 }
@@ -309,6 +320,7 @@ impl Manager {
             usage_cache: Default::default(),
             config,
             registry: Mutex::new(Registry::default()),
+            record_order: Mutex::new(()),
             ids,
             slot_freed: Notify::new(),
             shutting_down: AtomicBool::new(false),
@@ -566,6 +578,7 @@ fn snapshot(e: &Entry) -> JobInfo {
 impl Inner {
     fn promote(&self, id: &JobId, by: EndedBy, reason: String) -> Result<()> {
         {
+            let order = self.record_order.lock().unwrap();
             let mut reg = self.registry.lock().unwrap();
             let e = reg.get_mut(id)?;
             if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {
@@ -577,14 +590,19 @@ impl Inner {
             e.info.start_mode = StartMode::Promoted(by);
             e.info.promotion_reason = Some(reason.clone());
             e.mode_tx.send_replace(e.info.start_mode);
-            self.persist(e);
+            let row = self.record(e);
+            drop(reg);
+            self.store.put_run(row);
+            drop(order);
         }
         self.events.emit(id.clone(), EventKind::Promoted { by, reason });
         Ok(())
     }
 
-    /// Queue the record of `e` for the store.
-    fn persist(&self, e: &Entry) {
+    /// The run record of `e` as the store keeps it. Queue it with
+    /// `store.put_run` after the registry lock is let go, holding
+    /// `record_order` (taken before the registry lock) until then.
+    fn record(&self, e: &Entry) -> crate::store::RunRow {
         let mut info = snapshot(e);
         if !self.config.store_env {
             // Tokens live in env: on disk only the names are kept.
@@ -594,13 +612,13 @@ impl Inner {
             (None, Some(pid)) => Some(pid as i32),
             _ => None,
         };
-        self.store.put_run(crate::store::RunRow {
+        crate::store::RunRow {
             info,
             instance: self.config.instance.clone(),
             owner: self.owner.clone(),
             pgid,
             pid_start_time: e.pid_start,
-        });
+        }
     }
 
     fn now() -> chrono::DateTime<Utc> {

@@ -143,7 +143,8 @@ impl Manager {
                             }),
                             ready_seen: true,
                         };
-                        inner.persist(&entry);
+                        // At start-up, before any client: nothing waits on this lock.
+                        inner.store.put_run(inner.record(&entry));
                         reg.jobs.insert(n, entry);
                     }
                     inner.events.emit(

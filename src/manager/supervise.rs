@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 
 use super::project::Project;
-use super::{Entry, Inner, KillOutcome, KillRequest, KillResult, Live, number};
+use super::{Entry, Inner, KillOutcome, KillRequest, KillResult, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{
@@ -72,37 +72,34 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
         project.safety.check_env(&spec, &cwd, client)?;
     }
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
+    // The cap is looked at before anything is made for the job (a refused
+    // start leaves no id used), and again when it is registered: its id
+    // (a file lock and fsync) and its directory are made outside the
+    // registry lock, which readers share.
+    cap_check(inner, &spec)?;
+    let id = inner.ids.next()?;
+    let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
+    let output = JobOutput::create(
+        id.clone(),
+        &dir,
+        inner.config.ring_bytes,
+        watchers,
+        inner.events.clone(),
+        inner.store.clone(),
+        1,
+    )?;
     let (id, queued) = {
+        let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
-        let mut queued = false;
-        // The cap counts every running job, foreground or background, from
-        // any client; queued jobs are ahead of a new start in line for a slot.
-        let running = reg.holding_slots();
-        if running.len() + reg.queue.len() >= inner.config.max_jobs {
-            if !spec.queue {
-                let names = running
-                    .iter()
-                    .map(|i| format!("{} `{}`", i.id, i.command))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(Error::CapReached {
-                    max: inner.config.max_jobs,
-                    running: names,
-                });
+        let queued = match cap_check_in(inner, &reg, &spec) {
+            Ok(queued) => queued,
+            Err(e) => {
+                drop(reg);
+                // Lost a race for the last slot: nothing of the job stays.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
             }
-            queued = true;
-        }
-        let id = inner.ids.next()?;
-        let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
-        let output = JobOutput::create(
-            id.clone(),
-            &dir,
-            inner.config.ring_bytes,
-            watchers,
-            inner.events.clone(),
-            inner.store.clone(),
-            1,
-        )?;
+        };
         output.hold_events();
         let status = if queued {
             JobStatus::Queued
@@ -166,8 +163,11 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             reg.queue.push_back(id.clone());
             // A start that launches now is recorded once it runs: a refused
             // launch must leave nothing behind, in memory or on disk.
-            inner.persist(reg.get(&id).expect("just inserted"));
+            let row = inner.record(reg.get(&id).expect("just inserted"));
+            drop(reg);
+            inner.store.put_run(row);
         }
+        drop(order);
         (id, queued)
     };
     let fallback_event = |note: &Option<String>| {
@@ -248,17 +248,21 @@ async fn run_queued(
         let mut notified = std::pin::pin!(notified);
         notified.as_mut().enable();
         {
+            let order = inner.record_order.lock().unwrap();
             let mut reg = inner.registry.lock().unwrap();
             let first = reg.queue.front() == Some(&id);
             if first && reg.holding_slots().len() < inner.config.max_jobs {
                 reg.queue.pop_front();
-                if let Ok(e) = reg.get_mut(&id) {
+                let row = reg.get_mut(&id).ok().map(|e| {
                     e.info.status = JobStatus::Starting;
                     e.status_tx.send_replace(JobStatus::Starting);
+                    inner.record(e)
+                });
+                drop(reg);
+                if let Some(row) = row {
+                    inner.store.put_run(row);
                 }
-                if let Ok(e) = reg.get(&id) {
-                    inner.persist(e);
-                }
+                drop(order);
                 break;
             }
         }
@@ -281,6 +285,34 @@ async fn run_queued(
         Ok(None) => {}
         Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
     }
+}
+
+/// Whether `spec` may start now (`Ok(false)`), must wait in the queue
+/// (`Ok(true)`), or is refused because the cap is reached.
+fn cap_check(inner: &Inner, spec: &JobSpec) -> Result<bool> {
+    let reg = inner.registry.lock().unwrap();
+    cap_check_in(inner, &reg, spec)
+}
+
+fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
+    // The cap counts every running job, foreground or background, from any
+    // client; queued jobs are ahead of a new start in line for a slot.
+    let running = reg.holding_slots();
+    if running.len() + reg.queue.len() < inner.config.max_jobs {
+        return Ok(false);
+    }
+    if spec.queue {
+        return Ok(true);
+    }
+    let names = running
+        .iter()
+        .map(|i| format!("{} `{}`", i.id, i.command))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(Error::CapReached {
+        max: inner.config.max_jobs,
+        running: names,
+    })
 }
 
 fn shutdown_request(inner: &Inner) -> StopRequest {
@@ -353,6 +385,7 @@ async fn launch(
         }
     };
     let start_mode = {
+        let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
         let e = reg.get_mut(id)?;
         e.info.status = JobStatus::Running;
@@ -367,8 +400,11 @@ async fn launch(
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
         e.status_tx.send_replace(JobStatus::Running);
-        inner.persist(e);
-        e.info.start_mode
+        let (row, mode) = (inner.record(e), e.info.start_mode);
+        drop(reg);
+        inner.store.put_run(row);
+        drop(order);
+        mode
     };
     inner.events.emit(
         id.clone(),
@@ -527,13 +563,17 @@ async fn stop_job(
 /// Record the end of a job once: record, event, then the status watchers.
 pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
     let (ended, last_seq) = {
+        let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
         let Ok(e) = reg.get_mut(id) else { return };
         let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
         e.live = None;
-        inner.persist(e);
-        (ended, e.info.last_seq)
+        let (row, last_seq) = (inner.record(e), e.info.last_seq);
+        drop(reg);
+        inner.store.put_run(row);
+        drop(order);
+        (ended, last_seq)
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
     inner.events.emit(id.clone(), ended);

@@ -85,8 +85,22 @@ pub fn processes_with(token: &str) -> Vec<u32> {
     found
 }
 
-/// Zombie processes whose parent is this test process.
+/// Zombie processes whose parent is this test process and that stay
+/// unreaped: tests run in parallel in this process, and another test's
+/// child (a `berth` or `docker` command) is a zombie for the moment between
+/// its exit and its `wait`; a leak is one still there 2 s later.
 pub fn my_zombies() -> Vec<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut left = zombies_now();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = zombies_now();
+        left.retain(|z| now.contains(z));
+    }
+    left
+}
+
+fn zombies_now() -> Vec<u32> {
     let me = std::process::id().to_string();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
