@@ -207,6 +207,9 @@ pub(crate) struct Inner {
     ids: ids::IdAllocator,
     slot_freed: Notify,
     shutting_down: AtomicBool,
+    /// Every job's supervisor task: shutdown waits for them to finish
+    /// recording (see `SUPERVISORS_DRAIN`).
+    tasks: tokio_util::task::TaskTracker,
     runners: crate::runner::docker::Engine,
     /// The callers' projects (workspace, rules, image, limits) by directory.
     projects: project::Projects,
@@ -221,6 +224,9 @@ pub(crate) struct Inner {
     #[cfg(test)]
     fake: std::sync::OnceLock<Arc<crate::runner::fake::FakeRunner>>,
 }
+
+/// How long shutdown waits for the supervisors of ended jobs to finish.
+const SUPERVISORS_DRAIN: Duration = Duration::from_secs(10);
 
 /// Kills whatever still runs when the last user-facing handle goes away.
 struct TeardownGuard(Arc<Inner>);
@@ -324,6 +330,7 @@ impl Manager {
             ids,
             slot_freed: Notify::new(),
             shutting_down: AtomicBool::new(false),
+            tasks: Default::default(),
             #[cfg(test)]
             fake: Default::default(),
         });
@@ -561,6 +568,17 @@ impl Manager {
     pub async fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
         self.end_active(None, StopCause::Shutdown).await;
+        // Every job has ended; its supervisor finishes cleaning up after it.
+        self.inner.tasks.close();
+        if tokio::time::timeout(SUPERVISORS_DRAIN, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                left = self.inner.tasks.len(),
+                "supervisor tasks still running at shutdown"
+            );
+        }
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

@@ -155,7 +155,7 @@ impl Manager {
                             ports: row.info.ports.clone(),
                         },
                     );
-                    tokio::spawn(super::supervise::supervise(
+                    inner.tasks.spawn(super::supervise::supervise(
                         inner.clone(),
                         id.clone(),
                         spec,

@@ -180,7 +180,7 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     if queued {
         fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
-        tokio::spawn(run_queued(
+        inner.tasks.spawn(run_queued(
             inner.clone(),
             id.clone(),
             spec,
@@ -193,7 +193,9 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     match launch(inner, &id, &spec, kind, &project, &mut stop_rx).await {
         Ok(Some(launched)) => {
             fallback_event(&runner_note);
-            tokio::spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
+            inner
+                .tasks
+                .spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
             Ok(id)
         }
         // Stopped while its image was pulled: it ended, recorded as killed.
