@@ -7,7 +7,7 @@
 //! [`MAX_INPUT`] bytes, or one whose analysis hits the normaliser's caps or
 //! the deadline, is refused as `too long to check`.
 
-use std::time::Instant;
+use super::deadline::Deadline;
 
 use regex::{Regex, RegexSet};
 
@@ -98,7 +98,7 @@ impl Filter {
     }
 
     /// [`check_spec`](Self::check_spec), giving up (a refusal) at `deadline`.
-    pub fn check_spec_by(&self, spec: &JobSpec, deadline: Option<Instant>) -> Option<Hit> {
+    pub fn check_spec_by(&self, spec: &JobSpec, deadline: Option<Deadline>) -> Option<Hit> {
         if self.rules.is_empty() {
             return None;
         }

@@ -22,6 +22,7 @@
 //! cannot decide in time, or one over 64 KiB, is refused as `too long to
 //! check`. Host jobs also pass [`Safety::check_env`] ([`env`]).
 
+pub mod deadline;
 pub mod env;
 pub mod expand;
 pub mod filter;
@@ -39,7 +40,7 @@ mod tests_cost;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use filter::{Filter, Hit};
 pub use settings::{BlockedPattern, SafetyConfig, SafetyLayer};
@@ -50,8 +51,12 @@ use crate::model::JobSpec;
 use log::{Entry, SecurityLog};
 use workspace::WorkspaceGuard;
 
-/// How long the filter may take to decide one command before it is refused.
+/// How much CPU time the filter may spend deciding one command before it is
+/// refused (see `deadline.rs`).
 pub const FILTER_DEADLINE: Duration = Duration::from_millis(100);
+/// How long the manager waits for the filter's thread to answer at all (it
+/// may wait for a core on a busy machine); no answer is a refusal.
+pub const FILTER_WAIT: Duration = Duration::from_secs(5);
 
 /// Name of the security log in the instance's state directory.
 pub const SECURITY_LOG_FILE: &str = "security.log";
@@ -116,13 +121,13 @@ impl Safety {
         }
         let filter = self.filter.clone();
         let owned = spec.clone();
-        // The analysis's own deadline counts from when its thread runs; the
-        // wait here allows for a busy machine's scheduling on top, and a
-        // thread that does not answer in that time is a refusal all the same.
+        // The analysis's own deadline is CPU time of its thread; the wait
+        // here allows for a busy machine's scheduling on top, and a thread
+        // that does not answer in that time is a refusal all the same.
         let task = tokio::task::spawn_blocking(move || {
-            filter.check_spec_by(&owned, Some(Instant::now() + FILTER_DEADLINE))
+            filter.check_spec_by(&owned, Some(deadline::Deadline::after(FILTER_DEADLINE)))
         });
-        let hit = match tokio::time::timeout(2 * FILTER_DEADLINE, task).await {
+        let hit = match tokio::time::timeout(FILTER_WAIT, task).await {
             Ok(Ok(hit)) => hit,
             Ok(Err(_)) => Some(Hit {
                 reason: "the command filter failed on this command, so it is refused".into(),
@@ -130,8 +135,8 @@ impl Safety {
                 matched: String::new(),
             }),
             Err(_) => Some(filter::too_long(format!(
-                "not decided within {} ms",
-                FILTER_DEADLINE.as_millis()
+                "not decided within {} s",
+                FILTER_WAIT.as_secs()
             ))),
         };
         self.decide(spec, cwd, client, hit)

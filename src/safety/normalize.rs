@@ -32,8 +32,8 @@ mod payloads;
 mod words;
 mod wrappers;
 
+use super::deadline::Deadline;
 use std::collections::HashSet;
-use std::time::Instant;
 
 use super::expand;
 use super::lexer::{self, Sep, Tok};
@@ -70,7 +70,7 @@ pub fn line_with(
     text: &str,
     home: Option<&str>,
     env: &[(String, String)],
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
 ) -> Analysis {
     let mut w = Walker::new(home, deadline);
     let mut scope = Scope::new();
@@ -101,14 +101,14 @@ struct Walker<'a> {
     /// Bytes of views so far.
     bytes: usize,
     steps: usize,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
     incomplete: bool,
     /// A scratch walker (evaluating a substitution) does not walk nested lines again.
     scratch: bool,
 }
 
 impl<'a> Walker<'a> {
-    fn new(home: Option<&'a str>, deadline: Option<Instant>) -> Self {
+    fn new(home: Option<&'a str>, deadline: Option<Deadline>) -> Self {
         Walker {
             out: Vec::new(),
             seen: HashSet::new(),
@@ -137,7 +137,7 @@ impl<'a> Walker<'a> {
         self.steps += 1;
         if self.steps.is_multiple_of(256)
             && let Some(d) = self.deadline
-            && Instant::now() > d
+            && d.passed()
         {
             self.incomplete = true;
         }

@@ -98,7 +98,10 @@ fn a_passed_deadline_is_a_refusal() {
     let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
     let cmd = fill("", "a;", "");
     let hit = filter
-        .check_spec_by(&JobSpec::shell(cmd), Some(Instant::now()))
+        .check_spec_by(
+            &JobSpec::shell(cmd),
+            Some(super::deadline::Deadline::after(Duration::ZERO)),
+        )
         .expect("refused");
     assert_eq!(hit.pattern, TOO_LONG);
 }
