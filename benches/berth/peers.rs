@@ -170,20 +170,47 @@ pub fn bench_output(d: &Daemon) {
         to_file / foreground
     );
 
-    // Host add latency against pueue's.
+    // Host add latency, and add → done, against pueue's.
     let k = 30;
-    let berth_add = super::time(k, || {
-        run_timed(d.cli(&["run", "-d", "-q", "--runner", "host", "--", "true"]))
-    });
+    let add = || run_timed(d.cli(&["run", "-d", "-q", "--runner", "host", "--", "true"]));
+    let add_wait = || {
+        let t = Instant::now();
+        let v = d.json(&["run", "-d", "--runner", "host", "--", "true"]);
+        let id = v["job"]["id"].as_str().unwrap_or("").to_string();
+        let _ = d.cli(&["wait", &id]).status();
+        t.elapsed()
+    };
+    let foreground = || run_timed(d.cli(&["run", "--runner", "host", "--", "true"]));
     if let Some(p) = &pueue {
-        let pueue_add = super::time(k, || run_timed(p.cmd(&["add", "--", "true"])));
+        let [berth_add, pueue_add] = super::interleaved(k, [
+            &mut { add },
+            &mut || run_timed(p.cmd(&["add", "--", "true"])),
+        ]);
         super::row(
             "`berth run -d --runner host -- true` (p50 / p95 ms)",
             berth_add,
             pueue_add,
             "`pueue add -- true`",
         );
+        let [berth_done, berth_fg, pueue_done] = super::interleaved(k, [
+            &mut { add_wait },
+            &mut { foreground },
+            &mut || p.add_and_wait("true"),
+        ]);
+        super::row(
+            "host add → done of `true`: `berth run -d` + `berth wait` (p50 / p95 ms)",
+            berth_done,
+            pueue_done,
+            "`pueue add` + `pueue wait`",
+        );
+        super::row(
+            "host add → done of `true`: foreground `berth run` (p50 / p95 ms)",
+            berth_fg,
+            pueue_done,
+            "`pueue add` + `pueue wait`",
+        );
     } else {
+        let berth_add = super::time(k, add);
         println!(
             "| `berth run -d --runner host -- true` | {:.1} / {:.1} | pueue skipped | | |",
             berth_add.0, berth_add.1

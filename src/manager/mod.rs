@@ -197,12 +197,16 @@ impl Drop for TeardownGuard {
         if self.0.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        let reg = self.0.registry.lock().unwrap();
-        for entry in reg.jobs.values() {
-            if let Some(control) = entry.live.as_ref().and_then(|l| l.control.as_ref()) {
-                control.kill_now();
+        {
+            let reg = self.0.registry.lock().unwrap();
+            for entry in reg.jobs.values() {
+                if let Some(control) = entry.live.as_ref().and_then(|l| l.control.as_ref()) {
+                    control.kill_now();
+                }
             }
         }
+        // Finished jobs whose container removal may not have run yet.
+        self.0.runners.remove_pending_blocking();
     }
 }
 
@@ -520,6 +524,11 @@ impl Manager {
     pub async fn shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
         self.end_active(None, "shutdown").await;
+        // Removals of finished jobs' containers may still be under way.
+        self.inner
+            .runners
+            .settle_removals(Duration::from_secs(10))
+            .await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

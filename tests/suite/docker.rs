@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use berth::{EndedBy, Error, JobSpec, JobStatus, ReadyCondition, RunnerChoice, WaitOutcome};
 use pretty_assertions::assert_eq;
 
-use crate::common::{berth, http_get, manager};
+use crate::common::{berth, containers_of, http_get, manager};
 
 const IMAGE: &str = "berth/sandbox:latest";
 
@@ -137,6 +137,27 @@ async fn a_fast_exit_loses_no_output() {
     job.wait_end().await.unwrap();
     let texts: Vec<String> = job.output_lines().unwrap();
     assert_eq!(texts, vec!["x", "y"]);
+}
+
+/// A job is answered before its container is removed; whichever way the
+/// manager ends right after (a clean shutdown, or its last handle dropped
+/// while the removal may not have run yet), no container stays.
+#[tokio::test]
+async fn a_quick_jobs_container_is_gone_after_shutdown_or_drop() {
+    for clean in [true, false] {
+        let t = manager();
+        let instance = t.manager.config().instance.clone();
+        let job = t.manager.start(docker(JobSpec::argv(["echo", "quick"]))).await.unwrap();
+        let info = job.wait_end().await.unwrap();
+        assert_eq!(info.exit_code, Some(0));
+        assert_eq!(job.output_lines().unwrap(), ["quick"]);
+        if clean {
+            t.manager.shutdown().await;
+        }
+        drop(job);
+        drop(t);
+        assert_eq!(containers_of(&instance), 0, "clean shutdown: {clean}");
+    }
 }
 
 #[tokio::test]

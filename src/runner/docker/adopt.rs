@@ -92,8 +92,8 @@ pub(super) async fn adopt(
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
     let control = DockerControl::new(
+        engine,
         docker.clone(),
-        engine.endpoint.clone(),
         container_id.to_string(),
         slot,
     );

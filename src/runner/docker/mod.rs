@@ -1,11 +1,14 @@
 //! The Docker runner: each job is one detached container on the local engine,
 //! driven through bollard. This file owns the engine connection ([`Engine`]:
 //! lazy connect, API version negotiation, `auto` resolution), the per-job
-//! [`DockerControl`] (signal, remove, a blocking remove for `Drop` paths),
-//! and resource usage. The create body lives in
-//! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
-//! the exit future in `exit.rs`, removal and teardown in `cleanup.rs`, the
-//! stats arithmetic in `usage.rs`.
+//! [`DockerControl`] (signal, remove, a background remove after the job was
+//! answered, a blocking remove for `Drop` paths), and resource usage. The
+//! create body lives in `create.rs`, the create → wait → attach → start
+//! sequence in `launch.rs`, the exit future in `exit.rs`, removal and
+//! teardown (the removals still under way included) in `cleanup.rs`, the
+//! stats arithmetic in `usage.rs`. One client, connected once, serves every
+//! job (on a Unix socket bollard opens a connection per request: ~0.2 ms
+//! each here, under 1% of a container's start).
 //!
 //! Every container carries `berth.managed`, `berth.instance`, `berth.state`
 //! (hash of the state dir), `berth.owner` (manager pid + start time) and
@@ -52,7 +55,7 @@ pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;
 pub use usage::UsageTarget;
 
-use cleanup::{blocking_remove, remove_container};
+use cleanup::{Removals, blocking_remove, remove_container};
 
 /// How long the engine gets to answer a ping before `auto` picks the host.
 const PING_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -127,6 +130,8 @@ pub struct DockerControl {
     sent: Arc<AtomicU64>,
     /// The pool network the container runs on: given back once it was removed.
     slot: Arc<std::sync::Mutex<Option<network::Slot>>>,
+    /// The engine's removals under way, which teardown finishes.
+    removals: Arc<Removals>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -138,22 +143,21 @@ impl std::fmt::Debug for DockerControl {
 }
 
 impl DockerControl {
-    fn new(docker: Docker, endpoint: String, container_id: String, slot: Option<network::Slot>) -> Self {
+    fn new(engine: &Engine, docker: Docker, container_id: String, slot: Option<network::Slot>) -> Self {
         DockerControl {
             container_id,
             docker,
-            endpoint,
+            endpoint: engine.endpoint.clone(),
             sent: Arc::new(AtomicU64::new(0)),
             slot: Arc::new(std::sync::Mutex::new(slot)),
+            removals: engine.removals.clone(),
         }
     }
 
     /// Give the network slot back: the container is gone, so a later job may
     /// use the network (never two running containers on one).
-    fn free_slot(&self) {
-        if let Ok(mut slot) = self.slot.lock() {
-            slot.take();
-        }
+    fn free_slot(&self, removed: bool) {
+        free(&self.slot, removed);
     }
 
     /// True when `signal` was sent to this container.
@@ -184,8 +188,19 @@ impl DockerControl {
 
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
-        remove_container(&self.docker, &self.container_id).await;
-        self.free_slot();
+        let removed = remove_container(&self.docker, &self.container_id).await;
+        self.free_slot(removed);
+    }
+
+    /// Force-remove in the background (the job was answered already); the
+    /// engine's [`Removals`] keeps it until the engine confirmed, so
+    /// teardown can finish it. Must be called inside a tokio runtime.
+    pub fn remove_later(&self) {
+        let slot = self.slot.clone();
+        self.removals
+            .remove_later(self.docker.clone(), self.container_id.clone(), move || {
+                free(&slot, true)
+            });
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -193,8 +208,19 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
-        self.free_slot();
+        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
+        self.free_slot(removed);
+    }
+}
+
+/// Give a container's network slot back; `removed`: the engine confirmed
+/// the container gone, so the network is known to be empty.
+fn free(slot: &std::sync::Mutex<Option<network::Slot>>, removed: bool) {
+    if let Ok(mut slot) = slot.lock()
+        && let Some(slot) = slot.take()
+        && removed
+    {
+        slot.vacate();
     }
 }
 
@@ -225,6 +251,8 @@ pub struct Engine {
     /// The job networks and which of them this engine's containers hold.
     pool: network::Pool,
     client: OnceCell<Docker>,
+    /// Containers of finished jobs whose removal is under way.
+    removals: Arc<Removals>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
 }
@@ -237,6 +265,8 @@ pub(super) struct Project<'a> {
     /// `isolated`, `bridge` or `none`, for specs that do not say.
     pub network: &'a str,
     pub defaults: &'a crate::job::Limits,
+    /// The image was made present already (`Engine::prepare`).
+    pub prepared: bool,
 }
 
 impl Engine {
@@ -261,6 +291,7 @@ impl Engine {
             used_network: std::sync::atomic::AtomicBool::new(false),
             pool: network::Pool::new(config.instance_dir().join("networks")),
             client: OnceCell::new(),
+            removals: Arc::default(),
             precheck_ports: true,
         }
     }
@@ -424,6 +455,7 @@ impl Engine {
             user: self.user.clone(),
             network: &self.default_network,
             defaults: &self.defaults,
+            prepared: false,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -431,6 +463,7 @@ impl Engine {
 
     /// [`launch`](Self::launch) under a caller's project: its image,
     /// workspace, user, network and default limits instead of the engine's.
+    /// The image must have been made present by [`prepare`](Self::prepare).
     pub async fn launch_in(
         &self,
         id: &JobId,
@@ -445,6 +478,7 @@ impl Engine {
             user: config.container_user(),
             network: &config.network,
             defaults: &config.limits,
+            prepared: true,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
