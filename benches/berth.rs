@@ -33,6 +33,9 @@ struct Daemon {
     child: std::process::Child,
     /// The berth binary of this daemon and its clients.
     bin: PathBuf,
+    /// Extra environment of the daemon and its clients: a job's settings
+    /// come from its caller's `BERTH_*` variables, not the daemon's.
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -63,6 +66,7 @@ impl Daemon {
             dir,
             instance,
             bin,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         let deadline = Instant::now() + Duration::from_secs(15);
         while !d.cli(&["ps"]).status().map(|s| s.success()).unwrap_or(false) {
@@ -79,6 +83,7 @@ impl Daemon {
             .env("BERTH_STATE_DIR", self.dir.path())
             .env("BERTH_WORKSPACE", self.dir.path())
             .env("BERTH_INSTANCE", &self.instance)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -174,8 +179,11 @@ fn bench_start(d: &Daemon) {
     let args = ["run", "--runner", "docker", "--image", SANDBOX, "--", "true"];
     let before = std::env::var_os("BERTH_BENCH_BEFORE")
         .map(|bin| Daemon::start_bin("bench-before", &[], PathBuf::from(bin)));
+    // Like for like with `docker run`: the engine's default bridge.
+    let bridge = Daemon::start_with("bench-bridge", &[("BERTH_NETWORK", "bridge")]);
     // One of each first: the pool network, the image in the page cache.
     let _warm = d_run(d, &args);
+    let _warm = d_run(&bridge, &args);
     if let Some(b) = &before {
         let _warm = d_run(b, &args);
     }
@@ -185,12 +193,16 @@ fn bench_start(d: &Daemon) {
         c.args(["run", "--rm", SANDBOX, "true"]).stdout(Stdio::null());
         run_timed(c)
     };
+    let mut on_bridge = || d_run(&bridge, &args);
     let row_name = "container start-to-exit, `berth run --runner docker -- true` (p50 / p95 ms)";
+    let bridge_name = "same with `network = \"bridge\"` (the engine's default bridge, as `docker run`)";
     match &before {
         Some(b) => {
             let mut old = || d_run(b, &args);
-            let [berth, docker, old] = interleaved(n, [&mut berth, &mut docker, &mut old]);
+            let [berth, docker, on_bridge, old] =
+                interleaved(n, [&mut berth, &mut docker, &mut on_bridge, &mut old]);
             row(row_name, berth, docker, "docker run --rm");
+            row(bridge_name, on_bridge, docker, "docker run --rm");
             row(
                 "same, the `BERTH_BENCH_BEFORE` build (p50 / p95 ms)",
                 old,
@@ -199,8 +211,9 @@ fn bench_start(d: &Daemon) {
             );
         }
         None => {
-            let [berth, docker] = interleaved(n, [&mut berth, &mut docker]);
+            let [berth, docker, on_bridge] = interleaved(n, [&mut berth, &mut docker, &mut on_bridge]);
             row(row_name, berth, docker, "docker run --rm");
+            row(bridge_name, on_bridge, docker, "docker run --rm");
         }
     }
 }
