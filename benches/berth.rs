@@ -297,8 +297,23 @@ fn bench_ready(d: &Daemon) {
     let mut berth = || {
         let t = Instant::now();
         let v = d.json(&[
-            "run", "-d", "--runner", "docker", "--image", SANDBOX, "-p", "8080", "--ready-http", "/", "--",
-            "httpd", "-f", "-p", "8080", "-h", "/www",
+            "run",
+            "-d",
+            "--runner",
+            "docker",
+            "--image",
+            SANDBOX,
+            "-p",
+            "8080",
+            "--ready-http",
+            "/",
+            "--",
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+            "-h",
+            "/www",
         ]);
         let took = t.elapsed();
         assert_eq!(v["ready"]["outcome"], "ready", "{v}");
@@ -312,7 +327,16 @@ fn bench_ready(d: &Daemon) {
         let t = Instant::now();
         let o = Command::new("docker")
             .args([
-                "create", "-p", "127.0.0.1::8080", SANDBOX, "httpd", "-f", "-p", "8080", "-h", "/www",
+                "create",
+                "-p",
+                "127.0.0.1::8080",
+                SANDBOX,
+                "httpd",
+                "-f",
+                "-p",
+                "8080",
+                "-h",
+                "/www",
             ])
             .output()
             .unwrap();
@@ -350,7 +374,12 @@ fn bench_ready(d: &Daemon) {
         interleaved(n, [&mut berth, &mut raw, &mut tc_default, &mut tc_fast]);
     let name = "httpd start-to-ready, `berth run -d --ready-http /` from the CLI (p50 / p95 ms)";
     row(name, berth, raw, "docker create+start+poll 5 ms");
-    row(name, berth, tc_default, "testcontainers-rs GenericImage + WaitFor::http (polls every 100 ms)");
+    row(
+        name,
+        berth,
+        tc_default,
+        "testcontainers-rs GenericImage + WaitFor::http (polls every 100 ms)",
+    );
     row(name, berth, tc_fast, "same, polling every 5 ms");
 }
 

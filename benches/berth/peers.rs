@@ -182,21 +182,22 @@ pub fn bench_output(d: &Daemon) {
     };
     let foreground = || run_timed(d.cli(&["run", "--runner", "host", "--", "true"]));
     if let Some(p) = &pueue {
-        let [berth_add, pueue_add] = super::interleaved(k, [
-            &mut { add },
-            &mut || run_timed(p.cmd(&["add", "--", "true"])),
-        ]);
+        let [berth_add, pueue_add] = super::interleaved(
+            k,
+            [&mut { add }, &mut || run_timed(p.cmd(&["add", "--", "true"]))],
+        );
         super::row(
             "`berth run -d --runner host -- true` (p50 / p95 ms)",
             berth_add,
             pueue_add,
             "`pueue add -- true`",
         );
-        let [berth_done, berth_fg, pueue_done] = super::interleaved(k, [
-            &mut { add_wait },
-            &mut { foreground },
-            &mut || p.add_and_wait("true"),
-        ]);
+        let [berth_done, berth_fg, pueue_done] = super::interleaved(
+            k,
+            [&mut { add_wait }, &mut { foreground }, &mut || {
+                p.add_and_wait("true")
+            }],
+        );
         super::row(
             "host add → done of `true`: `berth run -d` + `berth wait` (p50 / p95 ms)",
             berth_done,

@@ -525,10 +525,7 @@ impl Manager {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
         self.end_active(None, "shutdown").await;
         // Removals of finished jobs' containers may still be under way.
-        self.inner
-            .runners
-            .settle_removals(Duration::from_secs(10))
-            .await;
+        self.inner.runners.settle_removals(Duration::from_secs(10)).await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

@@ -153,7 +153,11 @@ async fn a_quick_jobs_container_is_gone_after_shutdown_or_drop() {
     for clean in [true, false] {
         let t = manager();
         let instance = t.manager.config().instance.clone();
-        let job = t.manager.start(docker(JobSpec::argv(["echo", "quick"]))).await.unwrap();
+        let job = t
+            .manager
+            .start(docker(JobSpec::argv(["echo", "quick"])))
+            .await
+            .unwrap();
         let info = job.wait_end().await.unwrap();
         assert_eq!(info.exit_code, Some(0));
         assert_eq!(job.output_lines().unwrap(), ["quick"]);

@@ -91,7 +91,16 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
 /// be under way; the watchdog removes whatever carries the dead owner).
 #[tokio::test]
 async fn no_container_outlives_a_quick_job_at_down_or_crash() {
-    let quick = ["run", "--runner", "docker", "--image", "berth/sandbox:latest", "--", "echo", "quick"];
+    let quick = [
+        "run",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/sandbox:latest",
+        "--",
+        "echo",
+        "quick",
+    ];
     let d = Daemon::start();
     let (code, out, err) = d.run(&quick);
     assert_eq!((code, out.as_str()), (0, "quick\n"), "{err}");

@@ -174,12 +174,7 @@ pub(super) async fn launch(
         // Named, not by the id the container was created with.
         applied.network = Some(slot.name.clone());
     }
-    let control = DockerControl::new(
-        engine,
-        docker.clone(),
-        container_id.clone(),
-        slot,
-    );
+    let control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot);
 
     // From here on the container runs: any failure must take it down again.
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {

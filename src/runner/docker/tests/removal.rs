@@ -21,7 +21,7 @@ async fn a_finished_container_is_pending_until_its_removal_is_confirmed() {
     assert_eq!(texts(&out), ["quick"]);
     control.cleanup();
     // Listed from the moment the removal is asked, before the engine answered.
-    assert_eq!(fx.engine.removals.unconfirmed(), [cid.clone()]);
+    assert_eq!(fx.engine.removals.unconfirmed(), vec![cid.clone()]);
     fx.engine.settle_removals(JOB_LIMIT).await;
     assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
     assert!(fx.engine.removals.unconfirmed().is_empty());
@@ -55,14 +55,25 @@ async fn a_leftover_of_this_instance_with_the_jobs_name_is_cleared() {
     let body = ContainerCreateBody {
         image: Some(DEFAULT_TEST_IMAGE.into()),
         cmd: Some(vec!["true".into()]),
-        labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         ..Default::default()
     };
     let opts = CreateContainerOptions {
         name: Some(name.clone()),
         ..Default::default()
     };
-    let old = fx.docker().await.create_container(Some(opts), body).await.unwrap().id;
+    let old = fx
+        .docker()
+        .await
+        .create_container(Some(opts), body)
+        .await
+        .unwrap()
+        .id;
     let (launched, out) = fx.launch(1, &JobSpec::argv(["echo", "new"])).await.unwrap();
     assert_ne!(launched.container_id.as_deref(), Some(old.as_str()));
     assert_eq!(inspect_status(fx.docker().await, &old).await, Some(404));
