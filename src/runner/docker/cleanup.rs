@@ -40,7 +40,7 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) -> bool {
 /// Containers whose job was answered while their removal still runs.
 ///
 /// A finished job is reported as soon as its container exited and its output
-/// was drained; the remove (~50–150 ms on this engine) follows in a task of
+/// was drained; the remove (50–250 ms on this engine) follows in a task of
 /// its own. Each such container is listed here from the moment its removal
 /// is asked until the engine confirmed it, so teardown can finish what is
 /// under way: [`Engine::settle_removals`] awaits them (manager shutdown,
@@ -67,14 +67,8 @@ struct Pending {
 const REMOVE_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::from_secs(1)];
 
 impl Removals {
-    /// Note `id` as pending, then remove it in the background; `then` runs
-    /// once it is gone (the network slot is given back).
-    pub(super) fn remove_later(
-        self: &std::sync::Arc<Self>,
-        docker: Docker,
-        id: String,
-        then: impl FnOnce() + Send + 'static,
-    ) {
+    /// Note `id` as pending, then remove it in the background.
+    pub(super) fn remove_later(self: &std::sync::Arc<Self>, docker: Docker, id: String) {
         if let Ok(mut p) = self.state.lock() {
             p.in_flight.insert(id.clone());
         }
@@ -87,9 +81,6 @@ impl Removals {
                 }
                 tokio::time::sleep(pause).await;
                 removed = remove_container(&docker, &id).await;
-            }
-            if removed {
-                then();
             }
             this.done(&id, removed);
         });

@@ -128,7 +128,8 @@ pub struct DockerControl {
     /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
     /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
     sent: Arc<AtomicU64>,
-    /// The pool network the container runs on: given back once it was removed.
+    /// The pool network the container runs on: given back once it exited
+    /// (background removal) or was removed.
     slot: Arc<std::sync::Mutex<Option<network::Slot>>>,
     /// The engine's removals under way, which teardown finishes.
     removals: Arc<Removals>,
@@ -156,8 +157,8 @@ impl DockerControl {
 
     /// Give the network slot back: the container is gone, so a later job may
     /// use the network (never two running containers on one).
-    fn free_slot(&self, removed: bool) {
-        free(&self.slot, removed);
+    fn free_slot(&self, empty: bool) {
+        free(&self.slot, empty);
     }
 
     /// True when `signal` was sent to this container.
@@ -196,11 +197,13 @@ impl DockerControl {
     /// engine's [`Removals`] keeps it until the engine confirmed, so
     /// teardown can finish it. Must be called inside a tokio runtime.
     pub fn remove_later(&self) {
-        let slot = self.slot.clone();
+        // Its network is free already: the engine releases a container's
+        // endpoint before it reports the exit (`wait` answers after that
+        // teardown, see exit.rs), and this is called once the exit was seen.
+        // A back-to-back job reuses the network instead of making another.
+        self.free_slot(true);
         self.removals
-            .remove_later(self.docker.clone(), self.container_id.clone(), move || {
-                free(&slot, true)
-            });
+            .remove_later(self.docker.clone(), self.container_id.clone());
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -213,12 +216,12 @@ impl DockerControl {
     }
 }
 
-/// Give a container's network slot back; `removed`: the engine confirmed
-/// the container gone, so the network is known to be empty.
-fn free(slot: &std::sync::Mutex<Option<network::Slot>>, removed: bool) {
+/// Give a container's network slot back; `empty`: the engine reported the
+/// container exited or removed, so nothing of it is left on the network.
+fn free(slot: &std::sync::Mutex<Option<network::Slot>>, empty: bool) {
     if let Ok(mut slot) = slot.lock()
         && let Some(slot) = slot.take()
-        && removed
+        && empty
     {
         slot.vacate();
     }

@@ -17,8 +17,9 @@
 //!
 //! The pool: slot N is the network `berth-<instance>-<state hash>-net-N`,
 //! made on first use (~0.2 s) and reused by a later job once the container on
-//! it was removed ([`Slot`] is held until then; a network this process saw
-//! emptied is reused without asking the engine again). The cap on running jobs
+//! it exited or was removed ([`Slot`] is held until then: the engine releases
+//! a container's endpoint before it reports the exit; a network this process
+//! saw emptied is reused without asking the engine again). The cap on running jobs
 //! bounds the pool. Every network is labelled like berth's containers and
 //! removed at teardown, by `berth down` and by the crash watchdog
 //! ([`release_all`]); a launch that loses a race with that removal makes its
@@ -161,8 +162,8 @@ pub struct Pool {
     busy: Arc<Mutex<BTreeSet<u32>>>,
     /// Slot → network id, so reusing a network costs one inspect.
     known: Mutex<BTreeMap<u32, String>>,
-    /// Slots whose last container (this process's) was removed: their
-    /// network is known empty and is reused without an inspect. A network
+    /// Slots whose last container (this process's) exited or was removed:
+    /// their network is known empty and is reused without an inspect. A network
     /// removed meanwhile fails the create, which makes it again
     /// (`is_missing`, `forget`).
     vacant: Arc<Mutex<BTreeSet<u32>>>,
@@ -184,8 +185,8 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Give the slot back after its container was removed (confirmed by
-    /// the engine): the next acquire may skip inspecting the network.
+    /// Give the slot back after its container exited or was removed (as the
+    /// engine reported): the next acquire may skip inspecting the network.
     pub fn vacate(self) {
         if let Ok(mut v) = self.vacant.lock() {
             v.insert(self.n);
