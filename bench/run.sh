@@ -4,6 +4,8 @@
 #   bash bench/run.sh start spawn     # a subset: start network ready detect spawn ingest memory ps
 #   BERTH_BENCH_BYTES=268435456 bash bench/run.sh ingest
 #   bash bench/run.sh finished output  # output rows beside raw redirections and pueue
+#   bash bench/run.sh start ready      # containers beside docker run --rm, testcontainers-rs
+#   BERTH_BENCH_BEFORE=/path/to/older/berth bash bench/run.sh start   # adds that build's row
 # pueue: taken from BERTH_BENCH_PUEUE_DIR or PATH; BERTH_BENCH_INSTALL_PUEUE=1
 # installs it into a temporary root first (`cargo install pueue`); without it
 # the pueue rows print a note instead.

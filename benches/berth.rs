@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 
 #[path = "berth/peers.rs"]
 mod peers;
+#[path = "berth/tc.rs"]
+mod tc;
+
+/// The image of the container rows: the one the `docker run` baselines use.
+const SANDBOX: &str = "berth/sandbox:latest";
 
 fn berth_bin() -> PathBuf {
     // Built by cargo for this bench, in the same profile (release under `cargo bench`).
@@ -26,6 +31,11 @@ struct Daemon {
     dir: tempfile::TempDir,
     instance: String,
     child: std::process::Child,
+    /// The berth binary of this daemon and its clients.
+    bin: PathBuf,
+    /// Extra environment of the daemon and its clients: a job's settings
+    /// come from its caller's `BERTH_*` variables, not the daemon's.
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -35,9 +45,15 @@ impl Daemon {
 
     /// A daemon of instance `bench-<name>-<pid>` with extra environment.
     fn start_with(name: &str, env: &[(&str, &str)]) -> Daemon {
+        Self::start_bin(name, env, berth_bin())
+    }
+
+    /// As [`start_with`](Self::start_with), with another build of berth
+    /// (`BERTH_BENCH_BEFORE`: the "before" rows).
+    fn start_bin(name: &str, env: &[(&str, &str)], bin: PathBuf) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let instance = format!("{name}-{}", std::process::id());
-        let mut cmd = Command::new(berth_bin());
+        let mut cmd = Command::new(&bin);
         cmd.arg("daemon")
             .env("BERTH_STATE_DIR", dir.path())
             .env("BERTH_WORKSPACE", dir.path())
@@ -49,6 +65,8 @@ impl Daemon {
             child: cmd.spawn().unwrap(),
             dir,
             instance,
+            bin,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         let deadline = Instant::now() + Duration::from_secs(15);
         while !d.cli(&["ps"]).status().map(|s| s.success()).unwrap_or(false) {
@@ -60,11 +78,12 @@ impl Daemon {
     }
 
     fn cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(berth_bin());
+        let mut c = Command::new(&self.bin);
         c.args(args)
             .env("BERTH_STATE_DIR", self.dir.path())
             .env("BERTH_WORKSPACE", self.dir.path())
             .env("BERTH_INSTANCE", &self.instance)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -137,21 +156,66 @@ fn run_timed(mut c: Command) -> Duration {
     t.elapsed()
 }
 
+/// Median and p95 (ms) of each of `runs`, taken in turns (one of each per
+/// round) so a machine that gets busier or quieter weighs on all alike.
+fn interleaved<const N: usize>(n: usize, mut runs: [&mut dyn FnMut() -> Duration; N]) -> [(f64, f64); N] {
+    let mut taken: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for _ in 0..n {
+        for (run, v) in runs.iter_mut().zip(taken.iter_mut()) {
+            v.push(run().as_secs_f64() * 1000.0);
+        }
+    }
+    taken.map(|mut v| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (percentile(&v, 0.5), percentile(&v, 0.95))
+    })
+}
+
+/// A container job's start-to-exit through the daemon (client start
+/// included) against `docker run --rm` of the same image, in turns; with
+/// `BERTH_BENCH_BEFORE=<berth binary>` also the same through that build.
 fn bench_start(d: &Daemon) {
     let n = 20;
-    let berth = time(n, || d_run(d, &["run", "--runner", "docker", "--", "true"]));
-    let docker = time(n, || {
+    let args = ["run", "--runner", "docker", "--image", SANDBOX, "--", "true"];
+    let before = std::env::var_os("BERTH_BENCH_BEFORE")
+        .map(|bin| Daemon::start_bin("bench-before", &[], PathBuf::from(bin)));
+    // Like for like with `docker run`: the engine's default bridge.
+    let bridge = Daemon::start_with("bench-bridge", &[("BERTH_NETWORK", "bridge")]);
+    // One of each first: the pool network, the image in the page cache.
+    let _warm = d_run(d, &args);
+    let _warm = d_run(&bridge, &args);
+    if let Some(b) = &before {
+        let _warm = d_run(b, &args);
+    }
+    let mut berth = || d_run(d, &args);
+    let mut docker = || {
         let mut c = Command::new("docker");
-        c.args(["run", "--rm", "berth/sandbox:latest", "true"])
-            .stdout(Stdio::null());
+        c.args(["run", "--rm", SANDBOX, "true"]).stdout(Stdio::null());
         run_timed(c)
-    });
-    row(
-        "container start-to-exit (p50 / p95 ms)",
-        berth,
-        docker,
-        "docker run --rm",
-    );
+    };
+    let mut on_bridge = || d_run(&bridge, &args);
+    let row_name = "container start-to-exit, `berth run --runner docker -- true` (p50 / p95 ms)";
+    let bridge_name = "same with `network = \"bridge\"` (the engine's default bridge, as `docker run`)";
+    match &before {
+        Some(b) => {
+            let mut old = || d_run(b, &args);
+            let [berth, docker, on_bridge, old] =
+                interleaved(n, [&mut berth, &mut docker, &mut on_bridge, &mut old]);
+            row(row_name, berth, docker, "docker run --rm");
+            row(bridge_name, on_bridge, docker, "docker run --rm");
+            row(
+                "same, the `BERTH_BENCH_BEFORE` build (p50 / p95 ms)",
+                old,
+                docker,
+                "docker run --rm",
+            );
+        }
+        None => {
+            let [berth, docker, on_bridge] = interleaved(n, [&mut berth, &mut docker, &mut on_bridge]);
+            row(row_name, berth, docker, "docker run --rm");
+            row(bridge_name, on_bridge, docker, "docker run --rm");
+        }
+    }
 }
 
 /// The cost of the job network: a container job's start-to-exit on the
@@ -162,7 +226,7 @@ fn bench_start(d: &Daemon) {
 fn bench_network(d: &Daemon) {
     let n = 20;
     let bridge_daemon = Daemon::start_with("bench-bridge", &[("BERTH_NETWORK", "bridge")]);
-    let args = ["run", "--runner", "docker", "--", "true"];
+    let args = ["run", "--runner", "docker", "--image", SANDBOX, "--", "true"];
     let _warm = d_run(d, &args);
     let reused = time(n, || d_run(d, &args));
     let fresh = time(n, || {
@@ -224,15 +288,21 @@ fn http_ok(port: u16) -> bool {
     matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.starts_with(b"HTTP/1."))
 }
 
+/// An httpd container started and waited on until it answers HTTP: berth's
+/// CLI (`run -d --ready-http /`, client start included), the raw engine
+/// sequence through the docker CLI, and testcontainers-rs (`GenericImage` +
+/// `WaitFor::http`, in-process), in turns.
 fn bench_ready(d: &Daemon) {
     let n = 30;
-    let berth = time(n, || {
+    let mut berth = || {
         let t = Instant::now();
         let v = d.json(&[
             "run",
             "-d",
             "--runner",
             "docker",
+            "--image",
+            SANDBOX,
             "-p",
             "8080",
             "--ready-http",
@@ -250,17 +320,17 @@ fn bench_ready(d: &Daemon) {
         let id = v["job"]["id"].as_str().unwrap().to_string();
         let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
         took
-    });
-    // Baseline: the raw engine sequence through the docker CLI (create, start,
-    // read the port, poll HTTP every 5 ms), then remove.
-    let raw = time(n, || {
+    };
+    // The raw engine sequence through the docker CLI (create, start, read
+    // the port, poll HTTP every 5 ms), then remove.
+    let mut raw = || {
         let t = Instant::now();
         let o = Command::new("docker")
             .args([
                 "create",
                 "-p",
                 "127.0.0.1::8080",
-                "berth/sandbox:latest",
+                SANDBOX,
                 "httpd",
                 "-f",
                 "-p",
@@ -296,13 +366,21 @@ fn bench_ready(d: &Daemon) {
             .status()
             .unwrap();
         took
-    });
+    };
+    let tc = tc::Peer::new();
+    let mut tc_default = || tc.start_and_wait(None);
+    let mut tc_fast = || tc.start_and_wait(Some(Duration::from_millis(5)));
+    let [berth, raw, tc_default, tc_fast] =
+        interleaved(n, [&mut berth, &mut raw, &mut tc_default, &mut tc_fast]);
+    let name = "httpd start-to-ready, `berth run -d --ready-http /` from the CLI (p50 / p95 ms)";
+    row(name, berth, raw, "docker create+start+poll 5 ms");
     row(
-        "httpd start-to-ready (p50 / p95 ms)",
+        name,
         berth,
-        raw,
-        "docker create+start+poll 5 ms",
+        tc_default,
+        "testcontainers-rs GenericImage + WaitFor::http (polls every 100 ms)",
     );
+    row(name, berth, tc_fast, "same, polling every 5 ms");
 }
 
 /// Time from a server's bind (it prints the moment) to `berth wait --port` returning.

@@ -247,6 +247,8 @@ impl Drop for TeardownGuard {
         for control in controls {
             control.kill_now();
         }
+        // Finished jobs whose container removal may not have run yet.
+        self.0.runners.remove_pending_blocking();
     }
 }
 
@@ -579,6 +581,8 @@ impl Manager {
                 "supervisor tasks still running at shutdown"
             );
         }
+        // Removals of finished jobs' containers may still be under way.
+        self.inner.runners.settle_removals(Duration::from_secs(10)).await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
         // Every line and event reaches the disk before we say we are done.

@@ -516,7 +516,10 @@ pub(super) async fn supervise(
             }
         }
     };
-    control.cleanup().await;
+    // The container goes in the background (the engine's removals list it
+    // until it is gone, for teardown and the watchdog): the job is answered
+    // as soon as it exited and its output was drained.
+    control.cleanup();
     let status = match (stop, exit) {
         (
             Some(StopRequest {

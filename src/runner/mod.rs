@@ -73,10 +73,12 @@ impl Control {
         }
     }
 
-    /// Clean up after the job ended and its output was read (remove the container).
-    pub async fn cleanup(&self) {
+    /// Clean up after the job ended and its output was read: the container
+    /// is removed in the background (the job can be answered meanwhile);
+    /// the engine's teardown finishes a removal still under way.
+    pub fn cleanup(&self) {
         if let Control::Docker(d) = self {
-            d.remove().await;
+            d.remove_later();
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use berth::{EndedBy, Error, JobSpec, JobStatus, ReadyCondition, RunnerChoice, WaitOutcome};
 use pretty_assertions::assert_eq;
 
-use crate::common::{berth, http_get, manager};
+use crate::common::{berth, containers_of, eventually, http_get, manager};
 
 const IMAGE: &str = "berth/sandbox:latest";
 
@@ -78,7 +78,11 @@ async fn an_httpd_job_is_reachable_on_its_mapped_port_and_hardened() {
 
     let killed = job.kill().await.unwrap();
     assert_eq!(killed.result, berth::manager::KillResult::Killed);
-    assert!(inspect(&cid).is_none(), "stop removes the container");
+    // Answered first, removed right after (in the background).
+    eventually(Duration::from_secs(10), "stop removes the container", || {
+        inspect(&cid).is_none()
+    })
+    .await;
     let again = job.kill().await.unwrap();
     assert_eq!(again.result, berth::manager::KillResult::AlreadyFinished);
 }
@@ -124,10 +128,12 @@ async fn a_fast_exit_loses_no_output() {
     let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
     assert_eq!(texts, (1..=1000).map(|i| i.to_string()).collect::<Vec<_>>());
     assert_eq!(lines.last().unwrap().seq, 1000);
-    assert!(
-        inspect(info.container_id.as_ref().unwrap()).is_none(),
-        "removed after draining"
-    );
+    // Answered once drained; the container goes right after.
+    let cid = info.container_id.clone().unwrap();
+    eventually(Duration::from_secs(10), "removed after draining", || {
+        inspect(&cid).is_none()
+    })
+    .await;
 
     let job = t
         .manager
@@ -137,6 +143,31 @@ async fn a_fast_exit_loses_no_output() {
     job.wait_end().await.unwrap();
     let texts: Vec<String> = job.output_lines().unwrap();
     assert_eq!(texts, vec!["x", "y"]);
+}
+
+/// A job is answered before its container is removed; whichever way the
+/// manager ends right after (a clean shutdown, or its last handle dropped
+/// while the removal may not have run yet), no container stays.
+#[tokio::test]
+async fn a_quick_jobs_container_is_gone_after_shutdown_or_drop() {
+    for clean in [true, false] {
+        let t = manager();
+        let instance = t.manager.config().instance.clone();
+        let job = t
+            .manager
+            .start(docker(JobSpec::argv(["echo", "quick"])))
+            .await
+            .unwrap();
+        let info = job.wait_end().await.unwrap();
+        assert_eq!(info.exit_code, Some(0));
+        assert_eq!(job.output_lines().unwrap(), ["quick"]);
+        if clean {
+            t.manager.shutdown().await;
+        }
+        drop(job);
+        drop(t);
+        assert_eq!(containers_of(&instance), 0, "clean shutdown: {clean}");
+    }
 }
 
 #[tokio::test]

@@ -85,6 +85,42 @@ async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
     again.wait().unwrap();
 }
 
+/// A container job is answered before its container is removed: `berth
+/// down` right after still leaves none (shutdown awaits the removal), and
+/// neither does a daemon killed right after answering (the removal may still
+/// be under way; the watchdog removes whatever carries the dead owner).
+#[tokio::test]
+async fn no_container_outlives_a_quick_job_at_down_or_crash() {
+    let quick = [
+        "run",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/sandbox:latest",
+        "--",
+        "echo",
+        "quick",
+    ];
+    let d = Daemon::start();
+    let (code, out, err) = d.run(&quick);
+    assert_eq!((code, out.as_str()), (0, "quick\n"), "{err}");
+    let (code, _, err) = d.run(&["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(containers_of(&d.instance), 0, "down waited for the removal");
+
+    let mut d = Daemon::start();
+    let (code, out, err) = d.run(&quick);
+    assert_eq!((code, out.as_str()), (0, "quick\n"), "{err}");
+    d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
+    d.child.wait().unwrap();
+    eventually(
+        Duration::from_secs(5),
+        "no container of the killed daemon",
+        || containers_of(&d.instance) == 0,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);

@@ -91,12 +91,7 @@ pub(super) async fn adopt(
             .used_network
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    let control = DockerControl::new(
-        docker.clone(),
-        engine.endpoint.clone(),
-        container_id.to_string(),
-        slot,
-    );
+    let control = DockerControl::new(engine, docker.clone(), container_id.to_string(), slot);
     let internal_ip = super::launch::container_ip(&inspected);
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     Ok(Launched {

@@ -1,10 +1,14 @@
 //! Removal and teardown on the engine: force-removing one container, only
 //! what carries this instance's and state dir's labels when the id comes
-//! from elsewhere (recovery), the labelled sweeps (`remove_labelled`, the
+//! from elsewhere (recovery), the removals still under way after a job was
+//! answered ([`Removals`]), the labelled sweeps (`remove_labelled`, the
 //! crash watchdog's `remove_owned`), the instance networks' teardown, and a
 //! blocking remove for synchronous callers (`Drop`).
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
@@ -29,6 +33,119 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) -> bool {
         Err(e) => {
             tracing::warn!(container = %id, error = %message(&e), "could not remove container");
             false
+        }
+    }
+}
+
+/// Containers whose job was answered while their removal still runs.
+///
+/// A finished job is reported as soon as its container exited and its output
+/// was drained; the remove (50–250 ms on this engine) follows in a task of
+/// its own. Each such container is listed here from the moment its removal
+/// is asked until the engine confirmed it, so teardown can finish what is
+/// under way: [`Engine::settle_removals`] awaits them (manager shutdown,
+/// before the job networks go), [`Engine::remove_pending_blocking`] removes
+/// them from synchronous code (the last manager handle dropped). A manager
+/// that dies meanwhile leaves them labelled with its owner: the crash
+/// watchdog removes them like any other container of its.
+#[derive(Default)]
+pub(super) struct Removals {
+    state: Mutex<Pending>,
+    /// Told whenever no removal is in flight any more.
+    idle: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Asked of the engine, not yet answered.
+    in_flight: BTreeSet<String>,
+    /// Refused by the engine after the retries: teardown tries again.
+    refused: BTreeSet<String>,
+}
+
+/// Pauses before a background removal asks an engine that refused it again.
+const REMOVE_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::from_secs(1)];
+
+impl Removals {
+    /// Note `id` as pending, then remove it in the background.
+    pub(super) fn remove_later(self: &std::sync::Arc<Self>, docker: Docker, id: String) {
+        if let Ok(mut p) = self.state.lock() {
+            p.in_flight.insert(id.clone());
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut removed = remove_container(&docker, &id).await;
+            for pause in REMOVE_RETRIES {
+                if removed {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                removed = remove_container(&docker, &id).await;
+            }
+            this.done(&id, removed);
+        });
+    }
+
+    /// Record how the removal of `id` ended.
+    fn done(&self, id: &str, removed: bool) {
+        let Ok(mut p) = self.state.lock() else { return };
+        p.in_flight.remove(id);
+        match removed {
+            true => p.refused.remove(id),
+            false => p.refused.insert(id.to_string()),
+        };
+        if p.in_flight.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        self.state.lock().is_ok_and(|p| !p.in_flight.is_empty())
+    }
+
+    /// Every container whose removal was not confirmed (in flight or refused).
+    pub(super) fn unconfirmed(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .map(|p| p.in_flight.union(&p.refused).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Engine {
+    /// Wait (at most `limit`) until the removals under way are done, then
+    /// remove here what the engine refused or what still runs.
+    pub async fn settle_removals(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.removals.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if !self.removals.in_flight() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        let left = self.removals.unconfirmed();
+        if left.is_empty() {
+            return;
+        }
+        let Ok(docker) = self.client().await else { return };
+        for id in left {
+            let removed = remove_container(docker, &id).await;
+            self.removals.done(&id, removed);
+        }
+    }
+
+    /// From synchronous code (the last manager handle dropped, maybe while
+    /// its runtime winds down and the removal tasks with it): remove every
+    /// container whose removal was not confirmed.
+    pub fn remove_pending_blocking(&self) {
+        for id in self.removals.unconfirmed() {
+            let removed = blocking_remove(self.endpoint.clone(), id.clone(), None);
+            self.removals.done(&id, removed);
         }
     }
 }

@@ -9,8 +9,13 @@
 //! the faster of the two. Mapped ports and the container's own IP exist only
 //! after start, so they are read back from inspect.
 //!
+//! Nothing else is asked on the way: the manager made the image present
+//! already (`Engine::prepare`), and a leftover container with the job's name
+//! is looked at only when the create says the name is taken.
+//!
 //! How the end is observed (wait + drained output, inspect as the stand-in)
-//! is `exit.rs`.
+//! is `exit.rs`; the container is removed after the job was answered
+//! (`cleanup.rs`, `Removals`).
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -49,6 +54,8 @@ enum AttemptError {
     PortTaken(String),
     /// The job network was removed meanwhile: make it again and retry.
     NetworkGone(String),
+    /// A container already has this job's name (a leftover): clear it and retry.
+    NameTaken,
     Other(Error),
 }
 
@@ -68,20 +75,21 @@ pub(super) async fn launch(
     project: &Project<'_>,
 ) -> Result<Launched> {
     let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
-    // Normally the manager made it present already (`Engine::prepare`, with
-    // progress and the job's policy); then this is one quick inspect.
-    let quiet: super::pull::ProgressFn = Arc::new(|_| {});
-    super::pull::ensure(
-        &docker,
-        id.as_str(),
-        &image,
-        PullPolicy::Missing,
-        engine.pull_timeout,
-        &quiet,
-    )
-    .await?;
+    if !project.prepared {
+        // The manager makes the image present first (`Engine::prepare`, with
+        // progress and the job's policy); a direct caller gets it here.
+        let quiet: super::pull::ProgressFn = Arc::new(|_| {});
+        super::pull::ensure(
+            &docker,
+            id.as_str(),
+            &image,
+            PullPolicy::Missing,
+            engine.pull_timeout,
+            &quiet,
+        )
+        .await?;
+    }
     let name = create::container_name(&engine.instance, engine.state(), id);
-    clear_leftover(engine, &docker, id, &name).await?;
 
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs.
@@ -92,6 +100,7 @@ pub(super) async fn launch(
     };
     let mut plan = create::plan_ports(spec, engine.precheck_ports);
     let mut network_retries = 2;
+    let mut cleared = false;
     let started = loop {
         let ctx = Context {
             id,
@@ -137,6 +146,19 @@ pub(super) async fn launch(
                     message: msg,
                 });
             }
+            Err(AttemptError::NameTaken) if !cleared => {
+                // Ids are never reused, so this is rare (a state dir reset
+                // while its containers stayed): checked only when it happens.
+                cleared = true;
+                clear_leftover(engine, &docker, id, &name).await?;
+            }
+            Err(AttemptError::NameTaken) => {
+                return Err(Error::Docker {
+                    action: "create container",
+                    job: id.to_string(),
+                    message: format!("the name {name} is still taken after its leftover was removed"),
+                });
+            }
             Err(AttemptError::Other(e)) => return Err(e),
         }
     };
@@ -152,12 +174,7 @@ pub(super) async fn launch(
         // Named, not by the id the container was created with.
         applied.network = Some(slot.name.clone());
     }
-    let control = DockerControl::new(
-        docker.clone(),
-        engine.endpoint.clone(),
-        container_id.clone(),
-        slot,
-    );
+    let control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot);
 
     // From here on the container runs: any failure must take it down again.
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
@@ -270,6 +287,8 @@ async fn attempt(
             })
         } else if network::is_missing(&msg) {
             AttemptError::NetworkGone(msg)
+        } else if status(&e) == Some(409) {
+            AttemptError::NameTaken
         } else {
             AttemptError::Other(Error::Docker {
                 action: "create container",

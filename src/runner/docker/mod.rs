@@ -1,12 +1,15 @@
 //! The Docker runner: each job is one detached container on the local engine,
 //! driven through bollard. This file owns the engine connection ([`Engine`]:
 //! lazy connect, API version negotiation, `auto` resolution), the per-job
-//! [`DockerControl`] (signal, remove, a blocking remove for `Drop` paths),
-//! and resource usage. The create body lives in
-//! `create.rs`, the create → wait → attach → start sequence in `launch.rs`,
-//! the exit future in `exit.rs`, removal and teardown in `cleanup.rs`, the
+//! [`DockerControl`] (signal, remove, a background remove after the job was
+//! answered, a blocking remove for `Drop` paths), and resource usage. The
+//! create body lives in `create.rs`, the create → wait → attach → start
+//! sequence in `launch.rs`, the exit future in `exit.rs`, removal and
+//! teardown (the removals still under way included) in `cleanup.rs`, the
 //! stats arithmetic in `usage.rs`, image pulls in `pull.rs` and project image
-//! builds in `build.rs`.
+//! builds in `build.rs`. One client, connected once, serves every
+//! job (on a Unix socket bollard opens a connection per request: ~0.2 ms
+//! each here, under 1% of a container's start).
 //!
 //! Every container carries `berth.managed`, `berth.instance`, `berth.state`
 //! (hash of the state dir), `berth.owner` (manager pid + start time) and
@@ -55,7 +58,7 @@ pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;
 pub use usage::UsageTarget;
 
-use cleanup::{blocking_remove, remove_container};
+use cleanup::{Removals, blocking_remove, remove_container};
 
 /// How long the engine gets to answer a ping before `auto` picks the host.
 const PING_TIMEOUT: Duration = Duration::from_millis(1500);
@@ -128,8 +131,11 @@ pub struct DockerControl {
     /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
     /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
     sent: Arc<AtomicU64>,
-    /// The pool network the container runs on: given back once it was removed.
+    /// The pool network the container runs on: given back once it exited
+    /// (background removal) or was removed.
     slot: Arc<std::sync::Mutex<Option<network::Slot>>>,
+    /// The engine's removals under way, which teardown finishes.
+    removals: Arc<Removals>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -141,22 +147,21 @@ impl std::fmt::Debug for DockerControl {
 }
 
 impl DockerControl {
-    fn new(docker: Docker, endpoint: String, container_id: String, slot: Option<network::Slot>) -> Self {
+    fn new(engine: &Engine, docker: Docker, container_id: String, slot: Option<network::Slot>) -> Self {
         DockerControl {
             container_id,
             docker,
-            endpoint,
+            endpoint: engine.endpoint.clone(),
             sent: Arc::new(AtomicU64::new(0)),
             slot: Arc::new(std::sync::Mutex::new(slot)),
+            removals: engine.removals.clone(),
         }
     }
 
     /// Give the network slot back: the container is gone, so a later job may
     /// use the network (never two running containers on one).
-    fn free_slot(&self) {
-        if let Ok(mut slot) = self.slot.lock() {
-            slot.take();
-        }
+    fn free_slot(&self, empty: bool) {
+        free(&self.slot, empty);
     }
 
     /// True when `signal` was sent to this container.
@@ -187,8 +192,21 @@ impl DockerControl {
 
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
-        remove_container(&self.docker, &self.container_id).await;
-        self.free_slot();
+        let removed = remove_container(&self.docker, &self.container_id).await;
+        self.free_slot(removed);
+    }
+
+    /// Force-remove in the background (the job was answered already); the
+    /// engine's [`Removals`] keeps it until the engine confirmed, so
+    /// teardown can finish it. Must be called inside a tokio runtime.
+    pub fn remove_later(&self) {
+        // Its network is free already: the engine releases a container's
+        // endpoint before it reports the exit (`wait` answers after that
+        // teardown, see exit.rs), and this is called once the exit was seen.
+        // A back-to-back job reuses the network instead of making another.
+        self.free_slot(true);
+        self.removals
+            .remove_later(self.docker.clone(), self.container_id.clone());
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -196,8 +214,19 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
-        self.free_slot();
+        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
+        self.free_slot(removed);
+    }
+}
+
+/// Give a container's network slot back; `empty`: the engine reported the
+/// container exited or removed, so nothing of it is left on the network.
+fn free(slot: &std::sync::Mutex<Option<network::Slot>>, empty: bool) {
+    if let Ok(mut slot) = slot.lock()
+        && let Some(slot) = slot.take()
+        && empty
+    {
+        slot.vacate();
     }
 }
 
@@ -228,6 +257,8 @@ pub struct Engine {
     /// The job networks and which of them this engine's containers hold.
     pool: network::Pool,
     client: OnceCell<Docker>,
+    /// Containers of finished jobs whose removal is under way.
+    removals: Arc<Removals>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
 }
@@ -240,6 +271,8 @@ pub(super) struct Project<'a> {
     /// `isolated`, `bridge` or `none`, for specs that do not say.
     pub network: &'a str,
     pub defaults: &'a crate::model::Limits,
+    /// The image was made present already (`Engine::prepare`).
+    pub prepared: bool,
 }
 
 impl Engine {
@@ -264,6 +297,7 @@ impl Engine {
             used_network: std::sync::atomic::AtomicBool::new(false),
             pool: network::Pool::new(config.instance_dir().join("networks")),
             client: OnceCell::new(),
+            removals: Arc::default(),
             precheck_ports: true,
         }
     }
@@ -450,6 +484,7 @@ impl Engine {
             user: self.user.clone(),
             network: &self.default_network,
             defaults: &self.defaults,
+            prepared: false,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -457,6 +492,7 @@ impl Engine {
 
     /// [`launch`](Self::launch) under a caller's project: its image,
     /// workspace, user, network and default limits instead of the engine's.
+    /// The image must have been made present by [`prepare`](Self::prepare).
     pub async fn launch_in(
         &self,
         id: &JobId,
@@ -471,6 +507,7 @@ impl Engine {
             user: config.container_user(),
             network: &config.network,
             defaults: &config.limits,
+            prepared: true,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await

@@ -17,7 +17,9 @@
 //!
 //! The pool: slot N is the network `berth-<instance>-<state hash>-net-N`,
 //! made on first use (~0.2 s) and reused by a later job once the container on
-//! it was removed ([`Slot`] is held until then). The cap on running jobs
+//! it exited or was removed ([`Slot`] is held until then: the engine releases
+//! a container's endpoint before it reports the exit; a network this process
+//! saw emptied is reused without asking the engine again). The cap on running jobs
 //! bounds the pool. Every network is labelled like berth's containers and
 //! removed at teardown, by `berth down` and by the crash watchdog
 //! ([`release_all`]); a launch that loses a race with that removal makes its
@@ -160,6 +162,11 @@ pub struct Pool {
     busy: Arc<Mutex<BTreeSet<u32>>>,
     /// Slot → network id, so reusing a network costs one inspect.
     known: Mutex<BTreeMap<u32, String>>,
+    /// Slots whose last container (this process's) exited or was removed:
+    /// their network is known empty and is reused without an inspect. A network
+    /// removed meanwhile fails the create, which makes it again
+    /// (`is_missing`, `forget`).
+    vacant: Arc<Mutex<BTreeSet<u32>>>,
     /// One acquire at a time: two launches would otherwise pick one slot.
     /// (A tokio mutex: held across the engine calls on purpose.)
     one: tokio::sync::Mutex<()>,
@@ -172,8 +179,19 @@ pub struct Slot {
     pub id: String,
     pub name: String,
     busy: Arc<Mutex<BTreeSet<u32>>>,
+    vacant: Arc<Mutex<BTreeSet<u32>>>,
     /// The slot's flock, released when the file closes.
     _lock: Option<File>,
+}
+
+impl Slot {
+    /// Give the slot back after its container exited or was removed (as the
+    /// engine reported): the next acquire may skip inspecting the network.
+    pub fn vacate(self) {
+        if let Ok(mut v) = self.vacant.lock() {
+            v.insert(self.n);
+        }
+    }
 }
 
 impl Drop for Slot {
@@ -246,6 +264,10 @@ impl Pool {
             };
             let name = slot_name(prefix, n);
             let cached = self.known.lock().ok().and_then(|k| k.get(&n).cloned());
+            let vacant = self.vacant.lock().is_ok_and(|v| v.contains(&n));
+            if let (Some(id), true) = (&cached, vacant) {
+                return Ok(self.hold(n, id.clone(), name, lock));
+            }
             let inspected = match cached {
                 Some(id) => match docker.inspect_network(&id, None).await {
                     Ok(i) => Some((id, i)),
@@ -282,6 +304,9 @@ impl Pool {
         if let Ok(mut k) = self.known.lock() {
             k.remove(&slot.n);
         }
+        if let Ok(mut v) = self.vacant.lock() {
+            v.remove(&slot.n);
+        }
     }
 
     /// Hold the slot of network `name` for an adopted container running on it.
@@ -302,11 +327,15 @@ impl Pool {
         if let Ok(mut b) = self.busy.lock() {
             b.insert(n);
         }
+        if let Ok(mut v) = self.vacant.lock() {
+            v.remove(&n);
+        }
         Slot {
             n,
             id,
             name,
             busy: self.busy.clone(),
+            vacant: self.vacant.clone(),
             _lock: lock,
         }
     }

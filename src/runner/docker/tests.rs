@@ -21,6 +21,8 @@ use crate::output::{LogQuery, Stream};
 use crate::runner::Exit;
 use crate::watch::Watchers;
 
+mod removal;
+
 /// Upper bound for any single job in these tests; nothing here should come close.
 const JOB_LIMIT: Duration = Duration::from_secs(30);
 
@@ -199,7 +201,8 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
     let control = launched.control.clone();
     control.kill().await;
     assert_eq!(ended(launched).await, Exit::Signal(9));
-    control.cleanup().await;
+    control.cleanup();
+    fx.engine.settle_removals(JOB_LIMIT).await;
     assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
 }
 
@@ -213,7 +216,7 @@ async fn a_thousand_lines_arrive_in_order_with_the_exact_exit_code() {
     assert!(out.progress().closed);
     let expected: Vec<String> = (1..=1000).map(|i| i.to_string()).collect();
     assert_eq!(texts(&out), expected);
-    control.cleanup().await;
+    control.cleanup();
 }
 
 #[tokio::test]
@@ -347,7 +350,7 @@ async fn an_httpd_is_reachable_on_its_published_port_and_its_own_ip() {
     control.signal(Signal::SIGTERM as i32).await;
     assert_eq!(ended(launched).await, Exit::Signal(15));
     eprintln!("httpd stop (SIGTERM → exit drained) took {:?}", t.elapsed());
-    control.cleanup().await;
+    control.cleanup();
 }
 
 #[tokio::test]
@@ -368,10 +371,13 @@ async fn signal_stops_fast_and_remove_leaves_nothing() {
     assert!(took < Duration::from_secs(3), "stop took {took:?}");
     // Signalling an exited container is not an error.
     control.signal(Signal::SIGTERM as i32).await;
-    control.cleanup().await;
+    control.cleanup();
+    fx.engine.settle_removals(JOB_LIMIT).await;
     assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
     // Removing twice is fine too.
-    control.cleanup().await;
+    control.cleanup();
+    fx.engine.settle_removals(JOB_LIMIT).await;
+    assert!(fx.engine.removals.unconfirmed().is_empty());
 }
 
 #[tokio::test]
@@ -401,7 +407,7 @@ async fn fast_exits_are_never_missed() {
             let (launched, out) = fx.launch(n, &JobSpec::argv(["echo", "done"])).await.unwrap();
             let control = launched.control.clone();
             let exit = ended(launched).await;
-            control.cleanup().await;
+            control.cleanup();
             (exit, texts(&out))
         }
     });
