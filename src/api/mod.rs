@@ -7,6 +7,7 @@
 mod attach;
 pub mod client;
 pub mod listen;
+pub mod run;
 pub mod server;
 
 use std::path::PathBuf;
@@ -55,6 +56,14 @@ pub struct JobView {
     #[serde(flatten)]
     pub info: JobInfo,
     pub snippet: String,
+}
+
+/// Answer of `POST /v1/jobs?ready_timeout=SECS`: the job once its ready
+/// conditions were met (or the wait gave up), and how the wait ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreatedReady {
+    pub job: JobView,
+    pub ready: crate::ready::WaitOutcome,
 }
 
 /// Body of `POST /v1/jobs/{id}/wait`.

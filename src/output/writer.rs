@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use memchr::memchr;
 
+use super::chunk::LineBuf;
 use super::split::LineSplitter;
 use super::{JobOutput, Stream};
 use crate::error::{Error, Result};
@@ -29,7 +30,7 @@ pub struct StreamWriter {
     raw_cap: u64,
     raw: BufWriter<File>,
     splitter: LineSplitter,
-    pending: Vec<String>,
+    pending: LineBuf,
     /// Lines still to drop (a replay of output that is already stored).
     skip: u64,
     closed: bool,
@@ -52,7 +53,7 @@ impl StreamWriter {
             raw_cap: output.store.raw_file_cap(),
             raw: BufWriter::with_capacity(64 * 1024, file),
             splitter: LineSplitter::default(),
-            pending: Vec::new(),
+            pending: LineBuf::default(),
             skip: 0,
             closed: false,
         })
@@ -72,10 +73,13 @@ impl StreamWriter {
                 self.rotate_raw();
             }
         }
+        // Room for every line of this read at once: one allocation per read,
+        // and chunks of the same few sizes that the allocator reuses.
+        self.pending.reserve(chunk.len() + self.splitter.pending());
         self.splitter.push(chunk, &mut self.pending);
         if self.skip > 0 {
             let n = (self.skip as usize).min(self.pending.len());
-            self.pending.drain(..n);
+            self.pending.drop_first(n);
             self.skip -= n as u64;
         }
         self.output.append(self.stream, &mut self.pending);

@@ -33,7 +33,7 @@ pub use schema::{MIGRATIONS, current_version};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::job::{JobId, JobInfo};
-use crate::output::{Line, Stream};
+use crate::output::{Chunk, Line, Stream};
 
 /// Queued writes before a writer must wait. A write is one chunk of output
 /// (up to 64 KiB of lines), so this bounds what waits for the disk to ~1 MiB.
@@ -56,6 +56,8 @@ type PruneReply = std::sync::mpsc::Sender<std::result::Result<(), String>>;
 
 enum Op {
     Lines(JobId, Vec<Line>),
+    /// A read's lines, shared with the job's ring (encoded, never copied).
+    Chunk(JobId, Arc<Chunk>),
     Event(Box<Event>),
     Run(Box<RunRow>),
     Flush(std::sync::mpsc::Sender<()>),
@@ -101,6 +103,11 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "wal_autocheckpoint", 256)
         .map_err(|e| db_err(path, e))?;
     conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
+        .map_err(|e| db_err(path, e))?;
+    // A small page cache (512 KiB, not SQLite's 2 MiB) per connection: output
+    // is appended and read once in order, so a big cache mostly holds pages
+    // of jobs that ended, and a long-lived daemon would keep it for good.
+    conn.pragma_update(None, "cache_size", -512)
         .map_err(|e| db_err(path, e))?;
     Ok(conn)
 }
@@ -224,6 +231,13 @@ impl Store {
     pub fn put_lines(&self, job: &JobId, lines: Vec<Line>) {
         if !lines.is_empty() {
             self.send(Op::Lines(job.clone(), lines));
+        }
+    }
+
+    /// Queue a chunk of lines (the live path: the ring keeps sharing it).
+    pub fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
+        if !chunk.is_empty() {
+            self.send(Op::Chunk(job.clone(), chunk));
         }
     }
 
