@@ -172,10 +172,10 @@ impl Writer {
                     Op::Lines(job, lines) => {
                         let job = job.as_str();
                         let state = known.state(&tx, job)?;
-                        let mut bytes = 0;
+                        let (mut bytes, now) = (0, Instant::now());
                         for l in lines {
                             let (code, ts) = (blocks::stream_code(l.stream), l.ts.timestamp_millis());
-                            bytes += state.push(&tx, job, l.seq, code, ts, &l.text)?;
+                            bytes += state.push(&tx, job, (l.seq, code, ts, &l.text), now)?;
                         }
                         known.account(&tx, job, bytes)?;
                     }
@@ -183,9 +183,9 @@ impl Writer {
                         let job = job.as_str();
                         let state = known.state(&tx, job)?;
                         let (code, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
-                        let mut bytes = 0;
+                        let (mut bytes, now) = (0, Instant::now());
                         for (seq, text) in chunk.iter() {
-                            bytes += state.push(&tx, job, seq, code, ts, text)?;
+                            bytes += state.push(&tx, job, (seq, code, ts, text), now)?;
                         }
                         known.account(&tx, job, bytes)?;
                     }
@@ -286,12 +286,18 @@ impl JobState {
     /// Append one line to the job's open block (writing out the previous
     /// block when this one cannot go on). Returns the bytes it counts
     /// against the cap: 0 for a replay of a stored line.
-    fn push(&mut self, tx: &Connection, job: &str, seq: u64, stream: u8, ts: i64, text: &str) -> rusqlite::Result<u64> {
+    fn push(
+        &mut self,
+        tx: &Connection,
+        job: &str,
+        (seq, stream, ts, text): (u64, u8, i64, &str),
+        now: Instant,
+    ) -> rusqlite::Result<u64> {
         if seq <= self.last_seq {
             return Ok(0); // a replay of what is stored
         }
         let next = match self.open.take() {
-            Some(b) if b.last_seq + 1 == seq && !b.is_full() => b,
+            Some(b) if b.last_seq + 1 == seq && !b.is_full_at(now) => b,
             Some(b) => {
                 if self.dirty {
                     b.write(tx, job)?;
