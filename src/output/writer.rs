@@ -95,6 +95,9 @@ impl StreamWriter {
         let _ = self.raw.flush();
         let mut old = self.raw_path.clone().into_os_string();
         old.push(".1");
+        // Removed first: ext4 writes a file's pages out before it replaces
+        // another by rename, which cost a busy job a visible stall.
+        let _ = std::fs::remove_file(&old);
         if std::fs::rename(&self.raw_path, &old).is_ok()
             && let Ok(file) = open_raw(&self.raw_path)
         {

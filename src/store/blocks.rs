@@ -125,10 +125,10 @@ impl OpenBlock {
         self.counts[usize::from(stream.min(1))] += 1;
     }
 
-    /// Full, or open for [`BLOCK_AGE`] at `now` (read once per chunk of lines:
+    /// Full by size (its age is the writer's to look at, once per batch:
     /// a clock read per line was a visible part of ingest).
-    pub fn is_full_at(&self, now: std::time::Instant) -> bool {
-        self.data.len() >= BLOCK_BYTES || now.duration_since(self.opened) >= BLOCK_AGE
+    pub fn is_full(&self) -> bool {
+        self.data.len() >= BLOCK_BYTES
     }
 
     /// Insert the block, or replace it with more lines if it was written before.

@@ -36,6 +36,9 @@ struct JobState {
     open: Option<OpenBlock>,
     /// The open block has lines not yet written.
     dirty: bool,
+    /// The open block was a [`BLOCK_AGE`] old when this batch of lines came
+    /// (looked at once per batch, not per line).
+    aged: bool,
 }
 
 pub(super) struct Writer {
@@ -172,10 +175,10 @@ impl Writer {
                     Op::Lines(job, lines) => {
                         let job = job.as_str();
                         let state = known.state(&tx, job)?;
-                        let (mut bytes, now) = (0, Instant::now());
+                        let mut bytes = 0;
                         for l in lines {
                             let (code, ts) = (blocks::stream_code(l.stream), l.ts.timestamp_millis());
-                            bytes += state.push(&tx, job, (l.seq, code, ts, &l.text), now)?;
+                            bytes += state.push(&tx, job, (l.seq, code, ts, &l.text))?;
                         }
                         known.account(&tx, job, bytes)?;
                     }
@@ -183,9 +186,9 @@ impl Writer {
                         let job = job.as_str();
                         let state = known.state(&tx, job)?;
                         let (code, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
-                        let (mut bytes, now) = (0, Instant::now());
+                        let mut bytes = 0;
                         for (seq, text) in chunk.iter() {
-                            bytes += state.push(&tx, job, (seq, code, ts, text), now)?;
+                            bytes += state.push(&tx, job, (seq, code, ts, text))?;
                         }
                         known.account(&tx, job, bytes)?;
                     }
@@ -258,7 +261,13 @@ impl Jobs<'_> {
                 },
             );
         }
-        Ok(self.jobs.get_mut(job).expect("inserted above"))
+        let state = self.jobs.get_mut(job).expect("inserted above");
+        let now = Instant::now();
+        state.aged = state
+            .open
+            .as_ref()
+            .is_some_and(|b| now.duration_since(b.opened) >= BLOCK_AGE);
+        Ok(state)
     }
 
     /// Count `bytes` of new lines against `job`'s cap, dropping its oldest
@@ -291,17 +300,17 @@ impl JobState {
         tx: &Connection,
         job: &str,
         (seq, stream, ts, text): (u64, u8, i64, &str),
-        now: Instant,
     ) -> rusqlite::Result<u64> {
         if seq <= self.last_seq {
             return Ok(0); // a replay of what is stored
         }
         let next = match self.open.take() {
-            Some(b) if b.last_seq + 1 == seq && !b.is_full_at(now) => b,
+            Some(b) if b.last_seq + 1 == seq && !b.is_full() && !self.aged => b,
             Some(b) => {
                 if self.dirty {
                     b.write(tx, job)?;
                 }
+                self.aged = false;
                 OpenBlock::new(seq, ts)
             }
             None => OpenBlock::new(seq, ts),
