@@ -45,8 +45,12 @@ pub const END: u8 = b'F';
 /// Bytes of a frame's header: kind and payload length.
 pub const HEADER: usize = 5;
 
-/// Lines per page read for the stream: a page becomes one or a few frames.
-const PAGE_LINES: usize = 8192;
+/// Lines and bytes per page read for the stream: a page becomes one or a
+/// few frames. Kept under 128 KiB: glibc serves bigger blocks by mmap and,
+/// once one is freed, keeps blocks that size in its heaps, which a
+/// long-lived daemon then never gives back.
+const PAGE_LINES: usize = 4096;
+const PAGE_BYTES: usize = 96 * 1024;
 /// Frames buffered between the reader task and the connection.
 const IN_FLIGHT: usize = 4;
 
@@ -136,7 +140,7 @@ async fn stream(
     let mut since = 1;
     loop {
         let progress = *progress_rx.borrow_and_update();
-        let (pieces, next) = output.read_chunks(since, PAGE_LINES).map_err(|_| Gone)?;
+        let (pieces, next) = output.read_chunks(since, PAGE_LINES, PAGE_BYTES).map_err(|_| Gone)?;
         since = next;
         if !pieces.is_empty() {
             tx.send(Ok(frames(&pieces))).await.map_err(|_| Gone)?;

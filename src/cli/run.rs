@@ -331,7 +331,7 @@ async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
     let mut since = 1;
     loop {
         let progress = *rx.borrow_and_update();
-        let Ok((pieces, next)) = output.read_chunks(since, 10_000) else {
+        let Ok((pieces, next)) = output.read_chunks(since, 10_000, 256 * 1024) else {
             return Ok(());
         };
         {

@@ -426,26 +426,30 @@ impl JobOutput {
         })
     }
 
-    /// Up to `limit` lines from seq `since` on, both streams, as pieces of
-    /// chunks (`(chunk, index range)`), and the seq to ask for next: what a
-    /// stream to a terminal sends, without making a [`Line`] per line while
-    /// the lines are in the ring.
-    pub fn read_chunks(&self, since: u64, limit: usize) -> Result<(Vec<ChunkPiece>, u64)> {
+    /// Up to `limit` lines (about `max_bytes` of text while they are in the
+    /// ring) from seq `since` on, both streams, as pieces of chunks (`(chunk,
+    /// index range)`), and the seq to ask for next: what a stream to a
+    /// terminal sends, without making a [`Line`] per line.
+    pub fn read_chunks(&self, since: u64, limit: usize, max_bytes: usize) -> Result<(Vec<ChunkPiece>, u64)> {
         let since = since.max(1);
         let limit = limit.max(1);
         {
             let ring = self.ring.lock().unwrap();
             if since >= ring.first_seq() {
                 let at = ring.chunks.partition_point(|c| c.last_seq() < since);
-                let (mut pieces, mut next, mut n) = (Vec::new(), since, 0);
+                let (mut pieces, mut next, mut n, mut bytes) = (Vec::new(), since, 0, 0);
                 for c in ring.chunks.range(at..) {
-                    if n >= limit {
+                    if n >= limit || bytes >= max_bytes {
                         break;
                     }
                     let start = c.index_of(since);
-                    let end = (start + (limit - n)).min(c.len());
+                    let mut end = start;
+                    while end < c.len() && n < limit && bytes < max_bytes {
+                        bytes += c.text(end).len() + 1;
+                        end += 1;
+                        n += 1;
+                    }
                     pieces.push((c.clone(), start..end));
-                    n += end - start;
                     next = c.first_seq + end as u64;
                 }
                 return Ok((pieces, next));

@@ -312,8 +312,10 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
 /// burst of output waits in the pipe rather than in the job, and each read
 /// takes more at once. Best effort: the per-user pipe budget may refuse it.
 const PIPE_BYTES: i32 = 1 << 20;
-/// Most bytes taken from a pipe per chunk of lines.
-const READ_BYTES: usize = 256 * 1024;
+/// Most bytes taken from a pipe per chunk of lines: under 128 KiB, the size
+/// from which glibc maps blocks of their own (a freed one raises that bound
+/// for good, and blocks that size then stay in the daemon's heaps).
+const READ_BYTES: usize = 64 * 1024;
 
 fn widen(pipe: &impl std::os::fd::AsFd) {
     let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
