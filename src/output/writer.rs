@@ -64,6 +64,12 @@ impl StreamWriter {
         self.skip = n;
     }
 
+    /// Wait until the store can take a write without blocking this thread
+    /// (an async reader calls this before [`StreamWriter::write`]).
+    pub async fn ready(&self) {
+        self.output.store.room().await;
+    }
+
     pub fn write(&mut self, chunk: &[u8]) {
         // The raw file already has a replayed chunk; the seq'd lines skip below.
         if self.skip == 0 {

@@ -331,25 +331,24 @@ async fn pump(
     use futures_util::FutureExt;
     let mut buf = vec![0u8; READ_BYTES];
     loop {
-        tokio::select! {
+        let mut n = tokio::select! {
             read = reader.read(&mut buf) => match read {
                 Ok(0) | Err(_) => break,
-                Ok(mut n) => {
-                    // Take what else is in the pipe already: one chunk of
-                    // lines (and one store write) per burst, not per write
-                    // the job made. End of file or an error shows on the
-                    // next read.
-                    while n < buf.len() {
-                        match reader.read(&mut buf[n..]).now_or_never() {
-                            Some(Ok(m)) if m > 0 => n += m,
-                            _ => break,
-                        }
-                    }
-                    writer.write(&buf[..n]);
-                }
+                Ok(n) => n,
             },
             _ = stop.wait_for(|s| *s) => break,
+        };
+        // Take what else is in the pipe already: one chunk of lines (and one
+        // store write) per burst, not per write the job made. End of file or
+        // an error shows on the next read.
+        while n < buf.len() {
+            match reader.read(&mut buf[n..]).now_or_never() {
+                Some(Ok(m)) if m > 0 => n += m,
+                _ => break,
+            }
         }
+        writer.ready().await;
+        writer.write(&buf[..n]);
     }
     drop(reader);
     writer.finish();

@@ -20,7 +20,7 @@ use chrono::Utc;
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::blocks::{self, BLOCK_AGE, OpenBlock};
-use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, retention};
+use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, Room, retention};
 
 /// How long a batch is tried again while the database stays busy (on top of
 /// each attempt's own busy timeout), and the backoff between attempts.
@@ -56,7 +56,7 @@ impl Writer {
         }
     }
 
-    pub fn run(mut self, rx: Receiver<Op>, path: &Path) {
+    pub fn run(mut self, rx: Receiver<Op>, room: &Room, path: &Path) {
         loop {
             let first = match rx.recv_timeout(BLOCK_AGE) {
                 Ok(op) => op,
@@ -74,6 +74,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            room.taken(batch.len());
             let result = self.write_with_retries(&batch, path);
             let pruned_any = matches!(&result, Ok(p) if !p.is_empty());
             if pruned_any && let Err(e) = retention::give_back_space(&self.conn) {
