@@ -142,7 +142,8 @@ impl Client {
 
     /// Create a job and wait up to `timeout` seconds for its ready conditions, in one request.
     pub async fn create_ready(&self, spec: &JobSpec, timeout: f64) -> Result<super::CreatedReady> {
-        self.post(&format!("/v1/jobs?ready_timeout={timeout}"), spec).await
+        self.post(&format!("/v1/jobs?ready_timeout={timeout}"), spec)
+            .await
     }
 
     /// Jobs matching `filter`, newest first, at most the server's default page (50).

@@ -140,7 +140,9 @@ async fn stream(
     let mut since = 1;
     loop {
         let progress = *progress_rx.borrow_and_update();
-        let (pieces, next) = output.read_chunks(since, PAGE_LINES, PAGE_BYTES).map_err(|_| Gone)?;
+        let (pieces, next) = output
+            .read_chunks(since, PAGE_LINES, PAGE_BYTES)
+            .map_err(|_| Gone)?;
         since = next;
         if !pieces.is_empty() {
             tx.send(Ok(frames(&pieces))).await.map_err(|_| Gone)?;

@@ -8,9 +8,9 @@ use std::io::IsTerminal;
 
 use super::out::{StdoutClosed, out, outln};
 use super::run::{RunArgs, exit_code};
+use crate::api::JobView;
 use crate::api::client::Client;
 use crate::api::run as wire;
-use crate::api::JobView;
 use crate::card;
 use crate::config::Config;
 use crate::job::{EndedBy, JobInfo, JobSpec, OnTimeout};

@@ -163,7 +163,13 @@ mod tests {
         let c = buf.seal(7, Stream::Stderr, Utc::now());
         assert!(buf.is_empty());
         let got: Vec<(u64, &str)> = c.iter().collect();
-        assert_eq!(got, vec![(7, ""), (8, "three"), (9, "f\u{e9}"), (10, "bad \u{fffd}")]);
-        assert_eq!((c.last_seq(), c.index_of(9), c.line(1).text), (10, 2, "three".into()));
+        assert_eq!(
+            got,
+            vec![(7, ""), (8, "three"), (9, "f\u{e9}"), (10, "bad \u{fffd}")]
+        );
+        assert_eq!(
+            (c.last_seq(), c.index_of(9), c.line(1).text),
+            (10, 2, "three".into())
+        );
     }
 }

@@ -154,14 +154,19 @@ impl Ring {
     }
 
     /// Lines from `seq` on, oldest first: `(chunk, index)` pairs.
-    fn from_seq(&self, seq: u64) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
+    fn lines_from(&self, seq: u64) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
         let at = self.chunks.partition_point(|c| c.last_seq() < seq);
-        self.chunks.range(at..).flat_map(move |c| (c.index_of(seq)..c.len()).map(move |i| (&**c, i)))
+        self.chunks
+            .range(at..)
+            .flat_map(move |c| (c.index_of(seq)..c.len()).map(move |i| (&**c, i)))
     }
 
     /// Every line, newest first.
     fn newest_first(&self) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
-        self.chunks.iter().rev().flat_map(|c| (0..c.len()).rev().map(move |i| (&**c, i)))
+        self.chunks
+            .iter()
+            .rev()
+            .flat_map(|c| (0..c.len()).rev().map(move |i| (&**c, i)))
     }
 }
 
@@ -405,7 +410,7 @@ impl JobOutput {
                 // Lines were evicted since we looked: go back to the spill.
                 continue;
             }
-            for (chunk, i) in ring.from_seq(cursor) {
+            for (chunk, i) in ring.lines_from(cursor) {
                 if lines.len() >= limit {
                     break;
                 }

@@ -87,7 +87,10 @@ mod tests {
         // A long line in one read and a short one across reads.
         let long = "x".repeat(MAX_LINE_BYTES + 5);
         let got = split(&[format!("{long}\nsh").as_bytes(), b"ort\r\n"]);
-        assert_eq!(got, vec!["x".repeat(MAX_LINE_BYTES), "x".repeat(5), "short".into()]);
+        assert_eq!(
+            got,
+            vec!["x".repeat(MAX_LINE_BYTES), "x".repeat(5), "short".into()]
+        );
     }
 
     #[test]

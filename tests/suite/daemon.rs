@@ -175,11 +175,25 @@ async fn a_foreground_run_streams_every_line_and_the_exit_code() {
     assert_eq!(code, 3, "{err}");
     let mut expected: String = (1..=n).map(|i| format!("{i}\n")).collect();
     expected.push_str("tail\n");
-    assert!(out == expected, "stdout differs: {} bytes, {} expected", out.len(), expected.len());
+    assert!(
+        out == expected,
+        "stdout differs: {} bytes, {} expected",
+        out.len(),
+        expected.len()
+    );
     assert!(err.contains("warned\n"), "{err}");
     // `-d` with a ready condition answers once it is met, in one request.
     let v = d.json(&[
-        "run", "-d", "--runner", "host", "--ready-log", "up", "--", "sh", "-c", "echo up; sleep 30",
+        "run",
+        "-d",
+        "--runner",
+        "host",
+        "--ready-log",
+        "up",
+        "--",
+        "sh",
+        "-c",
+        "echo up; sleep 30",
     ]);
     assert_eq!(v["ready"]["outcome"], "ready", "{v}");
     assert_eq!(v["job"]["status"]["state"], "running", "{v}");
