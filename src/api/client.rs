@@ -140,6 +140,12 @@ impl Client {
         self.post("/v1/jobs", spec).await
     }
 
+    /// Create a job and wait up to `timeout` seconds for its ready conditions, in one request.
+    pub async fn create_ready(&self, spec: &JobSpec, timeout: f64) -> Result<super::CreatedReady> {
+        self.post(&format!("/v1/jobs?ready_timeout={timeout}"), spec)
+            .await
+    }
+
     /// Jobs matching `filter`, newest first, at most the server's default page (50).
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
         self.list_page(filter, None, None, false).await
@@ -241,9 +247,18 @@ impl Client {
         self.post("/v1/shutdown", &serde_json::json!({})).await
     }
 
-    /// Follow an SSE route (`/v1/jobs/{id}/logs/follow?…`, `/v1/events/follow?…`).
-    pub async fn follow(&self, path: &str) -> Result<SseReader> {
-        let res = self.send(Method::GET, path, None).await?;
+    /// `POST /v1/run`: create a foreground job and stream it (see `api/run.rs`).
+    pub async fn run(&self, spec: &JobSpec) -> Result<FrameReader> {
+        let body = serde_json::to_vec(spec).expect("request bodies serialize");
+        let res = self.send(Method::POST, "/v1/run", Some(body)).await?;
+        Ok(FrameReader {
+            body: self.streaming(res).await?,
+            buf: bytes::BytesMut::new(),
+        })
+    }
+
+    /// The body of a streaming answer, or the error it carries instead.
+    async fn streaming(&self, res: hyper::Response<Incoming>) -> Result<Incoming> {
         if res.status() != StatusCode::OK {
             let bytes = res
                 .into_body()
@@ -262,8 +277,15 @@ impl Client {
                 },
             });
         }
+        Ok(res.into_body())
+    }
+
+    /// Follow an SSE route (`/v1/jobs/{id}/logs/follow?…`, `/v1/events/follow?…`).
+    pub async fn follow(&self, path: &str) -> Result<SseReader> {
+        let res = self.send(Method::GET, path, None).await?;
+        let body = self.streaming(res).await?;
         Ok(SseReader {
-            body: res.into_body(),
+            body,
             buf: Vec::new(),
             start: 0,
             scanned: 0,
@@ -293,6 +315,27 @@ pub fn log_query(q: &LogQuery) -> String {
         String::new()
     } else {
         format!("?{}", parts.join("&"))
+    }
+}
+
+/// Reads the frames of a `POST /v1/run` answer.
+pub struct FrameReader {
+    body: Incoming,
+    buf: bytes::BytesMut,
+}
+
+impl FrameReader {
+    /// The next `(kind, payload)`; `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<(u8, Bytes)> {
+        loop {
+            if let Some(frame) = super::frames::take_frame(&mut self.buf) {
+                return Some(frame);
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(bytes) = frame.into_data() {
+                self.buf.extend_from_slice(&bytes);
+            }
+        }
     }
 }
 

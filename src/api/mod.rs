@@ -5,6 +5,7 @@
 //! The routes are listed in `API.md`; the server side is `daemon/`.
 
 pub mod client;
+pub mod frames;
 
 use std::path::PathBuf;
 
@@ -52,6 +53,14 @@ pub struct JobView {
     #[serde(flatten)]
     pub info: JobInfo,
     pub snippet: String,
+}
+
+/// Answer of `POST /v1/jobs?ready_timeout=SECS`: the job once its ready
+/// conditions were met (or the wait gave up), and how the wait ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreatedReady {
+    pub job: JobView,
+    pub ready: crate::ready::WaitOutcome,
 }
 
 /// Body of `POST /v1/jobs/{id}/wait`.

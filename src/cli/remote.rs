@@ -5,12 +5,12 @@
 //! says why.
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
 use super::out::{StdoutClosed, out, outln};
 use super::run::{RunArgs, exit_code};
-use crate::api::WaitRequest;
+use crate::api::JobView;
 use crate::api::client::Client;
+use crate::api::frames as wire;
 use crate::card;
 use crate::config::Config;
 use crate::manager::{Foreground, KillRequest};
@@ -45,51 +45,87 @@ pub async fn run(
         Some("kill") => OnTimeout::Kill,
         _ => OnTimeout::Background,
     };
-    let Some(view) = create(client, &mut spec, !args.json).await? else {
-        return Ok(None);
+    // One request creates the job and streams it: its record, its output as
+    // raw bytes, then how it ended (or that it moved to the background).
+    // The manager answers once the job exists (its image pulled or built):
+    // meanwhile that progress is shown.
+    let progress = Progress::start(client, &mut spec, !args.json);
+    let started = async {
+        let mut frames = client.run(&spec).await?;
+        let job = frames.next().await;
+        Ok::<_, crate::Error>((frames, job))
+    }
+    .await;
+    let (mut frames, job) = match started {
+        Ok(f) => f,
+        Err(crate::Error::NoDaemon { .. }) => {
+            progress.stop(None).await;
+            return Ok(None);
+        }
+        Err(e) => {
+            progress.stop(None).await;
+            return Err(e.into());
+        }
     };
+    let view: JobView = match job {
+        Some((wire::JOB, json)) => serde_json::from_slice(&json)?,
+        _ => {
+            progress.stop(None).await;
+            anyhow::bail!("the manager ended the run's stream before naming the job; is it shutting down?")
+        }
+    };
+    progress.stop(view.info.image.as_ref()).await;
     super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
-    let mut sse = client
-        .follow(&format!("/v1/jobs/{id}/logs/follow?since=1&batch=true"))
-        .await?;
-    // The printer tells us when stdout is closed (`berth run -- yes | head -1`):
-    // like a shell pipeline, the job is then stopped rather than left running.
-    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
-    let printer = tokio::spawn(async move {
-        while let Some((event, data)) = sse.next().await {
-            if event == "end" {
-                break;
-            }
-            if let Ok(lines) = serde_json::from_str::<Vec<Line>>(&data)
-                && print_lines(&lines).is_err()
-            {
-                let _ = closed_tx.send(());
-                return;
-            }
-        }
-    });
     let stop = |cause: StopCause| KillRequest {
         ended_by: Some(EndedBy::User),
         reason: Some(cause.to_string()),
         ..Default::default()
     };
-    let outcome = tokio::select! {
-        out = client.foreground(&id) => out?,
-        _ = tokio::signal::ctrl_c() => {
-            client.kill(&id, &stop(StopCause::Interrupted)).await?;
-            client.foreground(&id).await?
-        }
-        Ok(()) = closed_rx => {
-            client.kill(&id, &stop(StopCause::StdoutClosed)).await?;
-            client.foreground(&id).await?;
-            return Err(StdoutClosed.into());
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    // Set once the job was told to stop: the stream still runs to its end frame.
+    let mut stopping = false;
+    let mut stdout_closed = false;
+    let end = loop {
+        let frame = tokio::select! {
+            f = frames.next() => f,
+            _ = interrupt.recv(), if !stopping => {
+                stopping = true;
+                client.kill(&id, &stop(StopCause::Interrupted)).await?;
+                continue;
+            }
+        };
+        match frame {
+            Some((wire::STDOUT, bytes)) if !stdout_closed => {
+                if write_all(&mut std::io::stdout().lock(), &bytes).is_err() {
+                    // Like a shell pipeline (`berth run -- yes | head -1`): the
+                    // job is stopped rather than left running unseen.
+                    stdout_closed = true;
+                    stopping = true;
+                    client.kill(&id, &stop(StopCause::StdoutClosed)).await?;
+                }
+            }
+            Some((wire::STDERR, bytes)) if !stdout_closed => {
+                let _ = write_all(&mut std::io::stderr().lock(), &bytes);
+            }
+            Some((wire::END, json)) => break serde_json::from_slice::<wire::RunEnd>(&json)?,
+            // Output after stdout closed, or a kind from a newer manager.
+            Some(_) => {}
+            // The stream broke off (the manager went away mid-run): ask once more.
+            None => {
+                let outcome = client.foreground(&id).await?;
+                break wire::RunEnd {
+                    outcome,
+                    snippet: String::new(),
+                };
+            }
         }
     };
-    match outcome {
+    if stdout_closed {
+        return Err(StdoutClosed.into());
+    }
+    match end.outcome {
         Foreground::Finished { info } => {
-            // Let the follower print the last lines (it stops at the end event).
-            let _ = tokio::time::timeout(Duration::from_secs(5), printer).await;
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&info)?);
             } else if let Some(line) = super::run::oom_line(&info) {
@@ -98,12 +134,10 @@ pub async fn run(
             Ok(Some(exit_code(&info)))
         }
         Foreground::Promoted { info } => {
-            printer.abort();
-            let snippet = client.info(&id).await.map(|v| v.snippet).unwrap_or_default();
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&info)?);
             } else {
-                print_card(&info, &snippet)?;
+                print_card(&info, &end.snippet)?;
             }
             eprintln!(
                 "berth: {id} {}; it keeps running in the background (exit {STILL_RUNNING_EXIT}). \
@@ -116,6 +150,12 @@ pub async fn run(
             Ok(Some(STILL_RUNNING_EXIT))
         }
     }
+}
+
+/// Write a frame of output in one call (it holds whole lines).
+fn write_all(w: &mut impl std::io::Write, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
 }
 
 /// Print a batch of lines in order: runs of one stream are written as one
@@ -159,17 +199,41 @@ async fn create(
     spec: &mut JobSpec,
     progress: bool,
 ) -> anyhow::Result<Option<crate::api::JobView>> {
-    if !progress {
-        return answer(client.create(spec).await);
-    }
-    let token = super::progress::token();
-    spec.client_ref = Some(token.clone());
-    let printer = super::progress::Printer::new();
-    let follower = super::progress::follow_remote(client.clone(), token, printer.clone());
+    let progress = Progress::start(client, spec, progress);
     let created = client.create(spec).await;
-    let image = created.as_ref().ok().and_then(|v| v.info.image.as_ref());
-    super::progress::stop_remote(follower, &printer, image).await;
+    progress
+        .stop(created.as_ref().ok().and_then(|v| v.info.image.as_ref()))
+        .await;
     answer(created)
+}
+
+/// The pull/build progress of a job being created, shown while the request
+/// that creates it is under way (found in the daemon's events by a token
+/// the spec carries).
+struct Progress(
+    Option<(
+        tokio::task::JoinHandle<()>,
+        std::sync::Arc<super::progress::Printer>,
+    )>,
+);
+
+impl Progress {
+    fn start(client: &Client, spec: &mut JobSpec, show: bool) -> Self {
+        if !show {
+            return Progress(None);
+        }
+        let token = super::progress::token();
+        spec.client_ref = Some(token.clone());
+        let printer = super::progress::Printer::new();
+        let follower = super::progress::follow_remote(client.clone(), token, printer.clone());
+        Progress(Some((follower, printer)))
+    }
+
+    async fn stop(self, image: Option<&crate::model::ImageChoice>) {
+        if let Some((follower, printer)) = self.0 {
+            super::progress::stop_remote(follower, &printer, image).await;
+        }
+    }
 }
 
 fn answer(created: crate::error::Result<crate::api::JobView>) -> anyhow::Result<Option<crate::api::JobView>> {
@@ -181,27 +245,27 @@ fn answer(created: crate::error::Result<crate::api::JobView>) -> anyhow::Result<
 }
 
 async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::Result<Option<i32>> {
-    let ready = spec.ready.clone();
-    let Some(view) = create(client, &mut spec, !args.json && !args.quiet).await? else {
-        return Ok(None);
+    // One request either way: with ready conditions the manager answers once
+    // they are met (or the wait gave up), with the job as it is then.
+    let (view, waited) = if spec.ready.is_empty() {
+        let Some(view) = create(client, &mut spec, !args.json && !args.quiet).await? else {
+            return Ok(None);
+        };
+        (view, None)
+    } else {
+        let progress = Progress::start(client, &mut spec, !args.json && !args.quiet);
+        let created = client.create_ready(&spec, args.timeout.unwrap_or(60.0)).await;
+        progress
+            .stop(created.as_ref().ok().and_then(|c| c.job.info.image.as_ref()))
+            .await;
+        match created {
+            Ok(c) => (c.job, Some(c.ready)),
+            Err(crate::Error::NoDaemon { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
     };
     super::run::warn_fallback(&view.info);
     let id = view.info.id.clone();
-    let mut waited = None;
-    if !ready.is_empty() {
-        let req = WaitRequest {
-            conditions: ready,
-            timeout: Some(args.timeout.unwrap_or(60.0)),
-        };
-        waited = Some(client.wait(&id, &req).await?);
-    }
-    // The create answer is the record; only a wait makes it worth asking again
-    // (ports and snippet may have moved on), and `-q` shows neither.
-    let view = if waited.is_some() && !args.quiet {
-        client.info(&id).await?
-    } else {
-        view
-    };
     if args.json {
         let v = serde_json::json!({"job": view, "ready": waited});
         outln!("{}", serde_json::to_string_pretty(&v)?);

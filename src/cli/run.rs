@@ -344,30 +344,38 @@ async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
     let mut since = 1;
     loop {
         let progress = *rx.borrow_and_update();
-        let Ok(page) = output.read(&LogQuery {
-            since: Some(since),
-            limit: Some(10_000),
-            ..Default::default()
-        }) else {
+        let Ok((pieces, next)) = output.read_chunks(since, 10_000, 256 * 1024) else {
             return Ok(());
         };
         {
-            let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-            let mut err = std::io::stderr().lock();
-            for line in &page.lines {
-                match line.stream {
-                    Stream::Stdout => writeln!(out, "{}", line.text).map_err(|_| StdoutClosed)?,
+            // A run of one stream is one write: lines are copied into a
+            // buffer, not written one by one.
+            let mut text = Vec::with_capacity(64 * 1024);
+            for (i, (chunk, range)) in pieces.iter().enumerate() {
+                for l in range.clone() {
+                    text.extend_from_slice(chunk.text(l).as_bytes());
+                    text.push(b'\n');
+                }
+                if pieces.get(i + 1).is_some_and(|(c, _)| c.stream == chunk.stream) {
+                    continue;
+                }
+                match chunk.stream {
+                    Stream::Stdout => {
+                        let mut out = std::io::stdout().lock();
+                        out.write_all(&text)
+                            .and_then(|_| out.flush())
+                            .map_err(|_| StdoutClosed)?;
+                    }
+                    // Keep the two streams in seq order on a shared terminal.
                     Stream::Stderr => {
-                        // Keep the two streams in seq order on a shared terminal.
-                        out.flush().map_err(|_| StdoutClosed)?;
-                        let _ = writeln!(err, "{}", line.text);
+                        let _ = std::io::stderr().lock().write_all(&text);
                     }
                 }
+                text.clear();
             }
-            out.flush().map_err(|_| StdoutClosed)?;
         }
-        since = page.next_seq;
-        if page.has_more {
+        since = next;
+        if !pieces.is_empty() {
             continue;
         }
         if progress.closed && since > progress.last_seq {

@@ -17,6 +17,7 @@
 mod attach;
 mod listen;
 mod mcp_host;
+mod run;
 pub mod server;
 mod state;
 

@@ -14,14 +14,15 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 
 use crate::api::{
-    BackgroundRequest, DEFAULT_WAIT_SECS, EventsPage, Health, JobView, MAX_BODY_BYTES, WaitForPortRequest,
-    WaitRequest,
+    BackgroundRequest, CreatedReady, DEFAULT_WAIT_SECS, EventsPage, Health, JobView, MAX_BODY_BYTES,
+    WaitForPortRequest, WaitRequest,
 };
 use crate::error::Error;
 use crate::manager::{KillRequest, ListFilter, Manager};
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/jobs", post(create).get(list))
+        .route("/v1/run", post(super::run::run))
         .route("/v1/jobs/{id}", get(info))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
@@ -82,14 +84,36 @@ fn view(m: &Manager, id: &JobId) -> Result<JobView, ApiError> {
     })
 }
 
-async fn create(State(s): State<AppState>, spec: Result<Json<JobSpec>, JsonRejection>) -> ApiResult<JobView> {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateQuery {
+    /// Wait up to this many seconds for the spec's ready conditions before
+    /// answering (`{job, ready}` instead of the job alone): `berth run -d
+    /// --ready-…` in one round trip.
+    #[serde(default)]
+    ready_timeout: Option<f64>,
+}
+
+async fn create(
+    State(s): State<AppState>,
+    q: Result<Query<CreateQuery>, QueryRejection>,
+    spec: Result<Json<JobSpec>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = q?;
     let mut spec = body(spec)?;
+    let wait = q.ready_timeout.map(|t| secs("ready_timeout", t)).transpose()?;
     // Through a manager a foreground run has a budget and is promoted, never lost.
     if !spec.background && spec.timeout.is_none() {
         spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
     }
+    let conditions = spec.ready.clone();
     let job = s.manager.start_from(spec, "api").await?;
-    Ok(Json(view(&s.manager, &job.id)?))
+    let Some(timeout) = wait else {
+        return Ok(Json(view(&s.manager, &job.id)?).into_response());
+    };
+    let ready = s.manager.wait(&job.id, &conditions, timeout).await?;
+    let job = view(&s.manager, &job.id)?;
+    Ok(Json(CreatedReady { job, ready }).into_response())
 }
 
 #[derive(Deserialize)]

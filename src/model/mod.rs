@@ -7,6 +7,7 @@
 //! (parsing, validation) lives beside the behaviour it belongs to (`job.rs`,
 //! `ready.rs`, `images/`).
 
+mod chunk;
 mod event;
 mod image;
 mod line;
@@ -14,6 +15,7 @@ mod ready;
 mod spec;
 mod status;
 
+pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use line::{Line, LogPage, LogQuery, Stream};

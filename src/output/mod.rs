@@ -3,19 +3,21 @@
 //! Theory of operation. Each stream has its own [`StreamWriter`], owned by the
 //! task that reads the stream; it appends raw bytes to `stdout.log`/`stderr.log`
 //! (so `tail -f` works), splits them into lines ([`LineSplitter`]) and hands the
-//! lines to the shared [`JobOutput`]. There, under one short lock per chunk,
-//! each line gets the job's next `seq` (one contiguous space for both streams,
-//! in arrival order), is checked by the watchers, pushed into a ring bounded
-//! in bytes, and queued for the durable [`Store`] in seq order. Readers page
-//! by seq: recent lines come from the ring, older ones from the store, so the
-//! whole output stays pageable (also after a restart) while memory stays
-//! bounded. Once both streams ended the ring is let go (only the snippet is
-//! kept): a finished job's output is read from the store, so it costs O(1)
-//! memory however much it printed.
+//! lines of each read, as one [`Chunk`] (one buffer, not a string per line), to
+//! the shared [`JobOutput`]. There, under one short lock per chunk, the lines
+//! get the job's next `seq`s (one contiguous space for both streams, in
+//! arrival order), are checked by the watchers, and the chunk is pushed into
+//! a ring bounded in bytes (whole chunks leave it) and queued, shared, for the
+//! durable [`Store`] in seq order. Readers page by seq: recent lines come from
+//! the ring, older ones from the store, so the whole output stays pageable
+//! (also after a restart) while memory stays bounded. Once both streams ended
+//! the ring is let go (only the snippet is kept): a finished job's output is
+//! read from the store, so it costs O(1) memory however much it printed.
 
 mod split;
 mod writer;
 
+pub use crate::model::{Chunk, LineBuf};
 pub use split::LineSplitter;
 pub use writer::StreamWriter;
 
@@ -57,6 +59,9 @@ impl std::str::FromStr for Stream {
     }
 }
 
+/// Lines `range` of a chunk.
+pub type ChunkPiece = (Arc<Chunk>, std::ops::Range<usize>);
+
 /// Progress published to waiters after every chunk.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Progress {
@@ -66,7 +71,8 @@ pub struct Progress {
 }
 
 struct Ring {
-    lines: VecDeque<Line>,
+    /// Whole chunks, oldest first, seqs contiguous.
+    chunks: VecDeque<Arc<Chunk>>,
     bytes: usize,
     max_bytes: usize,
     next_seq: u64,
@@ -91,6 +97,28 @@ pub struct JobOutput {
     to_store: Mutex<()>,
     /// The snippet of a job whose output ended (its ring is gone by then).
     final_snippet: Mutex<Option<String>>,
+}
+
+impl Ring {
+    fn first_seq(&self) -> u64 {
+        self.chunks.front().map(|c| c.first_seq).unwrap_or(self.next_seq)
+    }
+
+    /// Lines from `seq` on, oldest first: `(chunk, index)` pairs.
+    fn lines_from(&self, seq: u64) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
+        let at = self.chunks.partition_point(|c| c.last_seq() < seq);
+        self.chunks
+            .range(at..)
+            .flat_map(move |c| (c.index_of(seq)..c.len()).map(move |i| (&**c, i)))
+    }
+
+    /// Every line, newest first.
+    fn newest_first(&self) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
+        self.chunks
+            .iter()
+            .rev()
+            .flat_map(|c| (0..c.len()).rev().map(move |i| (&**c, i)))
+    }
 }
 
 impl JobOutput {
@@ -142,7 +170,7 @@ impl JobOutput {
         }
         crate::store::private::own_dir(dir).map_err(|e| Error::io("create log directory", dir, e))?;
         let ring = Ring {
-            lines: VecDeque::new(),
+            chunks: VecDeque::new(),
             bytes: 0,
             max_bytes: max_bytes.max(1),
             next_seq: first_seq.max(1),
@@ -165,7 +193,7 @@ impl JobOutput {
         last_seq: u64,
     ) -> Arc<Self> {
         let ring = Ring {
-            lines: VecDeque::new(),
+            chunks: VecDeque::new(),
             bytes: 0,
             max_bytes: 1,
             next_seq: last_seq + 1,
@@ -222,48 +250,43 @@ impl JobOutput {
         *self.progress.borrow()
     }
 
-    fn append(&self, stream: Stream, texts: &mut Vec<String>) {
-        if texts.is_empty() {
+    fn append(&self, stream: Stream, lines: &mut LineBuf) {
+        if lines.is_empty() {
             return;
         }
         let ts = Utc::now();
         let mut hits = Vec::new();
-        let mut durable = Vec::with_capacity(texts.len());
         let order = self.to_store.lock().unwrap();
-        let last_seq = {
+        let chunk = {
             let mut ring = self.ring.lock().unwrap();
-            for text in texts.drain(..) {
-                let seq = ring.next_seq;
-                ring.next_seq += 1;
-                if !self.watchers.is_empty() {
-                    for pattern in self.watchers.matches(&text) {
+            let chunk = Arc::new(lines.seal(ring.next_seq, stream, ts));
+            ring.next_seq += chunk.len() as u64;
+            if !self.watchers.is_empty() {
+                for (seq, text) in chunk.iter() {
+                    for pattern in self.watchers.matches(text) {
                         hits.push(EventKind::WatchHit {
                             line_seq: seq,
                             stream,
-                            line: text.clone(),
+                            line: text.to_string(),
                             pattern,
                         });
                     }
                 }
-                ring.bytes += text.len() + LINE_OVERHEAD;
-                let line = Line {
-                    seq,
-                    stream,
-                    ts,
-                    text,
-                };
-                durable.push(line.clone());
-                ring.lines.push_back(line);
-                while ring.bytes > ring.max_bytes && ring.lines.len() > 1 {
-                    let old = ring.lines.pop_front().expect("ring not empty");
-                    ring.bytes -= old.text.len() + LINE_OVERHEAD;
-                }
             }
-            ring.next_seq - 1
+            ring.bytes += chunk_cost(&chunk);
+            ring.chunks.push_back(chunk.clone());
+            // Whole chunks leave: the ring may pass its bound by up to one
+            // read's worth of lines.
+            while ring.bytes > ring.max_bytes && ring.chunks.len() > 1 {
+                let old = ring.chunks.pop_front().expect("ring not empty");
+                ring.bytes -= chunk_cost(&old);
+            }
+            chunk
         };
+        let last_seq = chunk.last_seq();
         // Outside the ring's lock: this may wait when the store is behind
         // (backpressure), and readers must not wait with it.
-        self.store.put_lines(&self.job, durable);
+        self.store.put_chunk(&self.job, chunk);
         drop(order);
         self.emit_hits(hits);
         self.progress.send_modify(|p| p.last_seq = last_seq);
@@ -282,7 +305,7 @@ impl JobOutput {
             *self.final_snippet.lock().unwrap() = Some(snippet);
             {
                 let mut ring = self.ring.lock().unwrap();
-                ring.lines = VecDeque::new();
+                ring.chunks = VecDeque::new();
                 ring.bytes = 0;
             }
             self.progress.send_modify(|p| p.closed = true);
@@ -295,8 +318,7 @@ impl JobOutput {
     }
 
     fn ring_first(&self) -> u64 {
-        let ring = self.ring.lock().unwrap();
-        ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq)
+        self.ring.lock().unwrap().first_seq()
     }
 
     /// Read lines by seq or tail. Lines that left the ring are read from `lines.log`.
@@ -335,19 +357,17 @@ impl JobOutput {
                 cursor = cursor.max(ring_first);
             }
             let ring = self.ring.lock().unwrap();
-            let start = ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq);
-            if cursor < start {
+            if cursor < ring.first_seq() {
                 // Lines were evicted since we looked: go back to the spill.
                 continue;
             }
-            let skip = (cursor - start) as usize;
-            for line in ring.lines.iter().skip(skip) {
+            for (chunk, i) in ring.lines_from(cursor) {
                 if lines.len() >= limit {
                     break;
                 }
-                cursor = line.seq + 1;
-                if query.stream.is_none_or(|s| s == line.stream) {
-                    lines.push(line.clone());
+                cursor = chunk.first_seq + i as u64 + 1;
+                if query.stream.is_none_or(|s| s == chunk.stream) {
+                    lines.push(chunk.line(i));
                 }
             }
             break;
@@ -362,20 +382,64 @@ impl JobOutput {
         })
     }
 
+    /// Up to `limit` lines (about `max_bytes` of text while they are in the
+    /// ring) from seq `since` on, both streams, as pieces of chunks (`(chunk,
+    /// index range)`), and the seq to ask for next: what a stream to a
+    /// terminal sends, without making a [`Line`] per line.
+    pub fn read_chunks(&self, since: u64, limit: usize, max_bytes: usize) -> Result<(Vec<ChunkPiece>, u64)> {
+        let since = since.max(1);
+        let limit = limit.max(1);
+        {
+            let ring = self.ring.lock().unwrap();
+            if since >= ring.first_seq() {
+                let at = ring.chunks.partition_point(|c| c.last_seq() < since);
+                let (mut pieces, mut next, mut n, mut bytes) = (Vec::new(), since, 0, 0);
+                for c in ring.chunks.range(at..) {
+                    if n >= limit || bytes >= max_bytes {
+                        break;
+                    }
+                    let start = c.index_of(since);
+                    let mut end = start;
+                    while end < c.len() && n < limit && bytes < max_bytes {
+                        bytes += c.text(end).len() + 1;
+                        end += 1;
+                        n += 1;
+                    }
+                    pieces.push((c.clone(), start..end));
+                    next = c.first_seq + end as u64;
+                }
+                return Ok((pieces, next));
+            }
+        }
+        // Older than the ring: from the store, as lines.
+        let page = self.read(&LogQuery {
+            since: Some(since),
+            limit: Some(limit),
+            ..Default::default()
+        })?;
+        let pieces = page
+            .lines
+            .chunk_by(|a, b| a.stream == b.stream && b.seq == a.seq + 1)
+            .map(|run| {
+                let c = Arc::new(Chunk::from_lines(run));
+                let n = c.len();
+                (c, 0..n)
+            })
+            .collect();
+        Ok((pieces, page.next_seq))
+    }
+
     fn tail(&self, n: usize, stream: Option<Stream>, last_seq: u64) -> Result<LogPage> {
         let (mut lines, complete) = {
             let ring = self.ring.lock().unwrap();
             let mut lines: Vec<Line> = ring
-                .lines
-                .iter()
-                .rev()
-                .filter(|l| stream.is_none_or(|s| s == l.stream))
+                .newest_first()
+                .filter(|(c, _)| stream.is_none_or(|s| s == c.stream))
                 .take(n)
-                .cloned()
+                .map(|(c, i)| c.line(i))
                 .collect();
             lines.reverse();
-            let first = ring.lines.front().map(|l| l.seq).unwrap_or(ring.next_seq);
-            (lines, first <= 1)
+            (lines, ring.first_seq() <= 1)
         };
         if lines.len() < n && !complete {
             // The ring holds fewer than n matching lines: the rest are in the store.
@@ -434,26 +498,31 @@ impl JobOutput {
             return s.clone();
         }
         let ring = self.ring.lock().unwrap();
-        if ring.lines.is_empty() && ring.next_seq > 1 {
+        if ring.chunks.is_empty() && ring.next_seq > 1 {
             // A job that ended before this manager started: from the store.
             drop(ring);
             let lines = self.store.tail(&self.job, 64, u64::MAX, None).unwrap_or_default();
-            return snippet_of(lines.iter().rev());
+            return snippet_of(lines.iter().rev().map(|l| l.text.as_str()));
         }
-        snippet_of(ring.lines.iter().rev())
+        snippet_of(ring.newest_first().map(|(c, i)| c.text(i)))
     }
 }
 
+/// What a chunk counts against the ring's bound.
+fn chunk_cost(chunk: &Chunk) -> usize {
+    chunk.text_bytes() + chunk.len() * LINE_OVERHEAD
+}
+
 /// The snippet of lines given newest first.
-fn snippet_of<'a>(newest_first: impl Iterator<Item = &'a Line>) -> String {
+fn snippet_of<'a>(newest_first: impl Iterator<Item = &'a str>) -> String {
     let mut size = 0;
     let mut picked = Vec::new();
-    for line in newest_first {
-        if size + line.text.len() + 1 > SNIPPET_BYTES && !picked.is_empty() {
+    for text in newest_first {
+        if size + text.len() + 1 > SNIPPET_BYTES && !picked.is_empty() {
             break;
         }
-        size += line.text.len() + 1;
-        picked.push(line.text.as_str());
+        size += text.len() + 1;
+        picked.push(text);
     }
     picked.reverse();
     let mut s = picked.join("\n");

@@ -5,6 +5,7 @@
 use memchr::memchr;
 
 use super::MAX_LINE_BYTES;
+use crate::model::LineBuf;
 
 /// Splits a byte stream into lines: `\n` ends a line (a `\r` before it is
 /// dropped), lines over [`MAX_LINE_BYTES`] are cut at a UTF-8 boundary, and
@@ -15,38 +16,49 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<String>) {
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut LineBuf) {
         while let Some(pos) = memchr(b'\n', chunk) {
-            self.buf.extend_from_slice(&chunk[..pos]);
-            chunk = &chunk[pos + 1..];
+            let (line, rest) = (&chunk[..pos], &chunk[pos + 1..]);
+            chunk = rest;
+            if self.buf.is_empty() && line.len() <= MAX_LINE_BYTES {
+                // The common case: a whole line inside this read, copied once.
+                out.push(line.strip_suffix(b"\r").unwrap_or(line));
+                continue;
+            }
+            self.buf.extend_from_slice(line);
             self.split_long(out);
             if self.buf.last() == Some(&b'\r') {
                 self.buf.pop();
             }
-            out.push(String::from_utf8_lossy(&self.buf).into_owned());
+            out.push(&self.buf);
             self.buf.clear();
         }
         self.buf.extend_from_slice(chunk);
         self.split_long(out);
     }
 
+    /// Bytes of the line started but not ended yet.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Flush a final line without newline.
-    pub fn finish(&mut self, out: &mut Vec<String>) {
+    pub fn finish(&mut self, out: &mut LineBuf) {
         if !self.buf.is_empty() {
-            out.push(String::from_utf8_lossy(&self.buf).into_owned());
+            out.push(&self.buf);
             self.buf.clear();
         }
     }
 
     /// Emit full-size pieces while the pending line is over the limit.
-    fn split_long(&mut self, out: &mut Vec<String>) {
+    fn split_long(&mut self, out: &mut LineBuf) {
         while self.buf.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
             // Back up over UTF-8 continuation bytes so no character is cut in two.
             while cut > MAX_LINE_BYTES - 4 && (self.buf[cut] & 0xC0) == 0x80 {
                 cut -= 1;
             }
-            out.push(String::from_utf8_lossy(&self.buf[..cut]).into_owned());
+            out.push(&self.buf[..cut]);
             self.buf.drain(..cut);
         }
     }
@@ -59,12 +71,12 @@ mod tests {
 
     fn split(chunks: &[&[u8]]) -> Vec<String> {
         let mut s = LineSplitter::default();
-        let mut out = Vec::new();
+        let mut out = LineBuf::default();
         for c in chunks {
             s.push(c, &mut out);
         }
         s.finish(&mut out);
-        out
+        out.to_strings()
     }
 
     #[test]
@@ -72,6 +84,13 @@ mod tests {
         assert_eq!(split(&[b"a\nb\nc"]), vec!["a", "b", "c"]);
         assert_eq!(split(&[b"a", b"b\r\n", b"\n", b"c\n"]), vec!["ab", "", "c"]);
         assert_eq!(split(&[b""]), Vec::<String>::new());
+        // A long line in one read and a short one across reads.
+        let long = "x".repeat(MAX_LINE_BYTES + 5);
+        let got = split(&[format!("{long}\nsh").as_bytes(), b"ort\r\n"]);
+        assert_eq!(
+            got,
+            vec!["x".repeat(MAX_LINE_BYTES), "x".repeat(5), "short".into()]
+        );
     }
 
     #[test]

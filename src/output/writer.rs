@@ -11,6 +11,7 @@ use memchr::memchr;
 use super::split::LineSplitter;
 use super::{JobOutput, Stream};
 use crate::error::{Error, Result};
+use crate::model::LineBuf;
 
 /// Open a raw log file for appending (a re-adopted job keeps what it
 /// holds), private to its user whatever the umask.
@@ -29,7 +30,7 @@ pub struct StreamWriter {
     raw_cap: u64,
     raw: BufWriter<File>,
     splitter: LineSplitter,
-    pending: Vec<String>,
+    pending: LineBuf,
     /// Lines still to drop (a replay of output that is already stored).
     skip: u64,
     closed: bool,
@@ -52,7 +53,7 @@ impl StreamWriter {
             raw_cap: output.store.raw_file_cap(),
             raw: BufWriter::with_capacity(64 * 1024, file),
             splitter: LineSplitter::default(),
-            pending: Vec::new(),
+            pending: LineBuf::default(),
             skip: 0,
             closed: false,
         })
@@ -61,6 +62,12 @@ impl StreamWriter {
     /// Drop the next `n` complete lines: they are a replay of stored output.
     pub fn skip_lines(&mut self, n: u64) {
         self.skip = n;
+    }
+
+    /// Wait until the store can take a write without blocking this thread
+    /// (an async reader calls this before [`StreamWriter::write`]).
+    pub async fn ready(&self) {
+        self.output.store.room().await;
     }
 
     pub fn write(&mut self, chunk: &[u8]) {
@@ -72,10 +79,13 @@ impl StreamWriter {
                 self.rotate_raw();
             }
         }
+        // Room for every line of this read at once: one allocation per read,
+        // and chunks of the same few sizes that the allocator reuses.
+        self.pending.reserve(chunk.len() + self.splitter.pending());
         self.splitter.push(chunk, &mut self.pending);
         if self.skip > 0 {
             let n = (self.skip as usize).min(self.pending.len());
-            self.pending.drain(..n);
+            self.pending.drop_first(n);
             self.skip -= n as u64;
         }
         self.output.append(self.stream, &mut self.pending);
@@ -91,6 +101,9 @@ impl StreamWriter {
         let _ = self.raw.flush();
         let mut old = self.raw_path.clone().into_os_string();
         old.push(".1");
+        // Removed first: ext4 writes a file's pages out before it replaces
+        // another by rename, which cost a busy job a visible stall.
+        let _ = std::fs::remove_file(&old);
         if std::fs::rename(&self.raw_path, &old).is_ok()
             && let Ok(file) = open_raw(&self.raw_path)
         {

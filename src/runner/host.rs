@@ -216,6 +216,8 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
     };
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
+    widen(&stdout);
+    widen(&stderr);
     // Told to stop reading once the job is over and the drain time is up.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let out_task = tokio::spawn(pump(stdout, out_writer, stop_rx.clone()));
@@ -306,6 +308,19 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
     })
 }
 
+/// Kernel buffer asked for each output pipe (the default is 64 KiB): a
+/// burst of output waits in the pipe rather than in the job, and each read
+/// takes more at once. Best effort: the per-user pipe budget may refuse it.
+const PIPE_BYTES: i32 = 1 << 20;
+/// Most bytes taken from a pipe per chunk of lines: under 128 KiB, the size
+/// from which glibc maps blocks of their own (a freed one raises that bound
+/// for good, and blocks that size then stay in the daemon's heaps).
+const READ_BYTES: usize = 64 * 1024;
+
+fn widen(pipe: &impl std::os::fd::AsFd) {
+    let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+}
+
 /// Copy one pipe into its stream until end of file or until told to stop;
 /// the pipe is closed when this returns.
 async fn pump(
@@ -313,15 +328,27 @@ async fn pump(
     mut writer: crate::output::StreamWriter,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
+    use futures_util::FutureExt;
+    let mut buf = vec![0u8; READ_BYTES];
     loop {
-        tokio::select! {
+        let mut n = tokio::select! {
             read = reader.read(&mut buf) => match read {
                 Ok(0) | Err(_) => break,
-                Ok(n) => writer.write(&buf[..n]),
+                Ok(n) => n,
             },
             _ = stop.wait_for(|s| *s) => break,
+        };
+        // Take what else is in the pipe already: one chunk of lines (and one
+        // store write) per burst, not per write the job made. End of file or
+        // an error shows on the next read.
+        while n < buf.len() {
+            match reader.read(&mut buf[n..]).now_or_never() {
+                Some(Ok(m)) if m > 0 => n += m,
+                _ => break,
+            }
         }
+        writer.ready().await;
+        writer.write(&buf[..n]);
     }
     drop(reader);
     writer.finish();

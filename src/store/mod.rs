@@ -31,7 +31,7 @@ pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
 
 use crate::error::{Error, Result};
-use crate::model::{Event, JobId, JobInfo, Line, Stream};
+use crate::model::{Chunk, Event, JobId, JobInfo, Line, Stream};
 
 /// Queued writes before a writer must wait. A write is one chunk of output
 /// (up to 64 KiB of lines), so this bounds what waits for the disk to ~1 MiB.
@@ -58,6 +58,8 @@ type PruneReply = std::sync::mpsc::Sender<std::result::Result<(), String>>;
 
 enum Op {
     Lines(JobId, Vec<Line>),
+    /// A read's lines, shared with the job's ring (encoded, never copied).
+    Chunk(JobId, Arc<Chunk>),
     Event(Box<Event>),
     Run(Box<RunRow>),
     Flush(std::sync::mpsc::Sender<()>),
@@ -66,12 +68,29 @@ enum Op {
     Prune(Vec<String>, PruneReply),
 }
 
+/// How many writes are queued, so that an async producer can wait for room
+/// without blocking its thread (see [`Store::room`]).
+#[derive(Default)]
+pub(crate) struct Room {
+    queued: std::sync::atomic::AtomicUsize,
+    freed: tokio::sync::Notify,
+}
+
+impl Room {
+    /// The writer took `n` writes off the queue.
+    fn taken(&self, n: usize) {
+        self.queued.fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
+        self.freed.notify_waiters();
+    }
+}
+
 /// Handle to an instance's database.
 pub struct Store {
     path: PathBuf,
     /// The per-job output budget: lines here plus the job's raw log files.
     max_job_bytes: u64,
     tx: SyncSender<Op>,
+    room: Arc<Room>,
     reader: Mutex<Connection>,
 }
 
@@ -103,6 +122,11 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "wal_autocheckpoint", 256)
         .map_err(|e| db_err(path, e))?;
     conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
+        .map_err(|e| db_err(path, e))?;
+    // A small page cache (512 KiB, not SQLite's 2 MiB) per connection: output
+    // is appended and read once in order, so a big cache mostly holds pages
+    // of jobs that ended, and a long-lived daemon would keep it for good.
+    conn.pragma_update(None, "cache_size", -512)
         .map_err(|e| db_err(path, e))?;
     Ok(conn)
 }
@@ -157,14 +181,17 @@ impl Store {
         let reader = connect(path)?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
+        let room = Arc::new(Room::default());
+        let wroom = room.clone();
         std::thread::Builder::new()
             .name("berth-store".into())
-            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7).run(rx, &wpath))
+            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7).run(rx, &wroom, &wpath))
             .map_err(|e| Error::io("start store writer for", path, e))?;
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
             max_job_bytes,
             tx,
+            room,
             reader: Mutex::new(reader),
         }))
     }
@@ -193,6 +220,7 @@ impl Store {
         // No writer: the receiving end is dropped at once.
         let (tx, _) = sync_channel(1);
         Ok(Arc::new(Store {
+            room: Arc::default(),
             path: path.to_path_buf(),
             max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
@@ -213,19 +241,49 @@ impl Store {
 
     /// Queue `op`, waiting (without stalling other tasks) while the queue is full.
     fn send(&self, op: Op) {
+        self.room.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         match self.tx.try_send(op) {
             Ok(()) => {}
             Err(TrySendError::Full(op)) => {
                 // The writer is its own thread: blocking here cannot deadlock.
-                wait_for_writer(|| self.tx.send(op)).ok();
+                if wait_for_writer(|| self.tx.send(op)).is_err() {
+                    self.room.taken(1);
+                }
             }
-            Err(TrySendError::Disconnected(_)) => tracing::error!("store writer is gone"),
+            Err(TrySendError::Disconnected(_)) => {
+                self.room.taken(1);
+                tracing::error!("store writer is gone");
+            }
+        }
+    }
+
+    /// Wait until the write queue has room. An async producer (a pipe's
+    /// reader) waits here, so that its next write rarely finds the queue
+    /// full: blocking then takes its worker thread out of the runtime, and
+    /// the threads started in its place each grew a malloc arena of their
+    /// own that a long-lived daemon kept.
+    pub async fn room(&self) {
+        loop {
+            let freed = self.room.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.room.queued.load(std::sync::atomic::Ordering::SeqCst) < QUEUE_BOUND {
+                return;
+            }
+            freed.await;
         }
     }
 
     pub fn put_lines(&self, job: &JobId, lines: Vec<Line>) {
         if !lines.is_empty() {
             self.send(Op::Lines(job.clone(), lines));
+        }
+    }
+
+    /// Queue a chunk of lines (the live path: the ring keeps sharing it).
+    pub fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
+        if !chunk.is_empty() {
+            self.send(Op::Chunk(job.clone(), chunk));
         }
     }
 

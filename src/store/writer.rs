@@ -20,7 +20,7 @@ use chrono::Utc;
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::blocks::{self, BLOCK_AGE, OpenBlock};
-use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, retention};
+use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, Room, retention};
 
 /// How long a batch is tried again while the database stays busy (on top of
 /// each attempt's own busy timeout), and the backoff between attempts.
@@ -36,6 +36,9 @@ struct JobState {
     open: Option<OpenBlock>,
     /// The open block has lines not yet written.
     dirty: bool,
+    /// The open block was a [`BLOCK_AGE`] old when this batch of lines came
+    /// (looked at once per batch, not per line).
+    aged: bool,
 }
 
 pub(super) struct Writer {
@@ -53,7 +56,7 @@ impl Writer {
         }
     }
 
-    pub fn run(mut self, rx: Receiver<Op>, path: &Path) {
+    pub fn run(mut self, rx: Receiver<Op>, room: &Room, path: &Path) {
         loop {
             let first = match rx.recv_timeout(BLOCK_AGE) {
                 Ok(op) => op,
@@ -71,6 +74,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            room.taken(batch.len());
             let result = self.write_with_retries(&batch, path);
             let pruned_any = matches!(&result, Ok(p) if !p.is_empty());
             if pruned_any && let Err(e) = retention::give_back_space(&self.conn) {
@@ -153,6 +157,10 @@ impl Writer {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut known = Jobs {
+            budgets: &mut self.budgets,
+            jobs: &mut self.jobs,
+        };
         {
             let mut event = tx.prepare_cached(
                 "INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)",
@@ -167,51 +175,23 @@ impl Writer {
                 match op {
                     Op::Lines(job, lines) => {
                         let job = job.as_str();
-                        self.budgets.ensure(&tx, job)?;
-                        if !self.jobs.contains_key(job) {
-                            let last_seq = blocks::last_seq(&tx, job)?;
-                            self.jobs.insert(
-                                job.to_string(),
-                                JobState {
-                                    last_seq,
-                                    ..Default::default()
-                                },
-                            );
-                        }
-                        let state = self.jobs.get_mut(job).expect("inserted above");
+                        let state = known.state(&tx, job)?;
                         let mut bytes = 0;
                         for l in lines {
-                            if l.seq <= state.last_seq {
-                                continue; // a replay of what is stored
-                            }
-                            let ts = l.ts.timestamp_millis();
-                            let next = match state.open.take() {
-                                Some(b) if b.last_seq + 1 == l.seq && !b.is_full() => b,
-                                Some(b) => {
-                                    if state.dirty {
-                                        b.write(&tx, job)?;
-                                    }
-                                    OpenBlock::new(l.seq, ts)
-                                }
-                                None => OpenBlock::new(l.seq, ts),
-                            };
-                            let b = state.open.insert(next);
-                            bytes += l.text.len() as u64 + LINE_OVERHEAD;
-                            b.push(blocks::stream_code(l.stream), ts, &l.text);
-                            state.last_seq = l.seq;
-                            state.dirty = true;
+                            let (code, ts) = (blocks::stream_code(l.stream), l.ts.timestamp_millis());
+                            bytes += state.push(&tx, job, (l.seq, code, ts, &l.text))?;
                         }
-                        if bytes > 0
-                            && let Some(cut) = self.budgets.add(job, state.last_seq, bytes)
-                        {
-                            // The open block's row must be current before
-                            // blocks below the cut are chosen.
-                            if let Some(b) = &state.open {
-                                b.write(&tx, job)?;
-                                state.dirty = false;
-                            }
-                            retention::drop_before(&tx, job, cut)?;
+                        known.account(&tx, job, bytes)?;
+                    }
+                    Op::Chunk(job, chunk) => {
+                        let job = job.as_str();
+                        let state = known.state(&tx, job)?;
+                        let (code, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
+                        let mut bytes = 0;
+                        for (seq, text) in chunk.iter() {
+                            bytes += state.push(&tx, job, (seq, code, ts, text))?;
                         }
+                        known.account(&tx, job, bytes)?;
                     }
                     Op::Event(e) => {
                         let body = serde_json::to_string(e).unwrap_or_default();
@@ -239,15 +219,15 @@ impl Writer {
                         // A failed prune is answered, not a failed batch.
                         let result = retention::prune(&tx, jobs).map_err(|e| e.to_string());
                         for j in jobs {
-                            self.budgets.forget(j);
-                            self.jobs.remove(j);
+                            known.budgets.forget(j);
+                            known.jobs.remove(j);
                         }
                         pruned.push(result);
                     }
                 }
             }
             // Everything appended in this batch is written with it.
-            for (job, state) in &mut self.jobs {
+            for (job, state) in known.jobs.iter_mut() {
                 if state.dirty
                     && let Some(b) = &state.open
                 {
@@ -258,6 +238,88 @@ impl Writer {
         }
         tx.commit()?;
         Ok(pruned)
+    }
+}
+
+/// The writer's per-job knowledge (apart from its connection, which the
+/// open transaction holds).
+struct Jobs<'a> {
+    budgets: &'a mut retention::Budgets,
+    jobs: &'a mut HashMap<String, JobState>,
+}
+
+impl Jobs<'_> {
+    /// What the writer knows of `job`, read from the table the first time.
+    fn state(&mut self, tx: &Connection, job: &str) -> rusqlite::Result<&mut JobState> {
+        self.budgets.ensure(tx, job)?;
+        if !self.jobs.contains_key(job) {
+            let last_seq = blocks::last_seq(tx, job)?;
+            self.jobs.insert(
+                job.to_string(),
+                JobState {
+                    last_seq,
+                    ..Default::default()
+                },
+            );
+        }
+        let state = self.jobs.get_mut(job).expect("inserted above");
+        let now = Instant::now();
+        state.aged = state
+            .open
+            .as_ref()
+            .is_some_and(|b| now.duration_since(b.opened) >= BLOCK_AGE);
+        Ok(state)
+    }
+
+    /// Count `bytes` of new lines against `job`'s cap, dropping its oldest
+    /// blocks when it is over.
+    fn account(&mut self, tx: &Connection, job: &str, bytes: u64) -> rusqlite::Result<()> {
+        let Some(state) = self.jobs.get_mut(job) else {
+            return Ok(());
+        };
+        if bytes > 0
+            && let Some(cut) = self.budgets.add(job, state.last_seq, bytes)
+        {
+            // The open block's row must be current before blocks below the
+            // cut are chosen.
+            if let Some(b) = &state.open {
+                b.write(tx, job)?;
+                state.dirty = false;
+            }
+            retention::drop_before(tx, job, cut)?;
+        }
+        Ok(())
+    }
+}
+
+impl JobState {
+    /// Append one line to the job's open block (writing out the previous
+    /// block when this one cannot go on). Returns the bytes it counts
+    /// against the cap: 0 for a replay of a stored line.
+    fn push(
+        &mut self,
+        tx: &Connection,
+        job: &str,
+        (seq, stream, ts, text): (u64, u8, i64, &str),
+    ) -> rusqlite::Result<u64> {
+        if seq <= self.last_seq {
+            return Ok(0); // a replay of what is stored
+        }
+        let next = match self.open.take() {
+            Some(b) if b.last_seq + 1 == seq && !b.is_full() && !self.aged => b,
+            Some(b) => {
+                if self.dirty {
+                    b.write(tx, job)?;
+                }
+                self.aged = false;
+                OpenBlock::new(seq, ts)
+            }
+            None => OpenBlock::new(seq, ts),
+        };
+        self.open.insert(next).push(stream, ts, text);
+        self.last_seq = seq;
+        self.dirty = true;
+        Ok(text.len() as u64 + LINE_OVERHEAD)
     }
 }
 

@@ -163,6 +163,42 @@ async fn a_foreground_run_is_promoted_when_its_budget_runs_out() {
     );
 }
 
+/// `berth run` through the daemon (one request that creates and streams):
+/// every line of both streams arrives, in order, bytes as printed (a last
+/// line without newline gets one), and the job's own exit code comes back.
+#[tokio::test]
+async fn a_foreground_run_streams_every_line_and_the_exit_code() {
+    let d = Daemon::start();
+    let n = 60_000;
+    let script = format!("seq 1 {n}; echo warned >&2; printf tail; exit 3");
+    let (code, out, err) = d.run(&["run", "--runner", "host", "--", "sh", "-c", &script]);
+    assert_eq!(code, 3, "{err}");
+    let mut expected: String = (1..=n).map(|i| format!("{i}\n")).collect();
+    expected.push_str("tail\n");
+    assert!(
+        out == expected,
+        "stdout differs: {} bytes, {} expected",
+        out.len(),
+        expected.len()
+    );
+    assert!(err.contains("warned\n"), "{err}");
+    // `-d` with a ready condition answers once it is met, in one request.
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "host",
+        "--ready-log",
+        "up",
+        "--",
+        "sh",
+        "-c",
+        "echo up; sleep 30",
+    ]);
+    assert_eq!(v["ready"]["outcome"], "ready", "{v}");
+    assert_eq!(v["job"]["status"]["state"], "running", "{v}");
+}
+
 #[tokio::test]
 async fn bg_releases_a_blocked_run_at_once() {
     let d = Daemon::start();

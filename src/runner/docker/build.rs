@@ -13,13 +13,13 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bollard::Docker;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
 use bytes::Bytes;
-use futures_util::StreamExt;
 
+use super::throttle::Throttle;
 use super::{message, status};
 use crate::error::{Error, Result};
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
@@ -27,7 +27,6 @@ use crate::images::context::{self, Context};
 use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
 
 /// Shortest time between two progress reports.
-const REPORT_EVERY: Duration = Duration::from_millis(250);
 /// Bytes per chunk of the context sent to the engine.
 const CHUNK: usize = 256 * 1024;
 
@@ -168,11 +167,11 @@ async fn run_build(
         ..Default::default()
     };
     let started = Instant::now();
-    let mut last_report: Option<Instant> = None;
     progress(p.clone());
     let mut stream = docker.build_image(opts, None, Some(body));
     let mut outcome = Ok(());
-    while let Some(item) = stream.next().await {
+    let mut throttle = Throttle::new();
+    while let Some(item) = throttle.next(&mut stream, || progress(p.clone())).await {
         let info = match item {
             Ok(info) => info,
             // The builder's own error comes as a stream error: its words, unwrapped.
@@ -199,10 +198,7 @@ async fn run_build(
             }
         }
         p.elapsed_ms = started.elapsed().as_millis() as u64;
-        if last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
-            last_report = Some(Instant::now());
-            progress(p.clone());
-        }
+        throttle.changed(|| progress(p.clone()));
     }
     drop(stream);
     let _ = writer.await;

@@ -29,6 +29,7 @@ mod ownership;
 mod pull;
 #[cfg(test)]
 mod tests;
+mod throttle;
 mod usage;
 
 use std::path::{Path, PathBuf};

@@ -12,14 +12,11 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::models::CreateImageInfo;
 use bollard::query_parameters::CreateImageOptions;
-use futures_util::StreamExt;
 
+use super::throttle::Throttle;
 use super::{message, status};
 use crate::error::{Error, Result};
 use crate::images::{PullPolicy, PullProgress, pull_hint, registry_of};
-
-/// Shortest time between two progress reports.
-const REPORT_EVERY: Duration = Duration::from_millis(250);
 
 /// Where progress goes (the manager records it and emits `pulling` events).
 pub type ProgressFn = Arc<dyn Fn(PullProgress) + Send + Sync>;
@@ -95,9 +92,9 @@ pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::r
         ..Default::default()
     };
     let mut fold = Fold::new(image);
-    let mut last_report: Option<Instant> = None;
+    let mut throttle = Throttle::new();
     let mut stream = docker.create_image(Some(opts), None, None);
-    while let Some(item) = stream.next().await {
+    while let Some(item) = throttle.next(&mut stream, || progress(fold.progress())).await {
         let info = item.map_err(|e| message(&e))?;
         if let Some(detail) = &info.error_detail {
             return Err(detail
@@ -106,10 +103,7 @@ pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::r
                 .unwrap_or_else(|| "the engine reported an error".into()));
         }
         fold.add(&info);
-        if last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
-            last_report = Some(Instant::now());
-            progress(fold.progress());
-        }
+        throttle.changed(|| progress(fold.progress()));
     }
     // A stream can end without an error and without the image (engine cut off).
     docker

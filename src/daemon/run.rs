@@ -1,0 +1,169 @@
+//! `POST /v1/run`: create a foreground job and stream it, in one request.
+//!
+//! This is the hot path of `berth run` without `-d`: one connection carries
+//! the job's record, its output and the outcome (ended, or moved to the
+//! background when its budget ran out), where the older routes needed a
+//! create, an SSE follow and a foreground long poll. The body is the frame
+//! stream of `api/frames.rs`.
+//!
+//! The output is read from the job's ring or store like any follower, so the
+//! job never waits on this stream: a slow terminal only makes it read older
+//! lines from the store later.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use serde::Serialize;
+
+use super::state::{ApiError, AppState};
+use crate::api::JobView;
+use crate::api::frames::{END, FRAMES_TYPE, HEADER, JOB, RunEnd, STDERR, STDOUT, put_frame};
+use crate::manager::{Foreground, Manager};
+use crate::model::{JobId, JobSpec, Stream};
+use crate::output::ChunkPiece;
+
+/// Lines and bytes per page read for the stream: a page becomes one or a
+/// few frames. Kept under 128 KiB: glibc serves bigger blocks by mmap and,
+/// once one is freed, keeps blocks that size in its heaps, which a
+/// long-lived daemon then never gives back.
+const PAGE_LINES: usize = 4096;
+const PAGE_BYTES: usize = 96 * 1024;
+/// Frames buffered between the reader task and the connection.
+const IN_FLIGHT: usize = 4;
+
+fn json_frame(kind: u8, v: &impl Serialize) -> Bytes {
+    let mut buf = BytesMut::new();
+    put_frame(&mut buf, kind, &serde_json::to_vec(v).expect("answers serialize"));
+    buf.freeze()
+}
+
+pub(super) async fn run(
+    State(s): State<AppState>,
+    spec: Result<Json<JobSpec>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(mut spec) = spec?;
+    if spec.background {
+        return Err(ApiError::bad_request(
+            "POST /v1/run streams a foreground job: send `background: false`, or POST /v1/jobs for a background one".into(),
+        ));
+    }
+    if spec.timeout.is_none() {
+        spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
+    }
+    let job = s.manager.start_from(spec, "api").await?;
+    let view = JobView {
+        info: s.manager.info(&job.id)?,
+        snippet: s.manager.snippet(&job.id)?,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(IN_FLIGHT);
+    let first = json_frame(JOB, &view);
+    let manager = s.manager.clone();
+    tokio::spawn(async move {
+        if tx.send(Ok(first)).await.is_ok() {
+            // A closed connection ends the task; the job goes on as any
+            // foreground job whose client left (its budget still applies).
+            let _ = stream(&manager, &job.id, &tx).await;
+        }
+    });
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok(([(header::CONTENT_TYPE, FRAMES_TYPE)], body).into_response())
+}
+
+/// The connection is gone (or the job vanished): stop streaming.
+struct Gone;
+
+/// Send the job's output from seq 1 until it ended and every line is out,
+/// or until it left the foreground; then the end frame.
+async fn stream(
+    manager: &Manager,
+    id: &JobId,
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>,
+) -> Result<(), Gone> {
+    let output = manager.output(id).map_err(|_| Gone)?;
+    let mut progress_rx = output.subscribe();
+    let foreground = manager.await_foreground(id);
+    tokio::pin!(foreground);
+    let mut outcome = None;
+    let mut since = 1;
+    loop {
+        let progress = *progress_rx.borrow_and_update();
+        let (pieces, next) = output
+            .read_chunks(since, PAGE_LINES, PAGE_BYTES)
+            .map_err(|_| Gone)?;
+        since = next;
+        if !pieces.is_empty() {
+            tx.send(Ok(frames(&pieces))).await.map_err(|_| Gone)?;
+            continue;
+        }
+        if progress.closed && since > progress.last_seq {
+            break;
+        }
+        if matches!(outcome, Some(Ok(Foreground::Promoted { .. }))) {
+            break;
+        }
+        tokio::select! {
+            changed = progress_rx.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+            o = &mut foreground, if outcome.is_none() => {
+                let promoted = matches!(o, Ok(Foreground::Promoted { .. }));
+                outcome = Some(o);
+                if promoted {
+                    break;
+                }
+            }
+        }
+    }
+    let outcome = match outcome {
+        Some(o) => o,
+        None => foreground.await,
+    }
+    .map_err(|_| Gone)?;
+    let end = RunEnd {
+        outcome,
+        snippet: manager.snippet(id).unwrap_or_default(),
+    };
+    tx.send(Ok(json_frame(END, &end))).await.map_err(|_| Gone)
+}
+
+/// Output frames for `pieces`: one frame per run of a stream, each line
+/// followed by `\n`.
+fn frames(pieces: &[ChunkPiece]) -> Bytes {
+    let size: usize = pieces
+        .iter()
+        .map(|(c, r)| c.text_bytes() + r.len() + HEADER)
+        .sum();
+    let mut buf = BytesMut::with_capacity(size);
+    let mut text = Vec::with_capacity(size);
+    let mut current = None;
+    for (chunk, range) in pieces {
+        if current.is_some_and(|s| s != chunk.stream) {
+            put_frame(&mut buf, kind(current), &text);
+            text.clear();
+        }
+        current = Some(chunk.stream);
+        for i in range.clone() {
+            text.extend_from_slice(chunk.text(i).as_bytes());
+            text.push(b'\n');
+        }
+    }
+    if current.is_some() {
+        put_frame(&mut buf, kind(current), &text);
+    }
+    buf.freeze()
+}
+
+fn kind(stream: Option<Stream>) -> u8 {
+    match stream {
+        Some(Stream::Stderr) => STDERR,
+        _ => STDOUT,
+    }
+}
