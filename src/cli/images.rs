@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use super::Global;
 use super::progress::{Printer, build_fn, pull_fn};
-use super::run::RunArgs;
+use super::run_args::RunArgs;
 use crate::mcp::project::{ProjectTask, append_args, project_command};
 
 #[derive(Debug, Subcommand)]

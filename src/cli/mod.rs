@@ -10,6 +10,8 @@ pub(crate) mod out;
 mod progress;
 mod remote;
 mod run;
+mod run_args;
+mod verdict;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -7,7 +7,8 @@
 use std::io::IsTerminal;
 
 use super::out::{StdoutClosed, out, outln};
-use super::run::{RunArgs, exit_code};
+use super::run_args::RunArgs;
+use super::verdict::{exit_code, oom_line, warn_fallback};
 use crate::api::JobView;
 use crate::api::client::Client;
 use crate::api::frames as wire;
@@ -75,7 +76,7 @@ pub async fn run(
         }
     };
     progress.stop(view.info.image.as_ref()).await;
-    super::run::warn_fallback(&view.info);
+    warn_fallback(&view.info);
     let id = view.info.id.clone();
     let stop = |cause: StopCause| KillRequest {
         ended_by: Some(EndedBy::User),
@@ -128,7 +129,7 @@ pub async fn run(
         Foreground::Finished { info } => {
             if args.json {
                 outln!("{}", serde_json::to_string_pretty(&info)?);
-            } else if let Some(line) = super::run::oom_line(&info) {
+            } else if let Some(line) = oom_line(&info) {
                 eprintln!("{line}");
             }
             Ok(Some(exit_code(&info)))
@@ -264,7 +265,7 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
             Err(e) => return Err(e.into()),
         }
     };
-    super::run::warn_fallback(&view.info);
+    warn_fallback(&view.info);
     let id = view.info.id.clone();
     if args.json {
         let v = serde_json::json!({"job": view, "ready": waited});
