@@ -122,11 +122,22 @@ pub enum Error {
     )]
     NotInImage { program: String, image: String },
 
+    /// berth refused an engine object it does not own, or gave up on one
+    /// (a name or network taken by someone else): its own words.
     #[error("Docker engine failed to {action} for job {job}: {message}")]
     Docker {
         action: &'static str,
         job: String,
         message: String,
+    },
+
+    /// An engine call failed: the engine's error is kept as the source.
+    #[error("Docker engine failed to {action} for job {job}: {}", engine_words(source))]
+    Engine {
+        action: &'static str,
+        job: String,
+        #[source]
+        source: Box<bollard::errors::Error>,
     },
 
     #[error("the manager is shutting down; no new jobs are accepted")]
@@ -184,7 +195,7 @@ impl Error {
             Error::BuildContext { .. } => "build_context",
             Error::ImageBuildFailed { .. } => "image_build_failed",
             Error::NotInImage { .. } => "command_not_found",
-            Error::Docker { .. } => "docker",
+            Error::Docker { .. } | Error::Engine { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
             Error::Blocked { .. } => "blocked",
             Error::OutsideWorkspace { .. } => "outside_workspace",
@@ -208,6 +219,15 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+/// What the engine said, without bollard's wrapping (a server error's own
+/// message; any other error as it displays).
+pub fn engine_words(e: &bollard::errors::Error) -> String {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -267,5 +287,25 @@ mod tests {
         }
         assert_eq!(Error::UnknownJob("x".into()).http_status(), 404);
         assert_eq!(Error::InvalidSpec("x".into()).exit_code(), 2);
+    }
+
+    /// An engine failure keeps the engine's error as its source and says
+    /// the engine's own words, unwrapped.
+    #[test]
+    fn engine_errors_keep_their_source() {
+        let e = Error::Engine {
+            action: "start container",
+            job: "job-3".into(),
+            source: Box::new(bollard::errors::Error::DockerResponseServerError {
+                status_code: 500,
+                message: "driver failed programming external connectivity".into(),
+            }),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Docker engine failed to start container for job job-3: driver failed programming external connectivity"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!((e.code(), e.http_status()), ("docker", 502));
     }
 }

@@ -10,7 +10,7 @@ use bollard::Docker;
 use bollard::query_parameters::LogsOptions;
 
 use super::exit::{OutputStream, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, message};
+use super::{DockerControl, Engine, engine_error};
 use crate::error::{Error, Result};
 use crate::model::{AppliedLimits, JobId, PortMapping};
 use crate::output::{JobOutput, Stream as OutStream};
@@ -48,7 +48,7 @@ pub(super) async fn adopt(
     let inspected = docker
         .inspect_container(container_id, None)
         .await
-        .map_err(|e| fail(message(&e)))?;
+        .map_err(|e| engine_error("adopt container", id, e))?;
     // Only a container this instance and state dir made is ever followed.
     if !engine
         .ownership

@@ -20,7 +20,7 @@ use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImag
 use bytes::Bytes;
 
 use super::throttle::Throttle;
-use super::{message, status};
+use super::{engine_error, message, status};
 use crate::error::{Error, Result};
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
 use crate::images::context::{self, Context};
@@ -83,11 +83,7 @@ async fn present(docker: &Docker, tag: &str) -> Result<bool> {
     match docker.inspect_image(tag).await {
         Ok(_) => Ok(true),
         Err(e) if status(&e) == Some(404) => Ok(false),
-        Err(e) => Err(Error::Docker {
-            action: "inspect image",
-            job: "-".into(),
-            message: message(&e),
-        }),
+        Err(e) => Err(engine_error("inspect image", "-", e)),
     }
 }
 

@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, Project, message, network, remove_container, status};
+use super::{DockerControl, Engine, Project, engine_error, message, network, remove_container, status};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
 use crate::model::{AppliedLimits, JobId, JobSpec};
@@ -202,11 +202,7 @@ pub(super) async fn launch(
             wait.abort();
             control.remove().await;
             let _ = pump_task.await;
-            return Err(Error::Docker {
-                action: "inspect container",
-                job: id.to_string(),
-                message: message(&e),
-            });
+            return Err(engine_error("inspect container", id.to_string(), e));
         }
     };
     let settings = inspected.network_settings.as_ref();
@@ -255,11 +251,7 @@ async fn clear_leftover(engine: &Engine, docker: &Docker, id: &JobId, name: &str
             ),
         }),
         Err(e) if status(&e) == Some(404) => Ok(()),
-        Err(e) => Err(Error::Docker {
-            action: "inspect container",
-            job: id.to_string(),
-            message: message(&e),
-        }),
+        Err(e) => Err(engine_error("inspect container", id.to_string(), e)),
     }
 }
 
@@ -290,11 +282,7 @@ async fn attempt(
         } else if status(&e) == Some(409) {
             AttemptError::NameTaken
         } else {
-            AttemptError::Other(Error::Docker {
-                action: "create container",
-                job: id.to_string(),
-                message: msg,
-            })
+            AttemptError::Other(engine_error("create container", id, e))
         }
     })?;
     let cid = created.id;
@@ -316,11 +304,11 @@ async fn attempt(
             Err(e) => {
                 wait.abort();
                 remove_container(docker, &cid).await;
-                return Err(AttemptError::Other(Error::Docker {
-                    action: "attach to container",
-                    job: id.to_string(),
-                    message: message(&e),
-                }));
+                return Err(AttemptError::Other(engine_error(
+                    "attach to container",
+                    id.to_string(),
+                    e,
+                )));
             }
         };
     if let Err(e) = docker.start_container(&cid, None).await {
@@ -340,11 +328,7 @@ async fn attempt(
                 image: ctx.image.into(),
             }));
         }
-        return Err(AttemptError::Other(Error::Docker {
-            action: "start container",
-            job: id.to_string(),
-            message: msg,
-        }));
+        return Err(AttemptError::Other(engine_error("start container", id, e)));
     }
     Ok(Started {
         container_id: cid,

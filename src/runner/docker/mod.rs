@@ -109,9 +109,16 @@ fn status(e: &BollardError) -> Option<u16> {
 
 /// The engine's own message, without bollard's wrapping.
 fn message(e: &BollardError) -> String {
-    match e {
-        BollardError::DockerResponseServerError { message, .. } => message.clone(),
-        other => other.to_string(),
+    crate::error::engine_words(e)
+}
+
+/// An engine call for `job` that failed doing `action`, its error kept as
+/// the source (no call site formats engine errors by hand).
+fn engine_error(action: &'static str, job: impl ToString, source: BollardError) -> Error {
+    Error::Engine {
+        action,
+        job: job.to_string(),
+        source: Box::new(source),
     }
 }
 

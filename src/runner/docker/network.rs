@@ -35,7 +35,7 @@ use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
 use super::ownership::{LABEL_STATE, Ownership, short};
-use super::{LABEL_INSTANCE, LABEL_MANAGED, message, status};
+use super::{LABEL_INSTANCE, LABEL_MANAGED, engine_error, message, status};
 use crate::error::{Error, Result};
 use crate::store::private;
 
@@ -58,11 +58,7 @@ async fn named(docker: &Docker, name: &str, owner: &Ownership) -> Result<Vec<(St
     let list = docker
         .list_networks(Some(opts))
         .await
-        .map_err(|e| Error::Docker {
-            action: "list networks",
-            job: name.to_string(),
-            message: message(&e),
-        })?;
+        .map_err(|e| engine_error("list networks", name.to_string(), e))?;
     // The name filter matches substrings: keep exact names only.
     let mut found: Vec<(String, bool)> = list
         .into_iter()

@@ -14,7 +14,7 @@ use bollard::models::CreateImageInfo;
 use bollard::query_parameters::CreateImageOptions;
 
 use super::throttle::Throttle;
-use super::{message, status};
+use super::{engine_error, message, status};
 use crate::error::{Error, Result};
 use crate::images::{PullPolicy, PullProgress, pull_hint, registry_of};
 
@@ -34,11 +34,7 @@ pub(super) async fn ensure(
         Ok(_) => true,
         Err(e) if status(&e) == Some(404) => false,
         Err(e) => {
-            return Err(Error::Docker {
-                action: "inspect image",
-                job: job.into(),
-                message: message(&e),
-            });
+            return Err(engine_error("inspect image", job, e));
         }
     };
     // berth/… and project images exist only where they were built: never pulled.
