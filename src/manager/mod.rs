@@ -621,6 +621,25 @@ impl Inner {
         Ok(())
     }
 
+    /// Where a job's raw logs live: `<instance>/jobs/<id>`.
+    fn job_dir(&self, id: &JobId) -> std::path::PathBuf {
+        self.config.instance_dir().join("jobs").join(id.as_str())
+    }
+
+    /// A new output for job `id`, numbering its lines from `first_seq` (1,
+    /// or on from the stored lines of an adopted job).
+    fn job_output(&self, id: &JobId, watchers: Watchers, first_seq: u64) -> Result<Arc<JobOutput>> {
+        JobOutput::create(
+            id.clone(),
+            &self.job_dir(id),
+            self.config.ring_bytes,
+            watchers,
+            self.events.clone(),
+            self.store.clone(),
+            first_seq,
+        )
+    }
+
     /// The run record of `e` as the store keeps it. Queue it with
     /// `store.put_run` after the registry lock is let go, holding
     /// `record_order` (taken before the registry lock) until then.

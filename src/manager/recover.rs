@@ -51,11 +51,7 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
 /// Put an ended run into the registry; its output is read from the store.
 fn insert_finished(inner: &Arc<Inner>, n: u64, mut row: RunRow, last_seq: u64) {
     row.info.last_seq = last_seq;
-    let dir = inner
-        .config
-        .instance_dir()
-        .join("jobs")
-        .join(row.info.id.as_str());
+    let dir = inner.job_dir(&row.info.id);
     let output = JobOutput::finished(
         row.info.id.clone(),
         &dir,
@@ -103,17 +99,8 @@ impl Manager {
             let Some(n) = number(&id) else { continue };
             let last_seq = inner.store.last_seq(&id)?;
             let stored = inner.store.line_counts(&id)?;
-            let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
             let watchers = Watchers::new(&row.info.spec.watch).unwrap_or_default();
-            let output = JobOutput::create(
-                id.clone(),
-                &dir,
-                inner.config.ring_bytes,
-                watchers,
-                inner.events.clone(),
-                inner.store.clone(),
-                last_seq + 1,
-            )?;
+            let output = inner.job_output(&id, watchers, last_seq + 1)?;
             let adoption = Adoption {
                 container_id: row.info.container_id.clone().unwrap_or_default(),
                 stored,

@@ -20,7 +20,6 @@ use crate::events::EventKind;
 use crate::model::{
     EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode, StopCause,
 };
-use crate::output::JobOutput;
 use crate::runner::{self, Control, Exit, Launched};
 
 /// A stop the supervisor must carry out.
@@ -78,16 +77,8 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     // registry lock, which readers share.
     cap_check(inner, &spec)?;
     let id = inner.ids.next()?;
-    let dir = inner.config.instance_dir().join("jobs").join(id.as_str());
-    let output = JobOutput::create(
-        id.clone(),
-        &dir,
-        inner.config.ring_bytes,
-        watchers,
-        inner.events.clone(),
-        inner.store.clone(),
-        1,
-    )?;
+    let dir = inner.job_dir(&id);
+    let output = inner.job_output(&id, watchers, 1)?;
     let (id, queued) = {
         let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
