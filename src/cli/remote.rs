@@ -220,7 +220,9 @@ struct Progress(
 
 impl Progress {
     fn start(client: &Client, spec: &mut JobSpec, show: bool) -> Self {
-        if !show {
+        // A host job has no image to pull or build: no progress to follow,
+        // and no second connection to open beside the run's own request.
+        if !show || spec.runner == crate::model::RunnerChoice::Host {
             return Progress(None);
         }
         let token = super::progress::token();
