@@ -249,18 +249,21 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
             let _ = err_task.await;
         };
         let mut drains = std::pin::pin!(drains);
+        // A finished future must not be polled again (it panics): remember
+        // whether the grace below already saw the pipes drained.
+        let mut drained = false;
         if shim_exe.is_none() {
             // No shim ended the leftovers: what is left of the group gets a
             // short grace after SIGTERM.
             let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGTERM);
-            let _ = tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await;
+            drained = tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await.is_ok();
         }
         // The shim ended the tree below it; anything still in the group (the
         // shim itself was killed from outside) goes now, before the pid is
         // marked reaped and may be reused.
         let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGKILL);
         exit_control.reaped.store(true, Ordering::SeqCst);
-        if tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
+        if !drained && tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
             tracing::warn!(
                 pgid = exit_control.pgid,
                 "output pipes still open after the job ended; stopped reading"

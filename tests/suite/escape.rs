@@ -269,3 +269,58 @@ async fn a_host_job_starts_with_no_signal_blocked() {
         "SigBlk:\t0000000000000000"
     );
 }
+
+/// An embedder's binary that is not `berth` (and has no `berth` beside it)
+/// runs host jobs as a plain process group, without the shim: they must still
+/// run, report their output and exit code, and end. (The end of such a job
+/// once panicked its supervisor, leaving the job `running` forever.)
+#[test]
+fn without_a_shim_binary_host_jobs_still_end_with_their_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = dir.path().join("a").join("b");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let embedder = bin_dir.join("embedder");
+    std::fs::copy(env!("CARGO_BIN_EXE_berth"), &embedder).unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut cmd = std::process::Command::new(&embedder);
+    cmd.envs(berth(&state).get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove("BERTH_SHIM_EXE")
+        .args([
+            "run",
+            "--no-daemon",
+            "--timeout",
+            "20",
+            "--",
+            "sh",
+            "-c",
+            "echo from-plain-group; exit 3",
+        ]);
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its own output is a few bytes: the pipes cannot fill while we wait.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the run did not end within 30 s; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("from-plain-group"),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(3), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "stderr: {stderr}");
+}
