@@ -18,6 +18,10 @@ use crate::safety::{SafetyConfig, SafetyLayer};
 pub const DEFAULT_MAX_JOBS: usize = 3;
 /// Default foreground budget (seconds) when a manager can promote.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
+/// Default wait (seconds) for readiness or a job's end, when a caller names
+/// none: `berth wait`, `berth run -d --ready-…`, the API's wait routes and
+/// MCP's wait and readiness checks.
+pub const DEFAULT_WAIT_SECS: f64 = 60.0;
 /// Default grace between SIGTERM and SIGKILL (seconds).
 pub const DEFAULT_GRACE_SECS: f64 = 5.0;
 /// Default sandbox image, built from `images/sandbox`.

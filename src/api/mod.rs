@@ -69,7 +69,7 @@ pub struct CreatedReady {
 pub struct WaitRequest {
     #[serde(default)]
     pub conditions: Vec<ReadyCondition>,
-    /// Seconds (default 60).
+    /// Seconds (default `config::DEFAULT_WAIT_SECS`, 60).
     #[serde(default)]
     pub timeout: Option<f64>,
 }
@@ -127,7 +127,5 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
-/// Default wait timeout over the API, in seconds.
-pub const DEFAULT_WAIT_SECS: f64 = 60.0;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

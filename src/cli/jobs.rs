@@ -285,7 +285,7 @@ pub struct WaitArgs {
     #[arg(long)]
     pub status: Option<u16>,
     /// Seconds to wait (default 60).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = crate::config::DEFAULT_WAIT_SECS)]
     pub timeout: f64,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]

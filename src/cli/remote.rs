@@ -13,7 +13,7 @@ use crate::api::JobView;
 use crate::api::client::Client;
 use crate::api::frames as wire;
 use crate::card;
-use crate::config::Config;
+use crate::config::DEFAULT_WAIT_SECS;
 use crate::manager::{Foreground, KillRequest};
 use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout, StopCause};
 use crate::output::{Line, Stream};
@@ -30,18 +30,13 @@ pub const STILL_RUNNING_EXIT: i32 = 75;
 
 /// Create the job through the daemon. `None` when no daemon answered the
 /// create request (nothing was started; the caller may run it itself).
-pub async fn run(
-    client: &Client,
-    args: &RunArgs,
-    mut spec: JobSpec,
-    config: &Config,
-) -> anyhow::Result<Option<i32>> {
+pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::Result<Option<i32>> {
     if args.detach {
         spec.background = true;
         return detached(client, args, spec).await;
     }
     spec.background = false;
-    spec.timeout = Some(args.timeout.unwrap_or(config.timeout_secs));
+    // No `--timeout`: the manager gives the job its project's budget.
     spec.on_timeout = match args.on_timeout.as_deref() {
         Some("kill") => OnTimeout::Kill,
         _ => OnTimeout::Background,
@@ -257,7 +252,9 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
         (view, None)
     } else {
         let progress = Progress::start(client, &mut spec, !args.json && !args.quiet);
-        let created = client.create_ready(&spec, args.timeout.unwrap_or(60.0)).await;
+        let created = client
+            .create_ready(&spec, args.timeout.unwrap_or(DEFAULT_WAIT_SECS))
+            .await;
         progress
             .stop(created.as_ref().ok().and_then(|c| c.job.info.image.as_ref()))
             .await;

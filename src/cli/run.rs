@@ -17,7 +17,7 @@ use super::verdict::{exit_code, oom_line, warn_fallback};
 use crate::api::client::Client;
 use crate::card::cap_head_tail;
 use crate::error::Error;
-use crate::manager::{KillRequest, Manager};
+use crate::manager::{DefaultBudget, KillRequest, Manager};
 use crate::model::{EndedBy, JobInfo, JobStatus, OnTimeout, StopCause};
 use crate::output::{JobOutput, LogQuery, Stream};
 
@@ -31,9 +31,12 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         // No health check first: the create request itself tells whether a
         // daemon answers (one round trip fewer on every run).
         let client = Client::new(&config);
-        match super::remote::run(&client, &args, spec.clone(), &config).await? {
+        match super::remote::run(&client, &args, spec.clone()).await? {
             Some(code) => return Ok(code),
             None if args.detach => {
+                // No manager will see this spec: bad input is still named
+                // as such rather than as a missing daemon.
+                spec.validate()?;
                 return Err(Error::NoDaemon {
                     instance: config.instance.clone(),
                     socket: client.socket().to_path_buf(),
@@ -43,12 +46,13 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             None => {}
         }
     }
-    // No manager to promote to: a budget that runs out kills.
+    // No manager to promote to: a budget that runs out kills, and there is
+    // none unless `--timeout` gives one.
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
     let pulls = (!args.json).then(|| super::progress::follow_local(&manager));
-    let handle = manager.start_from(spec, "cli").await;
+    let handle = manager.start_with(spec, "cli", DefaultBudget::Unlimited).await;
     if let Some((task, printer)) = pulls {
         if handle.is_ok() {
             // It ends at the job's `started` event, after the last progress line.

@@ -104,17 +104,18 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The spec these flags describe (nothing is started).
+    /// The spec these flags describe (nothing is started): only what the
+    /// caller said; the manager fills the rest from the caller's project.
     pub fn spec(&self, config: &Config) -> Result<JobSpec, Error> {
         let mut spec = if self.shell {
             JobSpec::shell(self.command.join(" "))
         } else {
             JobSpec::argv(self.command.clone())
         };
-        spec.runner = match &self.runner {
-            Some(r) => r.parse()?,
-            None => config.runner,
-        };
+        // Unset (`auto`): the manager gives the job its project's runner.
+        if let Some(r) = &self.runner {
+            spec.runner = r.parse()?;
+        }
         spec.image = self.image.clone();
         spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
@@ -164,7 +165,7 @@ impl RunArgs {
         if let Some(path) = &self.ready_http {
             spec.ready.push(ReadyCondition::http(path.clone()));
         }
-        spec.validate()?;
+        // Validated by the manager that starts it (with its defaults filled).
         Ok(spec)
     }
 }

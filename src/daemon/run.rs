@@ -47,15 +47,13 @@ pub(super) async fn run(
     State(s): State<AppState>,
     spec: Result<Json<JobSpec>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(mut spec) = spec?;
+    let Json(spec) = spec?;
     if spec.background {
         return Err(ApiError::bad_request(
             "POST /v1/run streams a foreground job: send `background: false`, or POST /v1/jobs for a background one".into(),
         ));
     }
-    if spec.timeout.is_none() {
-        spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
-    }
+    // No `timeout`: the manager gives the job its project's budget.
     let job = s.manager.start_from(spec, "api").await?;
     let view = JobView {
         info: s.manager.info(&job.id)?,

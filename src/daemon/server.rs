@@ -21,9 +21,10 @@ use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 
 use crate::api::{
-    BackgroundRequest, CreatedReady, DEFAULT_WAIT_SECS, EventsPage, Health, JobView, MAX_BODY_BYTES,
-    WaitForPortRequest, WaitRequest,
+    BackgroundRequest, CreatedReady, EventsPage, Health, JobView, MAX_BODY_BYTES, WaitForPortRequest,
+    WaitRequest,
 };
+use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Error;
 use crate::manager::{KillRequest, ListFilter, Manager};
 use crate::model::{EndedBy, JobId, JobSpec};
@@ -100,12 +101,10 @@ async fn create(
     spec: Result<Json<JobSpec>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = q?;
-    let mut spec = body(spec)?;
+    let spec = body(spec)?;
     let wait = q.ready_timeout.map(|t| secs("ready_timeout", t)).transpose()?;
-    // Through a manager a foreground run has a budget and is promoted, never lost.
-    if !spec.background && spec.timeout.is_none() {
-        spec.timeout = Some(s.manager.project_for(&spec)?.config.timeout_secs);
-    }
+    // A foreground job without a budget gets its project's from the manager
+    // (promoted when it runs out, never lost).
     let conditions = spec.ready.clone();
     let job = s.manager.start_from(spec, "api").await?;
     let Some(timeout) = wait else {

@@ -1,7 +1,8 @@
 //! The manager owns jobs: the registry of records and live handles, the
 //! background cap and its queue, the event log, and teardown.
 //!
-//! Theory of operation. [`Manager::start`] validates the spec, takes a slot
+//! Theory of operation. [`Manager::start`] completes the spec from the
+//! caller's project and validates it (once, `admit.rs`), takes a slot
 //! (or queues, or refuses with the running jobs named), launches through a
 //! runner, and hands the live job to a supervisor task (`supervise.rs`) that
 //! alone awaits its exit, enforces keep-alive and the foreground budget, and
@@ -13,6 +14,7 @@
 //! [`Manager::end_owner`] (`owners.rs`) for the jobs of one owner (an MCP
 //! session that ended).
 
+mod admit;
 mod ids;
 mod owners;
 mod ports;
@@ -43,6 +45,7 @@ use crate::ready::{self, ReadyCondition, WaitOutcome};
 use crate::runner::Control;
 use crate::watch::Watchers;
 
+pub use admit::DefaultBudget;
 pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
@@ -371,7 +374,15 @@ impl Manager {
     /// [`Manager::start`] on behalf of `client` (`cli`, `api`, `mcp`, …), which
     /// the security log records when a command is blocked.
     pub async fn start_from(&self, spec: JobSpec, client: &str) -> Result<JobHandle> {
-        let id = supervise::start(&self.inner, spec, client).await?;
+        self.start_with(spec, client, DefaultBudget::Project).await
+    }
+
+    /// [`Manager::start_from`], saying what a foreground spec without a
+    /// `timeout` gets (the project's budget, or none). Whatever the spec
+    /// leaves unset is filled from the caller's project here, not by the
+    /// faces (`admit.rs`).
+    pub async fn start_with(&self, spec: JobSpec, client: &str, budget: DefaultBudget) -> Result<JobHandle> {
+        let id = supervise::start(&self.inner, spec, client, budget).await?;
         Ok(JobHandle {
             id,
             manager: self.clone(),

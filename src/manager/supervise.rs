@@ -6,6 +6,7 @@
 //! with `on_timeout = kill`, shutdown) is decided in one `select!` and recorded
 //! once, in [`finish`].
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,12 +14,13 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 
+use super::admit::{Admitted, DefaultBudget, admit};
 use super::project::Project;
 use super::{Entry, Inner, KillOutcome, KillRequest, KillResult, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{
-    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerChoice, RunnerKind, StartMode, StopCause,
+    EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, RunnerKind, StartMode, StopCause,
 };
 use crate::runner::{self, Control, Exit, Launched};
 
@@ -31,45 +33,26 @@ pub struct StopRequest {
     pub grace: Duration,
 }
 
-pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -> Result<JobId> {
+pub(super) async fn start(
+    inner: &Arc<Inner>,
+    spec: JobSpec,
+    client: &str,
+    budget: DefaultBudget,
+) -> Result<JobId> {
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
-    spec.validate()?;
-    let watchers = Inner::watchers_for(&spec)?;
-    // The caller's project: its workspace, rules, image and limits.
-    let project = inner.projects.resolve(&spec)?;
-    spec.caller_env.clear();
+    // Defaults, validation, the working directory, the safety checks and
+    // the runner: once, in `admit.rs`.
+    let Admitted {
+        spec,
+        project,
+        kind,
+        runner_note,
+        cwd,
+        watchers,
+    } = admit(inner, spec, client, budget).await?;
     let workspace = &project.config.workspace;
-    // A job that names no directory runs where its caller is, when that is
-    // inside the project (as a shell would); else at the workspace root.
-    if spec.cwd.is_none() {
-        spec.cwd = project.caller_dir.clone().filter(|c| c.starts_with(workspace));
-    }
-    let cwd = runner::resolve_cwd(workspace, spec.cwd.as_ref());
-    if !cwd.is_dir() {
-        return Err(Error::BadCwd { path: cwd });
-    }
-    // Resolved once, here: the guard checks this real path and the job runs
-    // in it, so a symlink swapped after the check (the job may wait in the
-    // queue) cannot move the job out of the workspace.
-    let cwd = std::fs::canonicalize(&cwd).map_err(|_| Error::BadCwd { path: cwd.clone() })?;
-    if spec.cwd.is_some() {
-        spec.cwd = Some(cwd.clone());
-    }
-    // Before any runner sees the command: the filter (off the async workers,
-    // with a deadline) and the workspace guard.
-    project.safety.check_bounded(&spec, &cwd, client).await?;
-    // A spec that leaves the runner to us gets the project's default.
-    let choice = match spec.runner {
-        crate::model::RunnerChoice::Auto => project.config.runner,
-        asked => asked,
-    };
-    let (kind, runner_note) = resolve_runner(inner, choice, project.config.fallback).await?;
-    // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
-    if kind == RunnerKind::Host {
-        project.safety.check_env(&spec, &cwd, client)?;
-    }
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
     // The cap is looked at before anything is made for the job (a refused
     // start leaves no id used), and again when it is registered: its id
@@ -177,11 +160,12 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
             spec,
             kind,
             project,
+            cwd,
             stop_rx,
         ));
         return Ok(id);
     }
-    match launch(inner, &id, &spec, kind, &project, &mut stop_rx).await {
+    match launch(inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
         Ok(Some(launched)) => {
             fallback_event(&runner_note);
             inner
@@ -205,28 +189,6 @@ pub(super) async fn start(inner: &Arc<Inner>, mut spec: JobSpec, client: &str) -
     }
 }
 
-/// What `auto` falls back to when no engine answers.
-pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
-
-/// Resolve the runner. `auto` with no engine runs on the host only when
-/// `fallback` allows, and then with a note (shown on the card, in answers
-/// and as an event); with `fallback = false` it is the engine error.
-async fn resolve_runner(
-    inner: &Arc<Inner>,
-    choice: RunnerChoice,
-    fallback: bool,
-) -> Result<(RunnerKind, Option<String>)> {
-    if choice != RunnerChoice::Auto {
-        return Ok((inner.runners.resolve(choice).await?, None));
-    }
-    if !fallback {
-        return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
-    }
-    let kind = inner.runners.resolve(choice).await?;
-    let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
-    Ok((kind, note))
-}
-
 /// Wait in line for a background slot, then launch (or end if stopped first).
 async fn run_queued(
     inner: Arc<Inner>,
@@ -234,6 +196,7 @@ async fn run_queued(
     spec: JobSpec,
     kind: RunnerKind,
     project: Arc<Project>,
+    cwd: PathBuf,
     mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
 ) {
     loop {
@@ -273,7 +236,7 @@ async fn run_queued(
     }
     // Others in line may fit too (several slots can free at once).
     inner.slot_freed.notify_waiters();
-    match launch(&inner, &id, &spec, kind, &project, &mut stop_rx).await {
+    match launch(&inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
         Ok(Some(launched)) => supervise(inner, id, spec, launched, stop_rx).await,
         Ok(None) => {}
         Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
@@ -325,20 +288,20 @@ async fn launch(
     spec: &JobSpec,
     kind: RunnerKind,
     project: &Project,
+    cwd: &Path,
     stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
 ) -> Result<Option<Launched>> {
     let output = {
         let reg = inner.registry.lock().unwrap();
         reg.get(id)?.output.clone()
     };
-    let cwd = runner::resolve_cwd(&project.config.workspace, spec.cwd.as_ref());
     let launched = match kind {
         #[cfg(test)]
         _ if inner.fake.get().is_some() => {
             let fake = inner.fake.get().expect("checked by the guard");
             fake.launch(id, spec, &output).await
         }
-        RunnerKind::Host => runner::host::launch(spec, &cwd, &output).await,
+        RunnerKind::Host => runner::host::launch(spec, cwd, &output).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
                 r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
@@ -363,7 +326,7 @@ async fn launch(
                     }
                     inner
                         .runners
-                        .launch_in(id, &spec, &cwd, &output, &project.config)
+                        .launch_in(id, &spec, cwd, &output, &project.config)
                         .await
                 }
                 Err(e) => Err(e),

@@ -164,7 +164,7 @@ impl RunArgs {
         spec.watch = self.watch.clone();
         spec.label = self.label.clone();
         spec.queue = self.queue;
-        spec.validate()?;
+        // Validated by the manager, with its defaults filled in.
         Ok(spec)
     }
 }

@@ -10,7 +10,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::args::{job_id, opt_id_de};
-use super::compat_shell::Checked;
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
@@ -87,7 +86,6 @@ impl BerthMcp {
                 let mut spec = JobSpec::shell(command()?);
                 spec.background = a.action.is_some() && a.background.unwrap_or(true);
                 spec.watch = a.watch.clone();
-                let spec = spec.checked()?;
                 if !spec.background {
                     return self.core.run(spec, None, Dialect::Exec).await;
                 }

@@ -10,7 +10,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::args::{WaitForPortArgs, id_de, job_id, opt_id_de, parse_ports};
-use super::compat_shell::Checked;
 use super::core::{Answer, reply};
 use super::format::Dialect;
 use super::logs::{self, LogMode, LogRequest};
@@ -118,7 +117,7 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                 spec.image = a.image;
                 spec.limits.cpus = a.cpus;
                 spec.limits.memory = a.memory.as_deref().map(crate::job::parse_size).transpose()?;
-                self.core.run(spec.checked()?, None, Dialect::Process).await
+                self.core.run(spec, None, Dialect::Process).await
             }
             .await,
         )

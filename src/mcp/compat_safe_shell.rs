@@ -17,7 +17,6 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::compat_shell::Checked;
 use super::core::{Answer, Started, reply};
 use super::format::{self, Dialect};
 use super::service::BerthMcp;
@@ -85,7 +84,7 @@ impl BerthMcp {
             // Blocking with keep-alive: the kill at N s ends it, not the foreground budget.
             spec.timeout = Some(k + self.core.manager.config().grace_secs + 5.0);
         }
-        let (info, how) = self.core.start(spec.checked()?, None).await?;
+        let (info, how) = self.core.start(spec, None).await?;
         match how {
             Started::Background(_) => Ok(Answer::json(&serde_json::json!({
                 "pid": info.pid,

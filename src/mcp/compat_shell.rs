@@ -13,7 +13,6 @@ use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
 use super::service::BerthMcp;
-use crate::error::Result;
 use crate::manager::{KillRequest, ListFilter};
 use crate::model::{EndedBy, JobSpec};
 
@@ -79,7 +78,7 @@ the exit code and capped output; still running then, it moves to the background 
         let mut spec = JobSpec::shell(a.command);
         spec.background = a.run_in_background;
         spec.timeout = a.timeout.filter(|_| !a.run_in_background);
-        reply(async { self.core.run(spec.checked()?, None, Dialect::Shell).await }.await)
+        reply(async { self.core.run(spec, None, Dialect::Shell).await }.await)
     }
 
     #[tool(
@@ -210,16 +209,4 @@ pub fn shell_event_meta(core: &super::core::Core, e: &crate::events::Event) -> O
         })
         .to_string(),
     )
-}
-
-/// Validate a spec built by a tool.
-pub trait Checked: Sized {
-    fn checked(self) -> Result<Self>;
-}
-
-impl Checked for JobSpec {
-    fn checked(self) -> Result<Self> {
-        self.validate()?;
-        Ok(self)
-    }
 }

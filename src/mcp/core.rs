@@ -11,13 +11,11 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
+use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
 use crate::model::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
 use crate::ready::{ReadyCondition, WaitOutcome};
-
-/// Default wait for readiness and `wait` calls, in seconds.
-pub const DEFAULT_WAIT_SECS: f64 = 60.0;
 
 /// A tool's answer before the backlog is appended.
 #[derive(Debug, Clone)]
@@ -152,7 +150,6 @@ impl Core {
         self.session.claim(&mut spec);
         // A job that names no runner, budget or image gets its project's
         // (the session client's `berth.toml`): the manager fills them in.
-        let project = self.manager.project_for(&spec)?;
         if spec.background {
             let ready = spec.ready.clone();
             let http_without_port = ready
@@ -181,7 +178,7 @@ impl Core {
             self.cover(&job.id);
             return Ok((self.manager.info(&job.id)?, Started::Background(waited)));
         }
-        spec.timeout = Some(spec.timeout.unwrap_or(project.config.timeout_secs));
+        // An agent is never left waiting: at the budget the job is promoted.
         spec.on_timeout = OnTimeout::Background;
         let job = self.manager.start_from(spec, "mcp").await?;
         self.owned(&job.id);

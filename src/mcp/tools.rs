@@ -13,11 +13,12 @@ use rmcp::{tool, tool_router};
 use super::args::{
     EventsArgs, IdArgs, KillArgs, ListArgs, LogsArgs, ProjectArgs, RunArgs, WaitArgs, WaitForPortArgs, job_id,
 };
-use super::core::{Answer, DEFAULT_WAIT_SECS, reply};
+use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogRequest};
 use super::project::{ProjectTask, append_args, project_command};
 use super::service::BerthMcp;
+use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Result;
 use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
 use crate::model::{EndedBy, JobSpec};
@@ -329,7 +330,6 @@ impl BerthMcp {
         if let Some(r) = a.runner {
             spec.runner = r.into();
         }
-        spec.validate()?;
         self.core.run(spec, None, self.dialect).await
     }
 }

@@ -163,6 +163,32 @@ async fn a_foreground_run_is_promoted_when_its_budget_runs_out() {
     );
 }
 
+/// A run that names no budget gets its caller's (`BERTH_TIMEOUT` here, the
+/// daemon's own being 60 s): the manager fills it in and the record shows
+/// it; bad input comes back as the same one line and exit code as without
+/// a daemon.
+#[tokio::test]
+async fn a_run_without_timeout_gets_its_callers_budget_from_the_manager() {
+    let d = Daemon::start();
+    let o = d
+        .cli()
+        .env("BERTH_TIMEOUT", "2")
+        .args(["run", "--", "sh", "-c", "echo hi; sleep 30"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(75), "{err}");
+    assert!(err.contains("auto background (2s budget exceeded)"), "{err}");
+    let jobs = d.json(&["ps"]);
+    assert_eq!(jobs[0]["spec"]["timeout"], serde_json::json!(2.0));
+    assert_eq!(jobs[0]["spec"]["runner"], "host");
+
+    let (code, _, err) = d.run(&["run", "--timeout=0", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("berth: ") && err.contains("timeout"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
 /// `berth run` through the daemon (one request that creates and streams):
 /// every line of both streams arrives, in order, bytes as printed (a last
 /// line without newline gets one), and the job's own exit code comes back.

@@ -1,10 +1,12 @@
 //! The manager's policy under a scripted runner (`runner/fake.rs`): the cap
 //! and its refusal, the queue and foreground promotion (`slots.rs`), and the
 //! races of a stop with an exit, with another stop, with a launch or with
-//! shutdown (`stops.rs`). No process or container runs; most tests run on
+//! shutdown (`stops.rs`), and the defaults a start gets from its caller's
+//! project (`defaults.rs`). No process or container runs; most tests run on
 //! tokio's paused clock, so a grace or a budget of seconds passes at once and
 //! in a fixed order. This file holds the bench they share.
 
+mod defaults;
 mod slots;
 mod stops;
 

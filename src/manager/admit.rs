@@ -1,0 +1,148 @@
+//! Admission: what a start asks, completed and checked once, before a slot
+//! is taken. The faces (CLI, HTTP API, MCP) pass what their caller said;
+//! this is the one place that
+//! - resolves the caller's project (`project.rs`),
+//! - fills what the spec leaves unset from that project ([`fill_defaults`]:
+//!   the runner and the foreground budget, written into the spec so the
+//!   record shows what applies; the TUI's ETA reads the budget there),
+//! - validates the completed spec (`JobSpec::validate`, once),
+//! - resolves the working directory (once, to the real path the job runs in),
+//! - runs the command filter and workspace guard, and resolves the runner.
+//!
+//! The image and the container limits also come from the job's project but
+//! are applied at launch, where they depend on the runner and the engine:
+//! `Engine::prepare` (called by the manager's `launch`) chooses the image
+//! (`images::choose_image`: the spec's, else the project's, else berth/dev
+//! when built, else the sandbox) and records it as `info.image`; a container
+//! job that asks for no limits gets the project's `limits` (`create.rs`), and
+//! the record's `limits` says what was enforced. Neither is copied into the
+//! spec: a host job must not claim limits it cannot enforce, and a spec that
+//! names no image keeps following its project's on resume.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::Inner;
+use super::project::Project;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::model::{JobSpec, RunnerChoice, RunnerKind};
+use crate::runner;
+use crate::watch::Watchers;
+
+/// What a foreground job whose spec names no `timeout` gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultBudget {
+    /// The project's `timeout` (60 s unless its berth.toml or `BERTH_TIMEOUT`
+    /// says otherwise): a manager that can promote (the daemon, `berth mcp`,
+    /// library use) moves the job to the background when it runs out.
+    #[default]
+    Project,
+    /// No budget: the caller waits for the end. `berth run --no-daemon`
+    /// without `--timeout`: its manager dies with it, so there is no
+    /// background to promote to, and a budget would kill the job.
+    Unlimited,
+}
+
+/// A start that passed admission: the completed spec and what it runs under.
+pub(super) struct Admitted {
+    pub spec: JobSpec,
+    pub project: Arc<Project>,
+    pub kind: RunnerKind,
+    /// Set when `auto` fell back to the host.
+    pub runner_note: Option<String>,
+    /// The directory the job runs in (the one the guard checked).
+    pub cwd: PathBuf,
+    pub watchers: Watchers,
+}
+
+/// Complete and check `spec` for a start on behalf of `client`.
+pub(super) async fn admit(
+    inner: &Arc<Inner>,
+    mut spec: JobSpec,
+    client: &str,
+    budget: DefaultBudget,
+) -> Result<Admitted> {
+    // The caller's project: its workspace, rules, runner, budget, image and limits.
+    let project = inner.projects.resolve(&spec)?;
+    spec.caller_env.clear();
+    fill_defaults(&mut spec, &project.config, budget);
+    spec.validate()?;
+    let watchers = Inner::watchers_for(&spec)?;
+    let workspace = &project.config.workspace;
+    // A job that names no directory runs where its caller is, when that is
+    // inside the project (as a shell would); else at the workspace root.
+    if spec.cwd.is_none() {
+        spec.cwd = project.caller_dir.clone().filter(|c| c.starts_with(workspace));
+    }
+    let asked = runner::resolve_cwd(workspace, spec.cwd.as_ref());
+    if !asked.is_dir() {
+        return Err(Error::BadCwd { path: asked });
+    }
+    // Resolved once, here: the guard checks this real path and the job runs
+    // in it, so a symlink swapped after the check (the job may wait in the
+    // queue) cannot move the job out of the workspace.
+    let real = std::fs::canonicalize(&asked).map_err(|_| Error::BadCwd { path: asked.clone() })?;
+    // A job without a directory runs at the workspace root as the project
+    // names it (the runners mount and enter it by that name).
+    let cwd = match spec.cwd {
+        Some(_) => {
+            spec.cwd = Some(real.clone());
+            real.clone()
+        }
+        None => workspace.clone(),
+    };
+    // Before any runner sees the command: the filter (off the async workers,
+    // with a deadline) and the workspace guard.
+    project.safety.check_bounded(&spec, &real, client).await?;
+    let (kind, runner_note) = resolve_runner(inner, spec.runner, project.config.fallback).await?;
+    // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
+    if kind == RunnerKind::Host {
+        project.safety.check_env(&spec, &real, client)?;
+    }
+    Ok(Admitted {
+        spec,
+        project,
+        kind,
+        runner_note,
+        cwd,
+        watchers,
+    })
+}
+
+/// Fill what `spec` leaves to its project (`config`): the runner (`auto`
+/// means "the project's runner", which may itself be `auto`) and, for a
+/// foreground job, the budget as `budget` says. What the caller said stays.
+pub(super) fn fill_defaults(spec: &mut JobSpec, config: &Config, budget: DefaultBudget) {
+    if spec.runner == RunnerChoice::Auto {
+        spec.runner = config.runner;
+    }
+    if !spec.background && spec.timeout.is_none() {
+        spec.timeout = match budget {
+            DefaultBudget::Project => Some(config.timeout_secs),
+            DefaultBudget::Unlimited => None,
+        };
+    }
+}
+
+/// What `auto` falls back to when no engine answers.
+pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
+
+/// Resolve the runner. `auto` with no engine runs on the host only when
+/// `fallback` allows, and then with a note (shown on the card, in answers
+/// and as an event); with `fallback = false` it is the engine error.
+async fn resolve_runner(
+    inner: &Arc<Inner>,
+    choice: RunnerChoice,
+    fallback: bool,
+) -> Result<(RunnerKind, Option<String>)> {
+    if choice != RunnerChoice::Auto {
+        return Ok((inner.runners.resolve(choice).await?, None));
+    }
+    if !fallback {
+        return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
+    }
+    let kind = inner.runners.resolve(choice).await?;
+    let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
+    Ok((kind, note))
+}

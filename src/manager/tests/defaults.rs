@@ -1,0 +1,151 @@
+//! Defaults applied once, by the manager (`admit.rs`): a spec that leaves
+//! its runner or foreground budget unset gets its caller's project's, an
+//! explicit "no budget" gets none, and bad input is refused before anything
+//! is made for the job.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{bench, job};
+use crate::error::Error;
+use crate::manager::{DefaultBudget, Foreground, ListFilter};
+use crate::model::{JobSpec, JobStatus, RunnerChoice, RunnerKind, StartMode};
+
+/// A foreground spec that says nothing but its command, started from
+/// `caller` (whose berth.toml applies).
+fn bare(program: &str, caller: &Path) -> JobSpec {
+    let mut spec = JobSpec::argv([program]);
+    spec.caller_cwd = Some(caller.to_path_buf());
+    spec
+}
+
+/// A project directory whose berth.toml is `toml`.
+fn project(toml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("berth.toml"), toml).unwrap();
+    dir
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bare_foreground_spec_gets_its_callers_runner_and_budget_and_is_promoted_at_it() {
+    let b = bench(2);
+    let m = &b.manager;
+    // The manager's own config says 60 s and `auto`; the caller's project says otherwise.
+    assert_eq!(m.config().timeout_secs, 60.0);
+    let proj = project("timeout = 7\nrunner = \"host\"\n");
+    let began = tokio::time::Instant::now();
+    let handle = m.start(bare("compile", proj.path())).await.unwrap();
+    let info = handle.info().unwrap();
+    // The record shows what applies (the TUI's ETA reads `spec.timeout`).
+    assert_eq!(info.spec.timeout, Some(7.0));
+    assert_eq!(info.spec.runner, RunnerChoice::Host);
+    assert_eq!(info.runner, Some(RunnerKind::Host));
+    assert!(info.spec.caller_env.is_empty());
+    let job = b.fake.next_launch().await;
+
+    let Foreground::Promoted { info } = m.await_foreground(&handle.id).await.unwrap() else {
+        panic!("a job still running at its budget is promoted");
+    };
+    assert_eq!(began.elapsed(), Duration::from_secs(7));
+    assert_eq!(
+        info.promotion_reason.as_deref(),
+        Some("auto background (7s budget exceeded)")
+    );
+    assert_eq!(info.status, JobStatus::Running);
+    job.exit(0);
+    assert_eq!(
+        handle.wait_end().await.unwrap().status,
+        JobStatus::Exited { code: 0 }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_the_caller_said_stays_and_background_jobs_get_no_budget() {
+    let b = bench(3);
+    let m = &b.manager;
+    let proj = project("timeout = 7\nrunner = \"host\"\n");
+
+    let asked = JobSpec {
+        timeout: Some(2.5),
+        ..bare("build", proj.path())
+    };
+    let asked = m.start(asked).await.unwrap().info().unwrap();
+    assert_eq!(asked.spec.timeout, Some(2.5));
+
+    let background = m.start(bare("serve", proj.path()).background()).await.unwrap();
+    let background = background.info().unwrap();
+    assert_eq!(background.spec.timeout, None);
+    assert_eq!(background.spec.runner, RunnerChoice::Host);
+
+    // Without a caller directory the manager's own config applies.
+    let own = JobSpec {
+        background: false,
+        ..job("own").with_runner(RunnerChoice::Host)
+    };
+    let own = m.start(own).await.unwrap().info().unwrap();
+    assert_eq!(own.spec.timeout, Some(m.config().timeout_secs));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_explicit_no_budget_gets_none_and_the_job_runs_until_it_ends() {
+    let b = bench(1);
+    let m = &b.manager;
+    let proj = project("timeout = 7\nrunner = \"host\"\n");
+    let handle = m
+        .start_with(bare("test", proj.path()), "cli", DefaultBudget::Unlimited)
+        .await
+        .unwrap();
+    assert_eq!(handle.info().unwrap().spec.timeout, None);
+    let job = b.fake.next_launch().await;
+
+    // Far past any budget: still in the foreground, never promoted.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let info = handle.info().unwrap();
+    assert_eq!(info.status, JobStatus::Running);
+    assert_eq!(info.start_mode, StartMode::Foreground);
+    job.exit(3);
+    let Foreground::Finished { info } = m.await_foreground(&handle.id).await.unwrap() else {
+        panic!("a job without a budget ends in the foreground");
+    };
+    assert_eq!(info.status, JobStatus::Exited { code: 3 });
+    assert!(!super::kind_names(m, &handle.id).contains(&"promoted"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_is_refused_with_its_error_and_leaves_nothing() {
+    let b = bench(2);
+    let m = &b.manager;
+    let proj = project("runner = \"host\"\n");
+
+    let negative = JobSpec {
+        timeout: Some(-1.0),
+        ..bare("x", proj.path())
+    };
+    let err = m.start(negative).await.unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidValue { what: "timeout", .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.exit_code(), 2);
+
+    // Checked with the runner its project gives it: the host cannot
+    // enforce a container network.
+    let network = JobSpec {
+        network: Some("none".into()),
+        ..bare("x", proj.path())
+    };
+    let err = m.start(network).await.unwrap_err();
+    assert!(err.to_string().contains("host runner cannot enforce"), "{err}");
+
+    let missing = JobSpec {
+        cwd: Some("no/such/dir".into()),
+        ..bare("x", proj.path())
+    };
+    assert!(matches!(
+        m.start(missing).await.unwrap_err(),
+        Error::BadCwd { .. }
+    ));
+
+    assert!(m.list(ListFilter::All).is_empty());
+    assert!(m.events(0, 100).is_empty());
+}
