@@ -142,13 +142,11 @@ impl Manager {
                             ports: row.info.ports.clone(),
                         },
                     );
-                    inner.tasks.spawn(super::supervise::supervise(
-                        inner.clone(),
-                        id.clone(),
-                        spec,
-                        launched,
-                        stop_rx,
-                    ));
+                    super::supervise::spawn_guarded(
+                        inner,
+                        &id,
+                        super::supervise::supervise(inner.clone(), id.clone(), spec, launched, stop_rx),
+                    );
                     adopted.push(id);
                 }
                 Err(e) => {

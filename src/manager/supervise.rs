@@ -154,23 +154,21 @@ pub(super) async fn start(
     if queued {
         fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
-        inner.tasks.spawn(run_queued(
-            inner.clone(),
-            id.clone(),
-            spec,
-            kind,
-            project,
-            cwd,
-            stop_rx,
-        ));
+        spawn_guarded(
+            inner,
+            &id,
+            run_queued(inner.clone(), id.clone(), spec, kind, project, cwd, stop_rx),
+        );
         return Ok(id);
     }
     match launch(inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
         Ok(Some(launched)) => {
             fallback_event(&runner_note);
-            inner
-                .tasks
-                .spawn(supervise(inner.clone(), id.clone(), spec, launched, stop_rx));
+            spawn_guarded(
+                inner,
+                &id,
+                supervise(inner.clone(), id.clone(), spec, launched, stop_rx),
+            );
             Ok(id)
         }
         // Stopped while its image was pulled: it ended, recorded as killed.
@@ -401,6 +399,48 @@ fn build_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::Buil
         }
         inner.events.emit(id.clone(), EventKind::Building(p));
     })
+}
+
+/// Run a job's supervising task on the manager's tracker, so that a bug in
+/// it cannot strand the job: were the task to panic, the job would stay
+/// `running` forever (its end never recorded, its slot never freed, shutdown
+/// waiting on it). Instead the job is killed and recorded `lost`, with the
+/// reason, and the manager keeps serving.
+pub(super) fn spawn_guarded(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use futures_util::FutureExt;
+    let (inner, id) = (inner.clone(), id.clone());
+    inner.clone().tasks.spawn(async move {
+        let Err(panic) = std::panic::AssertUnwindSafe(task).catch_unwind().await else {
+            return;
+        };
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        tracing::error!(job = %id, panic = %what, "the job's supervisor failed; killing the job and recording it lost");
+        let control = {
+            let reg = inner.registry.lock().unwrap();
+            reg.get(&id).ok().and_then(|e| e.live.as_ref()?.control.clone())
+        };
+        if let Some(control) = control {
+            control.kill().await;
+            control.cleanup();
+        }
+        inner.registry.lock().unwrap().queue.retain(|q| q != &id);
+        let live = {
+            let reg = inner.registry.lock().unwrap();
+            reg.get(&id).is_ok_and(|e| e.live.is_some())
+        };
+        if live {
+            let reason = format!("berth's supervisor of this job failed ({what}); the job was killed");
+            finish(&inner, &id, JobStatus::Lost { reason });
+        }
+    });
 }
 
 /// Own the live job until it ends.

@@ -38,6 +38,9 @@ pub struct Script {
     pub fail_launch: bool,
     /// Lines on stdout as soon as the job runs.
     pub lines: Vec<String>,
+    /// The exit future panics instead of resolving (a bug in a runner), to
+    /// test that the manager still ends the job.
+    pub panic_at_exit: bool,
 }
 
 /// Launches scripted jobs; shared between a test and the manager under test.
@@ -134,13 +137,16 @@ impl FakeRunner {
         if let Phase::Launching(Some(exit)) = early {
             job.0.end(exit);
         }
+        let panic_at_exit = script.panic_at_exit;
         let exit = Box::pin(async move {
             let mut rx = exit_rx;
             let exit = rx
                 .wait_for(Option::is_some)
                 .await
                 .expect("the job keeps its sender");
-            exit.clone().expect("waited for Some")
+            let exit = exit.clone().expect("waited for Some");
+            assert!(!panic_at_exit, "scripted panic at exit");
+            exit
         });
         Ok(Launched {
             pid: None,

@@ -291,3 +291,37 @@ async fn each_way_of_ending_is_recorded_with_who_ended_it() {
     );
     assert!(!info.status.is_failure());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_supervisor_that_panics_leaves_no_job_stranded() {
+    let b = bench(1);
+    let m = &b.manager;
+    b.fake.script(
+        "buggy",
+        Script {
+            panic_at_exit: true,
+            ..Script::default()
+        },
+    );
+    let h = m.start(job("buggy")).await.unwrap();
+    let buggy = b.fake.next_launch().await;
+    buggy.exit(0);
+    // Recorded lost, with the reason, instead of `running` forever.
+    let info = tokio::time::timeout(Duration::from_secs(60), h.wait_end())
+        .await
+        .expect("the job's end is recorded")
+        .unwrap();
+    let JobStatus::Lost { reason } = &info.status else {
+        panic!("recorded {:?}", info.status);
+    };
+    assert!(reason.contains("scripted panic at exit"), "{reason}");
+    assert_eq!(kind_names(m, &h.id).last(), Some(&"ended"));
+    // Its slot is free again, and the manager still serves.
+    let next = m.start(job("quick")).await.unwrap();
+    b.fake.next_launch().await.exit(0);
+    assert_eq!(
+        next.wait_end().await.unwrap().status,
+        JobStatus::Exited { code: 0 }
+    );
+    m.shutdown().await;
+}
