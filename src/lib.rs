@@ -32,6 +32,7 @@
 //! - [`api`], [`daemon`]: the socket API (server, client, the bounded
 //!   connection loop in `listen`, MCP sessions upgraded from `POST /v1/mcp`
 //!   in `attach`) and serving it.
+//! - [`persist`]: what output and events need from storage (traits the store implements).
 //! - [`store`]: the SQLite store; `store::private` keeps state 0700/0600.
 //! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
 //!   on the manager that does); [`tui`]: the terminal panel.
@@ -54,6 +55,7 @@ pub mod manager;
 pub mod mcp;
 pub mod model;
 pub mod output;
+pub mod persist;
 pub mod procinfo;
 pub mod ready;
 pub mod runner;
