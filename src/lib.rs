@@ -24,7 +24,7 @@
 //! - [`manager`]: registry, cap and queue, lifecycle, session-owned jobs, teardown.
 //! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
 //!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).
-//! - [`output`]: line splitting, seq numbering, the bounded ring, the spill file.
+//! - [`output`]: line splitting, seq numbering, the bounded ring, pages, the follow stream.
 //! - [`watch`]: regex watchers that turn output lines into events.
 //! - [`events`]: the global event log with its own seq.
 //! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
