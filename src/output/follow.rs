@@ -295,4 +295,43 @@ mod tests {
         }
         assert_eq!(seqs(&got), (40..=60).collect::<Vec<u64>>());
     }
+
+    #[tokio::test]
+    async fn a_follower_of_one_stream_reads_it_from_the_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = output(&dir, Memory::new());
+        let mut w = out.writer(Stream::Stdout).unwrap();
+        let mut e = out.writer(Stream::Stderr).unwrap();
+        let stderr = FollowPage {
+            stream: Some(Stream::Stderr),
+            lines: 2,
+            ..ALL
+        };
+        let batches = out.follow(1, stderr);
+        tokio::pin!(batches);
+        print(&mut w, &mut e, 1, 12);
+        assert_eq!(out.ring_first(), 1, "every line is still in the ring");
+        let mut got = Vec::new();
+        while got.iter().map(Batch::len).sum::<usize>() < 4 {
+            let batch = batches.next().await.unwrap().unwrap();
+            assert!(batch.len() <= 2);
+            let ring = out.ring.lock().unwrap();
+            for (chunk, _) in &batch.pieces {
+                assert!(
+                    ring.chunks_from(1).any(|c| Arc::ptr_eq(c, chunk)),
+                    "shared with the ring"
+                );
+            }
+            drop(ring);
+            got.push(batch);
+        }
+        assert!(batches.next().now_or_never().is_none());
+        print(&mut w, &mut e, 13, 15);
+        w.finish();
+        e.finish();
+        while let Some(b) = batches.next().await {
+            got.push(b.unwrap());
+        }
+        assert_eq!(seqs(&got), [3, 6, 9, 12, 15]);
+    }
 }
