@@ -2,7 +2,9 @@
 //! promotions, ends) as one stream with a global `seq`, so a client can ask for
 //! "everything since N" and never miss or repeat one. The log keeps the most
 //! recent [`MAX_EVENTS`] in memory and broadcasts each new event to followers
-//! (SSE, the TUI, readiness waiters).
+//! (SSE, the TUI, readiness waiters). Events persist through
+//! [`EventStore`] (the store implements it), so older ones are read back
+//! after they left memory or a restart.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,7 +14,7 @@ use tokio::sync::broadcast;
 
 use crate::model::JobId;
 pub use crate::model::{Event, EventKind};
-use crate::store::Store;
+use crate::persist::EventStore;
 
 /// How many events are kept in memory.
 pub const MAX_EVENTS: usize = 10_000;
@@ -27,7 +29,7 @@ pub struct EventLog {
     state: Mutex<State>,
     tx: broadcast::Sender<Event>,
     /// Where every event is kept for good (older ones are read back from it).
-    store: Option<Arc<Store>>,
+    store: Option<Arc<dyn EventStore>>,
 }
 
 impl EventLog {
@@ -41,12 +43,12 @@ impl EventLog {
     }
 
     /// A log that persists every event in `store` and continues its seq.
-    pub fn with_store(store: Arc<Store>) -> crate::error::Result<Arc<Self>> {
+    pub fn with_store(store: Arc<dyn EventStore>) -> crate::error::Result<Arc<Self>> {
         let next = store.max_event_seq()? + 1;
         Ok(Self::build(next, Some(store)))
     }
 
-    fn build(seq: u64, store: Option<Arc<Store>>) -> Arc<Self> {
+    fn build(seq: u64, store: Option<Arc<dyn EventStore>>) -> Arc<Self> {
         let (tx, _) = broadcast::channel(4096);
         Arc::new(EventLog {
             state: Mutex::new(State {
@@ -144,5 +146,25 @@ mod tests {
         let json = serde_json::to_value(&all[1]).unwrap();
         assert_eq!(json["kind"], "ready");
         assert_eq!(json["job"], "job-2");
+    }
+
+    #[test]
+    fn events_persist_and_a_new_log_continues_their_seq_and_reads_them_back() {
+        let store = crate::persist::memory::Memory::new();
+        let log = EventLog::with_store(store.clone()).unwrap();
+        for n in 1..=3 {
+            log.emit(JobId::from_number(n), EventKind::Queued);
+        }
+        // After a restart: the seq goes on, and older events come from the store.
+        let log = EventLog::with_store(store).unwrap();
+        assert_eq!(log.next_seq(), 4);
+        log.emit(JobId::from_number(4), EventKind::Queued);
+        let all = log.since(1, 100);
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(all[3].job, JobId::from_number(4));
+        assert_eq!(
+            log.since(2, 2).iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![2, 3]
+        );
     }
 }

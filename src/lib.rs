@@ -24,7 +24,7 @@
 //! - [`manager`]: registry, cap and queue, lifecycle, session-owned jobs, teardown.
 //! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
 //!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).
-//! - [`output`]: line splitting, seq numbering, the bounded ring, the spill file.
+//! - [`output`]: line splitting, seq numbering, the bounded ring, pages, the follow stream.
 //! - [`watch`]: regex watchers that turn output lines into events.
 //! - [`events`]: the global event log with its own seq.
 //! - [`ready`]: readiness conditions (port, log, HTTP) and `wait_for_port`.
@@ -32,6 +32,7 @@
 //! - [`api`], [`daemon`]: the socket API (server, client, the bounded
 //!   connection loop in `listen`, MCP sessions upgraded from `POST /v1/mcp`
 //!   in `attach`) and serving it.
+//! - [`persist`]: what output and events need from storage (traits the store implements).
 //! - [`store`]: the SQLite store; `store::private` keeps state 0700/0600.
 //! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
 //!   on the manager that does); [`tui`]: the terminal panel.
@@ -54,6 +55,7 @@ pub mod manager;
 pub mod mcp;
 pub mod model;
 pub mod output;
+pub mod persist;
 pub mod procinfo;
 pub mod ready;
 pub mod runner;

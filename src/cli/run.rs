@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use futures_util::StreamExt;
 use serde_json::json;
 
 use super::Global;
@@ -19,7 +20,7 @@ use crate::card::cap_head_tail;
 use crate::error::Error;
 use crate::manager::{DefaultBudget, KillRequest, Manager};
 use crate::model::{EndedBy, JobInfo, JobStatus, OnTimeout, StopCause};
-use crate::output::{JobOutput, LogQuery, Stream};
+use crate::output::{FollowPage, JobOutput, LogQuery, Stream};
 
 /// Output kept in `--json` answers, per stream.
 pub const JSON_OUTPUT_CAP: usize = 16 * 1024;
@@ -121,51 +122,33 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
 /// Print lines to stdout/stderr as they arrive, until all output is in or
 /// stdout is closed.
 async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
-    let mut rx = output.subscribe();
-    let mut since = 1;
-    loop {
-        let progress = *rx.borrow_and_update();
-        let Ok((pieces, next)) = output.read_chunks(since, 10_000, 256 * 1024) else {
-            return Ok(());
-        };
-        {
-            // A run of one stream is one write: lines are copied into a
-            // buffer, not written one by one.
-            let mut text = Vec::with_capacity(64 * 1024);
-            for (i, (chunk, range)) in pieces.iter().enumerate() {
-                for l in range.clone() {
-                    text.extend_from_slice(chunk.text(l).as_bytes());
-                    text.push(b'\n');
-                }
-                if pieces.get(i + 1).is_some_and(|(c, _)| c.stream == chunk.stream) {
-                    continue;
-                }
-                match chunk.stream {
-                    Stream::Stdout => {
-                        let mut out = std::io::stdout().lock();
-                        out.write_all(&text)
-                            .and_then(|_| out.flush())
-                            .map_err(|_| StdoutClosed)?;
-                    }
-                    // Keep the two streams in seq order on a shared terminal.
-                    Stream::Stderr => {
-                        let _ = std::io::stderr().lock().write_all(&text);
-                    }
-                }
-                text.clear();
+    let page = FollowPage {
+        lines: 10_000,
+        bytes: 256 * 1024,
+        stream: None,
+    };
+    let batches = output.follow(1, page);
+    tokio::pin!(batches);
+    // A run of one stream is one write: lines are copied into a buffer, not
+    // written one by one.
+    let mut text = Vec::with_capacity(64 * 1024);
+    // An unreadable store ends the follow; the run's outcome still counts.
+    while let Some(Ok(batch)) = batches.next().await {
+        batch.runs(&mut text, |stream, text| match stream {
+            Stream::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text)
+                    .and_then(|_| out.flush())
+                    .map_err(|_| StdoutClosed)
             }
-        }
-        since = next;
-        if !pieces.is_empty() {
-            continue;
-        }
-        if progress.closed && since > progress.last_seq {
-            return Ok(());
-        }
-        if rx.changed().await.is_err() {
-            return Ok(());
-        }
+            // Keep the two streams in seq order on a shared terminal.
+            Stream::Stderr => {
+                let _ = std::io::stderr().lock().write_all(text);
+                Ok(())
+            }
+        })?;
     }
+    Ok(())
 }
 
 fn collect(output: &JobOutput, stream: Stream) -> String {

@@ -19,6 +19,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::state::{ApiError, AppState};
@@ -26,7 +27,7 @@ use crate::api::JobView;
 use crate::api::frames::{END, FRAMES_TYPE, HEADER, JOB, RunEnd, STDERR, STDOUT, put_frame};
 use crate::manager::{Foreground, Manager};
 use crate::model::{JobId, JobSpec, Stream};
-use crate::output::ChunkPiece;
+use crate::output::{Batch, FollowPage};
 
 /// Lines and bytes per page read for the stream: a page becomes one or a
 /// few frames. Kept under 128 KiB: glibc serves bigger blocks by mmap and,
@@ -84,33 +85,26 @@ async fn stream(
     tx: &tokio::sync::mpsc::Sender<Result<Bytes, Infallible>>,
 ) -> Result<(), Gone> {
     let output = manager.output(id).map_err(|_| Gone)?;
-    let mut progress_rx = output.subscribe();
+    let page = FollowPage {
+        lines: PAGE_LINES,
+        bytes: PAGE_BYTES,
+        stream: None,
+    };
+    let batches = output.follow(1, page);
+    tokio::pin!(batches);
     let foreground = manager.await_foreground(id);
     tokio::pin!(foreground);
     let mut outcome = None;
-    let mut since = 1;
     loop {
-        let progress = *progress_rx.borrow_and_update();
-        let (pieces, next) = output
-            .read_chunks(since, PAGE_LINES, PAGE_BYTES)
-            .map_err(|_| Gone)?;
-        since = next;
-        if !pieces.is_empty() {
-            tx.send(Ok(frames(&pieces))).await.map_err(|_| Gone)?;
-            continue;
-        }
-        if progress.closed && since > progress.last_seq {
-            break;
-        }
-        if matches!(outcome, Some(Ok(Foreground::Promoted { .. }))) {
-            break;
-        }
         tokio::select! {
-            changed = progress_rx.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-            }
+            // Lines that are in go out before a move to the background is
+            // looked at.
+            biased;
+            batch = batches.next() => match batch {
+                Some(Ok(batch)) => tx.send(Ok(frames(&batch))).await.map_err(|_| Gone)?,
+                Some(Err(_)) => return Err(Gone),
+                None => break,
+            },
             o = &mut foreground, if outcome.is_none() => {
                 let promoted = matches!(o, Ok(Foreground::Promoted { .. }));
                 outcome = Some(o);
@@ -132,36 +126,22 @@ async fn stream(
     tx.send(Ok(json_frame(END, &end))).await.map_err(|_| Gone)
 }
 
-/// Output frames for `pieces`: one frame per run of a stream, each line
+/// Output frames for `batch`: one frame per run of a stream, each line
 /// followed by `\n`.
-fn frames(pieces: &[ChunkPiece]) -> Bytes {
-    let size: usize = pieces
-        .iter()
-        .map(|(c, r)| c.text_bytes() + r.len() + HEADER)
-        .sum();
-    let mut buf = BytesMut::with_capacity(size);
+fn frames(batch: &Batch) -> Bytes {
+    let size = batch.text_bytes();
+    let mut buf = BytesMut::with_capacity(size + batch.pieces.len() * HEADER);
     let mut text = Vec::with_capacity(size);
-    let mut current = None;
-    for (chunk, range) in pieces {
-        if current.is_some_and(|s| s != chunk.stream) {
-            put_frame(&mut buf, kind(current), &text);
-            text.clear();
-        }
-        current = Some(chunk.stream);
-        for i in range.clone() {
-            text.extend_from_slice(chunk.text(i).as_bytes());
-            text.push(b'\n');
-        }
-    }
-    if current.is_some() {
-        put_frame(&mut buf, kind(current), &text);
-    }
+    let _ = batch.runs(&mut text, |stream, text| {
+        put_frame(&mut buf, kind(stream), text);
+        Ok::<_, Infallible>(())
+    });
     buf.freeze()
 }
 
-fn kind(stream: Option<Stream>) -> u8 {
+fn kind(stream: Stream) -> u8 {
     match stream {
-        Some(Stream::Stderr) => STDERR,
-        _ => STDOUT,
+        Stream::Stderr => STDERR,
+        Stream::Stdout => STDOUT,
     }
 }

@@ -28,7 +28,7 @@ use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Error;
 use crate::manager::{KillRequest, ListFilter, Manager};
 use crate::model::{EndedBy, JobId, JobSpec};
-use crate::output::{LogQuery, Stream as OutStream};
+use crate::output::{FollowPage, LogQuery, Stream as OutStream};
 
 pub use super::state::{ApiError, AppState};
 
@@ -204,48 +204,42 @@ async fn follow_logs(
     let Query(q) = q?;
     let id = JobId::from(id.as_str());
     let output = s.manager.output(&id)?;
-    let rx = output.subscribe();
+    let page = FollowPage {
+        lines: FOLLOW_PAGE,
+        bytes: usize::MAX,
+        stream: q.stream,
+    };
+    let batches = Box::pin(output.follow(q.since.unwrap_or(1), page));
     let manager = s.manager.clone();
-    let start = (output, rx, q.since.unwrap_or(1), false);
-    let events = stream::unfold(start, move |(output, mut rx, since, done)| {
+    let events = stream::unfold(Some(batches), move |batches| {
         let manager = manager.clone();
         let id = id.clone();
         async move {
-            if done {
-                return None;
-            }
-            loop {
-                let progress = *rx.borrow_and_update();
-                let page = output
-                    .read(&LogQuery {
-                        since: Some(since),
-                        limit: Some(FOLLOW_PAGE),
-                        stream: q.stream,
-                        ..Default::default()
-                    })
-                    .ok()?;
-                if !page.lines.is_empty() && q.batch {
-                    let batch = SseEvent::default()
+            let mut batches = batches?;
+            match batches.next().await {
+                Some(Ok(batch)) if q.batch => {
+                    let lines: Vec<_> = batch.lines().collect();
+                    let event = SseEvent::default()
                         .event("lines")
-                        .json_data(&page.lines)
+                        .json_data(&lines)
                         .expect("lines serialize");
-                    return Some((vec![Ok(batch)], (output, rx, page.next_seq, false)));
+                    Some((vec![Ok(event)], Some(batches)))
                 }
-                if !page.lines.is_empty() {
-                    let batch: Vec<_> = page
-                        .lines
-                        .iter()
+                Some(Ok(batch)) => {
+                    let events = batch
+                        .lines()
                         .map(|l| {
                             Ok(SseEvent::default()
                                 .event("line")
-                                .json_data(l)
+                                .json_data(&l)
                                 .expect("lines serialize"))
                         })
                         .collect();
-                    return Some((batch, (output, rx, page.next_seq, false)));
+                    Some((events, Some(batches)))
                 }
-                let since = page.next_seq;
-                if progress.closed && since > progress.last_seq {
+                // An unreadable store ends the stream without `end`.
+                Some(Err(_)) => None,
+                None => {
                     // All output is in; the record may lag a moment behind
                     // the pipes closing: `end` carries the final status.
                     let info = manager.wait_end(&id).await.ok();
@@ -253,10 +247,7 @@ async fn follow_logs(
                         .event("end")
                         .json_data(&info)
                         .expect("info serializes");
-                    return Some((vec![Ok(end)], (output, rx, since, true)));
-                }
-                if rx.changed().await.is_err() {
-                    return None;
+                    Some((vec![Ok(end)], None))
                 }
             }
         }

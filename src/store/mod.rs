@@ -15,6 +15,7 @@
 //! stored seq, so a replay never duplicates.
 
 mod blocks;
+mod persist;
 pub mod private;
 mod retention;
 mod schema;

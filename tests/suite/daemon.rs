@@ -426,3 +426,70 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
     let body = r#"{"argv":["true"],"runner":"host","background":true}"#;
     assert_eq!(raw(&socket, &post("/v1/jobs", body)), 200);
 }
+
+/// `berth logs --follow` (SSE, in batches; per line with `--json`): every
+/// line once and in order, lines printed after it started included, and it
+/// returns when the job ends.
+#[tokio::test]
+async fn logs_follow_prints_every_line_once_live_and_returns_when_the_job_ends() {
+    use std::io::BufRead;
+    let d = Daemon::start();
+    let go = d.dir.path().join("go");
+    let print = |from: u32, to: u32| {
+        format!(
+            "seq {from} {to} | awk '{{print \"out \" $1; if ($1 % 3 == 0) print \"err \" $1 > \"/dev/stderr\"}}'"
+        )
+    };
+    // The second half is printed once the test saw the first one followed.
+    let script = format!(
+        "{}; n=0; while [ ! -e {} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; {}",
+        print(1, 2000),
+        go.display(),
+        print(2001, 4000)
+    );
+    let v = d.json(&["run", "-d", "--runner", "host", "--shell", "--", &script]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let mut follow = d
+        .cli()
+        .args(["logs", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in out.by_ref() {
+        let line = line.unwrap();
+        let first_half_done = line == "out 2000";
+        seen.push(line);
+        if first_half_done {
+            break;
+        }
+    }
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "still following a running job"
+    );
+    std::fs::write(&go, "").unwrap();
+    seen.extend(out.map(|l| l.unwrap()));
+    let status = follow.wait().unwrap();
+    let mut err = String::new();
+    follow.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let want: Vec<String> = (1..=4000).map(|i| format!("out {i}")).collect();
+    assert_eq!(seen, want);
+    let want_err: Vec<String> = (3..=4000).step_by(3).map(|i| format!("err {i}")).collect();
+    assert_eq!(err.lines().collect::<Vec<_>>(), want_err);
+
+    // After the end, one stream, a record per line: the stored lines, and done.
+    let (code, out, err) = d.run(&[
+        "logs", &id, "--follow", "--json", "--stream", "stderr", "--limit", "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, want_err);
+    assert!(lines.iter().all(|l| l["stream"] == "stderr"));
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in seq order");
+}
