@@ -4,7 +4,7 @@
 //! Theory of operation. [`Manager::start`] completes the spec from the
 //! caller's project and validates it (once, `admit.rs`), takes a slot
 //! (or queues, or refuses with the running jobs named), launches through a
-//! runner, and hands the live job to a supervisor task (`supervise.rs`) that
+//! runner (`start.rs`), and hands the live job to a supervisor task (`supervise.rs`) that
 //! alone awaits its exit, enforces keep-alive and the foreground budget, and
 //! carries out stop requests. Every change of state goes through the registry
 //! lock (never held across `.await`) and is published on the job's `watch`
@@ -21,6 +21,7 @@ mod ports;
 pub mod project;
 mod recover;
 mod retention;
+mod start;
 mod supervise;
 #[cfg(test)]
 mod tests;
@@ -382,7 +383,7 @@ impl Manager {
     /// leaves unset is filled from the caller's project here, not by the
     /// faces (`admit.rs`).
     pub async fn start_with(&self, spec: JobSpec, client: &str, budget: DefaultBudget) -> Result<JobHandle> {
-        let id = supervise::start(&self.inner, spec, client, budget).await?;
+        let id = start::start(&self.inner, spec, client, budget).await?;
         Ok(JobHandle {
             id,
             manager: self.clone(),

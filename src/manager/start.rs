@@ -1,0 +1,379 @@
+//! Starting a job: admission (`admit.rs`), an id and a record made outside
+//! the registry lock, a slot of the cap or a place in the queue, and the
+//! launch through its runner (pulling or building its image first, with
+//! progress on the record and as events). Once launched, the job is handed
+//! to its supervisor (`supervise.rs`), which owns it until it ends.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::admit::{Admitted, DefaultBudget, admit};
+use super::project::Project;
+use super::supervise::{StopRequest, finish, shutdown_request, spawn_guarded, supervise};
+use super::{Entry, Inner, Live, Registry, number};
+use crate::error::{Error, Result};
+use crate::events::EventKind;
+use crate::model::{JobId, JobInfo, JobSpec, JobStatus, RunnerKind, StartMode};
+use crate::runner::{self, Launched};
+
+/// Admit `spec`, give it an id and a record, and launch it now or queue it.
+pub(super) async fn start(
+    inner: &Arc<Inner>,
+    spec: JobSpec,
+    client: &str,
+    budget: DefaultBudget,
+) -> Result<JobId> {
+    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::ShuttingDown);
+    }
+    // Defaults, validation, the working directory, the safety checks and
+    // the runner: once, in `admit.rs`.
+    let Admitted {
+        spec,
+        project,
+        kind,
+        runner_note,
+        cwd,
+        watchers,
+    } = admit(inner, spec, client, budget).await?;
+    let workspace = &project.config.workspace;
+    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
+    // The cap is looked at before anything is made for the job (a refused
+    // start leaves no id used), and again when it is registered: its id
+    // (a file lock and fsync) and its directory are made outside the
+    // registry lock, which readers share.
+    cap_check(inner, &spec)?;
+    let id = inner.ids.next()?;
+    let dir = inner.job_dir(&id);
+    let output = inner.job_output(&id, watchers, 1)?;
+    let (id, queued) = {
+        let order = inner.record_order.lock().unwrap();
+        let mut reg = inner.registry.lock().unwrap();
+        let queued = match cap_check_in(inner, &reg, &spec) {
+            Ok(queued) => queued,
+            Err(e) => {
+                drop(reg);
+                // Lost a race for the last slot: nothing of the job stays.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        output.hold_events();
+        let status = if queued {
+            JobStatus::Queued
+        } else {
+            JobStatus::Starting
+        };
+        let start_mode = if spec.background {
+            StartMode::Background
+        } else {
+            StartMode::Foreground
+        };
+        let info = JobInfo {
+            id: id.clone(),
+            label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
+            command: spec.display_command(),
+            spec: spec.clone(),
+            runner: Some(kind),
+            runner_note: runner_note.clone(),
+            workspace: Some(workspace.clone()),
+            project_note: project.note.clone(),
+            status: status.clone(),
+            start_mode,
+            created_at: Inner::now(),
+            started_at: None,
+            ended_at: None,
+            exit_code: None,
+            ended_by: None,
+            reason: None,
+            promotion_reason: None,
+            pid: None,
+            container_id: None,
+            ports: Vec::new(),
+            limits: Default::default(),
+            usage: None,
+            logs: output.paths(),
+            last_seq: 0,
+            queue_position: None,
+            image: None,
+            pulling: None,
+            building: None,
+            recovered: false,
+        };
+        let n = number(&id).expect("allocated ids are job-N");
+        reg.jobs.insert(
+            n,
+            Entry {
+                info,
+                pid_start: None,
+                output,
+                status_tx: watch::channel(status).0,
+                mode_tx: watch::channel(start_mode).0,
+                live: Some(Live {
+                    stop_tx,
+                    control: None,
+                    internal_ip: None,
+                }),
+                ready_seen: false,
+            },
+        );
+        if queued {
+            reg.queue.push_back(id.clone());
+            // A start that launches now is recorded once it runs: a refused
+            // launch must leave nothing behind, in memory or on disk.
+            let row = inner.record(reg.get(&id).expect("just inserted"));
+            drop(reg);
+            inner.store.put_run(row);
+        }
+        drop(order);
+        (id, queued)
+    };
+    let fallback_event = |note: &Option<String>| {
+        if let Some(note) = note {
+            inner
+                .events
+                .emit(id.clone(), EventKind::Fallback { note: note.clone() });
+        }
+    };
+    if queued {
+        fallback_event(&runner_note);
+        inner.events.emit(id.clone(), EventKind::Queued);
+        spawn_guarded(
+            inner,
+            &id,
+            run_queued(inner.clone(), id.clone(), spec, kind, project, cwd, stop_rx),
+        );
+        return Ok(id);
+    }
+    match launch(inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
+        Ok(Some(launched)) => {
+            fallback_event(&runner_note);
+            spawn_guarded(
+                inner,
+                &id,
+                supervise(inner.clone(), id.clone(), spec, launched, stop_rx),
+            );
+            Ok(id)
+        }
+        // Stopped while its image was pulled: it ended, recorded as killed.
+        Ok(None) => Ok(id),
+        Err(e) => {
+            // Refused at the door: leave no record behind.
+            let removed = {
+                let mut reg = inner.registry.lock().unwrap();
+                number(&id).and_then(|n| reg.jobs.remove(&n))
+            };
+            if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Wait in line for a background slot, then launch (or end if stopped first).
+async fn run_queued(
+    inner: Arc<Inner>,
+    id: JobId,
+    spec: JobSpec,
+    kind: RunnerKind,
+    project: Arc<Project>,
+    cwd: PathBuf,
+    mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
+) {
+    loop {
+        let notified = inner.slot_freed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let order = inner.record_order.lock().unwrap();
+            let mut reg = inner.registry.lock().unwrap();
+            let first = reg.queue.front() == Some(&id);
+            if first && reg.holding_slots().len() < inner.config.max_jobs {
+                reg.queue.pop_front();
+                let row = reg.get_mut(&id).ok().map(|e| {
+                    e.info.status = JobStatus::Starting;
+                    e.status_tx.send_replace(JobStatus::Starting);
+                    inner.record(e)
+                });
+                drop(reg);
+                if let Some(row) = row {
+                    inner.store.put_run(row);
+                }
+                drop(order);
+                break;
+            }
+        }
+        tokio::select! {
+            _ = notified => {}
+            req = stop_rx.recv() => {
+                let req = req.unwrap_or_else(|| shutdown_request(&inner));
+                inner.registry.lock().unwrap().queue.retain(|q| q != &id);
+                finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
+                // The line moved: let the next one look.
+                inner.slot_freed.notify_waiters();
+                return;
+            }
+        }
+    }
+    // Others in line may fit too (several slots can free at once).
+    inner.slot_freed.notify_waiters();
+    match launch(&inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
+        Ok(Some(launched)) => supervise(inner, id, spec, launched, stop_rx).await,
+        Ok(None) => {}
+        Err(e) => finish(&inner, &id, JobStatus::StartFailed { error: e.to_string() }),
+    }
+}
+
+/// Whether `spec` may start now (`Ok(false)`), must wait in the queue
+/// (`Ok(true)`), or is refused because the cap is reached.
+fn cap_check(inner: &Inner, spec: &JobSpec) -> Result<bool> {
+    let reg = inner.registry.lock().unwrap();
+    cap_check_in(inner, &reg, spec)
+}
+
+fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
+    // The cap counts every running job, foreground or background, from any
+    // client; queued jobs are ahead of a new start in line for a slot.
+    let running = reg.holding_slots();
+    if running.len() + reg.queue.len() < inner.config.max_jobs {
+        return Ok(false);
+    }
+    if spec.queue {
+        return Ok(true);
+    }
+    let names = running
+        .iter()
+        .map(|i| format!("{} `{}`", i.id, i.command))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(Error::CapReached {
+        max: inner.config.max_jobs,
+        running: names,
+    })
+}
+
+/// Launch through the runner. `Ok(None)`: a stop came while the image was
+/// pulled; the pull was cancelled and the job ended as killed.
+async fn launch(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    spec: &JobSpec,
+    kind: RunnerKind,
+    project: &Project,
+    cwd: &Path,
+    stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
+) -> Result<Option<Launched>> {
+    let output = {
+        let reg = inner.registry.lock().unwrap();
+        reg.get(id)?.output.clone()
+    };
+    let launched = match kind {
+        #[cfg(test)]
+        _ if inner.fake.get().is_some() => {
+            let fake = inner.fake.get().expect("checked by the guard");
+            fake.launch(id, spec, &output).await
+        }
+        RunnerKind::Host => runner::host::launch(spec, cwd, &output).await,
+        RunnerKind::Docker => {
+            let prepared = tokio::select! {
+                r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
+                req = stop_rx.recv() => {
+                    // Dropping `prepare` closed the pull's request: the engine stops it.
+                    let req = req.unwrap_or_else(|| shutdown_request(inner));
+                    output.release_events();
+                    finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
+                    return Ok(None);
+                }
+            };
+            match prepared {
+                Ok(choice) => {
+                    let spec = JobSpec {
+                        image: Some(choice.name.clone()),
+                        ..spec.clone()
+                    };
+                    if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
+                        e.info.pulling = None;
+                        e.info.building = None;
+                        e.info.image = Some(choice);
+                    }
+                    inner
+                        .runners
+                        .launch_in(id, &spec, cwd, &output, &project.config)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let launched = match launched {
+        Ok(l) => l,
+        Err(e) => {
+            output.release_events();
+            return Err(e);
+        }
+    };
+    let start_mode = {
+        let order = inner.record_order.lock().unwrap();
+        let mut reg = inner.registry.lock().unwrap();
+        let e = reg.get_mut(id)?;
+        e.info.status = JobStatus::Running;
+        e.info.started_at = Some(Inner::now());
+        e.info.pid = launched.pid;
+        e.info.container_id = launched.container_id.clone();
+        e.info.ports = launched.ports.clone();
+        e.info.limits = launched.limits.clone();
+        if let Some(live) = e.live.as_mut() {
+            live.control = Some(launched.control.clone());
+            live.internal_ip = launched.internal_ip;
+        }
+        e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
+        e.status_tx.send_replace(JobStatus::Running);
+        let (row, mode) = (inner.record(e), e.info.start_mode);
+        drop(reg);
+        inner.store.put_run(row);
+        drop(order);
+        mode
+    };
+    inner.events.emit(
+        id.clone(),
+        EventKind::Started {
+            runner: kind,
+            start_mode,
+            ports: launched.ports.clone(),
+        },
+    );
+    // Watch hits of output that came during the launch follow `started`.
+    output.release_events();
+    Ok(Some(launched))
+}
+
+/// Pull progress of job `id`: kept on its record (`starting (pulling)`) and
+/// emitted as a `pulling` event (the pull throttles how often).
+fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::ProgressFn {
+    let inner = Arc::downgrade(inner);
+    let id = id.clone();
+    Arc::new(move |p: crate::images::PullProgress| {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.pulling = Some(p.clone());
+        }
+        inner.events.emit(id.clone(), EventKind::Pulling(p));
+    })
+}
+
+/// Build progress of job `id`'s project image: kept on its record
+/// (`starting (building)`) and emitted as a `building` event.
+fn build_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::BuildProgressFn {
+    let inner = Arc::downgrade(inner);
+    let id = id.clone();
+    Arc::new(move |p: crate::images::BuildProgress| {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.building = Some(p.clone());
+        }
+        inner.events.emit(id.clone(), EventKind::Building(p));
+    })
+}
