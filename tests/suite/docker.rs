@@ -170,6 +170,24 @@ async fn a_quick_jobs_container_is_gone_after_shutdown_or_drop() {
     }
 }
 
+/// The last handle dropped with several containers running (a test or a
+/// CLI run ending): every one of them is removed (in parallel) before the
+/// drop returns.
+#[tokio::test]
+async fn dropping_the_manager_removes_every_running_container() {
+    let t = manager();
+    let instance = t.manager.config().instance.clone();
+    for _ in 0..3 {
+        t.manager
+            .start(docker(JobSpec::argv(["sleep", "300"])).background())
+            .await
+            .unwrap();
+    }
+    assert_eq!(containers_of(&instance), 3);
+    drop(t);
+    assert_eq!(containers_of(&instance), 0);
+}
+
 #[tokio::test]
 async fn out_of_memory_is_a_kill_by_the_system() {
     let t = manager();
