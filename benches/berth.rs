@@ -485,7 +485,8 @@ fn bench_ingest(d: &Daemon) {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let hwm = sampler.join().unwrap();
         let v = d.json(&["status", &id]);
-        let lines = bytes / line as u64;
+        // A last partial line is kept as a line of its own.
+        let lines = bytes.div_ceil(line as u64);
         let last = v["last_seq"].as_u64().unwrap_or(0);
         let mb = bytes as f64 / 1e6;
         println!(

@@ -158,6 +158,16 @@ pub(crate) struct Entry {
     ready_seen: bool,
 }
 
+impl Entry {
+    /// Move a job that is still under way to `status`: its record and its
+    /// watchers together, under the registry lock. (The end of a job is
+    /// `supervise::finish`: record, then event, then watchers, in that order.)
+    fn set_status(&mut self, status: JobStatus) {
+        self.info.status = status.clone();
+        self.status_tx.send_replace(status);
+    }
+}
+
 #[derive(Default)]
 struct Registry {
     jobs: BTreeMap<u64, Entry>,

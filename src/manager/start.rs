@@ -194,8 +194,7 @@ async fn run_queued(
             if first && reg.holding_slots().len() < inner.config.max_jobs {
                 reg.queue.pop_front();
                 let row = reg.get_mut(&id).ok().map(|e| {
-                    e.info.status = JobStatus::Starting;
-                    e.status_tx.send_replace(JobStatus::Starting);
+                    e.set_status(JobStatus::Starting);
                     inner.record(e)
                 });
                 drop(reg);
@@ -319,7 +318,7 @@ async fn launch(
         let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
         let e = reg.get_mut(id)?;
-        e.info.status = JobStatus::Running;
+        e.set_status(JobStatus::Running);
         e.info.started_at = Some(Inner::now());
         e.info.pid = launched.pid;
         e.info.container_id = launched.container_id.clone();
@@ -330,7 +329,6 @@ async fn launch(
             live.internal_ip = launched.internal_ip;
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
-        e.status_tx.send_replace(JobStatus::Running);
         let (row, mode) = (inner.record(e), e.info.start_mode);
         drop(reg);
         inner.store.put_run(row);
