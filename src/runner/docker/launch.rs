@@ -93,7 +93,7 @@ pub(super) async fn launch(
 
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs.
-    let isolated = spec.network.as_deref().unwrap_or(project.network) == "isolated";
+    let isolated = spec.network.unwrap_or(project.network) == crate::model::Network::Isolated;
     let mut slot = match isolated {
         true => Some(engine.acquire_network(&docker).await?),
         false => None,

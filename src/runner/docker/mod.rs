@@ -254,8 +254,8 @@ pub struct Engine {
     user: String,
     /// The prefix of the instance's job networks (`<prefix>-N`).
     network: String,
-    /// `bridge` or `none`, for specs that do not say.
-    default_network: String,
+    /// The config's network, for specs that do not say.
+    default_network: crate::model::Network,
     /// Limits for what a spec leaves unset.
     defaults: crate::model::Limits,
     /// Set once a job used a pool network: teardown (`Drop`) removes the
@@ -276,8 +276,8 @@ pub(super) struct Project<'a> {
     pub image: &'a str,
     pub workspace: &'a Path,
     pub user: String,
-    /// `isolated`, `bridge` or `none`, for specs that do not say.
-    pub network: &'a str,
+    /// The project's network, for specs that do not say.
+    pub network: crate::model::Network,
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
@@ -300,7 +300,7 @@ impl Engine {
                 state,
             },
             user: config.container_user(),
-            default_network: config.network.clone(),
+            default_network: config.network,
             defaults: config.limits.clone(),
             used_network: std::sync::atomic::AtomicBool::new(false),
             pool: network::Pool::new(config.instance_dir().join("networks")),
@@ -490,7 +490,7 @@ impl Engine {
             image: &self.image,
             workspace: &self.workspace,
             user: self.user.clone(),
-            network: &self.default_network,
+            network: self.default_network,
             defaults: &self.defaults,
             prepared: false,
         };
@@ -513,7 +513,7 @@ impl Engine {
             image: &config.image,
             workspace: &config.workspace,
             user: config.container_user(),
-            network: &config.network,
+            network: config.network,
             defaults: &config.limits,
             prepared: true,
         };

@@ -426,7 +426,7 @@ async fn an_asked_host_port_that_is_taken_falls_back_with_a_note() {
     spec.ports.push(PortSpec {
         port: 80,
         host_port: Some(taken),
-        proto: "tcp".into(),
+        proto: crate::model::Proto::Tcp,
     });
     // Seen before asking the engine:
     let (launched, _o) = fx.launch(1, &spec).await.unwrap();
