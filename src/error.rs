@@ -139,7 +139,7 @@ pub enum Error {
         op: EngineOp,
         target: String,
         #[source]
-        source: Box<bollard::errors::Error>,
+        source: bollard::errors::Error,
     },
 
     #[error("the manager is shutting down; no new jobs are accepted")]
@@ -282,10 +282,10 @@ impl Error {
     /// an error (404: no such object, 409: conflict …).
     pub fn engine_status(&self) -> Option<u16> {
         match self {
-            Error::Engine { source, .. } => match source.as_ref() {
-                bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
-                _ => None,
-            },
+            Error::Engine {
+                source: bollard::errors::Error::DockerResponseServerError { status_code, .. },
+                ..
+            } => Some(*status_code),
             _ => None,
         }
     }
@@ -376,10 +376,10 @@ mod tests {
         let e = Error::Engine {
             op: EngineOp::StartContainer,
             target: "berth-t-0123-job-3".into(),
-            source: Box::new(bollard::errors::Error::DockerResponseServerError {
+            source: bollard::errors::Error::DockerResponseServerError {
                 status_code: 500,
                 message: "driver failed programming external connectivity".into(),
-            }),
+            },
         };
         assert_eq!(
             e.to_string(),

@@ -48,7 +48,7 @@ fn fail(op: EngineOp, target: &str) -> impl FnOnce(bollard::errors::Error) -> Er
     move |source| Error::Engine {
         op,
         target: target.to_string(),
-        source: Box::new(source),
+        source,
     }
 }
 

@@ -21,6 +21,7 @@ use crate::output::{LogQuery, Stream};
 use crate::runner::Exit;
 use crate::watch::Watchers;
 
+mod engine_errors;
 mod removal;
 
 /// Upper bound for any single job in these tests; nothing here should come close.
