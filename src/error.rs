@@ -253,7 +253,7 @@ pub enum EngineOp {
 impl std::fmt::Display for EngineOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            EngineOp::Ping => "answer a ping from",
+            EngineOp::Ping => "answer",
             EngineOp::InspectImage => "inspect image",
             EngineOp::ListImages => "list",
             EngineOp::PullImage => "pull image",

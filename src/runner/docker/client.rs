@@ -83,7 +83,7 @@ impl DockerClient {
             .ping()
             .await
             .map(|_| ())
-            .map_err(fail(EngineOp::Ping, "the engine"))
+            .map_err(fail(EngineOp::Ping, "a ping"))
     }
 
     // Images.

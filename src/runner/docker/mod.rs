@@ -1,6 +1,8 @@
 //! The Docker runner: each job is one detached container on the local engine,
-//! driven through bollard. This file owns the engine connection ([`Engine`]:
-//! lazy connect, API version negotiation, `auto` resolution), the per-job
+//! driven through bollard, which only `client.rs` ([`DockerClient`]) calls:
+//! every engine operation fails there as `Error::Engine` with its own
+//! `EngineOp` and the engine's error as source. This file owns the engine
+//! connection ([`Engine`]: lazy connect, `auto` resolution), the per-job
 //! [`DockerControl`] (signal, remove, a background remove after the job was
 //! answered, a blocking remove for `Drop` paths), and resource usage. The
 //! create body lives in `create.rs`, the create → wait → attach → start

@@ -123,7 +123,7 @@ pub async fn release_all(docker: &DockerClient, owner: &Ownership) -> usize {
     let opts = ListNetworksOptions {
         filters: Some(HashMap::from([("label".to_string(), owner.filters())])),
     };
-    let Ok(list) = docker.list_networks("berth networks", opts).await else {
+    let Ok(list) = docker.list_networks("of this instance", opts).await else {
         return 0;
     };
     let mut removed = 0;
