@@ -50,9 +50,9 @@ struct Started {
 /// Why one create/start attempt failed.
 enum AttemptError {
     /// An explicitly asked host port was taken after all: retry engine-chosen.
-    PortTaken(String),
+    PortTaken(Error),
     /// The job network was removed meanwhile: make it again and retry.
-    NetworkGone(String),
+    NetworkGone(Error),
     /// A container already has this job's name (a leftover): clear it and retry.
     NameTaken,
     Other(Error),
@@ -108,35 +108,24 @@ pub(super) async fn launch(
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break s,
-            Err(AttemptError::NetworkGone(msg)) if network_retries > 0 && slot.is_some() => {
-                tracing::debug!(job = %id, error = %msg, "job network removed meanwhile; making it again");
+            Err(AttemptError::NetworkGone(e)) if network_retries > 0 && slot.is_some() => {
+                tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
                 network_retries -= 1;
                 if let Some(gone) = slot.take() {
                     engine.pool.forget(&gone);
                 }
                 slot = Some(engine.acquire_network(&docker).await?);
             }
-            Err(AttemptError::NetworkGone(msg)) => {
-                return Err(Error::Docker {
-                    action: "start container",
-                    job: id.to_string(),
-                    message: msg,
-                });
-            }
-            Err(AttemptError::PortTaken(msg)) if plan.iter().any(|p| p.host_port.is_some()) => {
-                tracing::debug!(job = %id, error = %msg, "asked host port taken; letting the engine pick");
+            // Out of retries: the engine's failure as it came.
+            Err(AttemptError::NetworkGone(e)) => return Err(e),
+            Err(AttemptError::PortTaken(e)) if plan.iter().any(|p| p.host_port.is_some()) => {
+                tracing::debug!(job = %id, error = %e, "asked host port taken; letting the engine pick");
                 for p in plan.iter_mut().filter(|p| p.host_port.is_some()) {
                     let asked = p.host_port.take().unwrap_or_default();
                     p.note = Some(format!("host port {asked} was taken; the engine picked another"));
                 }
             }
-            Err(AttemptError::PortTaken(msg)) => {
-                return Err(Error::Docker {
-                    action: "start container",
-                    job: id.to_string(),
-                    message: msg,
-                });
-            }
+            Err(AttemptError::PortTaken(e)) => return Err(e),
             Err(AttemptError::NameTaken) if !cleared => {
                 // Ids are never reused, so this is rare (a state dir reset
                 // while its containers stayed): checked only when it happens.
@@ -268,7 +257,7 @@ async fn attempt(
                 hint: "it went away between the pull and the start; start again".into(),
             })
         } else if network::is_missing(&msg) {
-            AttemptError::NetworkGone(msg)
+            AttemptError::NetworkGone(e)
         } else if e.engine_status() == Some(409) {
             AttemptError::NameTaken
         } else {
@@ -303,10 +292,10 @@ async fn attempt(
         remove_container(docker, &cid).await;
         let msg = e.engine_reason();
         if msg.contains("port is already allocated") || msg.contains("address already in use") {
-            return Err(AttemptError::PortTaken(msg));
+            return Err(AttemptError::PortTaken(e));
         }
         if network::is_missing(&msg) {
-            return Err(AttemptError::NetworkGone(msg));
+            return Err(AttemptError::NetworkGone(e));
         }
         if msg.contains("executable file not found") {
             return Err(AttemptError::Other(Error::NotInImage {
