@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::job::parse_size;
-use crate::model::{Limits, RunnerChoice, host_cpus};
+use crate::model::{Limits, Network, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -208,7 +208,7 @@ pub struct Config {
     pub user: Option<String>,
     /// `isolated` (a berth bridge per running job), `bridge` (the engine's
     /// default bridge) or `none`.
-    pub network: String,
+    pub network: Network,
     /// Limits for container jobs that ask for none (each field always set).
     pub limits: Limits,
     /// Where each value came from, by field name.
@@ -241,7 +241,7 @@ impl Default for Config {
             fallback: true,
             safety: SafetyConfig::default(),
             user: None,
-            network: "isolated".into(),
+            network: Network::Isolated,
             limits: default_limits(),
             sources: BTreeMap::new(),
         };
@@ -314,16 +314,8 @@ pub fn validate_user(user: String) -> Result<String> {
     }
 }
 
-fn validate_network(network: String) -> Result<String> {
-    match network.as_str() {
-        "bridge" | "isolated" | "none" => Ok(network),
-        _ => Err(Error::InvalidValue {
-            what: "network",
-            input: network,
-            message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge) or none"
-                .into(),
-        }),
-    }
+fn validate_network(network: String) -> Result<Network> {
+    network.parse()
 }
 
 fn default_state_dir() -> PathBuf {
@@ -586,7 +578,7 @@ impl Config {
                     .clone()
                     .unwrap_or_else(|| format!("{} (the caller)", caller_user())),
             ),
-            ("network", self.network.clone()),
+            ("network", self.network.to_string()),
             (
                 "cpus",
                 self.limits.cpus.map(|c| c.to_string()).unwrap_or_default(),
@@ -783,7 +775,7 @@ mod tests {
                 pids: Some(100)
             }
         );
-        assert_eq!(c.network, "none");
+        assert_eq!(c.network, Network::None);
         assert!(matches!(c.sources["pids"], Source::File(_)));
         let too_many = format!("cpus = {}\n", host + 1.0);
         for (text, what) in [

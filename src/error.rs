@@ -131,13 +131,15 @@ pub enum Error {
         message: String,
     },
 
-    /// An engine call failed: the engine's error is kept as the source.
-    #[error("Docker engine failed to {action} for job {job}: {}", engine_words(source))]
+    /// An engine operation failed (built only by the runner's
+    /// `DockerClient`): which one, on what, and the engine's error kept as
+    /// the source.
+    #[error("Docker engine failed to {op} {target}: {}", engine_words(source))]
     Engine {
-        action: &'static str,
-        job: String,
+        op: EngineOp,
+        target: String,
         #[source]
-        source: Box<bollard::errors::Error>,
+        source: bollard::errors::Error,
     },
 
     #[error("the manager is shutting down; no new jobs are accepted")]
@@ -222,11 +224,89 @@ impl Error {
     }
 }
 
+/// An engine operation berth performs; displays as the words of today's
+/// messages ("failed to start container …").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineOp {
+    Ping,
+    InspectImage,
+    ListImages,
+    PullImage,
+    BuildImage,
+    RemoveImage,
+    CreateContainer,
+    StartContainer,
+    WaitContainer,
+    KillContainer,
+    RemoveContainer,
+    InspectContainer,
+    ListContainers,
+    AttachContainer,
+    ContainerLogs,
+    ContainerStats,
+    CreateNetwork,
+    InspectNetwork,
+    RemoveNetwork,
+    ListNetworks,
+}
+
+impl std::fmt::Display for EngineOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineOp::Ping => "answer",
+            EngineOp::InspectImage => "inspect image",
+            EngineOp::ListImages => "list",
+            EngineOp::PullImage => "pull image",
+            EngineOp::BuildImage => "build image",
+            EngineOp::RemoveImage => "remove image",
+            EngineOp::CreateContainer => "create container",
+            EngineOp::StartContainer => "start container",
+            EngineOp::WaitContainer => "wait for container",
+            EngineOp::KillContainer => "signal container",
+            EngineOp::RemoveContainer => "remove container",
+            EngineOp::InspectContainer => "inspect container",
+            EngineOp::ListContainers => "list",
+            EngineOp::AttachContainer => "attach to container",
+            EngineOp::ContainerLogs => "read the logs of container",
+            EngineOp::ContainerStats => "read the usage of container",
+            EngineOp::CreateNetwork => "create network",
+            EngineOp::InspectNetwork => "inspect network",
+            EngineOp::RemoveNetwork => "remove network",
+            EngineOp::ListNetworks => "list networks",
+        })
+    }
+}
+
+impl Error {
+    /// The engine's HTTP status, when an engine operation was answered with
+    /// an error (404: no such object, 409: conflict …).
+    pub fn engine_status(&self) -> Option<u16> {
+        match self {
+            Error::Engine {
+                source: bollard::errors::Error::DockerResponseServerError { status_code, .. },
+                ..
+            } => Some(*status_code),
+            _ => None,
+        }
+    }
+
+    /// The engine's own words for an engine failure (the whole message for
+    /// any other error): for messages that say what failed in their own way.
+    pub fn engine_reason(&self) -> String {
+        match self {
+            Error::Engine { source, .. } => engine_words(source),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// What the engine said, without bollard's wrapping (a server error's own
 /// message; any other error as it displays).
 pub fn engine_words(e: &bollard::errors::Error) -> String {
     match e {
         bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        // The builder's own words, sent inside a build stream.
+        bollard::errors::Error::DockerStreamError { error } => error.clone(),
         other => other.to_string(),
     }
 }
@@ -294,16 +374,16 @@ mod tests {
     #[test]
     fn engine_errors_keep_their_source() {
         let e = Error::Engine {
-            action: "start container",
-            job: "job-3".into(),
-            source: Box::new(bollard::errors::Error::DockerResponseServerError {
+            op: EngineOp::StartContainer,
+            target: "berth-t-0123-job-3".into(),
+            source: bollard::errors::Error::DockerResponseServerError {
                 status_code: 500,
                 message: "driver failed programming external connectivity".into(),
-            }),
+            },
         };
         assert_eq!(
             e.to_string(),
-            "Docker engine failed to start container for job job-3: driver failed programming external connectivity"
+            "Docker engine failed to start container berth-t-0123-job-3: driver failed programming external connectivity"
         );
         assert!(std::error::Error::source(&e).is_some());
         assert_eq!((e.code(), e.http_status()), ("docker", 502));

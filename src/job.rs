@@ -6,7 +6,9 @@
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-use crate::model::{EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, PortSpec, RunnerChoice, host_cpus};
+use crate::model::{
+    EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, Network, PortSpec, Proto, RunnerChoice, host_cpus,
+};
 
 impl FromStr for RunnerChoice {
     type Err = Error;
@@ -24,6 +26,38 @@ impl FromStr for RunnerChoice {
     }
 }
 
+impl FromStr for Network {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "isolated" => Ok(Network::Isolated),
+            "bridge" => Ok(Network::Bridge),
+            "none" => Ok(Network::None),
+            _ => Err(Error::InvalidValue {
+                what: "network",
+                input: s.into(),
+                message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge) or none"
+                    .into(),
+            }),
+        }
+    }
+}
+
+impl FromStr for Proto {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "tcp" => Ok(Proto::Tcp),
+            "udp" => Ok(Proto::Udp),
+            _ => Err(Error::InvalidValue {
+                what: "protocol",
+                input: s.into(),
+                message: "expected tcp or udp".into(),
+            }),
+        }
+    }
+}
+
 impl FromStr for PortSpec {
     type Err = Error;
     fn from_str(input: &str) -> Result<Self> {
@@ -32,9 +66,12 @@ impl FromStr for PortSpec {
             message: message.into(),
         };
         let (rest, proto) = match input.split_once('/') {
-            Some((r, p @ ("tcp" | "udp"))) => (r, p.to_string()),
-            Some(_) => return Err(bad("protocol must be tcp or udp")),
-            None => (input, "tcp".to_string()),
+            Some((r, p)) => (
+                r,
+                p.parse::<Proto>()
+                    .map_err(|_| bad("protocol must be tcp or udp"))?,
+            ),
+            None => (input, Proto::Tcp),
         };
         let parse = |s: &str| -> Result<u16> {
             match s.trim().parse::<u16>() {
@@ -146,12 +183,6 @@ impl JobSpec {
                     message: "port must be between 1 and 65535".into(),
                 });
             }
-            if p.proto != "tcp" && p.proto != "udp" {
-                return Err(Error::InvalidPort {
-                    input: format!("{}/{}", p.port, p.proto),
-                    message: "protocol must be tcp or udp".into(),
-                });
-            }
         }
         for p in &self.watch {
             regex::Regex::new(p).map_err(|e| Error::InvalidRegex {
@@ -167,21 +198,10 @@ impl JobSpec {
 
     /// `read_only` and `network` are container settings: refuse what cannot hold.
     fn validate_isolation(&self) -> Result<()> {
-        match self.network.as_deref() {
-            None | Some("bridge" | "isolated") => {}
-            Some("none") if !self.ports.is_empty() => {
-                return Err(Error::InvalidSpec(
-                    "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
-                ));
-            }
-            Some("none") => {}
-            Some(other) => {
-                return Err(Error::InvalidValue {
-                    what: "network",
-                    input: other.into(),
-                    message: "expected bridge, isolated or none".into(),
-                });
-            }
+        if self.network == Some(Network::None) && !self.ports.is_empty() {
+            return Err(Error::InvalidSpec(
+                "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
+            ));
         }
         if self.runner == RunnerChoice::Host && (self.read_only || self.network.is_some()) {
             return Err(Error::InvalidSpec(
@@ -221,7 +241,7 @@ mod tests {
             PortSpec {
                 port: 3000,
                 host_port: None,
-                proto: "tcp".into()
+                proto: Proto::Tcp
             }
         );
         assert_eq!(
@@ -229,7 +249,7 @@ mod tests {
             PortSpec {
                 port: 3000,
                 host_port: Some(8080),
-                proto: "udp".into()
+                proto: Proto::Udp
             }
         );
         for bad in ["", "x", "0", "70000", "80/sctp", "a:80", "-1"] {
@@ -280,5 +300,66 @@ mod tests {
             JobSpec::argv(["echo", "a b", "c"]).display_command(),
             "echo 'a b' c"
         );
+    }
+
+    /// Network and protocol are typed but read and written as the same words
+    /// as before: old records and requests still load, bad words are refused
+    /// naming what is accepted.
+    #[test]
+    fn network_and_proto_keep_their_words() {
+        for (n, word) in [
+            (Network::Isolated, "isolated"),
+            (Network::Bridge, "bridge"),
+            (Network::None, "none"),
+        ] {
+            assert_eq!(serde_json::to_string(&n).unwrap(), format!("\"{word}\""));
+            assert_eq!(
+                serde_json::from_str::<Network>(&format!("\"{word}\"")).unwrap(),
+                n
+            );
+            assert_eq!(
+                (word.parse::<Network>().unwrap(), n.to_string()),
+                (n, word.to_string())
+            );
+        }
+        for (p, word) in [(Proto::Tcp, "tcp"), (Proto::Udp, "udp")] {
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{word}\""));
+            assert_eq!(word.parse::<Proto>().unwrap(), p);
+        }
+        // A stored spec and mapping as older versions wrote them.
+        let spec: JobSpec = serde_json::from_str(
+            r#"{"argv":["x"],"ready":[],"network":"none","ports":[{"port":80,"proto":"udp"},{"port":81}]}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.network, Some(Network::None));
+        assert_eq!(
+            spec.ports.iter().map(|p| p.proto).collect::<Vec<_>>(),
+            [Proto::Udp, Proto::Tcp]
+        );
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            (&json["network"], &json["ports"][0]["proto"]),
+            (&serde_json::json!("none"), &serde_json::json!("udp"))
+        );
+        let m: crate::model::PortMapping =
+            serde_json::from_str(r#"{"port":80,"proto":"tcp","host_ip":"127.0.0.1","host_port":5000}"#)
+                .unwrap();
+        assert_eq!(m.proto, Proto::Tcp);
+        // Refused, with the accepted words.
+        let e = "host".parse::<Network>().unwrap_err().to_string();
+        assert!(
+            e.contains("network") && e.contains("isolated") && e.contains("none"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Network>("\"host\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected one of `isolated`, `bridge`, `none`"), "{e}");
+        let e = "80/sctp".parse::<PortSpec>().unwrap_err().to_string();
+        assert!(e.contains("protocol must be tcp or udp"), "{e}");
+        let e = serde_json::from_str::<PortSpec>(r#"{"port":80,"proto":"sctp"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected `tcp` or `udp`"), "{e}");
     }
 }

@@ -22,7 +22,7 @@ pub use line::{Line, LogPage, LogQuery, Stream};
 pub use ready::{HttpCheck, ReadyCondition};
 pub use spec::JobSpec;
 pub use spec::{
-    AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, OnTimeout, PortMapping, PortSpec, RunnerChoice,
-    RunnerKind, host_cpus,
+    AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
+    RunnerChoice, RunnerKind, host_cpus,
 };
 pub use status::{EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};

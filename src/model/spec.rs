@@ -89,12 +89,63 @@ pub struct PortSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_port: Option<u16>,
     /// `tcp` (default) or `udp`.
-    #[serde(default = "default_proto")]
-    pub proto: String,
+    #[serde(default)]
+    pub proto: Proto,
 }
 
-fn default_proto() -> String {
-    "tcp".into()
+/// A port's protocol, serialized as `tcp`/`udp` (the engine's words too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which network a container job is attached to, serialized as the word a
+/// caller types (`isolated`, `bridge`, `none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// A berth bridge of the job's own from the instance's pool: no traffic
+    /// between jobs.
+    #[default]
+    Isolated,
+    /// The engine's default bridge, where jobs reach each other.
+    Bridge,
+    /// No network at all.
+    None,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Isolated => "isolated",
+            Network::Bridge => "bridge",
+            Network::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A published port as it actually came out.
@@ -102,7 +153,7 @@ fn default_proto() -> String {
 pub struct PortMapping {
     /// Port of the server (container port, or the port the host job was asked to serve).
     pub port: u16,
-    pub proto: String,
+    pub proto: Proto,
     /// Always 127.0.0.1.
     pub host_ip: String,
     pub host_port: u16,
@@ -222,7 +273,7 @@ pub struct JobSpec {
     /// jobs reach each other) or `none` (no network at all); unset = the
     /// config's `network` (default `isolated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Network>,
     /// The caller's working directory. A manager serving several projects
     /// (the daemon) resolves the project from it: the `berth.toml` found from
     /// here upwards gives the workspace, rules, image and limits of the job,
@@ -276,7 +327,7 @@ impl JobSpec {
         self.ports.push(PortSpec {
             port,
             host_port: None,
-            proto: "tcp".into(),
+            proto: Proto::Tcp,
         });
         self
     }

@@ -135,7 +135,7 @@ fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
         taken.push(port);
         out.push(PortMapping {
             port: p.port,
-            proto: p.proto.clone(),
+            proto: p.proto,
             host_ip: "127.0.0.1".into(),
             host_port: port,
             note,

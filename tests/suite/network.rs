@@ -112,7 +112,7 @@ async fn by_default_jobs_cannot_reach_each_other_and_ports_stay_on_localhost() {
 
     // `network = none` stays available: no interface but loopback.
     let mut spec = docker(JobSpec::shell("ls /sys/class/net"));
-    spec.network = Some("none".into());
+    spec.network = Some(berth::model::Network::None);
     let none = t.manager.start(spec).await.unwrap();
     none.wait_end().await.unwrap();
     assert_eq!(none.output_lines().unwrap(), ["lo"]);

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use bollard::Docker;
+use super::DockerClient;
 use bollard::query_parameters::LogsOptions;
 
 use super::exit::{OutputStream, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, engine_error};
+use super::{DockerControl, Engine};
 use crate::error::{Error, Result};
 use crate::model::{AppliedLimits, JobId, PortMapping};
 use crate::output::{JobOutput, Stream as OutStream};
@@ -28,7 +28,7 @@ pub struct Adoption {
 /// Re-attach to the container of job `id`.
 pub(super) async fn adopt(
     engine: &Engine,
-    docker: Docker,
+    docker: DockerClient,
     id: &JobId,
     output: &Arc<JobOutput>,
     a: Adoption,
@@ -45,10 +45,7 @@ pub(super) async fn adopt(
         job: id.to_string(),
         message,
     };
-    let inspected = docker
-        .inspect_container(container_id, None)
-        .await
-        .map_err(|e| engine_error("adopt container", id, e))?;
+    let inspected = docker.inspect_container(container_id).await?;
     // Only a container this instance and state dir made is ever followed.
     if !engine
         .ownership
@@ -69,7 +66,7 @@ pub(super) async fn adopt(
         stderr: true,
         ..Default::default()
     };
-    let stream: OutputStream = Box::pin(docker.logs(container_id, Some(opts)));
+    let stream: OutputStream = docker.logs(container_id, opts);
     let mut out = output.writer(OutStream::Stdout)?;
     let mut err = output.writer(OutStream::Stderr)?;
     out.skip_lines(stored.0);

@@ -15,12 +15,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use bollard::Docker;
-use bollard::query_parameters::{BuildImageOptions, ListImagesOptions, RemoveImageOptions};
+use super::DockerClient;
+use bollard::query_parameters::{BuildImageOptions, ListImagesOptions};
 use bytes::Bytes;
 
 use super::throttle::Throttle;
-use super::{engine_error, message, status};
 use crate::error::{Error, Result};
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
 use crate::images::context::{self, Context};
@@ -54,7 +53,7 @@ pub async fn walk(workspace: &Path, build: &ProjectBuild) -> Result<Context> {
 /// Make the project image of `build` present: reused when its tag exists,
 /// else built. `reason` says why this build applies (for the card).
 pub async fn ensure(
-    docker: &Docker,
+    docker: &DockerClient,
     workspace: &Path,
     build: &ProjectBuild,
     reason: &str,
@@ -79,11 +78,11 @@ pub async fn ensure(
     Ok(choice)
 }
 
-async fn present(docker: &Docker, tag: &str) -> Result<bool> {
+async fn present(docker: &DockerClient, tag: &str) -> Result<bool> {
     match docker.inspect_image(tag).await {
         Ok(_) => Ok(true),
-        Err(e) if status(&e) == Some(404) => Ok(false),
-        Err(e) => Err(engine_error("inspect image", "-", e)),
+        Err(e) if e.engine_status() == Some(404) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -120,7 +119,7 @@ impl Write for ChannelWriter {
 }
 
 async fn run_build(
-    docker: &Docker,
+    docker: &DockerClient,
     workspace: &Path,
     build: &ProjectBuild,
     ctx: Context,
@@ -143,7 +142,7 @@ async fn run_build(
             let _ = w.tx.blocking_send(Err(e));
         }
     });
-    let body = bollard::body_try_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let body = tokio_stream::wrappers::ReceiverStream::new(rx);
     let opts = BuildImageOptions {
         dockerfile,
         t: Some(tag.into()),
@@ -164,19 +163,15 @@ async fn run_build(
     };
     let started = Instant::now();
     progress(p.clone());
-    let mut stream = docker.build_image(opts, None, Some(body));
+    let mut stream = Box::pin(docker.build_image(tag, opts, body));
     let mut outcome = Ok(());
     let mut throttle = Throttle::new();
     while let Some(item) = throttle.next(&mut stream, || progress(p.clone())).await {
         let info = match item {
             Ok(info) => info,
             // The builder's own error comes as a stream error: its words, unwrapped.
-            Err(bollard::errors::Error::DockerStreamError { error }) => {
-                outcome = Err(last_line(&error));
-                break;
-            }
             Err(e) => {
-                outcome = Err(last_line(&message(&e)));
+                outcome = Err(last_line(&e.engine_reason()));
                 break;
             }
         };
@@ -226,7 +221,7 @@ fn last_line(msg: &str) -> String {
 
 /// Remove this workspace's other project images (older contexts); one a
 /// container still uses stays (the engine refuses without force).
-async fn remove_older(docker: &Docker, workspace: &Path, keep: &str) {
+async fn remove_older(docker: &DockerClient, workspace: &Path, keep: &str) {
     let filters = HashMap::from([(
         "label".to_string(),
         vec![format!("{WORKSPACE_LABEL}={}", workspace.display())],
@@ -235,7 +230,7 @@ async fn remove_older(docker: &Docker, workspace: &Path, keep: &str) {
         filters: Some(filters),
         ..Default::default()
     };
-    let Ok(images) = docker.list_images(Some(opts)).await else {
+    let Ok(images) = docker.list_images(opts).await else {
         return;
     };
     for image in images {
@@ -243,8 +238,8 @@ async fn remove_older(docker: &Docker, workspace: &Path, keep: &str) {
             continue;
         }
         for t in &image.repo_tags {
-            if let Err(e) = docker.remove_image(t, None::<RemoveImageOptions>, None).await {
-                tracing::debug!(image = %t, error = %message(&e), "older project image kept");
+            if let Err(e) = docker.remove_image(t).await {
+                tracing::debug!(error = %e, "older project image kept");
             }
         }
     }

@@ -10,28 +10,28 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bollard::Docker;
+use super::DockerClient;
 use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
 
 use super::ownership::Ownership;
-use super::{BLOCKING_REMOVE_LIMIT, Engine, LABEL_OWNER, connect, message, network, status};
+use super::{BLOCKING_REMOVE_LIMIT, Engine, LABEL_OWNER, connect, network};
 use crate::error::Result;
 
 /// How long teardown may spend removing the instance's networks.
 const NETWORK_TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(super) async fn remove_container(docker: &Docker, id: &str) -> bool {
+pub(super) async fn remove_container(docker: &DockerClient, id: &str) -> bool {
     let opts = RemoveContainerOptions {
         force: true,
         v: true,
         link: false,
     };
-    match docker.remove_container(id, Some(opts)).await {
+    match docker.remove_container(id, opts).await {
         Ok(()) => true,
         // 404: already gone; 409: a removal is already in progress.
-        Err(e) if matches!(status(&e), Some(404 | 409)) => true,
+        Err(e) if matches!(e.engine_status(), Some(404 | 409)) => true,
         Err(e) => {
-            tracing::warn!(container = %id, error = %message(&e), "could not remove container");
+            tracing::warn!(error = %e, "could not remove container");
             false
         }
     }
@@ -68,7 +68,7 @@ const REMOVE_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::fro
 
 impl Removals {
     /// Note `id` as pending, then remove it in the background.
-    pub(super) fn remove_later(self: &std::sync::Arc<Self>, docker: Docker, id: String) {
+    pub(super) fn remove_later(self: &std::sync::Arc<Self>, docker: DockerClient, id: String) {
         if let Ok(mut p) = self.state.lock() {
             p.in_flight.insert(id.clone());
         }
@@ -152,8 +152,8 @@ impl Engine {
 
 /// Force-remove `id` only when its labels say it is `owner`'s. True when it
 /// was removed or is gone; a container of someone else's is never touched.
-pub(super) async fn remove_if_owned(docker: &Docker, id: &str, owner: &Ownership) -> bool {
-    match docker.inspect_container(id, None).await {
+pub(super) async fn remove_if_owned(docker: &DockerClient, id: &str, owner: &Ownership) -> bool {
+    match docker.inspect_container(id).await {
         Ok(c) if owner.owns(c.config.as_ref().and_then(|c| c.labels.as_ref())) => {
             remove_container(docker, id).await
         }
@@ -161,9 +161,9 @@ pub(super) async fn remove_if_owned(docker: &Docker, id: &str, owner: &Ownership
             tracing::warn!(container = %id, "not removed: its labels name another berth instance or state dir");
             false
         }
-        Err(e) if status(&e) == Some(404) => true,
+        Err(e) if e.engine_status() == Some(404) => true,
         Err(e) => {
-            tracing::warn!(container = %id, error = %message(&e), "could not inspect container");
+            tracing::warn!(error = %e, "could not inspect container");
             false
         }
     }
@@ -208,10 +208,10 @@ impl Engine {
             filters: Some(filters),
             ..Default::default()
         };
-        let list = match docker.list_containers(Some(opts)).await {
+        let list = match docker.list_containers(opts).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(?labels, error = %message(&e), "could not list containers");
+                tracing::warn!(?labels, error = %e, "could not list containers");
                 return 0;
             }
         };
@@ -229,7 +229,7 @@ impl Engine {
 
 impl Engine {
     /// A job network of the pool with no container on it, made if needed.
-    pub(super) async fn acquire_network(&self, docker: &Docker) -> Result<network::Slot> {
+    pub(super) async fn acquire_network(&self, docker: &DockerClient) -> Result<network::Slot> {
         self.used_network.store(true, Ordering::SeqCst);
         self.pool.acquire(docker, &self.network, &self.ownership).await
     }

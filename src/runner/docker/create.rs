@@ -13,7 +13,7 @@ use bollard::models::{
 
 use super::ownership::{LABEL_STATE, short};
 use crate::error::{Error, Result};
-use crate::model::{AppliedLimits, JobId, JobSpec, Limits, PortMapping};
+use crate::model::{AppliedLimits, JobId, JobSpec, Limits, Network, PortMapping, Proto};
 
 /// The writable `/tmp` of a read-only container: small, and no setuid files.
 pub const READ_ONLY_TMPFS: &str = "rw,nosuid,nodev,size=64m";
@@ -40,7 +40,7 @@ pub const LABEL_JOB: &str = "berth.job";
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortPlan {
     pub port: u16,
-    pub proto: String,
+    pub proto: Proto,
     /// `None` lets the engine pick (no bind-then-close race on our side).
     pub host_port: Option<u16>,
     /// Why the asked host port is not used, when it is not.
@@ -62,16 +62,16 @@ pub fn plan_ports(spec: &JobSpec, precheck: bool) -> Vec<PortPlan> {
         .map(|p| {
             let mut plan = PortPlan {
                 port: p.port,
-                proto: p.proto.clone(),
+                proto: p.proto,
                 host_port: p.host_port,
                 note: None,
             };
             // Checking first saves a create/start/remove round for the common
             // case; the engine still has the last word (see `launch`).
             if let (Some(h), true) = (p.host_port, precheck) {
-                let free = match p.proto.as_str() {
-                    "udp" => portpicker::is_free_udp(h),
-                    _ => portpicker::is_free_tcp(h),
+                let free = match p.proto {
+                    Proto::Udp => portpicker::is_free_udp(h),
+                    Proto::Tcp => portpicker::is_free_tcp(h),
                 };
                 if !free {
                     plan.host_port = None;
@@ -95,8 +95,8 @@ pub struct Context<'a> {
     pub user: &'a str,
     /// The instance's isolated bridge network (used unless `none`).
     pub network: &'a str,
-    /// `bridge` or `none` when the spec does not say.
-    pub default_network: &'a str,
+    /// The network when the spec does not say (the config's).
+    pub default_network: Network,
     /// Limits for what the spec leaves unset.
     pub defaults: &'a Limits,
     pub workspace: &'a Path,
@@ -196,10 +196,10 @@ pub fn body(
     } else {
         format!("{uid}:{gid}")
     });
-    let network_mode = match spec.network.as_deref().unwrap_or(ctx.default_network) {
-        "none" => "none".to_string(),
-        "isolated" => ctx.network.to_string(),
-        _ => "bridge".to_string(),
+    let network_mode = match spec.network.unwrap_or(ctx.default_network) {
+        Network::None => "none".to_string(),
+        Network::Isolated => ctx.network.to_string(),
+        Network::Bridge => "bridge".to_string(),
     };
     applied.network = Some(network_mode.clone());
 
@@ -328,7 +328,7 @@ pub fn read_ports(
                 .unwrap_or(0);
             PortMapping {
                 port: p.port,
-                proto: p.proto.clone(),
+                proto: p.proto,
                 host_ip: "127.0.0.1".into(),
                 host_port,
                 note: p.note.clone(),

@@ -11,17 +11,15 @@
 //! or engine that is gone means `Lost`. A container killed by a signal we
 //! sent exits 128+N through its init; that is reported as `Signal(N)`.
 
-use std::pin::Pin;
 use std::time::Duration;
 
-use bollard::Docker;
+use super::DockerClient;
 use bollard::container::LogOutput;
-use bollard::errors::Error as BollardError;
 use bollard::query_parameters::WaitContainerOptions;
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
-use super::{DockerControl, message};
+use super::DockerControl;
 use crate::model::JobId;
 use crate::output::StreamWriter;
 use crate::runner::Exit;
@@ -34,9 +32,7 @@ const FIRST_LINE_MAX: usize = 4096;
 /// After the engine reported the exit, how long the output may take to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-/// The attach stream as bollard hands it over.
-pub(super) type OutputStream =
-    Pin<Box<dyn Stream<Item = std::result::Result<LogOutput, BollardError>> + Send>>;
+pub(super) use super::client::OutputStream;
 
 /// What the `wait` request said.
 pub(super) enum Waited {
@@ -46,16 +42,14 @@ pub(super) enum Waited {
 }
 
 /// The `wait` request (condition next-exit): one answer with the exit code.
-pub(super) async fn wait_exit(docker: Docker, cid: String) -> Waited {
+pub(super) async fn wait_exit(docker: DockerClient, cid: String) -> Waited {
     let opts = WaitContainerOptions {
         condition: "next-exit".into(),
     };
-    let mut answers = docker.wait_container(&cid, Some(opts));
+    let mut answers = std::pin::pin!(docker.wait_container(&cid, opts));
     match answers.next().await {
-        Some(Ok(r)) => Waited::Code(r.status_code),
-        // bollard turns every non-zero exit into this error; it is an answer.
-        Some(Err(BollardError::DockerContainerWaitError { code, .. })) => Waited::Code(code),
-        Some(Err(e)) => Waited::Failed(message(&e)),
+        Some(Ok(code)) => Waited::Code(code),
+        Some(Err(e)) => Waited::Failed(e.engine_reason()),
         None => Waited::Failed("the engine closed the wait request without an answer".into()),
     }
 }
@@ -99,7 +93,7 @@ pub(super) async fn pump(
             },
             Ok(LogOutput::StdIn { .. }) => {}
             Err(e) => {
-                failure = Some(e.to_string());
+                failure = Some(e.engine_reason());
                 break;
             }
         }
@@ -132,7 +126,7 @@ pub(super) fn not_in_image(message: &[u8], image: &str) -> Option<String> {
 
 /// Resolves once the engine reported the exit and the output is drained.
 pub(super) async fn exit_future(
-    docker: Docker,
+    docker: DockerClient,
     control: DockerControl,
     mut wait: JoinHandle<Waited>,
     mut pump: JoinHandle<Option<String>>,
@@ -163,7 +157,7 @@ pub(super) async fn exit_future(
                 stream_failure = r.unwrap_or_else(|e| Some(format!("output task failed: {e}")));
             }
             _ = tokio::time::sleep(FALLBACK_POLL), if fallback => {
-                match docker.inspect_container(&cid, None).await {
+                match docker.inspect_container(&cid).await {
                     Ok(i) => {
                         let state = i.state.as_ref();
                         let running = state.and_then(|s| s.running).unwrap_or(false)
@@ -178,7 +172,7 @@ pub(super) async fn exit_future(
                         pump.abort();
                         let reason = wait_failure
                             .or(stream_failure)
-                            .unwrap_or_else(|| message(&e));
+                            .unwrap_or_else(|| e.engine_reason());
                         return Exit::Lost(format!("lost the container: {reason}"));
                     }
                 }
@@ -194,7 +188,7 @@ pub(super) async fn exit_future(
     let code = code.unwrap_or(-1);
     if code > 128 {
         // A kill by the kernel's OOM killer also ends in 137; only inspect tells.
-        if let Ok(i) = docker.inspect_container(&cid, None).await
+        if let Ok(i) = docker.inspect_container(&cid).await
             && i.state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false)
         {
             return Exit::Oom;
@@ -230,7 +224,7 @@ mod tests {
             1,
         )
         .unwrap();
-        let items: Vec<std::result::Result<LogOutput, BollardError>> = chunks
+        let items: Vec<crate::Result<LogOutput>> = chunks
             .iter()
             .map(|c| {
                 Ok(LogOutput::StdErr {

@@ -22,8 +22,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use bollard::Docker;
-use bollard::container::AttachContainerResults;
+use super::DockerClient;
 use bollard::models::ContainerInspectResponse;
 use bollard::query_parameters::{AttachContainerOptions, CreateContainerOptions};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -31,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, Project, engine_error, message, network, remove_container, status};
+use super::{DockerControl, Engine, Project, network, remove_container};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
 use crate::model::{AppliedLimits, JobId, JobSpec};
@@ -51,9 +50,9 @@ struct Started {
 /// Why one create/start attempt failed.
 enum AttemptError {
     /// An explicitly asked host port was taken after all: retry engine-chosen.
-    PortTaken(String),
+    PortTaken(Error),
     /// The job network was removed meanwhile: make it again and retry.
-    NetworkGone(String),
+    NetworkGone(Error),
     /// A container already has this job's name (a leftover): clear it and retry.
     NameTaken,
     Other(Error),
@@ -67,7 +66,7 @@ impl From<Error> for AttemptError {
 
 pub(super) async fn launch(
     engine: &Engine,
-    docker: Docker,
+    docker: DockerClient,
     id: &JobId,
     spec: &JobSpec,
     cwd: &Path,
@@ -79,21 +78,13 @@ pub(super) async fn launch(
         // The manager makes the image present first (`Engine::prepare`, with
         // progress and the job's policy); a direct caller gets it here.
         let quiet: super::pull::ProgressFn = Arc::new(|_| {});
-        super::pull::ensure(
-            &docker,
-            id.as_str(),
-            &image,
-            PullPolicy::Missing,
-            engine.pull_timeout,
-            &quiet,
-        )
-        .await?;
+        super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
     }
     let name = create::container_name(&engine.instance, engine.state(), id);
 
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs.
-    let isolated = spec.network.as_deref().unwrap_or(project.network) == "isolated";
+    let isolated = spec.network.unwrap_or(project.network) == crate::model::Network::Isolated;
     let mut slot = match isolated {
         true => Some(engine.acquire_network(&docker).await?),
         false => None,
@@ -115,37 +106,26 @@ pub(super) async fn launch(
             workspace: project.workspace,
             cwd,
         };
-        match attempt(&docker, id, spec, &ctx, &name, &plan).await {
+        match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break s,
-            Err(AttemptError::NetworkGone(msg)) if network_retries > 0 && slot.is_some() => {
-                tracing::debug!(job = %id, error = %msg, "job network removed meanwhile; making it again");
+            Err(AttemptError::NetworkGone(e)) if network_retries > 0 && slot.is_some() => {
+                tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
                 network_retries -= 1;
                 if let Some(gone) = slot.take() {
                     engine.pool.forget(&gone);
                 }
                 slot = Some(engine.acquire_network(&docker).await?);
             }
-            Err(AttemptError::NetworkGone(msg)) => {
-                return Err(Error::Docker {
-                    action: "start container",
-                    job: id.to_string(),
-                    message: msg,
-                });
-            }
-            Err(AttemptError::PortTaken(msg)) if plan.iter().any(|p| p.host_port.is_some()) => {
-                tracing::debug!(job = %id, error = %msg, "asked host port taken; letting the engine pick");
+            // Out of retries: the engine's failure as it came.
+            Err(AttemptError::NetworkGone(e)) => return Err(e),
+            Err(AttemptError::PortTaken(e)) if plan.iter().any(|p| p.host_port.is_some()) => {
+                tracing::debug!(job = %id, error = %e, "asked host port taken; letting the engine pick");
                 for p in plan.iter_mut().filter(|p| p.host_port.is_some()) {
                     let asked = p.host_port.take().unwrap_or_default();
                     p.note = Some(format!("host port {asked} was taken; the engine picked another"));
                 }
             }
-            Err(AttemptError::PortTaken(msg)) => {
-                return Err(Error::Docker {
-                    action: "start container",
-                    job: id.to_string(),
-                    message: msg,
-                });
-            }
+            Err(AttemptError::PortTaken(e)) => return Err(e),
             Err(AttemptError::NameTaken) if !cleared => {
                 // Ids are never reused, so this is rare (a state dir reset
                 // while its containers stayed): checked only when it happens.
@@ -196,13 +176,13 @@ pub(super) async fn launch(
         None => drop(input),
     }
 
-    let inspected = match docker.inspect_container(&container_id, None).await {
+    let inspected = match docker.inspect_container(&container_id).await {
         Ok(i) => i,
         Err(e) => {
             wait.abort();
             control.remove().await;
             let _ = pump_task.await;
-            return Err(engine_error("inspect container", id.to_string(), e));
+            return Err(e);
         }
     };
     let settings = inspected.network_settings.as_ref();
@@ -233,8 +213,8 @@ pub(super) async fn launch(
 /// A container with this job's name is a leftover of this instance and
 /// state dir (ids are never reused) and is cleared; one whose labels say
 /// otherwise is never touched: the launch fails naming it.
-async fn clear_leftover(engine: &Engine, docker: &Docker, id: &JobId, name: &str) -> Result<()> {
-    match docker.inspect_container(name, None).await {
+async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name: &str) -> Result<()> {
+    match docker.inspect_container(name).await {
         Ok(c)
             if engine
                 .ownership
@@ -250,16 +230,15 @@ async fn clear_leftover(engine: &Engine, docker: &Docker, id: &JobId, name: &str
                 "a container named {name} exists and is not this berth instance's; remove it (docker rm -f {name})"
             ),
         }),
-        Err(e) if status(&e) == Some(404) => Ok(()),
-        Err(e) => Err(engine_error("inspect container", id.to_string(), e)),
+        Err(e) if e.engine_status() == Some(404) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
 /// One create → wait → attach → start round. Whatever it created is removed
 /// again when it fails.
 async fn attempt(
-    docker: &Docker,
-    id: &JobId,
+    docker: &DockerClient,
     spec: &JobSpec,
     ctx: &Context<'_>,
     name: &str,
@@ -270,19 +249,19 @@ async fn attempt(
         name: Some(name.into()),
         ..Default::default()
     };
-    let created = docker.create_container(Some(opts), body).await.map_err(|e| {
-        let msg = message(&e);
-        if status(&e) == Some(404) && msg.contains("No such image") {
+    let created = docker.create_container(name, opts, body).await.map_err(|e| {
+        let msg = e.engine_reason();
+        if e.engine_status() == Some(404) && msg.contains("No such image") {
             AttemptError::Other(Error::ImageMissing {
                 image: ctx.image.into(),
                 hint: "it went away between the pull and the start; start again".into(),
             })
         } else if network::is_missing(&msg) {
-            AttemptError::NetworkGone(msg)
-        } else if status(&e) == Some(409) {
+            AttemptError::NetworkGone(e)
+        } else if e.engine_status() == Some(409) {
             AttemptError::NameTaken
         } else {
-            AttemptError::Other(engine_error("create container", id, e))
+            AttemptError::Other(e)
         }
     })?;
     let cid = created.id;
@@ -298,29 +277,25 @@ async fn attempt(
         stdin: spec.input.is_some(),
         detach_keys: None,
     };
-    let AttachContainerResults { output, input } =
-        match docker.attach_container(&cid, Some(attach_opts)).await {
-            Ok(a) => a,
-            Err(e) => {
-                wait.abort();
-                remove_container(docker, &cid).await;
-                return Err(AttemptError::Other(engine_error(
-                    "attach to container",
-                    id.to_string(),
-                    e,
-                )));
-            }
-        };
-    if let Err(e) = docker.start_container(&cid, None).await {
+    // Attach and start by name: what a failure says names the job's container.
+    let (output, input) = match docker.attach_container(name, attach_opts).await {
+        Ok(a) => a,
+        Err(e) => {
+            wait.abort();
+            remove_container(docker, &cid).await;
+            return Err(AttemptError::Other(e));
+        }
+    };
+    if let Err(e) = docker.start_container(name).await {
         wait.abort();
         drop((output, input));
         remove_container(docker, &cid).await;
-        let msg = message(&e);
+        let msg = e.engine_reason();
         if msg.contains("port is already allocated") || msg.contains("address already in use") {
-            return Err(AttemptError::PortTaken(msg));
+            return Err(AttemptError::PortTaken(e));
         }
         if network::is_missing(&msg) {
-            return Err(AttemptError::NetworkGone(msg));
+            return Err(AttemptError::NetworkGone(e));
         }
         if msg.contains("executable file not found") {
             return Err(AttemptError::Other(Error::NotInImage {
@@ -328,7 +303,7 @@ async fn attempt(
                 image: ctx.image.into(),
             }));
         }
-        return Err(AttemptError::Other(engine_error("start container", id, e)));
+        return Err(AttemptError::Other(e));
     }
     Ok(Started {
         container_id: cid,

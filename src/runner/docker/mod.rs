@@ -1,6 +1,8 @@
 //! The Docker runner: each job is one detached container on the local engine,
-//! driven through bollard. This file owns the engine connection ([`Engine`]:
-//! lazy connect, API version negotiation, `auto` resolution), the per-job
+//! driven through bollard, which only `client.rs` ([`DockerClient`]) calls:
+//! every engine operation fails there as `Error::Engine` with its own
+//! `EngineOp` and the engine's error as source. This file owns the engine
+//! connection ([`Engine`]: lazy connect, `auto` resolution), the per-job
 //! [`DockerControl`] (signal, remove, a background remove after the job was
 //! answered, a blocking remove for `Drop` paths), and resource usage. The
 //! create body lives in `create.rs`, the create → wait → attach → start
@@ -21,6 +23,7 @@
 mod adopt;
 mod build;
 mod cleanup;
+mod client;
 mod create;
 mod exit;
 mod launch;
@@ -37,8 +40,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bollard::Docker;
-use bollard::errors::Error as BollardError;
 use bollard::query_parameters::{KillContainerOptions, StatsOptions};
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
@@ -51,6 +52,7 @@ use crate::output::JobOutput;
 
 pub use adopt::Adoption;
 pub use build::BuildProgressFn;
+pub use client::DockerClient;
 pub use create::{
     DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
 };
@@ -74,52 +76,9 @@ fn default_endpoint() -> String {
         .unwrap_or_else(|| "unix:///var/run/docker.sock".into())
 }
 
-/// Connect to `endpoint`, negotiate the API version down to the engine's
-/// (Debian's 20.10 speaks 1.41 and refuses newer clients), and ping, all
-/// under `limit`. For the default socket this is exactly
-/// `Docker::connect_with_local_defaults()`; naming the endpoint explicitly
-/// also covers `tcp://`/`ssh://` hosts and lets errors say what was tried.
-async fn connect(endpoint: &str, limit: Duration) -> Result<Docker> {
-    let unavailable = |message: String| Error::EngineUnavailable {
-        endpoint: endpoint.to_string(),
-        message,
-    };
-    let attempt = async {
-        let docker = Docker::connect_with_host(endpoint).map_err(|e| unavailable(e.to_string()))?;
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| unavailable(e.to_string()))?;
-        docker.ping().await.map_err(|e| unavailable(e.to_string()))?;
-        Ok(docker)
-    };
-    match tokio::time::timeout(limit, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(unavailable(format!("no answer within {limit:?}"))),
-    }
-}
-
-/// The status code of an engine error answer, if it was one.
-fn status(e: &BollardError) -> Option<u16> {
-    match e {
-        BollardError::DockerResponseServerError { status_code, .. } => Some(*status_code),
-        _ => None,
-    }
-}
-
-/// The engine's own message, without bollard's wrapping.
-fn message(e: &BollardError) -> String {
-    crate::error::engine_words(e)
-}
-
-/// An engine call for `job` that failed doing `action`, its error kept as
-/// the source (no call site formats engine errors by hand).
-fn engine_error(action: &'static str, job: impl ToString, source: BollardError) -> Error {
-    Error::Engine {
-        action,
-        job: job.to_string(),
-        source: Box::new(source),
-    }
+/// Connect to `endpoint` under `limit` (see [`DockerClient::connect`]).
+async fn connect(endpoint: &str, limit: Duration) -> Result<DockerClient> {
+    DockerClient::connect(endpoint, limit).await
 }
 
 /// The manager's identity for the `berth.owner` label: pid and its start time
@@ -133,7 +92,7 @@ pub fn owner_label() -> String {
 #[derive(Clone)]
 pub struct DockerControl {
     pub container_id: String,
-    docker: Docker,
+    docker: DockerClient,
     /// For `remove_blocking`, which must make its own connection.
     endpoint: String,
     /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
@@ -155,7 +114,7 @@ impl std::fmt::Debug for DockerControl {
 }
 
 impl DockerControl {
-    fn new(engine: &Engine, docker: Docker, container_id: String, slot: Option<network::Slot>) -> Self {
+    fn new(engine: &Engine, docker: DockerClient, container_id: String, slot: Option<network::Slot>) -> Self {
         DockerControl {
             container_id,
             docker,
@@ -186,15 +145,10 @@ impl DockerControl {
         let opts = KillContainerOptions {
             signal: signal.to_string(),
         };
-        match self.docker.kill_container(&self.container_id, Some(opts)).await {
+        match self.docker.kill_container(&self.container_id, opts).await {
             Ok(()) => {}
-            Err(e) if matches!(status(&e), Some(404 | 409)) => {}
-            Err(e) => tracing::warn!(
-                container = %self.container_id,
-                signal,
-                error = %message(&e),
-                "could not signal container"
-            ),
+            Err(e) if matches!(e.engine_status(), Some(404 | 409)) => {}
+            Err(e) => tracing::warn!(signal, error = %e, "could not signal container"),
         }
     }
 
@@ -254,8 +208,8 @@ pub struct Engine {
     user: String,
     /// The prefix of the instance's job networks (`<prefix>-N`).
     network: String,
-    /// `bridge` or `none`, for specs that do not say.
-    default_network: String,
+    /// The config's network, for specs that do not say.
+    default_network: crate::model::Network,
     /// Limits for what a spec leaves unset.
     defaults: crate::model::Limits,
     /// Set once a job used a pool network: teardown (`Drop`) removes the
@@ -264,7 +218,7 @@ pub struct Engine {
     used_network: std::sync::atomic::AtomicBool,
     /// The job networks and which of them this engine's containers hold.
     pool: network::Pool,
-    client: OnceCell<Docker>,
+    client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
     removals: Arc<Removals>,
     /// Skip asked host ports that are visibly taken before asking the engine.
@@ -276,8 +230,8 @@ pub(super) struct Project<'a> {
     pub image: &'a str,
     pub workspace: &'a Path,
     pub user: String,
-    /// `isolated`, `bridge` or `none`, for specs that do not say.
-    pub network: &'a str,
+    /// The project's network, for specs that do not say.
+    pub network: crate::model::Network,
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
@@ -300,7 +254,7 @@ impl Engine {
                 state,
             },
             user: config.container_user(),
-            default_network: config.network.clone(),
+            default_network: config.network,
             defaults: config.limits.clone(),
             used_network: std::sync::atomic::AtomicBool::new(false),
             pool: network::Pool::new(config.instance_dir().join("networks")),
@@ -341,7 +295,7 @@ impl Engine {
 
     /// The connected client. A failed attempt is not remembered: an engine
     /// started after the manager is picked up by the next job.
-    pub async fn client(&self) -> Result<&Docker> {
+    pub async fn client(&self) -> Result<&DockerClient> {
         self.client
             .get_or_try_init(|| connect(&self.endpoint, PING_TIMEOUT))
             .await
@@ -371,7 +325,7 @@ impl Engine {
                     Ok(Ok(_)) => Ok(RunnerKind::Docker),
                     Ok(Err(e)) => Err(Error::EngineUnavailable {
                         endpoint: self.endpoint.clone(),
-                        message: message(&e),
+                        message: e.engine_reason(),
                     }),
                     Err(_) => Err(Error::EngineUnavailable {
                         endpoint: self.endpoint.clone(),
@@ -415,9 +369,10 @@ impl Engine {
     /// and make it present: pulled as the job's pull policy says, or built
     /// from the project's Dockerfile (reused while its context is unchanged),
     /// reporting progress. Dropping the future cancels a pull or build under way.
+    /// (`_id`: engine failures name the image, not the job.)
     pub async fn prepare(
         &self,
-        id: &JobId,
+        _id: &JobId,
         spec: &JobSpec,
         project: &Config,
         progress: ProgressFn,
@@ -434,7 +389,7 @@ impl Engine {
         };
         let policy = spec.pull.unwrap_or(project.pull);
         let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-        choice.pull_ms = pull::ensure(docker, id.as_str(), &choice.name, policy, limit, &progress).await?;
+        choice.pull_ms = pull::ensure(docker, &choice.name, policy, limit, &progress).await?;
         Ok(choice)
     }
 
@@ -468,7 +423,6 @@ impl Engine {
         let docker = self.client().await?;
         let ms = pull::ensure(
             docker,
-            "-",
             image,
             crate::images::PullPolicy::Always,
             self.pull_timeout,
@@ -490,7 +444,7 @@ impl Engine {
             image: &self.image,
             workspace: &self.workspace,
             user: self.user.clone(),
-            network: &self.default_network,
+            network: self.default_network,
             defaults: &self.defaults,
             prepared: false,
         };
@@ -513,7 +467,7 @@ impl Engine {
             image: &config.image,
             workspace: &config.workspace,
             user: config.container_user(),
-            network: &config.network,
+            network: config.network,
             defaults: &config.limits,
             prepared: true,
         };
@@ -533,7 +487,7 @@ impl Engine {
                 stream: false,
                 one_shot: true,
             };
-            docker.stats(container_id, Some(opts)).next().await?.ok()
+            docker.stats(container_id, opts).next().await?.ok()
         };
         let first = sample().await?;
         tokio::time::sleep(Duration::from_millis(100)).await;

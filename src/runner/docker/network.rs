@@ -30,12 +30,12 @@ use std::fs::{File, OpenOptions};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use bollard::Docker;
+use super::DockerClient;
 use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
 use super::ownership::{LABEL_STATE, Ownership, short};
-use super::{LABEL_INSTANCE, LABEL_MANAGED, engine_error, message, status};
+use super::{LABEL_INSTANCE, LABEL_MANAGED};
 use crate::error::{Error, Result};
 use crate::store::private;
 
@@ -51,14 +51,11 @@ pub fn name(instance_clean: &str, state: &str) -> String {
 /// The networks called exactly `name`: (id, ours?). Several can exist: this
 /// engine (API 1.41) does not refuse a second create of one name, so two
 /// launches that race may both create it.
-async fn named(docker: &Docker, name: &str, owner: &Ownership) -> Result<Vec<(String, bool)>> {
+async fn named(docker: &DockerClient, name: &str, owner: &Ownership) -> Result<Vec<(String, bool)>> {
     let opts = ListNetworksOptions {
         filters: Some(HashMap::from([("name".to_string(), vec![name.to_string()])])),
     };
-    let list = docker
-        .list_networks(Some(opts))
-        .await
-        .map_err(|e| engine_error("list networks", name.to_string(), e))?;
+    let list = docker.list_networks(name, opts).await?;
     // The name filter matches substrings: keep exact names only.
     let mut found: Vec<(String, bool)> = list
         .into_iter()
@@ -75,7 +72,7 @@ async fn named(docker: &Docker, name: &str, owner: &Ownership) -> Result<Vec<(St
 /// Of several of ours the smallest id is used, so racing launches (even of
 /// two processes) agree; a network of that name made by someone else is
 /// never joined.
-pub async fn ensure(docker: &Docker, name: &str, owner: &Ownership) -> Result<String> {
+pub async fn ensure(docker: &DockerClient, name: &str, owner: &Ownership) -> Result<String> {
     let fail = |message: String| Error::Docker {
         action: "prepare network",
         job: name.to_string(),
@@ -106,8 +103,8 @@ pub async fn ensure(docker: &Docker, name: &str, owner: &Ownership) -> Result<St
     match docker.create_network(request).await {
         Ok(_) => {}
         // A newer engine refuses a second network of one name: fine, use it.
-        Err(e) if status(&e) == Some(409) => {}
-        Err(e) => return Err(fail(message(&e))),
+        Err(e) if e.engine_status() == Some(409) => {}
+        Err(e) => return Err(e),
     }
     // Two processes may have raced: keep the smallest id, drop the rest (new,
     // so unused; a start that saw the name twice retries, see `is_missing`).
@@ -122,11 +119,11 @@ pub async fn ensure(docker: &Docker, name: &str, owner: &Ownership) -> Result<St
 /// more (the engine refuses to remove one with endpoints): teardown, `berth
 /// down`, the crash watchdog. Failures only cost a leftover network; they
 /// are logged, not raised. Returns how many were removed.
-pub async fn release_all(docker: &Docker, owner: &Ownership) -> usize {
+pub async fn release_all(docker: &DockerClient, owner: &Ownership) -> usize {
     let opts = ListNetworksOptions {
         filters: Some(HashMap::from([("label".to_string(), owner.filters())])),
     };
-    let Ok(list) = docker.list_networks(Some(opts)).await else {
+    let Ok(list) = docker.list_networks("of this instance", opts).await else {
         return 0;
     };
     let mut removed = 0;
@@ -137,8 +134,8 @@ pub async fn release_all(docker: &Docker, owner: &Ownership) -> usize {
         match docker.remove_network(&id).await {
             Ok(()) => removed += 1,
             // Gone already, or a job uses it (active endpoints).
-            Err(e) if matches!(status(&e), Some(403 | 404 | 409)) => {}
-            Err(e) => tracing::warn!(network = %id, error = %message(&e), "could not remove network"),
+            Err(e) if matches!(e.engine_status(), Some(403 | 404 | 409)) => {}
+            Err(e) => tracing::warn!(error = %e, "could not remove network"),
         }
     }
     removed
@@ -249,7 +246,7 @@ impl Pool {
     /// The lowest free slot whose network exists (made if needed), is ours
     /// and has no container on it (one of another process, or a leftover
     /// that still runs, makes it skipped).
-    pub async fn acquire(&self, docker: &Docker, prefix: &str, owner: &Ownership) -> Result<Slot> {
+    pub async fn acquire(&self, docker: &DockerClient, prefix: &str, owner: &Ownership) -> Result<Slot> {
         let _one = self.one.lock().await;
         for n in 0..MAX_SLOTS {
             if self.busy.lock().is_ok_and(|b| b.contains(&n)) {
@@ -265,11 +262,11 @@ impl Pool {
                 return Ok(self.hold(n, id.clone(), name, lock));
             }
             let inspected = match cached {
-                Some(id) => match docker.inspect_network(&id, None).await {
+                Some(id) => match docker.inspect_network(&id).await {
                     Ok(i) => Some((id, i)),
                     // Removed meanwhile (teardown of another manager, the watchdog).
-                    Err(e) if status(&e) == Some(404) => None,
-                    Err(e) => return Err(fail(&name, message(&e))),
+                    Err(e) if e.engine_status() == Some(404) => None,
+                    Err(e) => return Err(e),
                 },
                 None => None,
             };
@@ -277,10 +274,7 @@ impl Pool {
                 Some(found) => found,
                 None => {
                     let id = ensure(docker, &name, owner).await?;
-                    let i = docker
-                        .inspect_network(&id, None)
-                        .await
-                        .map_err(|e| fail(&name, message(&e)))?;
+                    let i = docker.inspect_network(&id).await?;
                     (id, i)
                 }
             };

@@ -9,12 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bollard::Docker;
+use super::DockerClient;
 use bollard::models::CreateImageInfo;
 use bollard::query_parameters::CreateImageOptions;
 
 use super::throttle::Throttle;
-use super::{engine_error, message, status};
 use crate::error::{Error, Result};
 use crate::images::{PullPolicy, PullProgress, pull_hint, registry_of};
 
@@ -23,8 +22,7 @@ pub type ProgressFn = Arc<dyn Fn(PullProgress) + Send + Sync>;
 
 /// Make `image` present as `policy` says. `Some(ms)` when it was pulled.
 pub(super) async fn ensure(
-    docker: &Docker,
-    job: &str,
+    docker: &DockerClient,
     image: &str,
     policy: PullPolicy,
     limit: Duration,
@@ -32,10 +30,8 @@ pub(super) async fn ensure(
 ) -> Result<Option<u64>> {
     let present = match docker.inspect_image(image).await {
         Ok(_) => true,
-        Err(e) if status(&e) == Some(404) => false,
-        Err(e) => {
-            return Err(engine_error("inspect image", job, e));
-        }
+        Err(e) if e.engine_status() == Some(404) => false,
+        Err(e) => return Err(e),
     };
     // berth/… and project images exist only where they were built: never pulled.
     let local_only = image.starts_with("berth/") || image.starts_with("berth-project/");
@@ -78,7 +74,11 @@ pub(super) async fn ensure(
 
 /// Pull `image` (`:latest` when it names no tag), reporting progress. The
 /// error is the engine's reason.
-pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::result::Result<(), String> {
+pub async fn pull(
+    docker: &DockerClient,
+    image: &str,
+    progress: &ProgressFn,
+) -> std::result::Result<(), String> {
     // Without a tag the engine would pull every tag of the repository.
     let last = image.rsplit('/').next().unwrap_or(image);
     let tagged = last.contains(':') || last.contains('@');
@@ -89,9 +89,9 @@ pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::r
     };
     let mut fold = Fold::new(image);
     let mut throttle = Throttle::new();
-    let mut stream = docker.create_image(Some(opts), None, None);
+    let mut stream = std::pin::pin!(docker.pull_image(image, opts));
     while let Some(item) = throttle.next(&mut stream, || progress(fold.progress())).await {
-        let info = item.map_err(|e| message(&e))?;
+        let info = item.map_err(|e| e.engine_reason())?;
         if let Some(detail) = &info.error_detail {
             return Err(detail
                 .message
@@ -105,7 +105,7 @@ pub async fn pull(docker: &Docker, image: &str, progress: &ProgressFn) -> std::r
     docker
         .inspect_image(image)
         .await
-        .map_err(|e| format!("the pull ended but the image is not there: {}", message(&e)))?;
+        .map_err(|e| format!("the pull ended but the image is not there: {}", e.engine_reason()))?;
     let mut done = fold.progress();
     done.layers_done = done.layers;
     done.bytes_done = done.bytes_total;

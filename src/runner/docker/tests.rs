@@ -21,6 +21,7 @@ use crate::output::{LogQuery, Stream};
 use crate::runner::Exit;
 use crate::watch::Watchers;
 
+mod engine_errors;
 mod removal;
 
 /// Upper bound for any single job in these tests; nothing here should come close.
@@ -86,7 +87,7 @@ impl Fixture {
         Ok((launched, output))
     }
 
-    async fn docker(&self) -> &Docker {
+    async fn docker(&self) -> &DockerClient {
         self.engine.client().await.unwrap()
     }
 }
@@ -128,10 +129,10 @@ fn texts(out: &JobOutput) -> Vec<String> {
     .collect()
 }
 
-async fn inspect_status(docker: &Docker, id: &str) -> Option<u16> {
-    match docker.inspect_container(id, None).await {
+async fn inspect_status(docker: &DockerClient, id: &str) -> Option<u16> {
+    match docker.inspect_container(id).await {
         Ok(_) => None,
-        Err(e) => status(&e),
+        Err(e) => e.engine_status(),
     }
 }
 
@@ -146,7 +147,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
     };
     let (launched, _out) = fx.launch(1, &spec).await.unwrap();
     let cid = launched.container_id.clone().unwrap();
-    let i = fx.docker().await.inspect_container(&cid, None).await.unwrap();
+    let i = fx.docker().await.inspect_container(&cid).await.unwrap();
     let hc = i.host_config.unwrap();
     assert_eq!(hc.nano_cpus, Some(500_000_000));
     assert_eq!(hc.memory, Some(64 << 20));
@@ -426,7 +427,7 @@ async fn an_asked_host_port_that_is_taken_falls_back_with_a_note() {
     spec.ports.push(PortSpec {
         port: 80,
         host_port: Some(taken),
-        proto: "tcp".into(),
+        proto: crate::model::Proto::Tcp,
     });
     // Seen before asking the engine:
     let (launched, _o) = fx.launch(1, &spec).await.unwrap();
@@ -497,11 +498,11 @@ async fn remove_labelled_removes_only_this_instance() {
     let left = fx
         .docker()
         .await
-        .list_containers(Some(ListContainersOptions {
+        .list_containers(ListContainersOptions {
             all: true,
             filters: Some(filters),
             ..Default::default()
-        }))
+        })
         .await
         .unwrap();
     assert!(left.is_empty(), "{left:?}");

@@ -88,7 +88,7 @@ pub fn mixed() -> App {
     dev.runner = Some(RunnerKind::Docker);
     dev.ports.push(PortMapping {
         port: 3000,
-        proto: "tcp".into(),
+        proto: crate::model::Proto::Tcp,
         host_ip: "127.0.0.1".into(),
         host_port: 49153,
         note: None,

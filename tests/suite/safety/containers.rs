@@ -98,7 +98,7 @@ async fn read_only_root_and_no_network_are_opt_in() {
     ))
     .background();
     spec.read_only = true;
-    spec.network = Some("none".into());
+    spec.network = Some(berth::model::Network::None);
     let job = t.manager.start(spec).await.unwrap();
     let job2 = job.clone();
     crate::common::eventually(Duration::from_secs(30), "the checks ran", move || {
@@ -135,14 +135,16 @@ async fn read_only_root_and_no_network_are_opt_in() {
 
     // What cannot hold is refused before anything starts.
     let mut ports = docker(JobSpec::shell("true")).with_port(80);
-    ports.network = Some("none".into());
+    ports.network = Some(berth::model::Network::None);
     let err = t.manager.start(ports).await.unwrap_err();
     assert!(err.to_string().contains("cannot publish ports"), "{err}");
-    let mut odd = docker(JobSpec::shell("true"));
-    odd.network = Some("host".into());
-    let err = t.manager.start(odd).await.unwrap_err();
+    // A network berth does not offer cannot be asked for: the request is
+    // refused as it is read, naming the networks there are.
+    let odd = serde_json::json!({"shell": "true", "ready": [], "network": "host"});
+    let err = serde_json::from_value::<JobSpec>(odd).unwrap_err();
     assert!(
-        err.to_string().contains("expected bridge, isolated or none"),
+        err.to_string()
+            .contains("unknown variant `host`, expected one of `isolated`, `bridge`, `none`"),
         "{err}"
     );
     let mut on_host = host(JobSpec::shell("true"));

@@ -18,7 +18,7 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         state: "0123456789abcdef",
         user: "1000:1001",
         network: "berth-t-01234567-net",
-        default_network: "isolated",
+        default_network: Network::Isolated,
         defaults: &NO_DEFAULTS,
         workspace: ws,
         cwd,
@@ -33,7 +33,7 @@ fn body_carries_limits_hardening_labels_and_ports() {
     spec.ports.push(PortSpec {
         port: 53,
         host_port: None,
-        proto: "udp".into(),
+        proto: crate::model::Proto::Udp,
     });
     spec.limits = Limits {
         cpus: Some(0.5),
@@ -121,7 +121,7 @@ fn config_defaults_fill_unset_limits_and_network_none_is_kept() {
     c.defaults = &defaults;
     let mut spec = JobSpec::argv(["true"]);
     spec.limits.pids = Some(7);
-    spec.network = Some("none".into());
+    spec.network = Some(Network::None);
     let (b, applied) = body(&spec, &c, &[]).unwrap();
     let hc = b.host_config.unwrap();
     assert_eq!(hc.nano_cpus, Some(1_500_000_000));
@@ -130,7 +130,7 @@ fn config_defaults_fill_unset_limits_and_network_none_is_kept() {
     assert_eq!(hc.network_mode.as_deref(), Some("none"));
     assert_eq!(applied.network.as_deref(), Some("none"));
     // `bridge` is the engine's own default bridge.
-    spec.network = Some("bridge".into());
+    spec.network = Some(Network::Bridge);
     let (b, applied) = body(&spec, &c, &[]).unwrap();
     assert_eq!(b.host_config.unwrap().network_mode.as_deref(), Some("bridge"));
     assert_eq!(applied.network.as_deref(), Some("bridge"));
@@ -157,7 +157,7 @@ fn names_are_engine_safe() {
 fn ports_are_read_back_from_inspect() {
     let plan = vec![PortPlan {
         port: 80,
-        proto: "tcp".into(),
+        proto: crate::model::Proto::Tcp,
         host_port: None,
         note: None,
     }];

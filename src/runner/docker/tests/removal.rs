@@ -70,7 +70,7 @@ async fn a_leftover_of_this_instance_with_the_jobs_name_is_cleared() {
     let old = fx
         .docker()
         .await
-        .create_container(Some(opts), body)
+        .create_container(&name, opts, body)
         .await
         .unwrap()
         .id;

@@ -1,0 +1,269 @@
+//! [`DockerClient`]: the one place berth talks to the engine through bollard.
+//! It owns the `bollard::Docker` handle and exposes the engine operations the
+//! runner uses, each failing as [`Error::Engine`] with its own [`EngineOp`],
+//! the object it was about, and the engine's error kept as the source. No
+//! other file calls a bollard request method or words an engine error by
+//! hand: callers that must tell cases apart (a 404 that means "already
+//! gone", a 409 that means "name taken") ask [`Error::engine_status`].
+//!
+//! Streams (wait, attach, logs, stats, pull, build) are mapped item by item,
+//! so a failure in the middle of one is typed the same way.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+
+use bollard::Docker;
+use bollard::body_try_stream;
+use bollard::container::{AttachContainerResults, LogOutput};
+use bollard::models::{
+    BuildInfo, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
+    ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo, ImageInspect,
+    ImageSummary, Network as EngineNetwork, NetworkCreateRequest, NetworkCreateResponse, NetworkInspect,
+};
+use bollard::query_parameters::{
+    AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
+    InspectNetworkOptions, KillContainerOptions, ListContainersOptions, ListImagesOptions,
+    ListNetworksOptions, LogsOptions, RemoveContainerOptions, RemoveImageOptions, StatsOptions,
+    WaitContainerOptions,
+};
+use futures_util::{Stream, StreamExt};
+
+use std::time::Duration;
+
+use crate::error::{EngineOp, Error, Result};
+
+/// A container's output as the engine sends it (attach or logs).
+pub type OutputStream = Pin<Box<dyn Stream<Item = Result<LogOutput>> + Send>>;
+/// A container's stdin, as attach hands it over.
+pub type Stdin = Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// The engine connection: cheap to clone (one shared HTTP client).
+#[derive(Debug, Clone)]
+pub struct DockerClient {
+    docker: Docker,
+}
+
+/// The typed error of one engine operation on `target`.
+fn fail(op: EngineOp, target: &str) -> impl FnOnce(bollard::errors::Error) -> Error + '_ {
+    move |source| Error::Engine {
+        op,
+        target: target.to_string(),
+        source,
+    }
+}
+
+impl DockerClient {
+    /// Connect to `endpoint`, negotiate the API version down to the engine's
+    /// (Debian's 20.10 speaks 1.41 and refuses newer clients), and ping, all
+    /// under `limit`. For the default socket this is exactly
+    /// `Docker::connect_with_local_defaults()`; naming the endpoint explicitly
+    /// also covers `tcp://`/`ssh://` hosts and lets errors say what was tried.
+    pub async fn connect(endpoint: &str, limit: Duration) -> Result<Self> {
+        let unavailable = |message: String| Error::EngineUnavailable {
+            endpoint: endpoint.to_string(),
+            message,
+        };
+        let attempt = async {
+            let docker = Docker::connect_with_host(endpoint).map_err(|e| unavailable(e.to_string()))?;
+            let docker = docker
+                .negotiate_version()
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            docker.ping().await.map_err(|e| unavailable(e.to_string()))?;
+            Ok(DockerClient { docker })
+        };
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(r) => r,
+            Err(_) => Err(unavailable(format!("no answer within {limit:?}"))),
+        }
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        self.docker
+            .ping()
+            .await
+            .map(|_| ())
+            .map_err(fail(EngineOp::Ping, "a ping"))
+    }
+
+    // Images.
+
+    pub async fn inspect_image(&self, image: &str) -> Result<ImageInspect> {
+        self.docker
+            .inspect_image(image)
+            .await
+            .map_err(fail(EngineOp::InspectImage, image))
+    }
+
+    pub async fn list_images(&self, opts: ListImagesOptions) -> Result<Vec<ImageSummary>> {
+        self.docker
+            .list_images(Some(opts))
+            .await
+            .map_err(fail(EngineOp::ListImages, "images"))
+    }
+
+    pub async fn remove_image(&self, image: &str) -> Result<()> {
+        self.docker
+            .remove_image(image, None::<RemoveImageOptions>, None)
+            .await
+            .map(|_| ())
+            .map_err(fail(EngineOp::RemoveImage, image))
+    }
+
+    /// Pull `image` (`opts` names it): the engine's progress, item by item.
+    pub fn pull_image(
+        &self,
+        image: &str,
+        opts: CreateImageOptions,
+    ) -> impl Stream<Item = Result<CreateImageInfo>> {
+        let target = image.to_string();
+        self.docker
+            .create_image(Some(opts), None, None)
+            .map(move |r| r.map_err(fail(EngineOp::PullImage, &target)))
+    }
+
+    /// Build `tag` from a tar `context` streamed as it is written.
+    pub fn build_image(
+        &self,
+        tag: &str,
+        opts: BuildImageOptions,
+        context: impl Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static,
+    ) -> impl Stream<Item = Result<BuildInfo>> + '_ {
+        let target = tag.to_string();
+        self.docker
+            .build_image(opts, None::<HashMap<_, _>>, Some(body_try_stream(context)))
+            .map(move |r| r.map_err(fail(EngineOp::BuildImage, &target)))
+    }
+
+    // Containers.
+
+    pub async fn create_container(
+        &self,
+        name: &str,
+        opts: CreateContainerOptions,
+        body: ContainerCreateBody,
+    ) -> Result<ContainerCreateResponse> {
+        self.docker
+            .create_container(Some(opts), body)
+            .await
+            .map_err(fail(EngineOp::CreateContainer, name))
+    }
+
+    pub async fn start_container(&self, id: &str) -> Result<()> {
+        self.docker
+            .start_container(id, None)
+            .await
+            .map_err(fail(EngineOp::StartContainer, id))
+    }
+
+    /// The container's exit code(s) as the engine answers the wait.
+    pub fn wait_container(
+        &self,
+        id: &str,
+        opts: WaitContainerOptions,
+    ) -> impl Stream<Item = Result<i64>> + use<> {
+        let target = id.to_string();
+        self.docker.wait_container(id, Some(opts)).map(move |r| match r {
+            Ok(ContainerWaitResponse { status_code, .. }) => Ok(status_code),
+            // bollard turns every non-zero exit into this error; it is an answer.
+            Err(bollard::errors::Error::DockerContainerWaitError { code, .. }) => Ok(code),
+            Err(e) => Err(fail(EngineOp::WaitContainer, &target)(e)),
+        })
+    }
+
+    pub async fn kill_container(&self, id: &str, opts: KillContainerOptions) -> Result<()> {
+        self.docker
+            .kill_container(id, Some(opts))
+            .await
+            .map_err(fail(EngineOp::KillContainer, id))
+    }
+
+    pub async fn remove_container(&self, id: &str, opts: RemoveContainerOptions) -> Result<()> {
+        self.docker
+            .remove_container(id, Some(opts))
+            .await
+            .map_err(fail(EngineOp::RemoveContainer, id))
+    }
+
+    pub async fn inspect_container(&self, id: &str) -> Result<ContainerInspectResponse> {
+        self.docker
+            .inspect_container(id, None)
+            .await
+            .map_err(fail(EngineOp::InspectContainer, id))
+    }
+
+    pub async fn list_containers(&self, opts: ListContainersOptions) -> Result<Vec<ContainerSummary>> {
+        self.docker
+            .list_containers(Some(opts))
+            .await
+            .map_err(fail(EngineOp::ListContainers, "containers"))
+    }
+
+    /// Attach to `id`: its output, and its stdin to write to.
+    pub async fn attach_container(
+        &self,
+        id: &str,
+        opts: AttachContainerOptions,
+    ) -> Result<(OutputStream, Stdin)> {
+        let AttachContainerResults { output, input } = self
+            .docker
+            .attach_container(id, Some(opts))
+            .await
+            .map_err(fail(EngineOp::AttachContainer, id))?;
+        let target = id.to_string();
+        let output = output.map(move |r| r.map_err(fail(EngineOp::AttachContainer, &target)));
+        Ok((Box::pin(output), input))
+    }
+
+    /// Follow `id`'s output from its logs (`opts` says from where).
+    pub fn logs(&self, id: &str, opts: LogsOptions) -> OutputStream {
+        let target = id.to_string();
+        Box::pin(
+            self.docker
+                .logs(id, Some(opts))
+                .map(move |r| r.map_err(fail(EngineOp::ContainerLogs, &target))),
+        )
+    }
+
+    pub fn stats(
+        &self,
+        id: &str,
+        opts: StatsOptions,
+    ) -> impl Stream<Item = Result<ContainerStatsResponse>> + use<> {
+        let target = id.to_string();
+        self.docker
+            .stats(id, Some(opts))
+            .map(move |r| r.map_err(fail(EngineOp::ContainerStats, &target)))
+    }
+
+    // Networks.
+
+    pub async fn create_network(&self, request: NetworkCreateRequest) -> Result<NetworkCreateResponse> {
+        let name = request.name.clone();
+        self.docker
+            .create_network(request)
+            .await
+            .map_err(fail(EngineOp::CreateNetwork, &name))
+    }
+
+    pub async fn inspect_network(&self, id: &str) -> Result<NetworkInspect> {
+        self.docker
+            .inspect_network(id, None::<InspectNetworkOptions>)
+            .await
+            .map_err(fail(EngineOp::InspectNetwork, id))
+    }
+
+    pub async fn remove_network(&self, id: &str) -> Result<()> {
+        self.docker
+            .remove_network(id)
+            .await
+            .map_err(fail(EngineOp::RemoveNetwork, id))
+    }
+
+    pub async fn list_networks(&self, what: &str, opts: ListNetworksOptions) -> Result<Vec<EngineNetwork>> {
+        self.docker
+            .list_networks(Some(opts))
+            .await
+            .map_err(fail(EngineOp::ListNetworks, what))
+    }
+}
