@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{bench, job};
 use crate::error::Error;
 use crate::manager::{DefaultBudget, Foreground, ListFilter};
-use crate::model::{JobSpec, JobStatus, RunnerChoice, RunnerKind, StartMode};
+use crate::model::{JobSpec, JobStatus, Network, RunnerChoice, RunnerKind, StartMode};
 
 /// A foreground spec that says nothing but its command, started from
 /// `caller` (whose berth.toml applies).
@@ -131,7 +131,7 @@ async fn bad_input_is_refused_with_its_error_and_leaves_nothing() {
     // Checked with the runner its project gives it: the host cannot
     // enforce a container network.
     let network = JobSpec {
-        network: Some("none".into()),
+        network: Some(Network::None),
         ..bare("x", proj.path())
     };
     let err = m.start(network).await.unwrap_err();

@@ -142,11 +142,25 @@ impl Engine {
     /// From synchronous code (the last manager handle dropped, maybe while
     /// its runtime winds down and the removal tasks with it): remove every
     /// container whose removal was not confirmed.
+    /// All at once: each removal waits on the engine, not on the others.
     pub fn remove_pending_blocking(&self) {
-        for id in self.removals.unconfirmed() {
-            let removed = blocking_remove(self.endpoint.clone(), id.clone(), None);
-            self.removals.done(&id, removed);
-        }
+        std::thread::scope(|s| {
+            for id in self.removals.unconfirmed() {
+                let remove = |id: String| {
+                    let removed = blocking_remove(self.endpoint.clone(), id.clone(), None);
+                    self.removals.done(&id, removed);
+                };
+                // `blocking_remove` makes its own thread; this one only
+                // waits. Without a thread to wait in, wait here.
+                let waiter = id.clone();
+                if std::thread::Builder::new()
+                    .spawn_scoped(s, move || remove(waiter))
+                    .is_err()
+                {
+                    remove(id);
+                }
+            }
+        });
     }
 }
 
