@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// built, else berth/sandbox:latest).
     #[arg(long)]
     pub image: Option<String>,
+    /// The job's network (containers): isolated (a berth bridge of its own,
+    /// the default), bridge (the engine's default bridge, shared with other
+    /// containers) or none.
+    #[arg(long, value_name = "NET")]
+    pub network: Option<String>,
     /// When to pull the image: missing (default), always or never.
     #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
     pub pull: Option<String>,
@@ -118,6 +123,7 @@ impl RunArgs {
         }
         spec.image = self.image.clone();
         spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
+        spec.network = self.network.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {

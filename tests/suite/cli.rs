@@ -185,3 +185,48 @@ fn config_says_where_values_come_from() {
     assert!(line("grace").contains("env BERTH_GRACE"), "{stdout}");
     assert!(line("ring_size").contains("(default)"), "{stdout}");
 }
+
+/// `--network` picks a container job's network (here none: only the
+/// loopback device exists inside), is kept on the record, and a word that
+/// is not a network is one clear line and exit 2, with nothing started.
+#[test]
+fn run_network_flag_picks_the_containers_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = berth(dir.path())
+        .env("BERTH_RUNNER", "docker")
+        .args([
+            "run",
+            "--json",
+            "--image",
+            "berth/sandbox:latest",
+            "--network",
+            "none",
+            "--",
+            "cat",
+            "/proc/net/dev",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let devices = v["stdout"].as_str().unwrap();
+    assert!(devices.contains("lo:"), "{devices}");
+    assert!(
+        !devices.contains("eth0"),
+        "a job on network none has no eth0: {devices}"
+    );
+
+    let o = berth(dir.path())
+        .env("BERTH_RUNNER", "docker")
+        .args(["run", "--network", "host", "--", "true"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{stdout}{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("network") && stderr.contains("isolated"),
+        "{stderr}"
+    );
+}
