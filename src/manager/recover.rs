@@ -7,7 +7,10 @@
 //! is left alone. A run whose owner is dead is reaped: what is left of it is
 //! killed — a host process group only when its leader still has the recorded
 //! start time, so a reused pid is never signalled; a container by its labels —
-//! and it is marked `lost` with the reason.
+//! and it is marked `lost` with the reason. In recovery mode `adopt` a dead
+//! manager's containers are followed on instead, except those a session
+//! owned (`spec.owner`): the session died with its manager, and its jobs
+//! with it.
 
 use std::sync::Arc;
 
@@ -34,7 +37,14 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             if procinfo::owner_alive(&row.owner) && row.owner != inner.owner {
                 continue; // another live manager's job
             }
-            if inner.config.recovery == Recovery::Adopt && row.info.container_id.is_some() {
+            // A job owned by a session (an MCP client attached to the dead
+            // manager) lived no longer than that session, which died with
+            // its manager: it is reaped, not adopted, so no job is left
+            // running that no live session can end.
+            if inner.config.recovery == Recovery::Adopt
+                && row.info.container_id.is_some()
+                && row.info.spec.owner.is_none()
+            {
                 // Settled by `adopt_orphans` once this manager owns the instance.
                 inner.orphans.lock().unwrap().push(row);
                 continue;
@@ -76,9 +86,13 @@ fn insert_finished(inner: &Arc<Inner>, n: u64, mut row: RunRow, last_seq: u64) {
 fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
     let owner_pid = procinfo::parse_owner(&row.owner).map(|(p, _)| p).unwrap_or(0);
     row.owner = inner.owner.clone();
+    let reason = match &row.info.spec.owner {
+        Some(session) => format!("its manager (pid {owner_pid}) died, and with it its session {session}"),
+        None => format!("its manager (pid {owner_pid}) died"),
+    };
     crate::teardown::reap_run(
         row,
-        &format!("its manager (pid {owner_pid}) died"),
+        &reason,
         |cid| inner.runners.remove_container_blocking(cid),
         &inner.store,
         &inner.events,

@@ -184,3 +184,69 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     )
     .await;
 }
+
+/// Recovery mode `adopt` follows a dead daemon's containers, but not those
+/// an MCP session owned: the session died with its daemon, so its job is
+/// reaped (recorded lost, saying so, its container removed) instead of
+/// running on with no live session able to end it.
+#[tokio::test]
+async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
+    let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);
+    let client = berth::api::client::Client::new(&d.config());
+    let mut spec = berth::JobSpec::argv(["sleep", "300"])
+        .with_runner(berth::RunnerChoice::Docker)
+        .background();
+    spec.image = Some("berth/sandbox:latest".into());
+    spec.owner = Some("mcp:a-session-of-the-dead-daemon".into());
+    let owned = client.create(&spec).await.unwrap().info.id;
+    // And one nobody owns, which adopt mode follows on.
+    spec.owner = None;
+    let free = client.create(&spec).await.unwrap().info.id;
+    assert_eq!(containers_of(&d.instance), 2);
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+
+    // Stopped (and its watchdog cleaning up) even when an assertion fails.
+    let again = KillOnDrop(
+        d.cli()
+            .arg("daemon")
+            .env("BERTH_RECOVERY", "adopt")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let info = d.json(&["status", owned.as_str()]);
+    assert_eq!(info["status"]["state"], "lost", "{info}");
+    let reason = info["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("mcp:a-session-of-the-dead-daemon"), "{info}");
+    let info = d.json(&["status", free.as_str()]);
+    assert_eq!(info["status"]["state"], "running", "{info}");
+    assert_eq!(info["recovered"], true, "{info}");
+    eventually(
+        Duration::from_secs(20),
+        "the owned job's container removed",
+        || containers_of(&d.instance) == 1,
+    )
+    .await;
+
+    d.run(&["kill", free.as_str()]);
+    drop(again);
+    eventually(
+        Duration::from_secs(10),
+        "watchdog of the second daemon cleans up",
+        || containers_of(&d.instance) == 0,
+    )
+    .await;
+}
+
+/// A daemon started by hand in a test, killed when the test ends however
+/// it ends (its watchdog then removes what it ran).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
