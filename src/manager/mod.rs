@@ -265,7 +265,6 @@ impl Drop for TeardownGuard {
         // A thread that cannot be made (a process at its limit) is done inline.
         std::thread::scope(|s| {
             for control in controls {
-                let control = std::sync::Arc::new(control);
                 let job = control.clone();
                 if std::thread::Builder::new()
                     .spawn_scoped(s, move || job.kill_now())

@@ -66,9 +66,9 @@ pub(super) fn spawn_guarded(
             control.kill().await;
             control.cleanup();
         }
-        inner.registry.lock().unwrap().queue.retain(|q| q != &id);
         let live = {
-            let reg = inner.registry.lock().unwrap();
+            let mut reg = inner.registry.lock().unwrap();
+            reg.queue.retain(|q| q != &id);
             reg.get(&id).is_ok_and(|e| e.live.is_some())
         };
         if live {

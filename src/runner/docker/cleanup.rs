@@ -141,8 +141,8 @@ impl Engine {
 
     /// From synchronous code (the last manager handle dropped, maybe while
     /// its runtime winds down and the removal tasks with it): remove every
-    /// container whose removal was not confirmed.
-    /// All at once: each removal waits on the engine, not on the others.
+    /// container whose removal was not confirmed, all at once (each removal
+    /// waits on the engine, not on the others).
     pub fn remove_pending_blocking(&self) {
         std::thread::scope(|s| {
             for id in self.removals.unconfirmed() {
