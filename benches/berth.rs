@@ -92,8 +92,16 @@ impl Daemon {
     fn json(&self, args: &[&str]) -> serde_json::Value {
         let mut args = args.to_vec();
         args.insert(1, "--json");
-        let o = self.cli(&args).stdout(Stdio::piped()).output().unwrap();
-        serde_json::from_slice(&o.stdout).unwrap_or_default()
+        let o = self
+            .cli(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        // What went wrong, when the answer is not JSON.
+        serde_json::from_slice(&o.stdout).unwrap_or_else(
+            |_| serde_json::json!({"stderr": String::from_utf8_lossy(&o.stderr), "exit": o.status.code()}),
+        )
     }
 
     fn rss_kib(&self, field: &str) -> u64 {

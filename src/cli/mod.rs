@@ -117,6 +117,27 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// True for verbs that run a manager (or serve, or build) in this
+    /// process, which want worker threads. `berth run` without a daemon runs
+    /// its job in-process too, but learns that only once the create request
+    /// found no daemon; it then works on either runtime.
+    fn runs_a_manager(&self) -> bool {
+        match self {
+            Command::Run(args) => args.no_daemon,
+            Command::Daemon { .. }
+            | Command::Watchdog { .. }
+            | Command::Mcp { .. }
+            | Command::Tui
+            | Command::Test(_)
+            | Command::Build(_)
+            | Command::Images { .. }
+            | Command::Up => true,
+            _ => false,
+        }
+    }
+}
+
 impl Global {
     fn layer(&self) -> Layer {
         Layer {
@@ -142,7 +163,14 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // A verb that only talks to a running manager needs no worker threads
+    // (starting and joining them is a visible part of a ~5 ms `berth run -d`);
+    // those that run a manager, serve, or build get the multi-threaded runtime.
+    let mut builder = match cli.command.runs_a_manager() {
+        true => tokio::runtime::Builder::new_multi_thread(),
+        false => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("berth: could not start the async runtime: {e}");

@@ -21,6 +21,7 @@ pub async fn run_mcp(config: Config, tools: ToolSet) -> Result<()> {
         return mcp::attach(&config, tools, &me).await;
     }
     let manager = Manager::new(config.clone())?;
+    manager.keep_warm();
     let bound = match super::bind(&manager) {
         Ok(b) => b,
         // A manager started between our check and our bind: use it.

@@ -214,6 +214,7 @@ impl Bound {
 /// `berth daemon`: run a manager on the instance socket until a signal or `berth down`.
 pub async fn run(config: crate::config::Config) -> Result<()> {
     let manager = Manager::new(config.clone())?;
+    manager.keep_warm();
     let bound = bind(&manager)?;
     // Only once we own the instance: a refused second daemon starts none.
     crate::watchdog::spawn(&config)?;

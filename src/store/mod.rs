@@ -583,4 +583,39 @@ mod tests {
         let tail = store.tail(&job, 3, 13, Some(Stream::Stdout)).unwrap();
         assert_eq!(tail.iter().map(|l| l.seq).collect::<Vec<_>>(), vec![7, 9, 11]);
     }
+
+    /// The writer forgets a job once its end is recorded (a finished job
+    /// costs it no memory); a line that still comes continues its output
+    /// from the table, without a gap or a duplicate.
+    #[test]
+    fn lines_after_a_jobs_recorded_end_continue_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("berth.db")).unwrap();
+        let job = JobId::from_number(3);
+        let line = |seq: u64| Line {
+            seq,
+            stream: Stream::Stdout,
+            ts: Utc::now(),
+            text: format!("l{seq}"),
+        };
+        store.put_lines(&job, (1..=5).map(line).collect());
+        let row = |info| RunRow {
+            info,
+            instance: "i".into(),
+            owner: "1:2".into(),
+            pgid: None,
+            pid_start_time: None,
+        };
+        store.put_run(row(info(3)));
+        // Its own batch: the writer has forgotten the job by then.
+        store.flush();
+        store.put_lines(&job, (4..=8).map(line).collect());
+        store.flush();
+        let all = store.lines(&job, 1, u64::MAX, 100, None).unwrap();
+        assert_eq!(
+            all.iter().map(|l| l.seq).collect::<Vec<_>>(),
+            (1..=8).collect::<Vec<_>>()
+        );
+        assert_eq!(store.last_seq(&job).unwrap(), 8);
+    }
 }

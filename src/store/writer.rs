@@ -154,6 +154,7 @@ impl Writer {
     /// handler) when another connection wrote in between.
     fn write_batch(&mut self, batch: &[Op]) -> rusqlite::Result<Vec<PruneOutcome>> {
         let mut pruned = Vec::new();
+        let mut ended = Vec::new();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -198,6 +199,9 @@ impl Writer {
                         event.execute(params![e.seq as i64, e.job.as_str(), e.ts.to_rfc3339(), body])?;
                     }
                     Op::Run(r) => {
+                        if r.info.status.is_terminal() {
+                            ended.push(r.info.id.as_str());
+                        }
                         let info = serde_json::to_string(&r.info).unwrap_or_default();
                         let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
                         run.execute(params![
@@ -237,6 +241,15 @@ impl Writer {
             }
         }
         tx.commit()?;
+        // A finished job's output is complete (drained before its end is
+        // recorded) and on disk: its open block (~65 KiB) need not wait for
+        // the idle sweep, and its retention budget need not stay for ever
+        // (a finished job costs the writer nothing). A line that still came
+        // would be read back from the table first, as after a restart.
+        for job in ended {
+            self.jobs.remove(job);
+            self.budgets.forget(job);
+        }
         Ok(pruned)
     }
 }

@@ -271,17 +271,26 @@ impl Drop for Daemon {
     }
 }
 
-/// How many containers (any state) carry `berth.instance=<instance>`.
+/// How many containers (any state) carry `berth.instance=<instance>`: jobs'
+/// and the daemon's network holders (what must be gone after teardown).
 pub fn containers_of(instance: &str) -> usize {
-    let o = Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=berth.instance={instance}"),
-        ])
-        .output()
-        .expect("docker CLI");
+    labelled(&[&format!("berth.instance={instance}")])
+}
+
+/// How many job containers (any state) `instance` has: a daemon's idle
+/// network holders, made once a job without ports ended, are not jobs.
+pub fn job_containers_of(instance: &str) -> usize {
+    labelled(&[&format!("berth.instance={instance}"), "berth.job"])
+}
+
+fn labelled(labels: &[&str]) -> usize {
+    let mut cmd = Command::new("docker");
+    cmd.args(["ps", "-aq"]);
+    for l in labels {
+        cmd.args(["--filter", &format!("label={l}")]);
+    }
+    let o = cmd.output().expect("docker CLI");
+    assert!(o.status.success(), "{o:?}");
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
 

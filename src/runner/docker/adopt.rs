@@ -89,7 +89,19 @@ pub(super) async fn adopt(
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
     let control = DockerControl::new(engine, docker.clone(), container_id.to_string(), slot);
-    let internal_ip = super::launch::container_ip(&inspected);
+    // A job that joined a network holder has the holder's address.
+    let joined = inspected
+        .host_config
+        .as_ref()
+        .and_then(|h| h.network_mode.as_deref())
+        .and_then(|m| m.strip_prefix("container:"));
+    let internal_ip = match joined {
+        Some(holder) => match docker.inspect_container(holder).await {
+            Ok(h) => super::launch::container_ip(&h),
+            Err(_) => None,
+        },
+        None => super::launch::container_ip(&inspected),
+    };
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     Ok(Launched {
         pid: None,

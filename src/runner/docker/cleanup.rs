@@ -229,23 +229,28 @@ impl Engine {
                 return 0;
             }
         };
-        let removals = list
-            .iter()
-            .filter_map(|c| c.id.as_deref())
-            .map(|id| remove_container(docker, id));
-        futures_util::future::join_all(removals)
-            .await
-            .into_iter()
-            .filter(|ok| *ok)
-            .count()
+        remove_all(docker, list.iter().filter_map(|c| c.id.as_deref())).await
     }
+}
+
+/// Force-remove `ids` all at once (each removal waits on the engine, not on
+/// the others); returns how many were removed or gone already.
+pub(super) async fn remove_all<'a>(docker: &DockerClient, ids: impl Iterator<Item = &'a str>) -> usize {
+    futures_util::future::join_all(ids.map(|id| remove_container(docker, id)))
+        .await
+        .into_iter()
+        .filter(|ok| *ok)
+        .count()
 }
 
 impl Engine {
     /// A job network of the pool with no container on it, made if needed.
-    pub(super) async fn acquire_network(&self, docker: &DockerClient) -> Result<network::Slot> {
+    /// `join`: the job could join a network holder (no published ports).
+    pub(super) async fn acquire_network(&self, docker: &DockerClient, join: bool) -> Result<network::Slot> {
         self.used_network.store(true, Ordering::SeqCst);
-        self.pool.acquire(docker, &self.network, &self.ownership).await
+        self.pool
+            .acquire(docker, &self.network, &self.ownership, join)
+            .await
     }
 }
 
@@ -256,6 +261,9 @@ impl Drop for Engine {
         if !self.used_network.load(Ordering::SeqCst) {
             return;
         }
+        // Holders made from here on are removed by whoever makes them;
+        // `release_all` sweeps this process's own.
+        self.pool.holders.begin_close();
         let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());
         let done = std::thread::Builder::new()
             .name("berth-docker-network".into())

@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
-use super::{DockerControl, Engine, Project, network, remove_container};
+use super::{DockerControl, Engine, Project, holder, network, remove_container};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
 use crate::model::{AppliedLimits, JobId, JobSpec};
@@ -85,14 +85,23 @@ pub(super) async fn launch(
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs.
     let isolated = spec.network.unwrap_or(project.network) == crate::model::Network::Isolated;
+    let mut plan = create::plan_ports(spec, engine.precheck_ports);
+    // Without published ports the job may join the network's holder
+    // (holder.rs): the engine then sets up no network for it.
+    let may_join = plan.is_empty();
     let mut slot = match isolated {
-        true => Some(engine.acquire_network(&docker).await?),
+        true => Some(engine.acquire_network(&docker, may_join).await?),
         false => None,
     };
-    let mut plan = create::plan_ports(spec, engine.precheck_ports);
     let mut network_retries = 2;
     let mut cleared = false;
-    let started = loop {
+    let (started, joined) = loop {
+        let joined = slot.as_ref().and_then(|s| s.holder.clone()).filter(|_| may_join);
+        let network = match (&joined, &slot) {
+            (Some(h), _) => format!("container:{}", h.id),
+            (None, Some(s)) => s.id.clone(),
+            (None, None) => String::new(),
+        };
         let ctx = Context {
             id,
             image: &image,
@@ -100,21 +109,34 @@ pub(super) async fn launch(
             owner: &engine.owner,
             state: engine.state(),
             user: &project.user,
-            network: slot.as_ref().map_or("", |s| s.id.as_str()),
+            network: &network,
             default_network: project.network,
             defaults: project.defaults,
             workspace: project.workspace,
             cwd,
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
-            Ok(s) => break s,
+            Ok(s) => break (s, joined),
+            // The holder went away (removed by hand, the engine restarted):
+            // forget it and start the ordinary way on the same network.
+            Err(AttemptError::Other(e) | AttemptError::NetworkGone(e))
+                if joined
+                    .as_ref()
+                    .is_some_and(|h| holder::is_gone(&e.to_string(), h)) =>
+            {
+                tracing::debug!(job = %id, error = %e, "network holder gone; starting on the network itself");
+                if let Some(s) = slot.as_mut() {
+                    engine.pool.holders.forget(&docker, s.index());
+                    s.holder = None;
+                }
+            }
             Err(AttemptError::NetworkGone(e)) if network_retries > 0 && slot.is_some() => {
                 tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
                 network_retries -= 1;
                 if let Some(gone) = slot.take() {
                     engine.pool.forget(&gone);
                 }
-                slot = Some(engine.acquire_network(&docker).await?);
+                slot = Some(engine.acquire_network(&docker, may_join).await?);
             }
             // Out of retries: the engine's failure as it came.
             Err(AttemptError::NetworkGone(e)) => return Err(e),
@@ -154,7 +176,25 @@ pub(super) async fn launch(
         // Named, not by the id the container was created with.
         applied.network = Some(slot.name.clone());
     }
-    let control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot);
+    // A pool network without a holder gets one once this job exited, when
+    // the job had no ports: jobs with ports never join one, and warming
+    // their networks would only grow the pool by a network per such job.
+    let warm = (engine.warm.load(std::sync::atomic::Ordering::SeqCst)
+        && may_join
+        && slot.as_ref().is_some_and(|s| s.holder.is_none()))
+    .then(|| {
+        let recipe = holder::Recipe {
+            // The instance's own default image, never the job's: the holder
+            // shares its namespace with later jobs, so its `sleep` must not
+            // be code a job chose.
+            image: engine.image.clone(),
+            ownership: engine.ownership.clone(),
+            owner: engine.owner.clone(),
+        };
+        Arc::new((engine.pool.holders.clone(), recipe))
+    });
+    let mut control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot);
+    control.warm = warm;
 
     // From here on the container runs: any failure must take it down again.
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
@@ -187,7 +227,11 @@ pub(super) async fn launch(
     };
     let settings = inspected.network_settings.as_ref();
     let ports = create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
-    let internal_ip = container_ip(&inspected);
+    // A job in its holder's namespace has the holder's address.
+    let internal_ip = match &joined {
+        Some(h) => h.ip,
+        None => container_ip(&inspected),
+    };
     note_warnings(&mut applied, &warnings);
 
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));

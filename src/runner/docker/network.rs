@@ -13,7 +13,9 @@
 //! Containers on different bridges cannot talk (the engine's isolation
 //! chains); `enable_icc=false` stays on as a second guard. A job reaches the
 //! outside world (what the engine's NAT allows) and the host through its
-//! gateway, not the other jobs; published ports stay on 127.0.0.1.
+//! gateway, not the other jobs; published ports stay on 127.0.0.1. A
+//! network may also have an idle holder (holder.rs) whose namespace the
+//! next job without ports joins: still one job, and one endpoint, per network.
 //!
 //! The pool: slot N is the network `berth-<instance>-<state hash>-net-N`,
 //! made on first use (~0.2 s) and reused by a later job once the container on
@@ -31,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::DockerClient;
+use super::holder::{self, Holder, Holders};
 use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
@@ -120,6 +123,8 @@ pub async fn ensure(docker: &DockerClient, name: &str, owner: &Ownership) -> Res
 /// down`, the crash watchdog. Failures only cost a leftover network; they
 /// are logged, not raised. Returns how many were removed.
 pub async fn release_all(docker: &DockerClient, owner: &Ownership) -> usize {
+    // A holder keeps its network in use: the stale ones go first.
+    holder::sweep(docker, owner).await;
     let opts = ListNetworksOptions {
         filters: Some(HashMap::from([("label".to_string(), owner.filters())])),
     };
@@ -163,6 +168,8 @@ pub struct Pool {
     /// One acquire at a time: two launches would otherwise pick one slot.
     /// (A tokio mutex: held across the engine calls on purpose.)
     one: tokio::sync::Mutex<()>,
+    /// The slots' network holders (holder.rs).
+    pub holders: Arc<Holders>,
 }
 
 /// Slot N, held by one container until it was removed; dropping it gives
@@ -171,6 +178,9 @@ pub struct Slot {
     n: u32,
     pub id: String,
     pub name: String,
+    /// The network's holder when the slot was taken: a job without
+    /// published ports joins its namespace.
+    pub holder: Option<Holder>,
     busy: Arc<Mutex<BTreeSet<u32>>>,
     vacant: Arc<Mutex<BTreeSet<u32>>>,
     /// The slot's flock, released when the file closes.
@@ -178,6 +188,11 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// The slot's number in the pool.
+    pub fn index(&self) -> u32 {
+        self.n
+    }
+
     /// Give the slot back after its container exited or was removed (as the
     /// engine reported): the next acquire may skip inspecting the network.
     pub fn vacate(self) {
@@ -245,11 +260,25 @@ impl Pool {
 
     /// The lowest free slot whose network exists (made if needed), is ours
     /// and has no container on it (one of another process, or a leftover
-    /// that still runs, makes it skipped).
-    pub async fn acquire(&self, docker: &DockerClient, prefix: &str, owner: &Ownership) -> Result<Slot> {
+    /// that still runs, makes it skipped). `join`: the job can join a
+    /// holder (no published ports), so a free slot with one comes first;
+    /// otherwise slots with a holder are left to such jobs.
+    pub async fn acquire(
+        &self,
+        docker: &DockerClient,
+        prefix: &str,
+        owner: &Ownership,
+        join: bool,
+    ) -> Result<Slot> {
+        if join {
+            self.holders.settle(holder::JOIN_WAIT).await;
+        }
         let _one = self.one.lock().await;
+        if join && let Some(slot) = self.free_holder_slot(prefix) {
+            return Ok(slot);
+        }
         for n in 0..MAX_SLOTS {
-            if self.busy.lock().is_ok_and(|b| b.contains(&n)) {
+            if self.busy.lock().is_ok_and(|b| b.contains(&n)) || self.holders.has(n) {
                 continue;
             }
             let Lock::Held(lock) = self.lock(n) else {
@@ -289,6 +318,23 @@ impl Pool {
         Err(fail(prefix, format!("all {MAX_SLOTS} job networks are in use")))
     }
 
+    /// A free slot whose network has a holder (known, so never inspected).
+    fn free_holder_slot(&self, prefix: &str) -> Option<Slot> {
+        let candidates: Vec<u32> = self.vacant.lock().ok()?.iter().copied().collect();
+        for n in candidates {
+            if !self.holders.has(n) || self.busy.lock().is_ok_and(|b| b.contains(&n)) {
+                continue;
+            }
+            let Some(id) = self.known.lock().ok().and_then(|k| k.get(&n).cloned()) else {
+                continue;
+            };
+            if let Lock::Held(lock) = self.lock(n) {
+                return Some(self.hold(n, id, slot_name(prefix, n), lock));
+            }
+        }
+        None
+    }
+
     /// Forget slot `n`'s network id (it was found removed).
     pub fn forget(&self, slot: &Slot) {
         if let Ok(mut k) = self.known.lock() {
@@ -324,6 +370,7 @@ impl Pool {
             n,
             id,
             name,
+            holder: self.holders.of(n),
             busy: self.busy.clone(),
             vacant: self.vacant.clone(),
             _lock: lock,

@@ -22,6 +22,7 @@ use crate::runner::Exit;
 use crate::watch::Watchers;
 
 mod engine_errors;
+mod holders;
 mod removal;
 
 /// Upper bound for any single job in these tests; nothing here should come close.

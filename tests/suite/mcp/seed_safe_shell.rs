@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::Mcp;
-use crate::common::{containers_of, eventually};
+use crate::common::{eventually, job_containers_of};
 
 /// The JSON part of an answer (before the appended events).
 fn json_of(text: &str) -> Value {
@@ -53,7 +53,7 @@ async fn the_seed_schema_and_its_documented_background_flow_under_docker() {
         .unwrap_or_else(|| panic!("pid is a number: {t}"));
     let stderr_log = v["stderr"].as_str().unwrap().to_string();
     assert!(v["stdout"].as_str().unwrap().ends_with(".log"), "{t}");
-    assert_eq!(containers_of(&mcp.instance), 1);
+    assert_eq!(job_containers_of(&mcp.instance), 1);
     // 3. safe_shell(command="cat", args=["/tmp/..._stderr.log"]) — the log as it grows.
     let mut seen = String::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -80,7 +80,7 @@ async fn the_seed_schema_and_its_documented_background_flow_under_docker() {
         "{k}"
     );
     eventually(Duration::from_secs(15), "the container is gone", || {
-        containers_of(&mcp.instance) == 0
+        job_containers_of(&mcp.instance) == 0
     })
     .await;
 

@@ -1,0 +1,314 @@
+//! Network holders: one idle container per pool network whose network
+//! namespace the next job without published ports joins
+//! (`network_mode = container:<holder>`), so that job skips the engine's
+//! network setup.
+//!
+//! Why: on a user-defined bridge the engine spends ~100 ms per container on
+//! its endpoint and embedded DNS resolver (iptables run inside the new
+//! namespace), which made an `isolated` job slower than `docker run` on the
+//! default bridge. Joining a namespace that already has all of it takes
+//! ~10 ms. Isolation is unchanged: a pool network still serves one job at a
+//! time (its [`Slot`] is held while the job runs), the holder is on that
+//! network alone, and it is not a job (an idle `sleep`, no capabilities,
+//! read-only, nobody's uid). A job with published ports never joins one:
+//! the engine publishes ports only for a container with a network of its own.
+//!
+//! Lifecycle: only a long-lived manager (the daemon, an MCP host) warms
+//! holders ([`super::Engine::keep_warm`]). When a job on a pool network without
+//! a holder ended, a holder is made on that network while the slot stays
+//! held; the slot is then given back with its holder. The holder runs the
+//! instance's default image (never a job's: it shares its namespace with
+//! later jobs, so what runs in it must not be a job's choice), and only when
+//! that image is present (no pull). A holder that vanished (removed by hand) is
+//! forgotten and the job starts the ordinary way. Every holder carries the
+//! instance's labels plus `berth.holder`, and goes at teardown: manager
+//! shutdown and drop ([`Holders::close`], [`sweep`]), `berth down` and the
+//! crash watchdog (the labelled sweeps), before the networks they sit on.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
+
+use super::DockerClient;
+use super::cleanup::{remove_all, remove_container};
+use super::network::Slot;
+use super::ownership::{LABEL_STATE, Ownership};
+use super::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
+use crate::error::Result;
+
+/// The label naming the pool network a holder holds.
+pub const LABEL_HOLDER: &str = "berth.holder";
+/// How long teardown waits for holders still being made.
+const WARMING_LIMIT: Duration = Duration::from_secs(5);
+/// How long a job that can join a holder waits for one being made.
+pub const JOIN_WAIT: Duration = Duration::from_secs(2);
+
+/// A running holder: the container and its address on the pool network
+/// (what readiness probes of a job that joined it connect to).
+#[derive(Clone, Debug)]
+pub struct Holder {
+    pub id: String,
+    pub ip: Option<IpAddr>,
+}
+
+/// The holders of one engine, by pool slot.
+#[derive(Default)]
+pub struct Holders {
+    state: Mutex<State>,
+    /// Told when no holder is being made any more.
+    idle: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct State {
+    by_slot: BTreeMap<u32, Holder>,
+    /// Holders being made now.
+    warming: usize,
+    /// Set at teardown: nothing new is made, what is made meanwhile is removed.
+    closing: bool,
+    /// Images a holder cannot run from (absent, no `sleep`): not tried again.
+    unable: BTreeSet<String>,
+}
+
+/// What a holder is made of and labelled with.
+#[derive(Clone)]
+pub struct Recipe {
+    pub image: String,
+    pub ownership: Ownership,
+    pub owner: String,
+}
+
+impl Holders {
+    /// The holder of slot `n`, if any.
+    pub fn of(&self, n: u32) -> Option<Holder> {
+        self.state.lock().ok()?.by_slot.get(&n).cloned()
+    }
+
+    /// True when slot `n` has a holder.
+    pub fn has(&self, n: u32) -> bool {
+        self.state.lock().is_ok_and(|s| s.by_slot.contains_key(&n))
+    }
+
+    /// Slot `n`'s holder was found gone (or unusable): forget it, and
+    /// remove what is left of it in the background.
+    pub fn forget(&self, docker: &DockerClient, n: u32) {
+        let gone = self.state.lock().ok().and_then(|mut s| s.by_slot.remove(&n));
+        if let Some(h) = gone {
+            let docker = docker.clone();
+            tokio::spawn(async move { remove_container(&docker, &h.id).await });
+        }
+    }
+
+    /// Give `slot` back with a holder on its network, made now in the
+    /// background (the slot stays held meanwhile, so no job lands on the
+    /// network half-way). Without a holder (teardown began, the image cannot
+    /// hold, the engine refused) the slot is given back as it is.
+    pub fn warm(self: &Arc<Self>, docker: DockerClient, slot: Slot, recipe: Recipe) {
+        let go = self.state.lock().is_ok_and(|mut s| {
+            let go =
+                !s.closing && !s.unable.contains(&recipe.image) && !s.by_slot.contains_key(&slot.index());
+            if go {
+                s.warming += 1;
+            }
+            go
+        });
+        if !go {
+            slot.vacate();
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let made = make(&docker, &slot, &recipe).await;
+            let mut stray = None;
+            if let Ok(mut s) = this.state.lock() {
+                match made {
+                    Ok(h) if s.closing => stray = Some(h.id),
+                    Ok(h) => {
+                        s.by_slot.insert(slot.index(), h);
+                    }
+                    Err(e) => {
+                        tracing::debug!(image = %recipe.image, error = %e, "no network holder made");
+                        // An absent image or one without `sleep` will not
+                        // hold next time either; other failures (a busy
+                        // engine) may pass.
+                        if cannot_hold(&e.to_string()) {
+                            s.unable.insert(recipe.image.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(id) = stray {
+                remove_container(&docker, &id).await;
+            }
+            slot.vacate();
+            if let Ok(mut s) = this.state.lock() {
+                s.warming -= 1;
+                if s.warming == 0 {
+                    this.idle.notify_waiters();
+                }
+            }
+        });
+    }
+
+    /// Wait (at most `limit`) until no holder is being made. A job that can
+    /// join one waits for the holder of the job that just ended rather than
+    /// making a network of its own, which costs as much and grows the pool.
+    pub async fn settle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.state.lock().map_or(true, |s| s.warming == 0) {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Teardown: make no more, wait (bounded) for those being made, then
+    /// remove every holder of this engine.
+    pub async fn close(&self, docker: &DockerClient) {
+        self.begin_close();
+        self.settle(WARMING_LIMIT).await;
+        let held: Vec<Holder> = self
+            .state
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.by_slot).into_values().collect())
+            .unwrap_or_default();
+        remove_all(docker, held.iter().map(|h| h.id.as_str())).await;
+    }
+
+    /// From synchronous teardown: no new holder is kept from now on.
+    pub fn begin_close(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.closing = true;
+        }
+    }
+}
+
+/// Make, start and read back a holder on `slot`'s network. Whatever was
+/// made is removed again when a step fails.
+async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
+    let labels = HashMap::from([
+        (LABEL_MANAGED.to_string(), "true".to_string()),
+        (LABEL_INSTANCE.to_string(), recipe.ownership.instance.clone()),
+        (LABEL_STATE.to_string(), recipe.ownership.state.clone()),
+        (LABEL_OWNER.to_string(), recipe.owner.clone()),
+        (LABEL_HOLDER.to_string(), slot.name.clone()),
+    ]);
+    let memory = 16 * 1024 * 1024;
+    let body = ContainerCreateBody {
+        image: Some(recipe.image.clone()),
+        // Idle for ~68 years: any `sleep` takes a plain number of seconds.
+        entrypoint: Some(vec!["sleep".into()]),
+        cmd: Some(vec!["2147483647".into()]),
+        user: Some("65534:65534".into()),
+        labels: Some(labels),
+        host_config: Some(HostConfig {
+            init: Some(true),
+            network_mode: Some(slot.id.clone()),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            readonly_rootfs: Some(true),
+            memory: Some(memory),
+            memory_swap: Some(memory),
+            pids_limit: Some(8),
+            nano_cpus: Some(100_000_000),
+            auto_remove: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Named after its network (what `docker ps` shows), unique per process.
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "{}-holder-{}-{}",
+        slot.name,
+        std::process::id(),
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let opts = CreateContainerOptions {
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    let created = docker.create_container(&name, opts, body).await?;
+    let ready = async {
+        docker.start_container(&created.id).await?;
+        let inspected = docker.inspect_container(&created.id).await?;
+        Ok::<_, crate::Error>(super::launch::container_ip(&inspected))
+    }
+    .await;
+    match ready {
+        Ok(ip) => Ok(Holder { id: created.id, ip }),
+        Err(e) => {
+            remove_container(docker, &created.id).await;
+            Err(e)
+        }
+    }
+}
+
+/// Remove the holders of `owner`'s instance and state dir that no live
+/// manager keeps: this process's own (its teardown) and those of managers
+/// that died. Another live manager's holders (a `berth run` beside the
+/// daemon) are left to it. Returns how many were removed.
+pub async fn sweep(docker: &DockerClient, owner: &Ownership) -> usize {
+    let mut labels = owner.filters();
+    labels.push(LABEL_HOLDER.to_string());
+    let opts = ListContainersOptions {
+        all: true,
+        filters: Some(HashMap::from([("label".to_string(), labels)])),
+        ..Default::default()
+    };
+    let Ok(list) = docker.list_containers(opts).await else {
+        return 0;
+    };
+    let me = crate::procinfo::owner_label();
+    let stale = list.iter().filter(|c| {
+        let by = c.labels.as_ref().and_then(|l| l.get(LABEL_OWNER));
+        by.is_none_or(|o| *o == me || !crate::procinfo::owner_alive(o))
+    });
+    remove_all(docker, stale.filter_map(|c| c.id.as_deref())).await
+}
+
+/// True when the engine's error says the image has no `sleep` to run.
+fn cannot_hold(msg: &str) -> bool {
+    msg.contains("executable file not found")
+        || msg.contains("no such file or directory")
+        || msg.contains("No such image")
+}
+
+/// True when a create or start that joined `holder` failed because the
+/// holder is gone or stopped (the job then starts the ordinary way).
+pub fn is_gone(msg: &str, holder: &Holder) -> bool {
+    let short = &holder.id[..holder.id.len().min(12)];
+    msg.contains(short) || msg.contains("non running container") || msg.contains("No such container")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vanished_or_stopped_holder_is_told_from_other_failures() {
+        let h = Holder {
+            id: "0123456789abcdef0123".into(),
+            ip: None,
+        };
+        assert!(is_gone("No such container: 0123456789abcdef0123", &h));
+        assert!(is_gone(
+            "cannot join network of a non running container: 0123456789ab",
+            &h
+        ));
+        assert!(!is_gone("No such image: busybox:latest", &h));
+        assert!(!is_gone("port is already allocated", &h));
+        assert!(cannot_hold("exec: \"sleep\": executable file not found in $PATH"));
+        assert!(!cannot_hold("the engine is busy"));
+    }
+}
