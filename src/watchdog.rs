@@ -8,7 +8,9 @@
 //! time, so a reused pid is not mistaken for it. When the manager is gone it
 //! removes the containers labelled with that owner, kills the host jobs' trees
 //! (the shim leading each recorded process group, its descendants and group;
-//! again only where the leader still has its recorded start time), marks those runs `lost`, and exits. In
+//! again only where the leader still has its recorded start time), marks those runs
+//! `lost`, sweeps the owner's containers again over the next ~12 s (requests
+//! the manager sent just before dying land late, see [`LATE_SWEEPS`]), and exits. In
 //! recovery mode `adopt` it first gives a new manager [`ADOPT_WINDOW`] to take
 //! the instance over, and stands down if one does.
 
@@ -25,6 +27,17 @@ use crate::store::Store;
 pub const POLL: Duration = Duration::from_millis(200);
 /// In `adopt` mode, how long a new manager gets to take over.
 pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
+/// Pauses before sweeping the dead manager's containers again. A request it
+/// sent just before dying (a container create, a network holder being made)
+/// may reach the engine after the first sweep listed the containers, and
+/// leave a container nobody starts or removes. The engine answers such a
+/// request within moments, even a busy one within seconds, so later sweeps
+/// catch it (testcontainers' reaper likewise waits before pruning).
+const LATE_SWEEPS: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(8),
+];
 
 /// Start `berth ARGS…` detached for `config`'s instance: its own process
 /// group (a Ctrl+C or a signal to the caller's group does not reach it), no
@@ -79,7 +92,13 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         return Ok(());
     }
     let cleaned = cleanup(&config, &owner).await?;
-    eprintln!("berth watchdog: manager {owner} died; {cleaned}");
+    let engine = crate::runner::docker::Engine::new(&config);
+    let mut late = 0;
+    for pause in LATE_SWEEPS {
+        tokio::time::sleep(pause).await;
+        late += engine.remove_owned(&owner).await;
+    }
+    eprintln!("berth watchdog: manager {owner} died; {cleaned}, {late} more later");
     Ok(())
 }
 

@@ -113,12 +113,21 @@ async fn no_container_outlives_a_quick_job_at_down_or_crash() {
     assert_eq!((code, out.as_str()), (0, "quick\n"), "{err}");
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
-    eventually(
-        Duration::from_secs(5),
-        "no container of the killed daemon",
-        || containers_of(&d.instance) == 0,
-    )
+    // Once the watchdog says it is done, nothing of the daemon is left: not
+    // the job's container, nor a network holder whose creation the daemon
+    // had sent just before dying (it lands after the first sweep, so a count
+    // of zero at some moment proves nothing).
+    let log = d.config().instance_dir().join("watchdog.log");
+    eventually(Duration::from_secs(40), "the watchdog's report", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("died;"))
+    })
     .await;
+    assert_eq!(
+        containers_of(&d.instance),
+        0,
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
 }
 
 #[tokio::test]
