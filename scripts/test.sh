@@ -18,6 +18,13 @@ fi
 cargo test --all-targets "$@"
 cargo test --doc
 
+# A crashed manager's watchdog sweeps its containers for ~12 s after the
+# crash (requests the manager sent just before dying land late): let the
+# watchdogs of the last tests finish before counting.
+for _ in $(seq 60); do
+    pgrep -f 'berth watchdog --owner' >/dev/null || break
+    sleep 0.5
+done
 left=$(docker ps -aq --filter label=berth.managed=true | wc -l)
 if [ "$left" -ne 0 ]; then
     echo "scripts/test.sh: $left container(s) labelled berth.managed are left on the engine:" >&2
