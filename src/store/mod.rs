@@ -17,6 +17,7 @@
 mod blocks;
 mod persist;
 pub mod private;
+mod read;
 mod retention;
 mod schema;
 mod writer;
@@ -25,14 +26,15 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+pub use read::find_run;
 pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
 
 use crate::error::{Error, Result};
-use crate::model::{Chunk, Event, JobId, JobInfo, Line, Stream};
+use crate::model::{Chunk, Event, JobId, JobInfo, Line};
 
 /// Queued writes before a writer must wait. A write is one chunk of output
 /// (up to 64 KiB of lines), so this bounds what waits for the disk to ~1 MiB.
@@ -303,44 +305,6 @@ impl Store {
         wait_for_writer(|| rx.recv().ok());
     }
 
-    /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
-    pub fn lines(
-        &self,
-        job: &JobId,
-        from: u64,
-        until: u64,
-        limit: usize,
-        stream: Option<Stream>,
-    ) -> Result<Vec<Line>> {
-        Ok(self.lines_and_start(job, from, until, limit, stream)?.0)
-    }
-
-    /// [`Store::lines`] and, read in the same snapshot, the first seq still
-    /// stored ([`Store::dropped_before`]): the writer may drop older lines at
-    /// any moment, and a reader must say exactly where its page starts.
-    pub fn lines_and_start(
-        &self,
-        job: &JobId,
-        from: u64,
-        until: u64,
-        limit: usize,
-        stream: Option<Stream>,
-    ) -> Result<(Vec<Line>, u64)> {
-        let mut conn = self.reader.lock().unwrap();
-        let err = |e| db_err(&self.path, e);
-        let tx = conn.transaction().map_err(err)?;
-        let start = dropped_before(&tx, job).map_err(err)?;
-        let lines = blocks::lines(&tx, job.as_str(), from.max(start), until, limit, stream).map_err(err)?;
-        tx.commit().map_err(err)?;
-        Ok((lines, start))
-    }
-
-    /// The last `n` lines of `job` before seq `until`, oldest first.
-    pub fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
-        let conn = self.reader.lock().unwrap();
-        blocks::tail(&conn, job.as_str(), n, until, stream).map_err(|e| db_err(&self.path, e))
-    }
-
     /// Delete the runs `jobs` and everything stored for them (lines, events).
     pub fn prune(&self, jobs: &[JobId]) -> Result<()> {
         if jobs.is_empty() {
@@ -360,83 +324,6 @@ impl Store {
             message,
         })
     }
-
-    /// The first seq of `job` still stored after the per-job cap dropped its
-    /// oldest lines (1 when nothing was dropped).
-    pub fn dropped_before(&self, job: &JobId) -> Result<u64> {
-        let conn = self.reader.lock().unwrap();
-        dropped_before(&conn, job).map_err(|e| db_err(&self.path, e))
-    }
-
-    /// Highest stored seq of `job` (0 = none).
-    pub fn last_seq(&self, job: &JobId) -> Result<u64> {
-        let conn = self.reader.lock().unwrap();
-        blocks::last_seq(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
-    }
-
-    /// Stored line counts of `job` per stream: (stdout, stderr).
-    pub fn line_counts(&self, job: &JobId) -> Result<(u64, u64)> {
-        let conn = self.reader.lock().unwrap();
-        blocks::line_counts(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
-    }
-
-    /// Every stored run, oldest first.
-    pub fn runs(&self) -> Result<Vec<RunRow>> {
-        let conn = self.reader.lock().unwrap();
-        let mut stmt = conn
-            .prepare("SELECT info, instance, owner, pgid, pid_start_time FROM runs ORDER BY number")
-            .map_err(|e| db_err(&self.path, e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                let info: String = r.get(0)?;
-                Ok((info, r.get(1)?, r.get(2)?, r.get(3)?, r.get::<_, Option<i64>>(4)?))
-            })
-            .map_err(|e| db_err(&self.path, e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (info, instance, owner, pgid, start) = row.map_err(|e| db_err(&self.path, e))?;
-            match serde_json::from_str::<JobInfo>(&info) {
-                Ok(info) => out.push(RunRow {
-                    info,
-                    instance,
-                    owner,
-                    pgid,
-                    pid_start_time: start.map(|s| s as u64),
-                }),
-                Err(e) => tracing::warn!(error = %e, "skipping an unreadable run record"),
-            }
-        }
-        Ok(out)
-    }
-
-    /// Stored events with seq ≥ `since`, at most `limit`.
-    pub fn events(&self, since: u64, limit: usize) -> Result<Vec<Event>> {
-        let conn = self.reader.lock().unwrap();
-        let mut stmt = conn
-            .prepare_cached("SELECT body FROM events WHERE seq >= ?1 ORDER BY seq LIMIT ?2")
-            .map_err(|e| db_err(&self.path, e))?;
-        let rows = stmt
-            .query_map(params![since as i64, limit as i64], |r| r.get::<_, String>(0))
-            .map_err(|e| db_err(&self.path, e))?;
-        let mut out = Vec::new();
-        for body in rows {
-            let body = body.map_err(|e| db_err(&self.path, e))?;
-            if let Ok(e) = serde_json::from_str(&body) {
-                out.push(e);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Highest stored event seq (0 = none).
-    pub fn max_event_seq(&self) -> Result<u64> {
-        let conn = self.reader.lock().unwrap();
-        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| {
-            r.get::<_, i64>(0)
-        })
-        .map(|v| v as u64)
-        .map_err(|e| db_err(&self.path, e))
-    }
 }
 
 /// Run `wait` (a blocking wait on the writer thread) without stalling the
@@ -450,172 +337,5 @@ fn wait_for_writer<T>(wait: impl FnOnce() -> T) -> T {
     }
 }
 
-fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result<u64> {
-    conn.query_row(
-        "SELECT COALESCE(MAX(dropped_before), 1) FROM output_meta WHERE job = ?1",
-        [job.as_str()],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|v| v.max(1) as u64)
-}
-
-/// Look up one stored run by id (for tests and tools).
-pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
-    Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{JobSpec, JobStatus, LogPaths, StartMode};
-    use chrono::Utc;
-
-    fn info(n: u64) -> JobInfo {
-        JobInfo {
-            id: JobId::from_number(n),
-            label: "x".into(),
-            command: "x".into(),
-            spec: JobSpec::argv(["x"]),
-            runner: None,
-            runner_note: None,
-            workspace: None,
-            project_note: None,
-            recovered: false,
-            status: JobStatus::Exited { code: 0 },
-            start_mode: StartMode::Background,
-            created_at: Utc::now(),
-            started_at: None,
-            ended_at: None,
-            exit_code: Some(0),
-            ended_by: None,
-            reason: None,
-            promotion_reason: None,
-            pid: Some(42),
-            container_id: None,
-            ports: vec![],
-            limits: Default::default(),
-            usage: None,
-            logs: LogPaths {
-                stdout: "/o".into(),
-                stderr: "/e".into(),
-            },
-            last_seq: 0,
-            queue_position: None,
-            image: None,
-            pulling: None,
-            building: None,
-        }
-    }
-
-    #[test]
-    fn an_older_schema_is_upgraded_in_place_keeping_its_data() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("berth.db");
-        {
-            // A database as version 1 of berth left it.
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.pragma_update(None, "user_version", 1).unwrap();
-            let body = serde_json::to_string(&info(7)).unwrap();
-            conn.execute(
-                "INSERT INTO runs (id, number, status, info, updated_at) VALUES ('job-7', 7, 'success', ?1, 'then')",
-                [body],
-            )
-            .unwrap();
-            conn.execute("INSERT INTO lines VALUES ('job-7', 1, 0, 0, 'kept')", [])
-                .unwrap();
-        }
-        let store = Store::open(&path).unwrap();
-        let version: u32 = store
-            .reader
-            .lock()
-            .unwrap()
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, current_version());
-        let runs = store.runs().unwrap();
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].info.id.as_str(), "job-7");
-        assert_eq!(runs[0].pgid, None, "new columns start empty");
-        let lines = store.lines(&JobId::from_number(7), 1, 10, 10, None).unwrap();
-        assert_eq!(lines[0].text, "kept");
-        // Writing the new columns works on the upgraded database.
-        store.put_run(RunRow {
-            info: info(8),
-            instance: "i".into(),
-            owner: "1:2".into(),
-            pgid: Some(42),
-            pid_start_time: Some(99),
-        });
-        store.flush();
-        let row = find_run(&store, &JobId::from_number(8)).unwrap().unwrap();
-        assert_eq!(
-            (row.pgid, row.pid_start_time, row.owner.as_str()),
-            (Some(42), Some(99), "1:2")
-        );
-    }
-
-    #[test]
-    fn replays_never_duplicate_and_pages_come_back_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("berth.db")).unwrap();
-        let job = JobId::from_number(1);
-        let line = |seq: u64| Line {
-            seq,
-            stream: if seq.is_multiple_of(2) {
-                Stream::Stderr
-            } else {
-                Stream::Stdout
-            },
-            ts: Utc::now(),
-            text: format!("l{seq}"),
-        };
-        store.put_lines(&job, (1..=10).map(line).collect());
-        store.put_lines(&job, (5..=12).map(line).collect()); // a replay overlapping
-        store.flush();
-        let all = store.lines(&job, 1, u64::MAX, 100, None).unwrap();
-        assert_eq!(
-            all.iter().map(|l| l.seq).collect::<Vec<_>>(),
-            (1..=12).collect::<Vec<_>>()
-        );
-        assert_eq!(store.last_seq(&job).unwrap(), 12);
-        assert_eq!(store.line_counts(&job).unwrap(), (6, 6));
-        let tail = store.tail(&job, 3, 13, Some(Stream::Stdout)).unwrap();
-        assert_eq!(tail.iter().map(|l| l.seq).collect::<Vec<_>>(), vec![7, 9, 11]);
-    }
-
-    /// The writer forgets a job once its end is recorded (a finished job
-    /// costs it no memory); a line that still comes continues its output
-    /// from the table, without a gap or a duplicate.
-    #[test]
-    fn lines_after_a_jobs_recorded_end_continue_its_output() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("berth.db")).unwrap();
-        let job = JobId::from_number(3);
-        let line = |seq: u64| Line {
-            seq,
-            stream: Stream::Stdout,
-            ts: Utc::now(),
-            text: format!("l{seq}"),
-        };
-        store.put_lines(&job, (1..=5).map(line).collect());
-        let row = |info| RunRow {
-            info,
-            instance: "i".into(),
-            owner: "1:2".into(),
-            pgid: None,
-            pid_start_time: None,
-        };
-        store.put_run(row(info(3)));
-        // Its own batch: the writer has forgotten the job by then.
-        store.flush();
-        store.put_lines(&job, (4..=8).map(line).collect());
-        store.flush();
-        let all = store.lines(&job, 1, u64::MAX, 100, None).unwrap();
-        assert_eq!(
-            all.iter().map(|l| l.seq).collect::<Vec<_>>(),
-            (1..=8).collect::<Vec<_>>()
-        );
-        assert_eq!(store.last_seq(&job).unwrap(), 8);
-    }
-}
+mod tests;

@@ -1,0 +1,140 @@
+//! Reading the store: output lines by seq (pages, tails, what the cap
+//! dropped), runs and events. Reads use the store's own reader connection,
+//! beside the writer thread (WAL), and never wait on it.
+
+use rusqlite::{Connection, params};
+
+use super::{RunRow, Store, blocks, db_err};
+use crate::error::Result;
+use crate::model::{Event, JobId, JobInfo, Line, Stream};
+
+impl Store {
+    /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
+    pub fn lines(
+        &self,
+        job: &JobId,
+        from: u64,
+        until: u64,
+        limit: usize,
+        stream: Option<Stream>,
+    ) -> Result<Vec<Line>> {
+        Ok(self.lines_and_start(job, from, until, limit, stream)?.0)
+    }
+
+    /// [`Store::lines`] and, read in the same snapshot, the first seq still
+    /// stored ([`Store::dropped_before`]): the writer may drop older lines at
+    /// any moment, and a reader must say exactly where its page starts.
+    pub fn lines_and_start(
+        &self,
+        job: &JobId,
+        from: u64,
+        until: u64,
+        limit: usize,
+        stream: Option<Stream>,
+    ) -> Result<(Vec<Line>, u64)> {
+        let mut conn = self.reader.lock().unwrap();
+        let err = |e| db_err(&self.path, e);
+        let tx = conn.transaction().map_err(err)?;
+        let start = dropped_before(&tx, job).map_err(err)?;
+        let lines = blocks::lines(&tx, job.as_str(), from.max(start), until, limit, stream).map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok((lines, start))
+    }
+
+    /// The last `n` lines of `job` before seq `until`, oldest first.
+    pub fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
+        let conn = self.reader.lock().unwrap();
+        blocks::tail(&conn, job.as_str(), n, until, stream).map_err(|e| db_err(&self.path, e))
+    }
+
+    /// The first seq of `job` still stored after the per-job cap dropped its
+    /// oldest lines (1 when nothing was dropped).
+    pub fn dropped_before(&self, job: &JobId) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        dropped_before(&conn, job).map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Highest stored seq of `job` (0 = none).
+    pub fn last_seq(&self, job: &JobId) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        blocks::last_seq(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Stored line counts of `job` per stream: (stdout, stderr).
+    pub fn line_counts(&self, job: &JobId) -> Result<(u64, u64)> {
+        let conn = self.reader.lock().unwrap();
+        blocks::line_counts(&conn, job.as_str()).map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Every stored run, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRow>> {
+        let conn = self.reader.lock().unwrap();
+        let mut stmt = conn
+            .prepare("SELECT info, instance, owner, pgid, pid_start_time FROM runs ORDER BY number")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let info: String = r.get(0)?;
+                Ok((info, r.get(1)?, r.get(2)?, r.get(3)?, r.get::<_, Option<i64>>(4)?))
+            })
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (info, instance, owner, pgid, start) = row.map_err(|e| db_err(&self.path, e))?;
+            match serde_json::from_str::<JobInfo>(&info) {
+                Ok(info) => out.push(RunRow {
+                    info,
+                    instance,
+                    owner,
+                    pgid,
+                    pid_start_time: start.map(|s| s as u64),
+                }),
+                Err(e) => tracing::warn!(error = %e, "skipping an unreadable run record"),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stored events with seq ≥ `since`, at most `limit`.
+    pub fn events(&self, since: u64, limit: usize) -> Result<Vec<Event>> {
+        let conn = self.reader.lock().unwrap();
+        let mut stmt = conn
+            .prepare_cached("SELECT body FROM events WHERE seq >= ?1 ORDER BY seq LIMIT ?2")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = stmt
+            .query_map(params![since as i64, limit as i64], |r| r.get::<_, String>(0))
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut out = Vec::new();
+        for body in rows {
+            let body = body.map_err(|e| db_err(&self.path, e))?;
+            if let Ok(e) = serde_json::from_str(&body) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Highest stored event seq (0 = none).
+    pub fn max_event_seq(&self) -> Result<u64> {
+        let conn = self.reader.lock().unwrap();
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|v| v as u64)
+        .map_err(|e| db_err(&self.path, e))
+    }
+}
+
+pub(super) fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(dropped_before), 1) FROM output_meta WHERE job = ?1",
+        [job.as_str()],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|v| v.max(1) as u64)
+}
+
+/// Look up one stored run by id (for tests and tools).
+pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
+    Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
+}

@@ -1,0 +1,154 @@
+//! Store tests: schema upgrades, replays, paging, and output after a job's end.
+
+use super::*;
+use crate::model::{JobSpec, JobStatus, LogPaths, StartMode, Stream};
+use chrono::Utc;
+
+fn info(n: u64) -> JobInfo {
+    JobInfo {
+        id: JobId::from_number(n),
+        label: "x".into(),
+        command: "x".into(),
+        spec: JobSpec::argv(["x"]),
+        runner: None,
+        runner_note: None,
+        workspace: None,
+        project_note: None,
+        recovered: false,
+        status: JobStatus::Exited { code: 0 },
+        start_mode: StartMode::Background,
+        created_at: Utc::now(),
+        started_at: None,
+        ended_at: None,
+        exit_code: Some(0),
+        ended_by: None,
+        reason: None,
+        promotion_reason: None,
+        pid: Some(42),
+        container_id: None,
+        ports: vec![],
+        limits: Default::default(),
+        usage: None,
+        logs: LogPaths {
+            stdout: "/o".into(),
+            stderr: "/e".into(),
+        },
+        last_seq: 0,
+        queue_position: None,
+        image: None,
+        pulling: None,
+        building: None,
+    }
+}
+
+#[test]
+fn an_older_schema_is_upgraded_in_place_keeping_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    {
+        // A database as version 1 of berth left it.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let body = serde_json::to_string(&info(7)).unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, number, status, info, updated_at) VALUES ('job-7', 7, 'success', ?1, 'then')",
+            [body],
+        )
+        .unwrap();
+        conn.execute("INSERT INTO lines VALUES ('job-7', 1, 0, 0, 'kept')", [])
+            .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let version: u32 = store
+        .reader
+        .lock()
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, current_version());
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].info.id.as_str(), "job-7");
+    assert_eq!(runs[0].pgid, None, "new columns start empty");
+    let lines = store.lines(&JobId::from_number(7), 1, 10, 10, None).unwrap();
+    assert_eq!(lines[0].text, "kept");
+    // Writing the new columns works on the upgraded database.
+    store.put_run(RunRow {
+        info: info(8),
+        instance: "i".into(),
+        owner: "1:2".into(),
+        pgid: Some(42),
+        pid_start_time: Some(99),
+    });
+    store.flush();
+    let row = find_run(&store, &JobId::from_number(8)).unwrap().unwrap();
+    assert_eq!(
+        (row.pgid, row.pid_start_time, row.owner.as_str()),
+        (Some(42), Some(99), "1:2")
+    );
+}
+
+#[test]
+fn replays_never_duplicate_and_pages_come_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("berth.db")).unwrap();
+    let job = JobId::from_number(1);
+    let line = |seq: u64| Line {
+        seq,
+        stream: if seq.is_multiple_of(2) {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        },
+        ts: Utc::now(),
+        text: format!("l{seq}"),
+    };
+    store.put_lines(&job, (1..=10).map(line).collect());
+    store.put_lines(&job, (5..=12).map(line).collect()); // a replay overlapping
+    store.flush();
+    let all = store.lines(&job, 1, u64::MAX, 100, None).unwrap();
+    assert_eq!(
+        all.iter().map(|l| l.seq).collect::<Vec<_>>(),
+        (1..=12).collect::<Vec<_>>()
+    );
+    assert_eq!(store.last_seq(&job).unwrap(), 12);
+    assert_eq!(store.line_counts(&job).unwrap(), (6, 6));
+    let tail = store.tail(&job, 3, 13, Some(Stream::Stdout)).unwrap();
+    assert_eq!(tail.iter().map(|l| l.seq).collect::<Vec<_>>(), vec![7, 9, 11]);
+}
+
+/// The writer forgets a job once its end is recorded (a finished job
+/// costs it no memory); a line that still comes continues its output
+/// from the table, without a gap or a duplicate.
+#[test]
+fn lines_after_a_jobs_recorded_end_continue_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("berth.db")).unwrap();
+    let job = JobId::from_number(3);
+    let line = |seq: u64| Line {
+        seq,
+        stream: Stream::Stdout,
+        ts: Utc::now(),
+        text: format!("l{seq}"),
+    };
+    store.put_lines(&job, (1..=5).map(line).collect());
+    let row = |info| RunRow {
+        info,
+        instance: "i".into(),
+        owner: "1:2".into(),
+        pgid: None,
+        pid_start_time: None,
+    };
+    store.put_run(row(info(3)));
+    // Its own batch: the writer has forgotten the job by then.
+    store.flush();
+    store.put_lines(&job, (4..=8).map(line).collect());
+    store.flush();
+    let all = store.lines(&job, 1, u64::MAX, 100, None).unwrap();
+    assert_eq!(
+        all.iter().map(|l| l.seq).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    assert_eq!(store.last_seq(&job).unwrap(), 8);
+}
