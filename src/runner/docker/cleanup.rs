@@ -144,23 +144,14 @@ impl Engine {
     /// container whose removal was not confirmed, all at once (each removal
     /// waits on the engine, not on the others).
     pub fn remove_pending_blocking(&self) {
-        std::thread::scope(|s| {
-            for id in self.removals.unconfirmed() {
-                let remove = |id: String| {
-                    let removed = blocking_remove(self.endpoint.clone(), id.clone(), None);
-                    self.removals.done(&id, removed);
-                };
-                // `blocking_remove` makes its own thread; this one only
-                // waits. Without a thread to wait in, wait here.
-                let waiter = id.clone();
-                if std::thread::Builder::new()
-                    .spawn_scoped(s, move || remove(waiter))
-                    .is_err()
-                {
-                    remove(id);
-                }
-            }
-        });
+        let ids = self.removals.unconfirmed();
+        if ids.is_empty() {
+            return;
+        }
+        let removed = blocking_remove_all(self.endpoint.clone(), ids.clone(), None);
+        for (id, removed) in ids.iter().zip(removed) {
+            self.removals.done(id, removed);
+        }
     }
 }
 
@@ -289,50 +280,63 @@ impl Drop for Engine {
 }
 
 /// Force-remove container `id` from synchronous code (`Drop`, recovery) that
-/// may itself run inside a tokio runtime: a thread of its own with its own
-/// runtime does the work, waited for at most [`BLOCKING_REMOVE_LIMIT`].
-/// With `owner`, a container whose labels say otherwise is left alone.
+/// may itself run inside a tokio runtime; see [`blocking_remove_all`].
 /// True when the container was removed (or already gone).
 pub(super) fn blocking_remove(endpoint: String, id: String, owner: Option<Ownership>) -> bool {
+    blocking_remove_all(endpoint, vec![id], owner)
+        .into_iter()
+        .all(|removed| removed)
+}
+
+/// Force-remove containers `ids` from synchronous code: a thread of its own
+/// with its own runtime and connection (the caller's runtime may be the very
+/// thread we block, or winding down) removes them all at once, waited for at
+/// most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container whose labels say
+/// otherwise is left alone. For each id: true when it was removed (or gone).
+pub(super) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let thread_id = id.clone();
-    let spawned = std::thread::Builder::new()
-        .name("berth-docker-remove".into())
-        .spawn(move || {
-            let id = thread_id;
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
+    let n = ids.len();
+    let work = move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                tracing::warn!(?ids, error = %e, "no runtime to remove containers");
+                return;
+            }
+        };
+        let removed = rt.block_on(async {
+            let docker = match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                Ok(docker) => docker,
                 Err(e) => {
-                    tracing::warn!(container = %id, error = %e, "no runtime to remove container");
-                    return;
+                    tracing::warn!(?ids, error = %e, "could not remove containers");
+                    return vec![false; ids.len()];
                 }
             };
-            let removed = rt.block_on(async {
-                match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                    Ok(docker) => match owner {
-                        None => remove_container(&docker, &id).await,
-                        Some(owner) => remove_if_owned(&docker, &id, &owner).await,
-                    },
-                    Err(e) => {
-                        tracing::warn!(container = %id, error = %e, "could not remove container");
-                        false
-                    }
+            let owner = owner.as_ref();
+            futures_util::future::join_all(ids.iter().map(|id| async {
+                match owner {
+                    None => remove_container(&docker, id).await,
+                    Some(owner) => remove_if_owned(&docker, id, owner).await,
                 }
-            });
-            let _ = tx.send(removed);
+            }))
+            .await
         });
-    if let Err(e) = spawned {
-        tracing::warn!(container = %id, error = %e, "no thread to remove container");
-        return false;
+        let _ = tx.send(removed);
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("berth-docker-remove".into())
+        .spawn(work)
+    {
+        tracing::warn!(error = %e, "no thread to remove containers");
+        return vec![false; n];
     }
     match rx.recv_timeout(BLOCKING_REMOVE_LIMIT) {
         Ok(removed) => removed,
         Err(_) => {
             tracing::warn!(
-                container = %id,
-                "container removal still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
+                "{n} container removal(s) still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
             );
-            false
+            vec![false; n]
         }
     }
 }
