@@ -130,6 +130,61 @@ async fn no_container_outlives_a_quick_job_at_down_or_crash() {
     );
 }
 
+/// A request the daemon sent just before it was killed can reach the engine
+/// after the watchdog's first sweep: here the test plays that request,
+/// creating a container with the dead daemon's labels once the first sweep
+/// removed its job. The watchdog's later sweeps remove it too.
+#[tokio::test]
+async fn a_container_landing_after_the_watchdogs_first_sweep_is_removed_too() {
+    let mut d = Daemon::start();
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/sandbox:latest",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    let cid = v["job"]["container_id"]
+        .as_str()
+        .expect("a container id")
+        .to_string();
+    let o = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{json .Config.Labels}}", &cid])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let labels: std::collections::BTreeMap<String, String> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(labels.contains_key("berth.owner"), "{labels:?}");
+
+    d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
+    d.child.wait().unwrap();
+    eventually(Duration::from_secs(10), "the first sweep", || {
+        containers_of(&d.instance) == 0
+    })
+    .await;
+    let mut late = std::process::Command::new("docker");
+    late.arg("create");
+    for (k, v) in labels.iter().filter(|(k, _)| k.as_str() != "berth.job") {
+        late.args(["--label", &format!("{k}={v}")]);
+    }
+    let o = late.args(["berth/sandbox:latest", "true"]).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(containers_of(&d.instance), 1);
+
+    let log = d.config().instance_dir().join("watchdog.log");
+    eventually(Duration::from_secs(40), "the watchdog's report", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("died;"))
+    })
+    .await;
+    let report = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(containers_of(&d.instance), 0, "{report}");
+    assert!(report.contains("1 more later"), "{report}");
+}
+
 #[tokio::test]
 async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);
