@@ -117,17 +117,8 @@ async fn no_container_outlives_a_quick_job_at_down_or_crash() {
     // the job's container, nor a network holder whose creation the daemon
     // had sent just before dying (it lands after the first sweep, so a count
     // of zero at some moment proves nothing).
-    let log = d.config().instance_dir().join("watchdog.log");
-    eventually(Duration::from_secs(40), "the watchdog's report", || {
-        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("died;"))
-    })
-    .await;
-    assert_eq!(
-        containers_of(&d.instance),
-        0,
-        "{}",
-        std::fs::read_to_string(&log).unwrap()
-    );
+    let report = watchdog_report(&d).await;
+    assert_eq!(containers_of(&d.instance), 0, "{report}");
 }
 
 /// A request the daemon sent just before it was killed can reach the engine
@@ -175,12 +166,7 @@ async fn a_container_landing_after_the_watchdogs_first_sweep_is_removed_too() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(containers_of(&d.instance), 1);
 
-    let log = d.config().instance_dir().join("watchdog.log");
-    eventually(Duration::from_secs(40), "the watchdog's report", || {
-        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("died;"))
-    })
-    .await;
-    let report = std::fs::read_to_string(&log).unwrap();
+    let report = watchdog_report(&d).await;
     assert_eq!(containers_of(&d.instance), 0, "{report}");
     assert!(report.contains("1 more later"), "{report}");
 }
@@ -313,4 +299,15 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The crash watchdog's log once it reported its cleanup (it exits then:
+/// its later sweeps are done).
+async fn watchdog_report(d: &Daemon) -> String {
+    let log = d.config().instance_dir().join("watchdog.log");
+    eventually(Duration::from_secs(40), "the watchdog's report", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("died;"))
+    })
+    .await;
+    std::fs::read_to_string(&log).unwrap()
 }
