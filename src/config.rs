@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::job::parse_size;
-use crate::model::{Limits, Network, RunnerChoice, host_cpus};
+use crate::model::{Egress, Limits, Network, Publish, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
 
@@ -44,6 +44,9 @@ pub const DEFAULT_CPUS: f64 = 2.0;
 pub const DEFAULT_MEMORY: u64 = 2 << 30;
 /// Default process limit of a container job.
 pub const DEFAULT_PIDS: i64 = 512;
+/// Hosts a job behind the egress proxy may reach when the config names
+/// none (`defaults` in `egress_allow`): the common package registries.
+pub use crate::net::DEFAULT_EGRESS_ALLOW;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 
@@ -147,6 +150,15 @@ pub struct Layer {
     pub memory: Option<SizeValue>,
     /// Default process limit of container jobs.
     pub pids: Option<i64>,
+    /// What container jobs may reach outside: `none`, `proxy` (default:
+    /// berth's HTTP(S) proxy, to the hosts of `egress_allow` only) or `all`.
+    pub egress: Option<String>,
+    /// Hosts reachable through the egress proxy (`pypi.org`, `*.corp.net`,
+    /// `10.0.0.5:8080`); `defaults` stands for the package registries.
+    pub egress_allow: Option<Vec<String>>,
+    /// Who makes published ports answer on 127.0.0.1: `berth` (default:
+    /// berth relays each connection) or `engine`.
+    pub publish: Option<String>,
 }
 
 /// Where a setting came from.
@@ -211,6 +223,12 @@ pub struct Config {
     pub network: Network,
     /// Limits for container jobs that ask for none (each field always set).
     pub limits: Limits,
+    /// What container jobs may reach outside (`egress`).
+    pub egress: Egress,
+    /// The hosts the egress proxy allows, as written (`defaults` included).
+    pub egress_allow: Vec<String>,
+    /// Who publishes container jobs' ports (`publish`).
+    pub publish: Publish,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -243,6 +261,9 @@ impl Default for Config {
             user: None,
             network: Network::Isolated,
             limits: default_limits(),
+            egress: Egress::Proxy,
+            egress_allow: vec![crate::net::allow::DEFAULTS.to_string()],
+            publish: Publish::Berth,
             sources: BTreeMap::new(),
         };
         for k in FIELDS {
@@ -252,7 +273,10 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 27] = [
+    "egress",
+    "egress_allow",
+    "publish",
     "pull",
     "pull_timeout",
     "user",
@@ -523,6 +547,11 @@ impl Config {
             self.sources.insert("user", source("user"));
         }
         set!(network, "network", validate_network);
+        set!(egress, "egress", |v: String| v.parse::<Egress>());
+        set!(egress_allow, "egress_allow", |v: Vec<String>| {
+            crate::net::Allowlist::parse(&v).map(|_| v)
+        });
+        set!(publish, "publish", |v: String| v.parse::<Publish>());
         let mut limits = self.limits.clone();
         let mut touched = Vec::new();
         if let Some(v) = l.cpus {
@@ -593,6 +622,9 @@ impl Config {
             ),
             ("store_env", self.store_env.to_string()),
             ("fallback", self.fallback.to_string()),
+            ("egress", self.egress.to_string()),
+            ("egress_allow", self.egress_allow.join(", ")),
+            ("publish", self.publish.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -690,6 +722,10 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         cpus: num("cpus")?,
         memory: get("memory").map(SizeValue::Text),
         pids: num("pids")?.map(|v| v as i64),
+        egress: get("egress"),
+        // A comma-separated list: `BERTH_EGRESS_ALLOW=defaults,example.com`.
+        egress_allow: get("egress_allow").map(|v| v.split(',').map(|e| e.trim().to_string()).collect()),
+        publish: get("publish"),
     })
 }
 
@@ -806,6 +842,43 @@ mod tests {
         spec.limits.memory = Some(6 << 20);
         spec.limits.cpus = Some(host);
         spec.validate().unwrap();
+    }
+
+    #[test]
+    fn egress_and_publish_keys_from_file_and_env() {
+        let c = Config::default();
+        assert_eq!((c.egress, c.publish), (Egress::Proxy, Publish::Berth));
+        assert_eq!(c.egress_allow, ["defaults"]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(CONFIG_FILE);
+        std::fs::write(
+            &file,
+            "egress = \"none\"\negress_allow = [\"defaults\", \"example.com\"]\npublish = \"engine\"\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        assert_eq!((c.egress, c.publish), (Egress::None, Publish::Engine));
+        assert_eq!(c.egress_allow, ["defaults", "example.com"]);
+        assert!(matches!(c.sources["egress_allow"], Source::File(_)));
+        let env = |n: &str| match n {
+            "BERTH_EGRESS" => Some("all".to_string()),
+            "BERTH_EGRESS_ALLOW" => Some("pypi.org, *.corp.net".to_string()),
+            _ => None,
+        };
+        let c = Config::load_with(dir.path(), Layer::default(), env).unwrap();
+        assert_eq!(c.egress, Egress::All);
+        assert_eq!(c.egress_allow, ["pypi.org", "*.corp.net"]);
+        for (text, what) in [
+            ("egress = \"some\"\n", "egress"),
+            ("egress_allow = [\"a b\"]\n", "egress_allow"),
+            ("publish = \"docker\"\n", "publish"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = Config::load(dir.path(), Layer::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 use crate::model::{
-    EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, Network, PortSpec, Proto, RunnerChoice, host_cpus,
+    Egress, EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, Network, PortSpec, Proto, Publish, RunnerChoice,
+    host_cpus,
 };
 
 impl FromStr for RunnerChoice {
@@ -37,6 +38,39 @@ impl FromStr for Network {
                 what: "network",
                 input: s.into(),
                 message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge) or none"
+                    .into(),
+            }),
+        }
+    }
+}
+
+impl FromStr for Egress {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Egress::None),
+            "proxy" => Ok(Egress::Proxy),
+            "all" => Ok(Egress::All),
+            _ => Err(Error::InvalidValue {
+                what: "egress",
+                input: s.into(),
+                message: "expected none (no way out), proxy (default: berth's HTTP(S) proxy to the hosts of egress_allow) or all"
+                    .into(),
+            }),
+        }
+    }
+}
+
+impl FromStr for Publish {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "berth" => Ok(Publish::Berth),
+            "engine" => Ok(Publish::Engine),
+            _ => Err(Error::InvalidValue {
+                what: "publish",
+                input: s.into(),
+                message: "expected berth (default: berth relays 127.0.0.1 to the job) or engine (the engine publishes)"
                     .into(),
             }),
         }
@@ -203,9 +237,12 @@ impl JobSpec {
                 "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
             ));
         }
-        if self.runner == RunnerChoice::Host && (self.read_only || self.network.is_some()) {
+        if self.runner == RunnerChoice::Host
+            && (self.read_only || self.network.is_some() || self.egress.is_some())
+        {
             return Err(Error::InvalidSpec(
-                "read_only and network apply to container jobs; the host runner cannot enforce them".into(),
+                "read_only, network and egress apply to container jobs; the host runner cannot enforce them"
+                    .into(),
             ));
         }
         Ok(())

@@ -38,6 +38,8 @@
 //!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
 //! - [`images`]: which image a job runs in and why, the pull policy.
+//! - [`net`]: how container jobs talk to the world: berth's port forwarder,
+//!   the egress proxy and its allowlist.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
@@ -54,6 +56,7 @@ pub mod job;
 pub mod manager;
 pub mod mcp;
 pub mod model;
+pub mod net;
 pub mod output;
 pub mod persist;
 pub mod procinfo;

@@ -11,6 +11,7 @@ mod chunk;
 mod event;
 mod image;
 mod line;
+mod net;
 mod ready;
 mod spec;
 mod status;
@@ -19,6 +20,7 @@ pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use line::{Line, LogPage, LogQuery, Stream};
+pub use net::{Egress, Publish};
 pub use ready::{HttpCheck, ReadyCondition};
 pub use spec::JobSpec;
 pub use spec::{

@@ -274,6 +274,11 @@ pub struct JobSpec {
     /// config's `network` (default `isolated`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
+    /// Container jobs: what the job may reach outside (`none`, `proxy`,
+    /// `all`); unset = the config's `egress`. Only as tight as the
+    /// project's or tighter: a looser one is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::Egress>,
     /// The caller's working directory. A manager serving several projects
     /// (the daemon) resolves the project from it: the `berth.toml` found from
     /// here upwards gives the workspace, rules, image and limits of the job,

@@ -1,0 +1,66 @@
+//! How a container job talks to the world: what it may reach outside
+//! ([`Egress`]) and who makes its published ports answer on 127.0.0.1
+//! ([`Publish`]). Plain data, serialized as the words a caller types;
+//! parsing lives in `job.rs`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What a container job may reach beyond the machine it runs on.
+/// Ordered from tightest to loosest: a job may ask for a tighter one than
+/// its project's, never a looser one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Egress {
+    /// Nothing: the job's network has no way out.
+    None,
+    /// Only through berth's HTTP(S) proxy, to the hosts of `egress_allow`.
+    #[default]
+    Proxy,
+    /// Anything the engine's NAT reaches (the engine's default behaviour).
+    All,
+}
+
+impl Egress {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Egress::None => "none",
+            Egress::Proxy => "proxy",
+            Egress::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for Egress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who makes a container job's published ports answer on 127.0.0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Publish {
+    /// berth listens on 127.0.0.1 and relays each connection to the job's
+    /// address on its own network (which then needs no way in from outside).
+    #[default]
+    Berth,
+    /// The engine publishes the port (its proxy and NAT rules).
+    Engine,
+}
+
+impl Publish {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Publish::Berth => "berth",
+            Publish::Engine => "engine",
+        }
+    }
+}
+
+impl fmt::Display for Publish {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
