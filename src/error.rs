@@ -87,6 +87,23 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    #[error("could not listen on {addr} for {what}: {source}")]
+    Listen {
+        /// What the listener was for: `port 8080/tcp of job-3`, `the egress proxy of job-3`.
+        what: String,
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("could not write the network files of job {job} in `{}`: {source}", dir.display())]
+    JobFiles {
+        job: JobId,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("the job store `{}` failed: {message}", path.display())]
     Store { path: PathBuf, message: String },
 
@@ -188,7 +205,8 @@ impl Error {
             Error::DaemonRunning { .. } => "daemon_running",
             Error::Remote { code, .. } => code,
             Error::McpAttach { .. } => "mcp_attach",
-            Error::Io { .. } => "io",
+            Error::Io { .. } | Error::JobFiles { .. } => "io",
+            Error::Listen { .. } => "listen_failed",
             Error::Config { .. } => "config",
             Error::Store { .. } => "store",
             Error::EngineUnavailable { .. } => "engine_unavailable",
