@@ -5,7 +5,7 @@
 //! ● Shell (npm run dev)
 //!   └ Status: running · job-3 · docker · 127.0.0.1:49153→3000
 //!     Command: npm run dev
-//!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net-0
+//!     Sandbox: user 1000:1000 · cpus 2 · memory 2 GiB · pids 512 · network berth-app-1a2b3c4d-net-0 · egress proxy
 //!     Image: berth/dev:latest (the project names no image and berth/dev … is built)
 //!     Reason: moved to background by user (Ctrl+R)
 //!     Last log:
@@ -96,6 +96,9 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     }
     if let Some(n) = &l.network {
         parts.push(format!("network {n}"));
+    }
+    if let Some(e) = &l.egress {
+        parts.push(format!("egress {e}"));
     }
     Some(parts.join(" · "))
 }
@@ -281,11 +284,14 @@ mod tests {
             pids: Some(512),
             user: Some("root".into()),
             network: Some("none".into()),
+            egress: Some("none".into()),
             not_enforced: vec![],
         };
         let card = render(&info, "", false);
         assert!(
-            card.contains("    Sandbox: user root · cpus 2 · memory 2 GiB · pids 512 · network none\n"),
+            card.contains(
+                "    Sandbox: user root · cpus 2 · memory 2 GiB · pids 512 · network none · egress none\n"
+            ),
             "{card}"
         );
         assert_eq!(size(64 << 20), "64 MiB");

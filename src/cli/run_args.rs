@@ -68,6 +68,10 @@ pub struct RunArgs {
     /// containers) or none.
     #[arg(long, value_name = "NET")]
     pub network: Option<String>,
+    /// What the job may reach outside (containers): none, or proxy (only
+    /// the hosts of egress_allow); no looser than the project's egress.
+    #[arg(long, value_name = "WHAT")]
+    pub egress: Option<String>,
     /// When to pull the image: missing (default), always or never.
     #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
     pub pull: Option<String>,
@@ -124,6 +128,7 @@ impl RunArgs {
         spec.image = self.image.clone();
         spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.network = self.network.as_deref().map(str::parse).transpose()?;
+        spec.egress = self.egress.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {

@@ -68,6 +68,15 @@ pub(super) async fn admit(
     spec.caller_env.clear();
     fill_defaults(&mut spec, &project.config, budget);
     spec.validate()?;
+    // A job may ask for less egress than its project allows, never more.
+    if let Some(asked) = spec.egress
+        && asked > project.config.egress
+    {
+        return Err(Error::InvalidSpec(format!(
+            "egress `{asked}` is looser than this project's `{}`: a job may only tighten it (set egress in berth.toml to loosen)",
+            project.config.egress
+        )));
+    }
     let watchers = Inner::watchers_for(&spec)?;
     let workspace = &project.config.workspace;
     // A job that names no directory runs where its caller is, when that is

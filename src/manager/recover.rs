@@ -115,11 +115,26 @@ impl Manager {
             let stored = inner.store.line_counts(&id)?;
             let watchers = Watchers::new(&row.info.spec.watch).unwrap_or_default();
             let output = inner.job_output(&id, watchers, last_seq + 1)?;
+            // Its project's allowlist for its egress proxy (the manager's
+            // own when the project is gone).
+            let project = match inner.projects.resolve(&row.info.spec) {
+                Ok(p) => p,
+                // A spec without a caller directory gets the manager's own.
+                Err(_) => inner.projects.resolve(&crate::model::JobSpec::default())?,
+            };
+            let cwd = row
+                .info
+                .spec
+                .cwd
+                .clone()
+                .unwrap_or_else(|| project.config.workspace.clone());
             let adoption = Adoption {
                 container_id: row.info.container_id.clone().unwrap_or_default(),
                 stored,
                 ports: row.info.ports.clone(),
                 limits: row.info.limits.clone(),
+                allow: crate::net::Allowlist::parse(&project.config.egress_allow).unwrap_or_default(),
+                on_denial: super::start::egress_reporter(inner, &id, &row.info.spec, &project, &cwd),
             };
             match inner.runners.adopt(&id, &output, adoption).await {
                 Ok(launched) => {
@@ -129,6 +144,8 @@ impl Manager {
                     spec.background = true;
                     // Said in every answer about it (the exec tool set's `recovered`).
                     row.info.recovered = true;
+                    // Forwarded again: a host port taken meanwhile was replaced.
+                    row.info.ports = launched.ports.clone();
                     {
                         let mut reg = inner.registry.lock().unwrap();
                         let entry = Entry {

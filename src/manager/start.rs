@@ -298,9 +298,10 @@ async fn launch(
                         e.info.building = None;
                         e.info.image = Some(choice);
                     }
+                    let on_denial = egress_reporter(inner, id, &spec, project, cwd);
                     inner
                         .runners
-                        .launch_in(id, &spec, cwd, &output, &project.config)
+                        .launch_in(id, &spec, cwd, &output, &project.config, on_denial)
                         .await
                 }
                 Err(e) => Err(e),
@@ -359,6 +360,33 @@ fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::Progr
             e.info.pulling = Some(p.clone());
         }
         inner.events.emit(id.clone(), EventKind::Pulling(p));
+    })
+}
+
+/// Requests job `id`'s egress proxy denies: written to the security log
+/// (kind `egress`) and emitted as an `egress_denied` event the agent sees.
+pub(super) fn egress_reporter(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    spec: &JobSpec,
+    project: &Project,
+    cwd: &Path,
+) -> crate::net::DenialFn {
+    let inner = Arc::downgrade(inner);
+    let (id, command, cwd) = (id.clone(), spec.display_command(), cwd.to_path_buf());
+    let safety = project.safety.clone();
+    Arc::new(move |d: crate::net::Denial| {
+        let target = format!("{}:{}", d.host, d.port);
+        safety.log_egress(id.as_str(), &command, &cwd, &d.request(), &target, &d.reason);
+        if let Some(inner) = inner.upgrade() {
+            inner.events.emit(
+                id.clone(),
+                EventKind::EgressDenied {
+                    request: d.request(),
+                    reason: d.reason,
+                },
+            );
+        }
     })
 }
 

@@ -138,8 +138,9 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
     let own = st.own.contains(&e.job);
     match &e.kind {
-        // Running unsandboxed is never news the agent may miss.
-        EventKind::WatchHit { .. } | EventKind::Fallback { .. } => true,
+        // Running unsandboxed, or a request the sandbox refused, is never
+        // news the agent may miss.
+        EventKind::WatchHit { .. } | EventKind::Fallback { .. } | EventKind::EgressDenied { .. } => true,
         EventKind::Queued => !own,
         // Progress is on the job's own answer; the backlog would only be noise.
         EventKind::Pulling(_) | EventKind::Building(_) => false,
@@ -180,6 +181,9 @@ pub fn line(manager: &Manager, e: &Event) -> String {
             format::short(line, 200)
         ),
         EventKind::Promoted { reason, .. } => format!("promoted: {reason}"),
+        EventKind::EgressDenied { request, reason } => {
+            format!("egress denied: {request} ({reason}; allow hosts with egress_allow in berth.toml)")
+        }
         EventKind::Ended {
             status,
             ended_by,

@@ -50,6 +50,12 @@ pub enum EventKind {
         by: EndedBy,
         reason: String,
     },
+    /// The job's egress proxy refused a request (also in the security log).
+    EgressDenied {
+        /// `CONNECT evil.example:443`, `GET pypi.org:8080`.
+        request: String,
+        reason: String,
+    },
     /// The job ended, however it ended.
     Ended {
         /// Final status name: success, failed, killed, timed_out, signaled, lost, start_failed.
@@ -75,6 +81,7 @@ impl EventKind {
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",
             EventKind::Promoted { .. } => "promoted",
+            EventKind::EgressDenied { .. } => "egress_denied",
             EventKind::Ended { .. } => "ended",
         }
     }

@@ -210,6 +210,9 @@ pub struct AppliedLimits {
     /// Container jobs: the network it was attached to (`none` for none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// Container jobs: what it could reach outside (`none`, `proxy`, `all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<String>,
 }
 
 /// Everything a caller can ask of a job. Every interface maps onto this struct.

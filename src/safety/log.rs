@@ -29,7 +29,8 @@ pub const KEEP: usize = 3;
 pub struct Entry {
     /// RFC 3339, UTC.
     pub timestamp: String,
-    /// `blocked` (the filter) or `outside_workspace` (the guard).
+    /// `blocked` (the filter), `outside_workspace` (the guard) or `egress`
+    /// (a job's egress proxy).
     pub kind: &'static str,
     pub reason: String,
     pub pattern: String,

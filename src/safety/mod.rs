@@ -23,6 +23,7 @@
 //! check`. Host jobs also pass [`Safety::check_env`] ([`env`]).
 
 pub mod deadline;
+mod egress;
 pub mod env;
 pub mod expand;
 pub mod filter;

@@ -3,6 +3,11 @@
 //! it. The logs endpoint replays the whole output from the start; the lines
 //! the store already holds are skipped per stream, so the job's seq continues
 //! from the last stored line with no gap and no duplicate.
+//!
+//! What berth ran for the job died with the old manager: its forwarded
+//! ports are listened on again (the recorded host ports; one taken
+//! meanwhile is replaced, with a note) and its egress proxy is started
+//! again on the address in the job's environment.
 
 use std::sync::Arc;
 
@@ -10,9 +15,12 @@ use super::DockerClient;
 use bollard::query_parameters::LogsOptions;
 
 use super::exit::{OutputStream, exit_future, pump, wait_exit};
+use super::pool::{NetAddr, Slot};
+use super::reach::{self, JobNet};
 use super::{DockerControl, Engine};
 use crate::error::{Error, Result};
 use crate::model::{AppliedLimits, JobId, PortMapping};
+use crate::net::{Allowlist, DenialFn, Upstream, Want, forward};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
 
@@ -23,6 +31,9 @@ pub struct Adoption {
     pub stored: (u64, u64),
     pub ports: Vec<PortMapping>,
     pub limits: AppliedLimits,
+    /// The job's project's egress allowlist, and who hears of its denials.
+    pub allow: Allowlist,
+    pub on_denial: DenialFn,
 }
 
 /// Re-attach to the container of job `id`.
@@ -38,6 +49,8 @@ pub(super) async fn adopt(
         stored,
         ports,
         limits,
+        allow,
+        on_denial,
     } = a;
     let container_id = container_id.as_str();
     let fail = |message: String| Error::Docker {
@@ -72,35 +85,73 @@ pub(super) async fn adopt(
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
     let pump_task = tokio::spawn(pump(stream, out, err, None));
-    // On a pool network: hold its slot until the container is removed.
-    let slot = inspected
-        .network_settings
-        .as_ref()
-        .and_then(|n| n.networks.as_ref())
-        .and_then(|n| {
-            n.iter().find_map(|(name, ep)| {
-                let id = ep.network_id.clone().unwrap_or_default();
-                engine.pool.claim(&engine.network, name, id)
-            })
-        });
-    if slot.is_some() {
-        engine
-            .used_network
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-    let control = DockerControl::new(engine, docker.clone(), container_id.to_string(), slot);
-    // A job that joined a network holder has the holder's address.
+    // A job that joined a network holder has the holder's address and network.
     let joined = inspected
         .host_config
         .as_ref()
         .and_then(|h| h.network_mode.as_deref())
         .and_then(|m| m.strip_prefix("container:"));
-    let internal_ip = match joined {
-        Some(holder) => match docker.inspect_container(holder).await {
-            Ok(h) => super::launch::container_ip(&h),
-            Err(_) => None,
+    let holder = match joined {
+        Some(holder) => docker.inspect_container(holder).await.ok(),
+        None => None,
+    };
+    let on_network = holder.as_ref().unwrap_or(&inspected);
+    let internal_ip = super::launch::container_ip(on_network);
+    // On a pool network: hold its slot until the container is removed.
+    let slot = claim(engine, on_network);
+    if slot.is_some() {
+        engine
+            .used_network
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let rules = engine.rules(allow, on_denial);
+    let proxy = match (proxy_port(&inspected), &slot) {
+        (Some(port), Some(slot)) => match reach::start_proxy(id, slot, &rules, port) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(job = %id, error = %e, "could not start the adopted job's egress proxy again");
+                None
+            }
         },
-        None => super::launch::container_ip(&inspected),
+        _ => None,
+    };
+    let control = DockerControl::new(
+        engine,
+        docker.clone(),
+        container_id.to_string(),
+        slot,
+        JobNet::new(proxy),
+    );
+    // Ports the engine did not publish were berth's: listen again.
+    let engine_published = inspected
+        .host_config
+        .as_ref()
+        .and_then(|h| h.port_bindings.as_ref())
+        .is_some_and(|b| !b.is_empty());
+    let ports = match (engine_published || ports.is_empty(), internal_ip) {
+        (false, Some(ip)) => {
+            let wants: Vec<Want> = ports
+                .iter()
+                .map(|p| Want {
+                    port: p.port,
+                    proto: p.proto,
+                    host_port: Some(p.host_port).filter(|h| *h != 0),
+                    note: None,
+                })
+                .collect();
+            match forward::bind(id.as_str(), &wants).and_then(|b| b.serve(Upstream::Address(ip))) {
+                Ok(f) => {
+                    let ports = f.mappings().to_vec();
+                    control.set_forwarder(f);
+                    ports
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "could not forward the adopted job's ports again");
+                    ports
+                }
+            }
+        }
+        _ => ports,
     };
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     Ok(Launched {
@@ -112,4 +163,33 @@ pub(super) async fn adopt(
         control: Control::Docker(control),
         exit,
     })
+}
+
+/// The pool slot of the network `container` is on, if it is one of ours.
+fn claim(engine: &Engine, container: &bollard::models::ContainerInspectResponse) -> Option<Slot> {
+    let networks = container.network_settings.as_ref()?.networks.as_ref()?;
+    networks.iter().find_map(|(name, ep)| {
+        let id = ep.network_id.clone().unwrap_or_default();
+        let gateway = ep.gateway.as_deref().and_then(|g| g.parse().ok());
+        let ip = ep.ip_address.as_deref().and_then(|i| i.parse().ok());
+        let subnet = ip.zip(ep.ip_prefix_len).map(|(ip, len)| {
+            let len = len.clamp(0, 128) as u8;
+            (crate::net::proxy::dest::network(ip, len), len)
+        });
+        let addr = NetAddr { gateway, subnet };
+        engine
+            .pool
+            .claim(name, id.clone(), addr)
+            .or_else(|| engine.nat_pool.claim(name, id, addr))
+    })
+}
+
+/// The port of the egress proxy named in the job's `HTTP_PROXY`.
+fn proxy_port(container: &bollard::models::ContainerInspectResponse) -> Option<u16> {
+    let env = container.config.as_ref()?.env.as_ref()?;
+    let url = env.iter().find_map(|e| e.strip_prefix("HTTP_PROXY="))?;
+    url.strip_prefix("http://")?
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .map(|a| a.port())
 }

@@ -235,12 +235,18 @@ pub(super) async fn remove_all<'a>(docker: &DockerClient, ids: impl Iterator<Ite
 }
 
 impl Engine {
-    /// A job network of the pool with no container on it, made if needed.
-    /// `join`: the job could join a network holder (no published ports).
-    pub(super) async fn acquire_network(&self, docker: &DockerClient, join: bool) -> Result<network::Slot> {
+    /// A job network with no container on it, made if needed, from the
+    /// pool of `internal` networks or of NAT'd ones. `join`: the job could
+    /// join a network holder (the engine publishes no ports for it).
+    pub(super) async fn acquire_network(
+        &self,
+        docker: &DockerClient,
+        internal: bool,
+        join: bool,
+    ) -> Result<super::pool::Slot> {
         self.used_network.store(true, Ordering::SeqCst);
-        self.pool
-            .acquire(docker, &self.network, &self.ownership, join)
+        self.pool_of(internal)
+            .acquire(docker, &self.ownership, join)
             .await
     }
 }
@@ -255,6 +261,7 @@ impl Drop for Engine {
         // Holders made from here on are removed by whoever makes them;
         // `release_all` sweeps this process's own.
         self.pool.holders.begin_close();
+        self.nat_pool.holders.begin_close();
         let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());
         let done = std::thread::Builder::new()
             .name("berth-docker-network".into())

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType,
-    PortBinding,
+    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountType, NetworkingConfig, PortBinding,
 };
 
 use super::ownership::{LABEL_STATE, short};
+use super::reach::Attach;
 use crate::error::{Error, Result};
 use crate::model::{AppliedLimits, JobId, JobSpec, Limits, Network, PortMapping, Proto};
 
@@ -101,6 +102,8 @@ pub struct Context<'a> {
     pub defaults: &'a Limits,
     pub workspace: &'a Path,
     pub cwd: &'a Path,
+    /// What the job's network gives the container (`reach.rs`).
+    pub attach: &'a Attach,
 }
 
 /// The container name: `berth-<instance>-<state hash>-<job id>`, so two
@@ -205,7 +208,9 @@ pub fn body(
 
     let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
     let mut exposed = Vec::new();
-    for p in ports {
+    // Ports berth forwards are none of the engine's business.
+    let published = if ctx.attach.berth_forwards { &[][..] } else { ports };
+    for p in published {
         exposed.push(p.key());
         bindings.insert(
             p.key(),
@@ -227,6 +232,7 @@ pub fn body(
     for p in ports {
         env.push((format!("BERTH_PORT_{}", p.port), p.port.to_string()));
     }
+    env.extend(ctx.attach.env.iter().cloned());
     env.retain(|(k, _)| !spec.env.contains_key(k));
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
@@ -243,6 +249,33 @@ pub fn body(
     }
 
     let ws_str = ws.to_string_lossy().into_owned();
+    let mut mounts = vec![Mount {
+        target: Some(ws_str.clone()),
+        source: Some(ws_str),
+        typ: Some(MountType::BIND),
+        read_only: Some(false),
+        bind_options: Some(MountBindOptions {
+            propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    mounts.extend(ctx.attach.mounts.iter().cloned());
+    // The job's own name on its own endpoint (a joined job has none).
+    let networking_config = match (&ctx.attach.alias, network_mode.starts_with("container:")) {
+        (Some(alias), false) if !matches!(network_mode.as_str(), "none" | "bridge") => {
+            Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    network_mode.clone(),
+                    EndpointSettings {
+                        aliases: Some(vec![alias.clone()]),
+                        ..Default::default()
+                    },
+                )])),
+            })
+        }
+        _ => None,
+    };
     let host_config = HostConfig {
         // A real PID 1 that forwards signals and reaps: a stop takes ~0.1 s
         // instead of the whole grace, and zombies do not pile up.
@@ -262,17 +295,7 @@ pub fn body(
         // on the other. (The engine's API has no nosuid/nodev for binds; the
         // job's files are the caller's, and no-new-privileges makes setuid
         // bits inert inside, so a setuid copy grants nobody more than the caller.)
-        mounts: Some(vec![Mount {
-            target: Some(ws_str.clone()),
-            source: Some(ws_str),
-            typ: Some(MountType::BIND),
-            read_only: Some(false),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }]),
+        mounts: Some(mounts),
         // Opt-in: the image cannot be changed, only the workspace and /tmp.
         readonly_rootfs: Some(spec.read_only),
         tmpfs: Some(tmpfs),
@@ -301,7 +324,9 @@ pub fn body(
         open_stdin: Some(has_input),
         stdin_once: Some(has_input),
         tty: Some(false),
+        hostname: ctx.attach.hostname.clone(),
         host_config: Some(host_config),
+        networking_config,
         ..Default::default()
     };
     Ok((body, applied))

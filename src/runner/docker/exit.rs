@@ -124,10 +124,24 @@ pub(super) fn not_in_image(message: &[u8], image: &str) -> Option<String> {
     Some(format!("berth: {e}\n"))
 }
 
-/// Resolves once the engine reported the exit and the output is drained.
+/// Resolves once the engine reported the exit and the output is drained;
+/// what berth ran for the job on this machine (its forwarded ports, its
+/// egress proxy) is closed by then.
 pub(super) async fn exit_future(
     docker: DockerClient,
     control: DockerControl,
+    wait: JoinHandle<Waited>,
+    pump: JoinHandle<Option<String>>,
+    job: JobId,
+) -> Exit {
+    let exit = observe(docker, &control, wait, pump, job).await;
+    control.close_net();
+    exit
+}
+
+async fn observe(
+    docker: DockerClient,
+    control: &DockerControl,
     mut wait: JoinHandle<Waited>,
     mut pump: JoinHandle<Option<String>>,
     job: JobId,

@@ -1,7 +1,6 @@
 //! Network holders: one idle container per pool network whose network
-//! namespace the next job without published ports joins
-//! (`network_mode = container:<holder>`), so that job skips the engine's
-//! network setup.
+//! namespace the next job joins (`network_mode = container:<holder>`), so
+//! that job skips the engine's network setup.
 //!
 //! Why: on a user-defined bridge the engine spends ~100 ms per container on
 //! its endpoint and embedded DNS resolver (iptables run inside the new
@@ -10,8 +9,13 @@
 //! ~10 ms. Isolation is unchanged: a pool network still serves one job at a
 //! time (its [`Slot`] is held while the job runs), the holder is on that
 //! network alone, and it is not a job (an idle `sleep`, no capabilities,
-//! read-only, nobody's uid). A job with published ports never joins one:
-//! the engine publishes ports only for a container with a network of its own.
+//! read-only, nobody's uid). A job with published ports joins one too when
+//! berth forwards its ports (the default); one whose ports the engine
+//! publishes (`publish = "engine"`) never does: the engine publishes ports
+//! only for a container with a network of its own. A joined job gets its
+//! own `/etc/hosts`, `resolv.conf` and `hostname` (etc.rs), never the
+//! holder's; its kernel hostname is the holder's, which the engine copies
+//! and the job cannot change: the same neutral word for every holder.
 //!
 //! Lifecycle: only a long-lived manager (the daemon, an MCP host) warms
 //! holders ([`super::Engine::keep_warm`]). When a job on a pool network without
@@ -35,8 +39,8 @@ use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
 
 use super::DockerClient;
 use super::cleanup::{remove_all, remove_container};
-use super::network::Slot;
 use super::ownership::{LABEL_STATE, Ownership};
+use super::pool::Slot;
 use super::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use crate::error::Result;
 
@@ -208,6 +212,7 @@ async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Hol
         image: Some(recipe.image.clone()),
         // Idle for ~68 years: any `sleep` takes a plain number of seconds.
         entrypoint: Some(vec!["sleep".into()]),
+        hostname: Some(super::reach::HOLDER_HOSTNAME.into()),
         cmd: Some(vec!["2147483647".into()]),
         user: Some("65534:65534".into()),
         labels: Some(labels),

@@ -9,6 +9,13 @@
 //! the faster of the two. Mapped ports and the container's own IP exist only
 //! after start, so they are read back from inspect.
 //!
+//! Around it, the job's network (`reach.rs`): berth's 127.0.0.1 listeners
+//! are bound before the create (so a taken host port is known at once),
+//! the egress proxy is started on the network's gateway before the create
+//! (its address is in the job's environment), the job's `/etc` files are
+//! written for each attempt, and the forwarder starts relaying once inspect
+//! gave the job's address.
+//!
 //! Nothing else is asked on the way: the manager made the image present
 //! already (`Engine::prepare`), and a leftover container with the job's name
 //! is looked at only when the create says the name is taken.
@@ -30,10 +37,12 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
+use super::reach::{self, JobNet};
 use super::{DockerControl, Engine, Project, holder, network, remove_container};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
-use crate::model::{AppliedLimits, JobId, JobSpec};
+use crate::model::{AppliedLimits, Egress, JobId, JobSpec, Network};
+use crate::net::{Upstream, Want, forward};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
 
@@ -83,20 +92,65 @@ pub(super) async fn launch(
     let name = create::container_name(&engine.instance, engine.state(), id);
 
     // A pool network of its own (`isolated`, the default): one running
-    // container per berth network, see network.rs.
-    let isolated = spec.network.unwrap_or(project.network) == crate::model::Network::Isolated;
-    let mut plan = create::plan_ports(spec, engine.precheck_ports);
-    // Without published ports the job may join the network's holder
-    // (holder.rs): the engine then sets up no network for it.
-    let may_join = plan.is_empty();
+    // container per berth network, see network.rs; internal unless the
+    // job's egress is `all` (reach.rs decides).
+    let decision = project.decide(spec);
+    let isolated = decision.network == Network::Isolated;
+    let mut plan = create::plan_ports(spec, engine.precheck_ports && decision.engine_publishes);
+    // berth's own listeners, before anything is made: released again if
+    // the launch fails.
+    let bound = match decision.engine_publishes || plan.is_empty() {
+        true => None,
+        false => Some(forward::bind(id.as_str(), &wants(&plan))?),
+    };
+    // Unless the engine publishes its ports, the job may join the
+    // network's holder (holder.rs): the engine then sets up no network for it.
+    let may_join = !decision.engine_publishes || plan.is_empty();
     let mut slot = match isolated {
-        true => Some(engine.acquire_network(&docker, may_join).await?),
+        true => Some(
+            engine
+                .acquire_network(&docker, decision.internal, may_join)
+                .await?,
+        ),
         false => None,
     };
+    let job_dir = output
+        .paths()
+        .stdout
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut proxy: Option<crate::net::Proxy> = None;
     let mut network_retries = 2;
     let mut cleared = false;
     let (started, joined) = loop {
         let joined = slot.as_ref().and_then(|s| s.holder.clone()).filter(|_| may_join);
+        // The egress proxy on this network's gateway (made again when a
+        // retry moved the job to another network).
+        if let (Egress::Proxy, Some(s)) = (decision.egress, &slot)
+            && proxy.as_ref().map(|p| p.addr().ip()) != s.addr.gateway
+        {
+            match reach::start_proxy(id, s, &project.rules, 0) {
+                Ok(p) => proxy = Some(p),
+                // A network known from before was removed meanwhile (its
+                // gateway address went with it): make it again.
+                Err(e) if address_gone(&e) && network_retries > 0 => {
+                    tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
+                    network_retries -= 1;
+                    if let Some(gone) = slot.take() {
+                        engine.pool_of(decision.internal).forget(&gone);
+                    }
+                    slot = Some(
+                        engine
+                            .acquire_network(&docker, decision.internal, may_join)
+                            .await?,
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let attach = reach::attach(id, &decision, joined.as_ref(), &job_dir, proxy.as_ref())?;
         let network = match (&joined, &slot) {
             (Some(h), _) => format!("container:{}", h.id),
             (None, Some(s)) => s.id.clone(),
@@ -114,6 +168,7 @@ pub(super) async fn launch(
             defaults: project.defaults,
             workspace: project.workspace,
             cwd,
+            attach: &attach,
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
@@ -126,7 +181,10 @@ pub(super) async fn launch(
             {
                 tracing::debug!(job = %id, error = %e, "network holder gone; starting on the network itself");
                 if let Some(s) = slot.as_mut() {
-                    engine.pool.holders.forget(&docker, s.index());
+                    engine
+                        .pool_of(decision.internal)
+                        .holders
+                        .forget(&docker, s.index());
                     s.holder = None;
                 }
             }
@@ -134,9 +192,13 @@ pub(super) async fn launch(
                 tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
                 network_retries -= 1;
                 if let Some(gone) = slot.take() {
-                    engine.pool.forget(&gone);
+                    engine.pool_of(decision.internal).forget(&gone);
                 }
-                slot = Some(engine.acquire_network(&docker, may_join).await?);
+                slot = Some(
+                    engine
+                        .acquire_network(&docker, decision.internal, may_join)
+                        .await?,
+                );
             }
             // Out of retries: the engine's failure as it came.
             Err(AttemptError::NetworkGone(e)) => return Err(e),
@@ -176,9 +238,12 @@ pub(super) async fn launch(
         // Named, not by the id the container was created with.
         applied.network = Some(slot.name.clone());
     }
+    applied.egress = Some(decision.egress.to_string());
+    applied.not_enforced.extend(decision.notes.iter().cloned());
     // A pool network without a holder gets one once this job exited, when
-    // the job had no ports: jobs with ports never join one, and warming
-    // their networks would only grow the pool by a network per such job.
+    // the job could join one: jobs whose ports the engine publishes never
+    // do, and warming their networks would only grow the pool by a network
+    // per such job.
     let warm = (engine.warm.load(std::sync::atomic::Ordering::SeqCst)
         && may_join
         && slot.as_ref().is_some_and(|s| s.holder.is_none()))
@@ -191,9 +256,12 @@ pub(super) async fn launch(
             ownership: engine.ownership.clone(),
             owner: engine.owner.clone(),
         };
-        Arc::new((engine.pool.holders.clone(), recipe))
+        Arc::new((engine.pool_of(decision.internal).holders.clone(), recipe))
     });
-    let mut control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot);
+    // The proxy belongs to the job from here on; the forwarder joins it
+    // once the job's address is known.
+    let net = JobNet::new(proxy.take());
+    let mut control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot, net);
     control.warm = warm;
 
     // From here on the container runs: any failure must take it down again.
@@ -226,11 +294,35 @@ pub(super) async fn launch(
         }
     };
     let settings = inspected.network_settings.as_ref();
-    let ports = create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
     // A job in its holder's namespace has the holder's address.
     let internal_ip = match &joined {
         Some(h) => h.ip,
         None => container_ip(&inspected),
+    };
+    let ports = match bound {
+        None => create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref())),
+        Some(bound) => {
+            let served = internal_ip
+                .ok_or_else(|| Error::Docker {
+                    action: "forward ports",
+                    job: id.to_string(),
+                    message: "the engine gave the container no address to forward to".into(),
+                })
+                .and_then(|ip| bound.serve(Upstream::Address(ip)));
+            match served {
+                Ok(forwarder) => {
+                    let ports = forwarder.mappings().to_vec();
+                    control.set_forwarder(forwarder);
+                    ports
+                }
+                Err(e) => {
+                    wait.abort();
+                    control.remove().await;
+                    let _ = pump_task.await;
+                    return Err(e);
+                }
+            }
+        }
     };
     note_warnings(&mut applied, &warnings);
 
@@ -252,6 +344,25 @@ pub(super) async fn launch(
         control: Control::Docker(control),
         exit,
     })
+}
+
+/// True when a listen failed because its address is not on this machine
+/// (any more): the network whose gateway it was is gone.
+fn address_gone(e: &Error) -> bool {
+    matches!(e, Error::Listen { source, .. } if source.kind() == std::io::ErrorKind::AddrNotAvailable)
+}
+
+/// What berth's forwarder listens for: the plan's ports, asked host ports
+/// included (a taken one is replaced, with a note).
+fn wants(plan: &[PortPlan]) -> Vec<Want> {
+    plan.iter()
+        .map(|p| Want {
+            port: p.port,
+            proto: p.proto,
+            host_port: p.host_port,
+            note: p.note.clone(),
+        })
+        .collect()
 }
 
 /// A container with this job's name is a leftover of this instance and

@@ -17,20 +17,26 @@
 //! (hash of the state dir), `berth.owner` (manager pid + start time) and
 //! `berth.job` labels, so whatever a crashed manager left behind can be found
 //! and removed without guessing, and nothing is removed by name alone
-//! (`ownership.rs`). Each job gets a berth bridge of its own from the instance's
-//! pool (`network.rs`).
+//! (`ownership.rs`). Each job gets a berth bridge of its own from one of the
+//! instance's pools (`network.rs`, `pool.rs`: internal networks, or NAT'd
+//! ones for `egress = "all"`); how it is reached (berth's port forwarder)
+//! and what it reaches (the egress proxy) is `reach.rs`, its own `/etc`
+//! files `etc.rs`.
 
 mod adopt;
 mod build;
 mod cleanup;
 mod client;
 mod create;
+mod etc;
 mod exit;
 mod holder;
 mod launch;
 mod network;
 mod ownership;
+mod pool;
 mod pull;
+pub mod reach;
 #[cfg(test)]
 mod tests;
 mod throttle;
@@ -101,12 +107,14 @@ pub struct DockerControl {
     sent: Arc<AtomicU64>,
     /// The pool network the container runs on: given back once it exited
     /// (background removal) or was removed.
-    slot: Arc<std::sync::Mutex<Option<network::Slot>>>,
+    slot: Arc<std::sync::Mutex<Option<pool::Slot>>>,
     /// The engine's removals under way, which teardown finishes.
     removals: Arc<Removals>,
     /// Set when the slot should get a network holder once the container
     /// exited (a long-lived manager, a pool network without one).
     warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
+    /// berth's forwarder and egress proxy of this job: closed when it ends.
+    net: Arc<reach::JobNet>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -118,7 +126,13 @@ impl std::fmt::Debug for DockerControl {
 }
 
 impl DockerControl {
-    fn new(engine: &Engine, docker: DockerClient, container_id: String, slot: Option<network::Slot>) -> Self {
+    fn new(
+        engine: &Engine,
+        docker: DockerClient,
+        container_id: String,
+        slot: Option<pool::Slot>,
+        net: reach::JobNet,
+    ) -> Self {
         DockerControl {
             container_id,
             docker,
@@ -127,7 +141,19 @@ impl DockerControl {
             slot: Arc::new(std::sync::Mutex::new(slot)),
             removals: engine.removals.clone(),
             warm: None,
+            net: Arc::new(net),
         }
+    }
+
+    /// Close what berth runs for the job on this machine (its forwarded
+    /// ports, its egress proxy): the job ended.
+    pub fn close_net(&self) {
+        self.net.close();
+    }
+
+    /// Hand the job's running forwarder to its control (closed with it).
+    fn set_forwarder(&self, f: crate::net::Forwarder) {
+        self.net.set_forwarder(f);
     }
 
     /// Give the network slot back: the container is gone, so a later job may
@@ -159,6 +185,7 @@ impl DockerControl {
 
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
+        self.close_net();
         let removed = remove_container(&self.docker, &self.container_id).await;
         self.free_slot(removed);
     }
@@ -167,6 +194,7 @@ impl DockerControl {
     /// engine's [`Removals`] keeps it until the engine confirmed, so
     /// teardown can finish it. Must be called inside a tokio runtime.
     pub fn remove_later(&self) {
+        self.close_net();
         // Its network is free already: the engine releases a container's
         // endpoint before it reports the exit (`wait` answers after that
         // teardown, see exit.rs), and this is called once the exit was seen.
@@ -188,6 +216,7 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
+        self.close_net();
         let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
         self.free_slot(removed);
     }
@@ -195,7 +224,7 @@ impl DockerControl {
 
 /// Give a container's network slot back; `empty`: the engine reported the
 /// container exited or removed, so nothing of it is left on the network.
-fn free(slot: &std::sync::Mutex<Option<network::Slot>>, empty: bool) {
+fn free(slot: &std::sync::Mutex<Option<pool::Slot>>, empty: bool) {
     if let Ok(mut slot) = slot.lock()
         && let Some(slot) = slot.take()
         && empty
@@ -216,10 +245,12 @@ pub struct Engine {
     owner: String,
     /// This instance and state dir: what `berth.instance`/`berth.state` must say.
     ownership: Ownership,
+    /// The config's egress, allowlist and publishing, for `launch` without a project.
+    egress: crate::model::Egress,
+    egress_allow: crate::net::Allowlist,
+    publish: crate::model::Publish,
     /// `UID:GID` or `root`; the caller's own ids unless the config says.
     user: String,
-    /// The prefix of the instance's job networks (`<prefix>-N`).
-    network: String,
     /// The config's network, for specs that do not say.
     default_network: crate::model::Network,
     /// Limits for what a spec leaves unset.
@@ -228,8 +259,11 @@ pub struct Engine {
     /// instance's networks that no container uses. Kept between jobs because
     /// making a network costs ~0.2 s.
     used_network: std::sync::atomic::AtomicBool,
-    /// The job networks and which of them this engine's containers hold.
-    pool: network::Pool,
+    /// The internal job networks (`<prefix>-net-N`) and which of them this
+    /// engine's containers hold.
+    pool: pool::Pool,
+    /// The NAT'd job networks (`<prefix>-nat-N`: `egress = "all"`).
+    nat_pool: pool::Pool,
     client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
     removals: Arc<Removals>,
@@ -246,6 +280,11 @@ pub(super) struct Project<'a> {
     pub user: String,
     /// The project's network, for specs that do not say.
     pub network: crate::model::Network,
+    /// The project's egress (a spec may ask for a tighter one), its proxy's
+    /// rules, and who publishes ports.
+    pub egress: crate::model::Egress,
+    pub rules: reach::EgressRules,
+    pub publish: crate::model::Publish,
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
@@ -254,6 +293,8 @@ pub(super) struct Project<'a> {
 impl Engine {
     pub fn new(config: &Config) -> Self {
         let state = state_hash(&config.state_dir);
+        let clean = create::clean_name(&config.instance);
+        let networks = config.instance_dir();
         Engine {
             endpoint: default_endpoint(),
             instance: config.instance.clone(),
@@ -262,7 +303,16 @@ impl Engine {
             grace: config.grace(),
             pull_timeout: Duration::from_secs_f64(config.pull_timeout_secs),
             owner: owner_label(),
-            network: network::name(&create::clean_name(&config.instance), &state),
+            pool: pool::Pool::new(network::name(&clean, &state), true, networks.join("networks")),
+            nat_pool: pool::Pool::new(
+                network::nat_name(&clean, &state),
+                false,
+                networks.join("networks-nat"),
+            ),
+            egress: config.egress,
+            // Validated when the config was loaded.
+            egress_allow: crate::net::Allowlist::parse(&config.egress_allow).unwrap_or_default(),
+            publish: config.publish,
             ownership: Ownership {
                 instance: config.instance.clone(),
                 state,
@@ -271,7 +321,6 @@ impl Engine {
             default_network: config.network,
             defaults: config.limits.clone(),
             used_network: std::sync::atomic::AtomicBool::new(false),
-            pool: network::Pool::new(config.instance_dir().join("networks")),
             client: OnceCell::new(),
             removals: Arc::default(),
             precheck_ports: true,
@@ -299,9 +348,9 @@ impl Engine {
     pub fn state(&self) -> &str {
         &self.ownership.state
     }
-    /// The prefix of the instance's job networks (slot N is `<prefix>-N`).
+    /// The prefix of the instance's internal job networks (slot N is `<prefix>-N`).
     pub fn network_name(&self) -> &str {
-        &self.network
+        self.pool.prefix()
     }
     /// The image used when a spec names none.
     pub fn default_image(&self) -> &str {
@@ -375,6 +424,7 @@ impl Engine {
         match self.client().await {
             Ok(docker) => {
                 self.pool.holders.close(docker).await;
+                self.nat_pool.holders.close(docker).await;
                 network::release_all(docker, &self.ownership).await
             }
             Err(_) => 0,
@@ -466,11 +516,18 @@ impl Engine {
         cwd: &Path,
         output: &Arc<JobOutput>,
     ) -> Result<Launched> {
+        let job = id.clone();
+        let on_denial: crate::net::DenialFn = Arc::new(move |d: crate::net::Denial| {
+            tracing::warn!(job = %job, request = %d.request(), reason = %d.reason, "egress denied");
+        });
         let project = Project {
             image: &self.image,
             workspace: &self.workspace,
             user: self.user.clone(),
             network: self.default_network,
+            egress: self.egress,
+            rules: self.rules(self.egress_allow.clone(), on_denial),
+            publish: self.publish,
             defaults: &self.defaults,
             prepared: false,
         };
@@ -479,7 +536,8 @@ impl Engine {
     }
 
     /// [`launch`](Self::launch) under a caller's project: its image,
-    /// workspace, user, network and default limits instead of the engine's.
+    /// workspace, user, network, egress and default limits instead of the
+    /// engine's; `on_denial` hears of every request its egress proxy denies.
     /// The image must have been made present by [`prepare`](Self::prepare).
     pub async fn launch_in(
         &self,
@@ -488,17 +546,36 @@ impl Engine {
         cwd: &Path,
         output: &Arc<JobOutput>,
         config: &Config,
+        on_denial: crate::net::DenialFn,
     ) -> Result<Launched> {
+        let allow = crate::net::Allowlist::parse(&config.egress_allow)?;
         let project = Project {
             image: &config.image,
             workspace: &config.workspace,
             user: config.container_user(),
             network: config.network,
+            egress: config.egress,
+            rules: self.rules(allow, on_denial),
+            publish: config.publish,
             defaults: &config.limits,
             prepared: true,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
+    }
+
+    /// The egress proxy's rules: `allow`, never this engine's TCP endpoint.
+    fn rules(&self, allow: crate::net::Allowlist, on_denial: crate::net::DenialFn) -> reach::EgressRules {
+        reach::EgressRules {
+            allow,
+            deny: reach::endpoint_addr(&self.endpoint),
+            on_denial,
+        }
+    }
+
+    /// The pool of `internal` or NAT'd networks.
+    fn pool_of(&self, internal: bool) -> &pool::Pool {
+        if internal { &self.pool } else { &self.nat_pool }
     }
 
     /// CPU % (of one core = 100) and memory of a running container, from two

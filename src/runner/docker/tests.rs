@@ -159,9 +159,38 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
     assert_eq!(hc.auto_remove, Some(false));
     assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
     assert_eq!(hc.security_opt, Some(vec!["no-new-privileges".to_string()]));
-    let binding = &hc.port_bindings.unwrap()["8080/tcp"].clone().unwrap()[0];
-    assert_eq!(binding.host_ip.as_deref(), Some("127.0.0.1"));
-    let labels = i.config.unwrap().labels.unwrap();
+    // berth forwards the port: the engine publishes nothing, and the host
+    // port listens on 127.0.0.1 only.
+    assert!(
+        hc.port_bindings.as_ref().is_none_or(|b| b.is_empty()),
+        "{:?}",
+        hc.port_bindings
+    );
+    let host_port = launched.ports[0].host_port;
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", host_port)).is_err(),
+        "berth listens on {host_port}"
+    );
+    // The job's own /etc files, read-only.
+    let mounts: Vec<(String, Option<bool>)> = hc
+        .mounts
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.target.as_deref().is_some_and(|t| t.starts_with("/etc/")))
+        .map(|m| (m.target.unwrap(), m.read_only))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            ("/etc/hosts".to_string(), Some(true)),
+            ("/etc/hostname".to_string(), Some(true)),
+            ("/etc/resolv.conf".to_string(), Some(true))
+        ]
+    );
+    let config = i.config.unwrap();
+    assert_eq!(config.hostname.as_deref(), Some("job-1"));
+    assert!(config.env.unwrap().contains(&"HOSTNAME=job-1".to_string()));
+    let labels = config.labels.unwrap();
     assert_eq!(labels[LABEL_MANAGED], "true");
     assert_eq!(labels[LABEL_INSTANCE], fx.instance);
     assert_eq!(labels[LABEL_JOB], "job-1");
@@ -185,6 +214,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
                 .or(Some("root".into())),
             // The default: the first network of the instance's pool.
             network: Some(format!("{}-0", fx.engine.network_name())),
+            egress: Some("proxy".into()),
         }
     );
     assert_eq!(launched.ports.len(), 1);
@@ -575,6 +605,8 @@ async fn containers_of_another_state_dir_are_never_removed_or_adopted() {
         stored: (0, 0),
         ports: vec![],
         limits: AppliedLimits::default(),
+        allow: crate::net::Allowlist::default(),
+        on_denial: std::sync::Arc::new(|_| {}),
     };
     let err = fx
         .engine

@@ -22,8 +22,18 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         defaults: &NO_DEFAULTS,
         workspace: ws,
         cwd,
+        attach: &NO_ATTACH,
     }
 }
+
+/// Nothing from the network's side: the engine publishes, no extra files.
+static NO_ATTACH: crate::runner::docker::reach::Attach = crate::runner::docker::reach::Attach {
+    berth_forwards: false,
+    env: Vec::new(),
+    mounts: Vec::new(),
+    hostname: None,
+    alias: None,
+};
 
 #[test]
 fn body_carries_limits_hardening_labels_and_ports() {
@@ -74,6 +84,7 @@ fn body_carries_limits_hardening_labels_and_ports() {
             not_enforced: vec![],
             user: Some("1000:1001".into()),
             network: Some("berth-t-01234567-net".into()),
+            egress: None,
         }
     );
 }

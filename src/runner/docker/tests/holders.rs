@@ -1,7 +1,7 @@
 //! Network holders at the engine level: made once a job on a pool network
-//! ended (when the engine keeps warm), joined by the next job without
-//! ports (at the holder's address), never by a job with ports, and removed
-//! when the engine is dropped without a shutdown.
+//! ended (when the engine keeps warm), joined by the next job (at the
+//! holder's address), ports or not, unless the engine publishes its ports,
+//! and removed when the engine is dropped without a shutdown.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ async fn holders(docker: &DockerClient, instance: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_is_joined_by_a_portless_job_only_and_goes_with_the_engine() {
+async fn a_holder_is_joined_by_the_next_job_and_goes_with_the_engine() {
     let fx = Fixture::new("holders").await;
     let docker = fx.docker().await.clone();
     let config = Config::isolated(fx.dir.path().join("state"), &fx.instance).with_workspace(&fx.workspace);
@@ -76,21 +76,60 @@ async fn a_holder_is_joined_by_a_portless_job_only_and_goes_with_the_engine() {
     assert_eq!(mode, format!("container:{}", holder.id));
     assert_eq!(ip, holder.ip);
 
-    // With a port: a network of its own (the engine publishes it).
-    let (mode, _, ported_net) = run(3, JobSpec::argv(["true"]).with_port(8080)).await;
-    assert!(!mode.starts_with("container:"), "{mode}");
-
-    // Its network gets no holder (jobs with ports would never use it, and
-    // the pool would grow by a network per such job).
+    // With a port berth forwards: joins it too.
     engine.settle_removals(JOB_LIMIT).await;
     engine.pool.holders.settle(JOB_LIMIT).await;
-    assert_eq!(holders(&docker, &fx.instance).await, vec![holder.id.clone()]);
-    // The next job with a port reuses that network.
-    let (_, _, again) = run(4, JobSpec::argv(["true"]).with_port(8080)).await;
-    assert_eq!(again, ported_net);
+    let (mode, ip, _) = run(3, JobSpec::argv(["true"]).with_port(8080)).await;
+    assert_eq!(mode, format!("container:{}", holder.id));
+    assert_eq!(ip, holder.ip);
 
     // Dropped without a shutdown (a process ending): nothing is left.
     engine.settle_removals(JOB_LIMIT).await;
     drop(engine);
     assert_eq!(holders(&docker, &fx.instance).await, Vec::<String>::new());
+}
+
+/// A port the engine publishes (`publish = "engine"`) needs a network of
+/// the job's own (the engine publishes only for such a container), with a
+/// way out (none on an internal network): a NAT'd one, never a holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_the_engine_publishes_gets_a_nat_network_of_its_own() {
+    let fx = Fixture::new("engine-publish").await;
+    let mut config =
+        Config::isolated(fx.dir.path().join("state"), &fx.instance).with_workspace(&fx.workspace);
+    config.publish = crate::model::Publish::Engine;
+    let engine = Engine::new(&config);
+    engine.keep_warm();
+    for n in 1..=2 {
+        let id = JobId::from_number(n);
+        let out = fx.output(&id);
+        let spec = JobSpec::argv(["true"]).with_port(8080);
+        let launched = engine.launch(&id, &spec, &fx.workspace, &out).await.unwrap();
+        let cid = launched.container_id.clone().unwrap();
+        let c = engine
+            .client()
+            .await
+            .unwrap()
+            .inspect_container(&cid)
+            .await
+            .unwrap();
+        let hc = c.host_config.unwrap();
+        assert!(!hc.network_mode.unwrap().starts_with("container:"));
+        assert!(hc.port_bindings.is_some_and(|b| b.contains_key("8080/tcp")));
+        let net = launched.limits.network.clone().unwrap();
+        assert!(net.contains("-nat-"), "{net}");
+        assert_eq!(launched.limits.egress.as_deref(), Some("all"));
+        assert!(launched.limits.not_enforced[0].contains("publish = engine"));
+        let control = launched.control.clone();
+        assert_eq!(ended(launched).await, Exit::Code(0));
+        control.cleanup();
+        engine.settle_removals(JOB_LIMIT).await;
+    }
+    // Its network gets no holder (such jobs never use one, and the pool
+    // would grow by a network per such job).
+    assert_eq!(
+        holders(&fx.docker().await.clone(), &fx.instance).await,
+        Vec::<String>::new()
+    );
+    engine.release_networks().await;
 }
