@@ -153,8 +153,10 @@ impl Bound {
         self.sockets.is_empty()
     }
 
-    /// Start relaying to `upstream`. Must be called inside a tokio runtime.
+    /// Start relaying to `upstream` (on berth's network runtime).
     pub fn serve(self, upstream: Upstream) -> Result<Forwarder> {
+        let rt = super::runtime()?;
+        let _in = rt.enter();
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
         for (port, socket) in self.sockets {
@@ -172,12 +174,12 @@ impl Bound {
                 Socket::Tcp(l) => {
                     l.set_nonblocking(true).map_err(fail)?;
                     let l = TcpListener::from_std(l).map_err(fail)?;
-                    tracker.spawn(accept_loop(l, upstream, port, token.clone(), tracker.clone()));
+                    tracker.spawn_on(accept_loop(l, upstream, port, token.clone(), tracker.clone()), rt);
                 }
                 Socket::Udp(u) => {
                     u.set_nonblocking(true).map_err(fail)?;
                     let u = tokio::net::UdpSocket::from_std(u).map_err(fail)?;
-                    tracker.spawn(super::udp::serve(u, upstream.addr(port), token.clone()));
+                    tracker.spawn_on(super::udp::serve(u, upstream.addr(port), token.clone()), rt);
                 }
             }
         }

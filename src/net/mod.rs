@@ -13,3 +13,25 @@ mod udp;
 pub use allow::{Allowlist, DEFAULT_EGRESS_ALLOW};
 pub use forward::{Bound, Forwarder, Upstream, Want};
 pub use proxy::{Denial, DenialFn, Policy, Proxy};
+
+/// The runtime of berth's forwarders and proxies (see the module docs).
+pub fn runtime() -> crate::error::Result<&'static tokio::runtime::Handle> {
+    static RUNTIME: std::sync::OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        std::sync::OnceLock::new();
+    let made = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("berth-net")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match made {
+        Ok(rt) => Ok(rt.handle()),
+        Err(e) => Err(crate::error::Error::Listen {
+            what: "berth's network threads".into(),
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            source: std::io::Error::other(e.clone()),
+        }),
+    }
+}

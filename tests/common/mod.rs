@@ -322,3 +322,19 @@ pub fn docker_inspect(kind: &str, id: &str) -> Option<serde_json::Value> {
         .success()
         .then(|| serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()[0].clone())
 }
+
+/// This machine's addresses other than loopback (`ip -o addr`).
+pub fn global_addresses() -> Vec<std::net::IpAddr> {
+    let o = Command::new("ip")
+        .args(["-o", "addr", "show", "scope", "global"])
+        .output()
+        .expect("ip");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet" || *w == "inet6")?;
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect()
+}

@@ -87,9 +87,11 @@ pub struct Proxy {
 
 impl Proxy {
     /// Listen on `at` (the job network's gateway; port 0 = any) for clients
-    /// in the subnet `clients` (address, prefix length). Must be called
-    /// inside a tokio runtime.
+    /// in the subnet `clients` (address, prefix length), on berth's network
+    /// runtime.
     pub fn start(at: SocketAddr, clients: (IpAddr, u8), policy: Policy, job: &str) -> Result<Proxy> {
+        let rt = super::runtime()?;
+        let _in = rt.enter();
         let fail = |source| Error::Listen {
             what: format!("the egress proxy of {job}"),
             addr: at,
@@ -101,13 +103,16 @@ impl Proxy {
         let listener = TcpListener::from_std(listener).map_err(fail)?;
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tracker.spawn(accept_loop(
-            listener,
-            clients,
-            Arc::new(policy),
-            token.clone(),
-            tracker.clone(),
-        ));
+        tracker.spawn_on(
+            accept_loop(
+                listener,
+                clients,
+                Arc::new(policy),
+                token.clone(),
+                tracker.clone(),
+            ),
+            rt,
+        );
         tracker.close();
         Ok(Proxy { addr, token, tracker })
     }

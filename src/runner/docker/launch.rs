@@ -301,14 +301,11 @@ pub(super) async fn launch(
     };
     let ports = match bound {
         None => create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref())),
+        // Ended already (its address went with its network endpoint):
+        // nothing to forward to, the ports as they were bound.
+        Some(bound) if internal_ip.is_none() => bound.mappings().to_vec(),
         Some(bound) => {
-            let served = internal_ip
-                .ok_or_else(|| Error::Docker {
-                    action: "forward ports",
-                    job: id.to_string(),
-                    message: "the engine gave the container no address to forward to".into(),
-                })
-                .and_then(|ip| bound.serve(Upstream::Address(ip)));
+            let served = bound.serve(Upstream::Address(internal_ip.expect("checked above")));
             match served {
                 Ok(forwarder) => {
                     let ports = forwarder.mappings().to_vec();
