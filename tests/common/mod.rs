@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use berth::{Config, Manager};
 
+pub mod lan;
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A unique instance name for this test process.
@@ -302,6 +304,17 @@ pub fn http_get(port: u16) -> String {
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
     body
+}
+
+/// [`http_get`] that says `None` when nothing (or nothing whole) answers.
+pub fn try_http_get(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
 }
 
 /// The small image the container tests run in (a static busybox).

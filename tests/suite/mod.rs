@@ -17,6 +17,7 @@ mod network;
 mod output;
 mod private;
 mod project_image;
+mod reach;
 mod ready;
 mod recovery;
 mod retention;
