@@ -8,6 +8,7 @@ mod cli;
 mod context;
 mod daemon;
 mod docker;
+mod egress;
 mod escape;
 mod exits;
 mod host;
