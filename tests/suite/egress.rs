@@ -45,7 +45,13 @@ async fn under_proxy_egress_a_job_reaches_an_allowed_host_and_not_another() {
     assert_eq!(end.exit_code, Some(0), "{:?}", job.output_lines());
     assert_eq!(
         job.output_lines().unwrap(),
-        ["the allowed page", "the allowed page", "403", "403", "DIRECT BLOCKED"]
+        [
+            "the allowed page",
+            "the allowed page",
+            "403",
+            "403",
+            "DIRECT BLOCKED"
+        ]
     );
     assert_eq!(end.limits.egress.as_deref(), Some("proxy"));
 
@@ -60,7 +66,14 @@ async fn under_proxy_egress_a_job_reaches_an_allowed_host_and_not_another() {
     assert_eq!(requests, [format!("GET {b}:80"), format!("CONNECT {b}:80")]);
     assert_eq!(denied[0]["blocked"], true);
     assert_eq!(denied[0]["client"], job.id.as_str());
-    assert!(denied[0]["reason"].as_str().unwrap().contains("not in egress_allow"), "{}", denied[0]);
+    assert!(
+        denied[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in egress_allow"),
+        "{}",
+        denied[0]
+    );
     // And events the agent sees.
     let events: Vec<String> = t
         .manager
@@ -97,7 +110,10 @@ async fn egress_none_reaches_nothing_and_a_job_cannot_loosen_its_projects_egress
     let mut loose = in_dev(JobSpec::argv(["true"]));
     loose.egress = Some(Egress::All);
     let err = t.manager.start(loose).await.err().unwrap().to_string();
-    assert!(err.contains("looser than this project's `proxy`") && !err.contains('\n'), "{err}");
+    assert!(
+        err.contains("looser than this project's `proxy`") && !err.contains('\n'),
+        "{err}"
+    );
     t.manager.shutdown().await;
 }
 
@@ -140,7 +156,10 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     assert_eq!(poison.output_lines().unwrap(), ["REFUSED"]);
     assert!(mode.as_str().unwrap().starts_with("container:"), "{mode}");
 
-    eventually(Duration::from_secs(30), "the holder again", || !holder().is_empty()).await;
+    eventually(Duration::from_secs(30), "the holder again", || {
+        !holder().is_empty()
+    })
+    .await;
     let reader = t
         .manager
         .start(sandbox(JobSpec::shell(
@@ -153,7 +172,10 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     let lines = reader.output_lines().unwrap();
     assert!(!lines.iter().any(|l| l.contains("poisoned")), "{lines:?}");
     let id = reader.id.as_str();
-    assert!(lines.iter().any(|l| l.ends_with(&format!("\t{id}"))), "its own name: {lines:?}");
+    assert!(
+        lines.iter().any(|l| l.ends_with(&format!("\t{id}"))),
+        "its own name: {lines:?}"
+    );
     assert_eq!(
         lines.last().unwrap(),
         &format!("name={id} HOSTNAME={id} kernel=berth-job")

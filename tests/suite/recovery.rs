@@ -311,3 +311,82 @@ async fn watchdog_report(d: &Daemon) -> String {
     .await;
     std::fs::read_to_string(&log).unwrap()
 }
+
+/// berth's forwarder of a job's port lives in its manager: it dies with a
+/// SIGKILLed daemon, and a new daemon that adopts the job listens on the
+/// recorded host port again, so the job answers where it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
+    let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        crate::common::SANDBOX,
+        "-p",
+        "8080",
+        "--ready-http",
+        "/",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        "/www",
+    ]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let port = v["job"]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    assert!(crate::common::http_get(port).contains("hello from berth"));
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the forwarder died with its daemon"
+    );
+
+    // Killed when the test ends, passed or not (its output is not ours).
+    let mut again = Reaped(
+        d.cli()
+            .arg("daemon")
+            .env("BERTH_RECOVERY", "adopt")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let info = d.json(&["status", &id]);
+    assert_eq!(info["recovered"], true, "{info}");
+    assert_eq!(info["ports"][0]["host_port"], port, "{info}");
+    eventually(
+        Duration::from_secs(10),
+        "the adopted job answers on its port again",
+        || crate::common::try_http_get(port).is_some_and(|p| p.contains("hello from berth")),
+    )
+    .await;
+    let k = d.json(&["kill", &id]);
+    assert_eq!(k["result"], "killed");
+    eventually(Duration::from_secs(10), "its port closes with it", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    })
+    .await;
+    again.0.kill().unwrap();
+    again.0.wait().unwrap();
+    eventually(Duration::from_secs(15), "the watchdog cleans up", || {
+        containers_of(&d.instance) == 0
+    })
+    .await;
+}
+
+/// A child process killed when dropped.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
