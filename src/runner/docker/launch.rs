@@ -26,52 +26,22 @@
 
 use std::net::IpAddr;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use super::DockerClient;
 use bollard::models::ContainerInspectResponse;
-use bollard::query_parameters::{AttachContainerOptions, CreateContainerOptions};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::task::JoinHandle;
 
+use super::attempt::{AttemptError, Started, attempt, feed, note_warnings};
 use super::create::{self, Context, PortPlan};
-use super::exit::{OutputStream, Waited, exit_future, pump, wait_exit};
+use super::exit::{exit_future, pump};
 use super::reach::{self, JobNet};
-use super::{DockerControl, Engine, Project, holder, network, remove_container};
+use super::{DockerControl, Engine, Project, holder, remove_container};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
-use crate::model::{AppliedLimits, Egress, JobId, JobSpec, Network};
+use crate::model::{Egress, JobId, JobSpec, Network};
 use crate::net::{Upstream, Want, forward};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
-
-/// A container that was created, attached and started.
-struct Started {
-    container_id: String,
-    output: OutputStream,
-    input: Pin<Box<dyn AsyncWrite + Send>>,
-    wait: JoinHandle<Waited>,
-    applied: AppliedLimits,
-    warnings: Vec<String>,
-}
-
-/// Why one create/start attempt failed.
-enum AttemptError {
-    /// An explicitly asked host port was taken after all: retry engine-chosen.
-    PortTaken(Error),
-    /// The job network was removed meanwhile: make it again and retry.
-    NetworkGone(Error),
-    /// A container already has this job's name (a leftover): clear it and retry.
-    NameTaken,
-    Other(Error),
-}
-
-impl From<Error> for AttemptError {
-    fn from(e: Error) -> Self {
-        AttemptError::Other(e)
-    }
-}
 
 pub(super) async fn launch(
     engine: &Engine,
@@ -387,98 +357,6 @@ async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name
     }
 }
 
-/// One create → wait → attach → start round. Whatever it created is removed
-/// again when it fails.
-async fn attempt(
-    docker: &DockerClient,
-    spec: &JobSpec,
-    ctx: &Context<'_>,
-    name: &str,
-    plan: &[PortPlan],
-) -> std::result::Result<Started, AttemptError> {
-    let (body, applied) = create::body(spec, ctx, plan)?;
-    let opts = CreateContainerOptions {
-        name: Some(name.into()),
-        ..Default::default()
-    };
-    let created = docker.create_container(name, opts, body).await.map_err(|e| {
-        let msg = e.engine_reason();
-        if e.engine_status() == Some(404) && msg.contains("No such image") {
-            AttemptError::Other(Error::ImageMissing {
-                image: ctx.image.into(),
-                hint: "it went away between the pull and the start; start again".into(),
-            })
-        } else if network::is_missing(&msg) {
-            AttemptError::NetworkGone(e)
-        } else if e.engine_status() == Some(409) {
-            AttemptError::NameTaken
-        } else {
-            AttemptError::Other(e)
-        }
-    })?;
-    let cid = created.id;
-
-    // Asked before start (see the file docs); polled by its own task so the
-    // request is on the wire while we attach.
-    let wait = tokio::spawn(wait_exit(docker.clone(), cid.clone()));
-    let attach_opts = AttachContainerOptions {
-        stream: true,
-        logs: false,
-        stdout: true,
-        stderr: true,
-        stdin: spec.input.is_some(),
-        detach_keys: None,
-    };
-    // Attach and start by name: what a failure says names the job's container.
-    let (output, input) = match docker.attach_container(name, attach_opts).await {
-        Ok(a) => a,
-        Err(e) => {
-            wait.abort();
-            remove_container(docker, &cid).await;
-            return Err(AttemptError::Other(e));
-        }
-    };
-    if let Err(e) = docker.start_container(name).await {
-        wait.abort();
-        drop((output, input));
-        remove_container(docker, &cid).await;
-        let msg = e.engine_reason();
-        if msg.contains("port is already allocated") || msg.contains("address already in use") {
-            return Err(AttemptError::PortTaken(e));
-        }
-        if network::is_missing(&msg) {
-            return Err(AttemptError::NetworkGone(e));
-        }
-        if msg.contains("executable file not found") {
-            return Err(AttemptError::Other(Error::NotInImage {
-                program: spec.effective_argv().first().cloned().unwrap_or_default(),
-                image: ctx.image.into(),
-            }));
-        }
-        return Err(AttemptError::Other(e));
-    }
-    Ok(Started {
-        container_id: cid,
-        output,
-        input,
-        wait,
-        applied,
-        warnings: created.warnings,
-    })
-}
-
-/// Write the job's input, then close our side: with `StdinOnce` the engine
-/// then closes the job's stdin, so it sees EOF and never waits on a terminal.
-async fn feed(mut input: Pin<Box<dyn AsyncWrite + Send>>, text: String, hold: Option<std::time::Duration>) {
-    // A job that exits without reading its input is not an error.
-    let _ = input.write_all(text.as_bytes()).await;
-    let _ = input.flush().await;
-    if let Some(hold) = hold {
-        tokio::time::sleep(hold + std::time::Duration::from_secs(1)).await;
-    }
-    let _ = input.shutdown().await;
-}
-
 /// The container's address on its network, for probes that must reach the
 /// server itself (a published port is answered by the userland proxy even
 /// when nothing listens inside).
@@ -489,23 +367,4 @@ pub(super) fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAdd
         .values()
         .filter_map(|ep| ep.ip_address.as_deref())
         .find_map(|ip| ip.parse().ok())
-}
-
-/// Engine warnings that mean a limit was not (fully) applied.
-fn note_warnings(applied: &mut AppliedLimits, warnings: &[String]) {
-    for w in warnings {
-        let lower = w.to_ascii_lowercase();
-        if lower.contains("memory limit") && lower.contains("discarded") {
-            applied.memory = None;
-        }
-        if lower.contains("cpu") && lower.contains("discarded") {
-            applied.cpus = None;
-        }
-        if lower.contains("pids") && lower.contains("discarded") {
-            applied.pids = None;
-        }
-        if lower.contains("does not support") || lower.contains("discarded") {
-            applied.not_enforced.push(format!("engine: {w}"));
-        }
-    }
 }

@@ -2,14 +2,15 @@
 //! driven through bollard, which only `client.rs` ([`DockerClient`]) calls:
 //! every engine operation fails there as `Error::Engine` with its own
 //! `EngineOp` and the engine's error as source. This file owns the engine
-//! connection ([`Engine`]: lazy connect, `auto` resolution), the per-job
-//! [`DockerControl`] (signal, remove, a background remove after the job was
-//! answered, a blocking remove for `Drop` paths), and resource usage. The
-//! create body lives in `create.rs`, the create → wait → attach → start
-//! sequence in `launch.rs`, the exit future in `exit.rs`, removal and
-//! teardown (the removals still under way included) in `cleanup.rs`, the
-//! stats arithmetic in `usage.rs`, image pulls in `pull.rs` and project image
-//! builds in `build.rs`. One client, connected once, serves every
+//! connection ([`Engine`]: lazy connect, `auto` resolution, launches) and
+//! resource usage. The per-job [`DockerControl`] (signal, remove, a
+//! background remove after the job was answered, a blocking remove for
+//! `Drop` paths) is `control.rs`; the create body lives in `create.rs`, the
+//! launch sequence in `launch.rs` (one create → wait → attach → start round
+//! in `attempt.rs`), the exit future in `exit.rs`, removal and teardown (the
+//! removals still under way included) in `cleanup.rs`, the stats arithmetic
+//! in `usage.rs`, making images present in `images.rs` (pulls in `pull.rs`,
+//! project image builds in `build.rs`). One client, connected once, serves every
 //! job (on a Unix socket bollard opens a connection per request: ~0.2 ms
 //! each here, under 1% of a container's start).
 //!
@@ -24,13 +25,16 @@
 //! files `etc.rs`.
 
 mod adopt;
+mod attempt;
 mod build;
 mod cleanup;
 mod client;
+mod control;
 mod create;
 mod etc;
 mod exit;
 mod holder;
+mod images;
 mod launch;
 mod network;
 mod ownership;
@@ -44,10 +48,10 @@ mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bollard::query_parameters::{KillContainerOptions, StatsOptions};
+use bollard::query_parameters::StatsOptions;
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 
@@ -60,6 +64,7 @@ use crate::output::JobOutput;
 pub use adopt::Adoption;
 pub use build::BuildProgressFn;
 pub use client::DockerClient;
+pub use control::DockerControl;
 pub use create::{
     DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
 };
@@ -93,144 +98,6 @@ async fn connect(endpoint: &str, limit: Duration) -> Result<DockerClient> {
 /// never mistaken for a live owner.
 pub fn owner_label() -> String {
     crate::procinfo::owner_label()
-}
-
-/// Signals and removes one job's container.
-#[derive(Clone)]
-pub struct DockerControl {
-    pub container_id: String,
-    docker: DockerClient,
-    /// For `remove_blocking`, which must make its own connection.
-    endpoint: String,
-    /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
-    /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
-    sent: Arc<AtomicU64>,
-    /// The pool network the container runs on: given back once it exited
-    /// (background removal) or was removed.
-    slot: Arc<std::sync::Mutex<Option<pool::Slot>>>,
-    /// The engine's removals under way, which teardown finishes.
-    removals: Arc<Removals>,
-    /// Set when the slot should get a network holder once the container
-    /// exited (a long-lived manager, a pool network without one).
-    warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
-    /// berth's forwarder and egress proxy of this job: closed when it ends.
-    net: Arc<reach::JobNet>,
-}
-
-impl std::fmt::Debug for DockerControl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DockerControl")
-            .field("container_id", &self.container_id)
-            .finish()
-    }
-}
-
-impl DockerControl {
-    fn new(
-        engine: &Engine,
-        docker: DockerClient,
-        container_id: String,
-        slot: Option<pool::Slot>,
-        net: reach::JobNet,
-    ) -> Self {
-        DockerControl {
-            container_id,
-            docker,
-            endpoint: engine.endpoint.clone(),
-            sent: Arc::new(AtomicU64::new(0)),
-            slot: Arc::new(std::sync::Mutex::new(slot)),
-            removals: engine.removals.clone(),
-            warm: None,
-            net: Arc::new(net),
-        }
-    }
-
-    /// Close what berth runs for the job on this machine (its forwarded
-    /// ports, its egress proxy): the job ended.
-    pub fn close_net(&self) {
-        self.net.close();
-    }
-
-    /// Hand the job's running forwarder to its control (closed with it).
-    fn set_forwarder(&self, f: crate::net::Forwarder) {
-        self.net.set_forwarder(f);
-    }
-
-    /// Give the network slot back: the container is gone, so a later job may
-    /// use the network (never two running containers on one).
-    fn free_slot(&self, empty: bool) {
-        free(&self.slot, empty);
-    }
-
-    /// True when `signal` was sent to this container.
-    fn was_sent(&self, signal: i32) -> bool {
-        (0..64).contains(&signal) && self.sent.load(Ordering::SeqCst) & (1 << signal) != 0
-    }
-
-    /// Send `signal` to the container (its init forwards it to the job).
-    /// A container that already stopped or is gone counts as success.
-    pub async fn signal(&self, signal: i32) {
-        if (0..64).contains(&signal) {
-            self.sent.fetch_or(1 << signal, Ordering::SeqCst);
-        }
-        let opts = KillContainerOptions {
-            signal: signal.to_string(),
-        };
-        match self.docker.kill_container(&self.container_id, opts).await {
-            Ok(()) => {}
-            Err(e) if matches!(e.engine_status(), Some(404 | 409)) => {}
-            Err(e) => tracing::warn!(signal, error = %e, "could not signal container"),
-        }
-    }
-
-    /// Force-remove the container (after its output was drained). Gone already is fine.
-    pub async fn remove(&self) {
-        self.close_net();
-        let removed = remove_container(&self.docker, &self.container_id).await;
-        self.free_slot(removed);
-    }
-
-    /// Force-remove in the background (the job was answered already); the
-    /// engine's [`Removals`] keeps it until the engine confirmed, so
-    /// teardown can finish it. Must be called inside a tokio runtime.
-    pub fn remove_later(&self) {
-        self.close_net();
-        // Its network is free already: the engine releases a container's
-        // endpoint before it reports the exit (`wait` answers after that
-        // teardown, see exit.rs), and this is called once the exit was seen.
-        // A back-to-back job reuses the network instead of making another.
-        let slot = self.slot.lock().ok().and_then(|mut s| s.take());
-        match (slot, self.warm.as_deref()) {
-            (Some(slot), Some((holders, recipe))) if slot.holder.is_none() => {
-                holders.warm(self.docker.clone(), slot, recipe.clone());
-            }
-            (Some(slot), _) => slot.vacate(),
-            (None, _) => {}
-        }
-        self.removals
-            .remove_later(self.docker.clone(), self.container_id.clone());
-    }
-
-    /// Force-remove from a synchronous context (`Drop`), even inside a tokio
-    /// runtime: a fresh thread with its own runtime and its own connection
-    /// (the shared client's connections are driven by the caller's runtime,
-    /// which may be the very thread we block). Waits at most ~3 s.
-    pub fn remove_blocking(&self) {
-        self.close_net();
-        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
-        self.free_slot(removed);
-    }
-}
-
-/// Give a container's network slot back; `empty`: the engine reported the
-/// container exited or removed, so nothing of it is left on the network.
-fn free(slot: &std::sync::Mutex<Option<pool::Slot>>, empty: bool) {
-    if let Ok(mut slot) = slot.lock()
-        && let Some(slot) = slot.take()
-        && empty
-    {
-        slot.vacate();
-    }
 }
 
 /// The engine connection, made lazily on first use and shared by all jobs.
@@ -439,73 +306,6 @@ impl Engine {
             container_id.to_string(),
             Some(self.ownership.clone()),
         )
-    }
-
-    /// Choose the image of `spec` in `project` (the job's effective config)
-    /// and make it present: pulled as the job's pull policy says, or built
-    /// from the project's Dockerfile (reused while its context is unchanged),
-    /// reporting progress. Dropping the future cancels a pull or build under way.
-    /// (`_id`: engine failures name the image, not the job.)
-    pub async fn prepare(
-        &self,
-        _id: &JobId,
-        spec: &JobSpec,
-        project: &Config,
-        progress: ProgressFn,
-        building: BuildProgressFn,
-    ) -> Result<crate::images::ImageChoice> {
-        let docker = self.client().await?;
-        let dev_present =
-            spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
-        let mut choice = match crate::images::choose_image(spec, project, dev_present) {
-            crate::images::Choice::Image(c) => c,
-            crate::images::Choice::Build { build, why } => {
-                return build::ensure(docker, &project.workspace, &build, &why, &building).await;
-            }
-        };
-        let policy = spec.pull.unwrap_or(project.pull);
-        let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-        choice.pull_ms = pull::ensure(docker, &choice.name, policy, limit, &progress).await?;
-        Ok(choice)
-    }
-
-    /// Build (or reuse) the project image of `project` now (`berth images
-    /// build project`); `None` when the project names no Dockerfile.
-    pub async fn build_project(
-        &self,
-        project: &Config,
-        building: BuildProgressFn,
-    ) -> Result<Option<crate::images::ImageChoice>> {
-        let docker = self.client().await?;
-        match crate::images::choose_image(&JobSpec::default(), project, false) {
-            crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(docker, &project.workspace, &build, &why, &building).await?,
-            )),
-            crate::images::Choice::Image(_) => Ok(None),
-        }
-    }
-
-    /// True when the engine answers and has `image`.
-    pub async fn has_image(&self, image: &str) -> bool {
-        match self.client().await {
-            Ok(d) => d.inspect_image(image).await.is_ok(),
-            Err(_) => false,
-        }
-    }
-
-    /// Pull `image` now (`berth images pull`), reporting progress; the
-    /// error names the registry and suggests the fix.
-    pub async fn pull(&self, image: &str, progress: ProgressFn) -> Result<u64> {
-        let docker = self.client().await?;
-        let ms = pull::ensure(
-            docker,
-            image,
-            crate::images::PullPolicy::Always,
-            self.pull_timeout,
-            &progress,
-        )
-        .await?;
-        Ok(ms.unwrap_or(0))
     }
 
     /// Start `spec` as a container writing into `output`.

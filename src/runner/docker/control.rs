@@ -1,0 +1,151 @@
+//! [`DockerControl`]: one job's container as the manager holds it: signal
+//! it, remove it (now, in the background once the job was answered, or
+//! blocking from `Drop`), give its pool network back (with a holder made
+//! on it when the engine keeps warm), and close what berth ran for the job
+//! on this machine (its forwarded ports, its egress proxy) when it ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bollard::query_parameters::KillContainerOptions;
+
+use super::cleanup::{Removals, blocking_remove, remove_container};
+use super::{DockerClient, Engine, holder, pool, reach};
+
+/// Signals and removes one job's container.
+#[derive(Clone)]
+pub struct DockerControl {
+    pub container_id: String,
+    docker: DockerClient,
+    /// For `remove_blocking`, which must make its own connection.
+    endpoint: String,
+    /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
+    /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
+    sent: Arc<AtomicU64>,
+    /// The pool network the container runs on: given back once it exited
+    /// (background removal) or was removed.
+    slot: Arc<std::sync::Mutex<Option<pool::Slot>>>,
+    /// The engine's removals under way, which teardown finishes.
+    removals: Arc<Removals>,
+    /// Set when the slot should get a network holder once the container
+    /// exited (a long-lived manager, a pool network without one).
+    pub(super) warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
+    /// berth's forwarder and egress proxy of this job: closed when it ends.
+    net: Arc<reach::JobNet>,
+}
+
+impl std::fmt::Debug for DockerControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerControl")
+            .field("container_id", &self.container_id)
+            .finish()
+    }
+}
+
+impl DockerControl {
+    pub(super) fn new(
+        engine: &Engine,
+        docker: DockerClient,
+        container_id: String,
+        slot: Option<pool::Slot>,
+        net: reach::JobNet,
+    ) -> Self {
+        DockerControl {
+            container_id,
+            docker,
+            endpoint: engine.endpoint.clone(),
+            sent: Arc::new(AtomicU64::new(0)),
+            slot: Arc::new(std::sync::Mutex::new(slot)),
+            removals: engine.removals.clone(),
+            warm: None,
+            net: Arc::new(net),
+        }
+    }
+
+    /// Close what berth runs for the job on this machine (its forwarded
+    /// ports, its egress proxy): the job ended.
+    pub fn close_net(&self) {
+        self.net.close();
+    }
+
+    /// Hand the job's running forwarder to its control (closed with it).
+    pub(super) fn set_forwarder(&self, f: crate::net::Forwarder) {
+        self.net.set_forwarder(f);
+    }
+
+    /// Give the network slot back: the container is gone, so a later job may
+    /// use the network (never two running containers on one).
+    pub(super) fn free_slot(&self, empty: bool) {
+        free(&self.slot, empty);
+    }
+
+    /// True when `signal` was sent to this container.
+    pub(super) fn was_sent(&self, signal: i32) -> bool {
+        (0..64).contains(&signal) && self.sent.load(Ordering::SeqCst) & (1 << signal) != 0
+    }
+
+    /// Send `signal` to the container (its init forwards it to the job).
+    /// A container that already stopped or is gone counts as success.
+    pub async fn signal(&self, signal: i32) {
+        if (0..64).contains(&signal) {
+            self.sent.fetch_or(1 << signal, Ordering::SeqCst);
+        }
+        let opts = KillContainerOptions {
+            signal: signal.to_string(),
+        };
+        match self.docker.kill_container(&self.container_id, opts).await {
+            Ok(()) => {}
+            Err(e) if matches!(e.engine_status(), Some(404 | 409)) => {}
+            Err(e) => tracing::warn!(signal, error = %e, "could not signal container"),
+        }
+    }
+
+    /// Force-remove the container (after its output was drained). Gone already is fine.
+    pub async fn remove(&self) {
+        self.close_net();
+        let removed = remove_container(&self.docker, &self.container_id).await;
+        self.free_slot(removed);
+    }
+
+    /// Force-remove in the background (the job was answered already); the
+    /// engine's [`Removals`] keeps it until the engine confirmed, so
+    /// teardown can finish it. Must be called inside a tokio runtime.
+    pub fn remove_later(&self) {
+        self.close_net();
+        // Its network is free already: the engine releases a container's
+        // endpoint before it reports the exit (`wait` answers after that
+        // teardown, see exit.rs), and this is called once the exit was seen.
+        // A back-to-back job reuses the network instead of making another.
+        let slot = self.slot.lock().ok().and_then(|mut s| s.take());
+        match (slot, self.warm.as_deref()) {
+            (Some(slot), Some((holders, recipe))) if slot.holder.is_none() => {
+                holders.warm(self.docker.clone(), slot, recipe.clone());
+            }
+            (Some(slot), _) => slot.vacate(),
+            (None, _) => {}
+        }
+        self.removals
+            .remove_later(self.docker.clone(), self.container_id.clone());
+    }
+
+    /// Force-remove from a synchronous context (`Drop`), even inside a tokio
+    /// runtime: a fresh thread with its own runtime and its own connection
+    /// (the shared client's connections are driven by the caller's runtime,
+    /// which may be the very thread we block). Waits at most ~3 s.
+    pub fn remove_blocking(&self) {
+        self.close_net();
+        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
+        self.free_slot(removed);
+    }
+}
+
+/// Give a container's network slot back; `empty`: the engine reported the
+/// container exited or removed, so nothing of it is left on the network.
+fn free(slot: &std::sync::Mutex<Option<pool::Slot>>, empty: bool) {
+    if let Ok(mut slot) = slot.lock()
+        && let Some(slot) = slot.take()
+        && empty
+    {
+        slot.vacate();
+    }
+}

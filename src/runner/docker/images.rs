@@ -1,0 +1,80 @@
+//! Making a job's image present on the engine ([`Engine::prepare`]: pulled
+//! as the job's policy says, or the project image built from its
+//! Dockerfile and reused while its context is unchanged), and the image
+//! verbs of `berth images` (build, pull, has).
+
+use std::time::Duration;
+
+use super::{BuildProgressFn, Engine, ProgressFn, build, pull};
+use crate::config::Config;
+use crate::error::Result;
+use crate::model::{JobId, JobSpec};
+
+impl Engine {
+    /// Choose the image of `spec` in `project` (the job's effective config)
+    /// and make it present: pulled as the job's pull policy says, or built
+    /// from the project's Dockerfile (reused while its context is unchanged),
+    /// reporting progress. Dropping the future cancels a pull or build under way.
+    /// (`_id`: engine failures name the image, not the job.)
+    pub async fn prepare(
+        &self,
+        _id: &JobId,
+        spec: &JobSpec,
+        project: &Config,
+        progress: ProgressFn,
+        building: BuildProgressFn,
+    ) -> Result<crate::images::ImageChoice> {
+        let docker = self.client().await?;
+        let dev_present =
+            spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
+        let mut choice = match crate::images::choose_image(spec, project, dev_present) {
+            crate::images::Choice::Image(c) => c,
+            crate::images::Choice::Build { build, why } => {
+                return build::ensure(docker, &project.workspace, &build, &why, &building).await;
+            }
+        };
+        let policy = spec.pull.unwrap_or(project.pull);
+        let limit = Duration::from_secs_f64(project.pull_timeout_secs);
+        choice.pull_ms = pull::ensure(docker, &choice.name, policy, limit, &progress).await?;
+        Ok(choice)
+    }
+
+    /// Build (or reuse) the project image of `project` now (`berth images
+    /// build project`); `None` when the project names no Dockerfile.
+    pub async fn build_project(
+        &self,
+        project: &Config,
+        building: BuildProgressFn,
+    ) -> Result<Option<crate::images::ImageChoice>> {
+        let docker = self.client().await?;
+        match crate::images::choose_image(&JobSpec::default(), project, false) {
+            crate::images::Choice::Build { build, why } => Ok(Some(
+                build::ensure(docker, &project.workspace, &build, &why, &building).await?,
+            )),
+            crate::images::Choice::Image(_) => Ok(None),
+        }
+    }
+
+    /// True when the engine answers and has `image`.
+    pub async fn has_image(&self, image: &str) -> bool {
+        match self.client().await {
+            Ok(d) => d.inspect_image(image).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Pull `image` now (`berth images pull`), reporting progress; the
+    /// error names the registry and suggests the fix.
+    pub async fn pull(&self, image: &str, progress: ProgressFn) -> Result<u64> {
+        let docker = self.client().await?;
+        let ms = pull::ensure(
+            docker,
+            image,
+            crate::images::PullPolicy::Always,
+            self.pull_timeout,
+            &progress,
+        )
+        .await?;
+        Ok(ms.unwrap_or(0))
+    }
+}
