@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 #[path = "berth/peers.rs"]
 mod peers;
+#[path = "berth/relay.rs"]
+mod relay;
 #[path = "berth/tc.rs"]
 mod tc;
 
@@ -297,9 +299,11 @@ fn http_ok(port: u16) -> bool {
 }
 
 /// An httpd container started and waited on until it answers HTTP: berth's
-/// CLI (`run -d --ready-http /`, client start included), the raw engine
-/// sequence through the docker CLI, and testcontainers-rs (`GenericImage` +
-/// `WaitFor::http`, in-process), in turns.
+/// CLI (`run -d --ready-http /`, client start included; the port is berth's
+/// forwarder and the job joins a network holder), the raw engine sequence
+/// through the docker CLI, and testcontainers-rs (`GenericImage` +
+/// `WaitFor::http`, in-process), in turns; then the relay throughput of a
+/// forwarded port against the engine's (`berth/relay.rs`).
 fn bench_ready(d: &Daemon) {
     let n = 30;
     let mut berth = || {
@@ -389,6 +393,7 @@ fn bench_ready(d: &Daemon) {
         "testcontainers-rs GenericImage + WaitFor::http (polls every 100 ms)",
     );
     row(name, berth, tc_fast, "same, polling every 5 ms");
+    relay::bench(d);
 }
 
 /// Time from a server's bind (it prints the moment) to `berth wait --port` returning.

@@ -14,8 +14,9 @@
 //! [`HEAD_TIMEOUT`]; at most [`MAX_CONNECTIONS`] connections per job (more
 //! are answered `503`); a name resolved within [`RESOLVE_TIMEOUT`]; a tunnel
 //! closed after [`IDLE`] without a byte either way. Only the job's own
-//! network may use the proxy: a connection from any other address is
-//! closed unanswered.
+//! network may use the proxy: a connection from any other address (this
+//! machine's own processes come from the gateway address itself) is closed
+//! unanswered.
 
 pub mod dest;
 pub mod head;
@@ -166,7 +167,10 @@ async fn accept_loop(
             }
         };
         let (net, prefix) = clients;
-        if dest::network(peer.ip(), prefix) != net || peer.is_ipv4() != net.is_ipv4() {
+        // This machine's own processes connect from the gateway address
+        // itself: they are not the job.
+        let own = listener.local_addr().is_ok_and(|a| a.ip() == peer.ip());
+        if own || dest::network(peer.ip(), prefix) != net || peer.is_ipv4() != net.is_ipv4() {
             tracing::debug!(%peer, "egress proxy: a connection from outside the job's network, closed");
             continue;
         }

@@ -30,9 +30,16 @@ fn proxy(allow: &[&str]) -> (Proxy, Arc<Mutex<Vec<Denial>>>) {
     (p, seen)
 }
 
-/// Send `request`, read the whole answer.
+/// Send `request` from 127.0.0.2 (a "job" beside the proxy's own
+/// 127.0.0.1), read the whole answer.
 async fn ask(p: &Proxy, request: &[u8]) -> String {
-    let mut c = TcpStream::connect(p.addr()).await.unwrap();
+    ask_from(p, Ipv4Addr::new(127, 0, 0, 2), request).await
+}
+
+async fn ask_from(p: &Proxy, from: Ipv4Addr, request: &[u8]) -> String {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(IpAddr::V4(from), 0)).unwrap();
+    let mut c = socket.connect(p.addr()).await.unwrap();
     c.write_all(request).await.unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut out)).await;
@@ -113,6 +120,12 @@ async fn only_the_jobs_network_may_use_it_and_it_closes_with_the_job() {
     .unwrap();
     assert_eq!(ask(&p, b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await, "");
     assert!(seen.lock().unwrap().is_empty());
+    // Nor may this machine's own processes, which connect from the
+    // proxy's own address (the gateway, inside the job's subnet).
+    let (own, _) = proxy(&["defaults"]);
+    let request = b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n";
+    assert_eq!(ask_from(&own, Ipv4Addr::LOCALHOST, request).await, "");
+    assert!(ask(&own, request).await.starts_with("HTTP/1.1 403"));
     let addr = p.addr();
     p.close();
     tokio::time::timeout(Duration::from_secs(5), p.closed())
