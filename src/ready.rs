@@ -5,11 +5,13 @@
 //! line, so lines printed before the wait began count); `port` and `http` are
 //! polled every [`POLL_INTERVAL`].
 //!
-//! Why a connect to a published Docker port is not proof: the engine's
-//! userland proxy accepts the connection on the host side even while nothing
-//! listens inside the container. So a container `port` condition connects to
-//! the container's own address; `http` goes through the mapped host port but
-//! needs a real HTTP response, which the proxy alone cannot give.
+//! Why a connect to a published Docker port is not proof: whoever publishes
+//! it (berth's forwarder, or the engine's userland proxy) accepts the
+//! connection on the host side even while nothing listens inside the
+//! container. So a container `port` condition connects to the container's
+//! own address; `http` goes through the published host port (the path a
+//! client takes) but needs a real HTTP response, which the forwarder alone
+//! cannot give.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! `wait_for_port` on a `host:port` that may be one of our own jobs.
 //!
 //! Why: a connect to a container's published port is not proof that its
-//! server listens. The engine's proxy accepts on the host side at once, while
-//! nothing may be bound inside yet. So when `host` is this machine and `port`
+//! server listens. berth's forwarder (or the engine's proxy) accepts on the
+//! host side at once, while nothing may be bound inside yet. So when `host` is this machine and `port`
 //! is the published port of an active job, the wait becomes that job's own
 //! `port` readiness condition (which probes the container's address, and
 //! ends early when the job exits); any other address gets a plain connect
