@@ -4,7 +4,7 @@
 //! is internal), while the port the engine publishes (`publish = "engine"`,
 //! kept behind the switch) is reached from there, as before; a job with a
 //! port joins a network holder; the forwarder closes with its job, and a
-//! `--no-daemon` run forwards from its own process.
+//! `--no-daemon` run forwards from its own process; UDP is forwarded too.
 
 use std::time::Duration;
 
@@ -172,4 +172,38 @@ async fn a_no_daemon_run_forwards_from_its_own_process() {
     .unwrap();
     run.wait().unwrap();
     assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
+}
+
+/// A UDP port is forwarded too: datagrams to 127.0.0.1:PORT reach the job
+/// and its answers come back to the sender.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_udp_port_is_forwarded_both_ways() {
+    let t = manager();
+    let echo = "import socket\n\
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('0.0.0.0',5353)); print('bound',flush=True)\n\
+while True:\n    d,a=s.recvfrom(2048); s.sendto(b'echo '+d,a)\n";
+    let mut spec = JobSpec::argv(["python3", "-c", echo])
+        .with_runner(berth::RunnerChoice::Docker)
+        .with_image("berth/dev:latest")
+        .background();
+    spec.ports.push(berth::PortSpec {
+        port: 5353,
+        host_port: None,
+        proto: berth::model::Proto::Udp,
+    });
+    let job = t.manager.start(spec).await.unwrap();
+    let ready = job
+        .wait(&[ReadyCondition::log("bound")], Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(ready.is_ready(), "{ready:?}");
+    let port = job.info().unwrap().ports[0].host_port;
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    client.connect(("127.0.0.1", port)).unwrap();
+    client.send(b"ping").unwrap();
+    let mut buf = [0u8; 64];
+    let n = client.recv(&mut buf).expect("an answer through the forwarder");
+    assert_eq!(&buf[..n], b"echo ping");
+    t.manager.shutdown().await;
 }
