@@ -13,6 +13,9 @@ use crate::job::parse_size;
 use crate::model::{Limits, Network, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
+use crate::trust::{Loosening, Trusted};
+
+mod loosen;
 
 /// Default background job cap.
 pub const DEFAULT_MAX_JOBS: usize = 3;
@@ -147,6 +150,9 @@ pub struct Layer {
     pub memory: Option<SizeValue>,
     /// Default process limit of container jobs.
     pub pids: Option<i64>,
+    /// Container jobs get a read-only root file system (a job may still ask
+    /// for one when this is false; it cannot ask for a writable one when true).
+    pub read_only: Option<bool>,
 }
 
 /// Where a setting came from.
@@ -211,9 +217,26 @@ pub struct Config {
     pub network: Network,
     /// Limits for container jobs that ask for none (each field always set).
     pub limits: Limits,
+    /// Every container job gets a read-only root file system.
+    #[serde(default)]
+    pub read_only: bool,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
+    /// The project files the user trusts (`[trust]` of the user's config).
+    #[serde(skip)]
+    pub trusted: Trusted,
+    /// What the project file set to loosen the sandbox without being
+    /// trusted: those values were not applied (the user's are in their
+    /// place), and starts are refused naming the first (`berth trust`).
+    #[serde(skip)]
+    pub untrusted: Vec<Loosening>,
+    /// The project's `berth.toml` (or the caller's `BERTH_CONFIG`), if any.
+    #[serde(skip)]
+    pub project_file: Option<PathBuf>,
+    /// The user's own config file, if one was read.
+    #[serde(skip)]
+    pub user_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -243,7 +266,12 @@ impl Default for Config {
             user: None,
             network: Network::Isolated,
             limits: default_limits(),
+            read_only: false,
             sources: BTreeMap::new(),
+            trusted: Trusted::default(),
+            untrusted: Vec::new(),
+            project_file: None,
+            user_file: None,
         };
         for k in FIELDS {
             c.sources.insert(k, Source::Default);
@@ -252,7 +280,8 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 25] = [
+    "read_only",
     "pull",
     "pull_timeout",
     "user",
@@ -385,34 +414,51 @@ impl Config {
 
     /// [`Config::load`] with the `BERTH_*` variables read through `env`
     /// (a caller's variables, sent with its request, instead of this process's).
+    ///
+    /// Layers: defaults ← the user's own config (`~/.config/berth/config.toml`,
+    /// always trusted) ← the project's `berth.toml` ← `BERTH_*` ← `flags`. A
+    /// value of the project file that loosens the sandbox applies only when
+    /// the user trusts the file (`berth trust`); otherwise the user's value
+    /// stays and the key is listed in [`Config::untrusted`].
     pub fn load_with(start: &Path, flags: Layer, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
         // Without a config file the caller's directory is the workspace.
         let mut config = Config {
             workspace: start.to_path_buf(),
             ..Default::default()
         };
+        if let Some(path) = crate::trust::user_config_path(&env) {
+            if let Some((layer, trusted)) = read_user_config(&path)? {
+                config.apply(layer, |_| Source::File(path.clone()))?;
+                config.trusted = trusted;
+                config.user_file = Some(path);
+            }
+        }
+        let baseline = config.clone();
         let file = match env("BERTH_CONFIG").filter(|v| !v.is_empty()) {
             Some(p) => Some(start.join(p)),
             None => find_config_file(start),
         };
+        let mut project = None;
         if let Some(path) = file {
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::Config {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            let layer: Layer = toml::from_str(&text).map_err(|e| Error::Config {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            // A config file's directory is the default workspace root.
+            let bytes = crate::trust::read_capped(&path)?;
+            let mut layer: Layer = parse_toml(&path, &bytes)?;
+            // A config file's directory is the default workspace root, and a
+            // relative workspace in it is relative to it.
             if let Some(dir) = path.parent() {
                 config.workspace = dir.to_path_buf();
                 config.sources.insert("workspace", Source::File(path.clone()));
+                layer.workspace = layer.workspace.map(|w| dir.join(w));
             }
+            let safety = layer.safety.clone();
             config.apply(layer, |_| Source::File(path.clone()))?;
+            project = Some((path, bytes, safety));
         }
         config.apply(env_layer(&env)?, |k| Source::Env(env_name(k)))?;
         config.apply(flags, |_| Source::Flag)?;
+        if let Some((path, bytes, safety)) = project {
+            loosen::settle(&mut config, &baseline, &path, &bytes, safety.as_ref());
+            config.project_file = Some(path);
+        }
         Ok(config)
     }
 
@@ -523,6 +569,7 @@ impl Config {
             self.sources.insert("user", source("user"));
         }
         set!(network, "network", validate_network);
+        set!(read_only, "read_only", Ok::<_, Error>);
         let mut limits = self.limits.clone();
         let mut touched = Vec::new();
         if let Some(v) = l.cpus {
@@ -593,6 +640,7 @@ impl Config {
             ),
             ("store_env", self.store_env.to_string()),
             ("fallback", self.fallback.to_string()),
+            ("read_only", self.read_only.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -690,7 +738,67 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         cpus: num("cpus")?,
         memory: get("memory").map(SizeValue::Text),
         pids: num("pids")?.map(|v| v as i64),
+        read_only: flag("read_only")?,
     })
+}
+
+/// The user's own config: its settings and its `[trust]` table; `None` when
+/// there is no such file.
+fn read_user_config(path: &Path) -> Result<Option<(Layer, Trusted)>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = crate::trust::read_capped(path)?;
+    let mut table: toml::Table = parse_toml(path, &bytes)?;
+    let trusted = Trusted::take_from(&mut table, path)?;
+    let layer = Layer::deserialize(toml::Value::Table(table)).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: quiet(e.message()),
+    })?;
+    Ok(Some((layer, trusted)))
+}
+
+/// Parse a config file's bytes. The error names the file and the place
+/// (line, column) but never quotes the file: a caller may point
+/// `BERTH_CONFIG` at a file it cannot read itself (`/etc/shadow`), and the
+/// manager must not hand its first line back.
+fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+    let fail = |message: String| Error::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| fail("not a UTF-8 text file".into()))?;
+    toml::from_str(text).map_err(|e| {
+        let place = e.span().map(|s| {
+            let before = &text[..s.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {col}: ")
+        });
+        fail(format!("{}{}", place.unwrap_or_default(), quiet(e.message())))
+    })
+}
+
+/// A parser's message with every quoted piece of the file dropped, except
+/// names that look like config keys (`unknown field `max_jobz``).
+fn quiet(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("").trim();
+    let mut out = String::new();
+    for (i, part) in first.split('`').enumerate() {
+        let keyish = !part.is_empty()
+            && part.len() <= 40
+            && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c));
+        if i % 2 == 0 {
+            out.push_str(part);
+        } else if keyish {
+            out.push('`');
+            out.push_str(part);
+            out.push('`');
+        } else {
+            out.push_str("`…`");
+        }
+    }
+    out.chars().take(300).collect()
 }
 
 pub(crate) fn find_config_file(start: &Path) -> Option<PathBuf> {

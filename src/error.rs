@@ -160,6 +160,24 @@ pub enum Error {
         root.display()
     )]
     OutsideWorkspace { path: PathBuf, root: PathBuf },
+
+    /// A project file loosens the sandbox and the user has not trusted it.
+    #[error(
+        "`{}` sets {key} = {value}, which loosens the sandbox, and this file is not trusted: review it, then run `berth trust` in {} (trust follows the content: after any change, trust it again)",
+        file.display(),
+        file.parent().map(|d| d.display().to_string()).unwrap_or_default()
+    )]
+    Untrusted {
+        file: PathBuf,
+        key: &'static str,
+        value: String,
+    },
+
+    /// An agent (MCP client) asked for a job looser than the user allows.
+    #[error(
+        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it with `{key} = {value}` in their own config (~/.config/berth/config.toml) or a trusted berth.toml"
+    )]
+    AgentLoosening { key: &'static str, value: String },
 }
 
 /// The one-line JSON form of a blocked command (what the CLI prints and the API returns).
@@ -201,6 +219,7 @@ impl Error {
             Error::ShuttingDown => "shutting_down",
             Error::Blocked { .. } => "blocked",
             Error::OutsideWorkspace { .. } => "outside_workspace",
+            Error::Untrusted { .. } | Error::AgentLoosening { .. } => "untrusted_config",
         }
     }
 
@@ -319,11 +338,13 @@ fn answer_for(code: &str) -> (u16, i32) {
         "unknown_job" => (404, 1),
         "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
         | "outside_workspace" | "bad_request" => (400, 2),
-        "config" => (500, 2),
+        // A caller's project file (or BERTH_CONFIG) that cannot be read is
+        // the caller's to fix.
+        "config" => (400, 2),
         "command_not_found" => (400, 127),
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),
-        "blocked" => (403, 126),
+        "blocked" | "untrusted_config" => (403, 126),
         "cap_reached" | "not_foreground" | "not_finished" => (409, 1),
         "shutting_down" | "engine_unavailable" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),

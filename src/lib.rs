@@ -38,7 +38,8 @@
 //!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
 //! - [`images`]: which image a job runs in and why, the pull policy.
-//! - [`config`]: `berth.toml` + `BERTH_*` + flags.
+//! - [`config`]: the user's config + `berth.toml` + `BERTH_*` + flags;
+//!   [`trust`]: which project files may loosen the sandbox (`berth trust`).
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`error`]: typed errors, one variant per failed operation.
 
@@ -62,6 +63,7 @@ pub mod runner;
 pub mod safety;
 pub mod store;
 pub mod teardown;
+pub mod trust;
 pub mod tui;
 pub mod watch;
 pub mod watchdog;

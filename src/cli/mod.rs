@@ -11,6 +11,7 @@ mod progress;
 mod remote;
 mod run;
 mod run_args;
+mod settings;
 mod verdict;
 
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use crate::config::{Config, Layer};
 use crate::error::Error;
 use crate::mcp::project::ProjectTask;
 use images::ImagesAction;
-use out::{StdoutClosed, out, outln};
+use out::{StdoutClosed, out};
 
 /// berth: run dev servers, databases, watchers and long test runs in
 /// sandboxed background jobs you can wait on, read and stop.
@@ -115,6 +116,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Let this project's berth.toml (and devcontainer.json) loosen the
+    /// sandbox: records their content's hash in your own config; any change
+    /// to a file needs `berth trust` again.
+    Trust(settings::TrustArgs),
 }
 
 impl Command {
@@ -195,7 +200,8 @@ fn init_tracing() {
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
-        Command::Config { json } => show_config(&cli.global, json).await,
+        Command::Config { json } => settings::show_config(&cli.global, json).await,
+        Command::Trust(a) => settings::trust(&cli.global, a),
         Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
         Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
@@ -232,55 +238,6 @@ pub fn report(e: &anyhow::Error) -> i32 {
         Some(err) => err.exit_code(),
         None => 1,
     }
-}
-
-async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
-    let config = global.config()?;
-    // The image a job without --image gets, and why (asks the engine
-    // whether berth/dev is built).
-    let dev = crate::runner::docker::Engine::new(&config)
-        .has_image(crate::images::DEV_IMAGE)
-        .await;
-    let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
-        crate::images::Choice::Image(c) => c,
-        // The tag says which context it is built from: walk it (no engine needed).
-        crate::images::Choice::Build { build, why } => {
-            match crate::images::context::walk(
-                &config.workspace,
-                &build.context,
-                &build.dockerfile,
-                &build.args,
-            ) {
-                Ok(ctx) => crate::images::ImageChoice {
-                    name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
-                    why: crate::images::build::why(&build, &why, &ctx.hash),
-                    ..Default::default()
-                },
-                Err(e) => crate::images::ImageChoice {
-                    name: format!("(build of {})", build.dockerfile.display()),
-                    why: format!("{why}; cannot be built as it is: {e}"),
-                    ..Default::default()
-                },
-            }
-        }
-    };
-    if json {
-        let mut v = serde_json::to_value(&config)?;
-        let sources: serde_json::Map<String, serde_json::Value> = config
-            .describe()
-            .into_iter()
-            .map(|(k, _, s)| (k, serde_json::Value::String(s)))
-            .collect();
-        v["sources"] = serde_json::Value::Object(sources);
-        v["job_image"] = serde_json::json!({"name": chosen.name, "why": chosen.why});
-        outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        for (k, v, s) in config.describe() {
-            outln!("{k:<14} = {v:<40} ({s})");
-        }
-        outln!("{:<14} = {:<40} ({})", "job image", chosen.name, chosen.why);
-    }
-    Ok(0)
 }
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::model::ProjectBuild;
+use crate::trust::Trusted;
 
 #[derive(Deserialize)]
 struct DevContainer {
@@ -30,20 +31,33 @@ struct Build {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DevImage {
     Image(String),
-    Build(ProjectBuild),
+    /// A build, and whether the user trusts the file that asks for it (a
+    /// build runs the project's `RUN` steps: only from a trusted file).
+    Build { build: ProjectBuild, trusted: bool },
 }
 
 /// The image (or build) of the workspace's devcontainer.json and the file's
 /// path; `None` when there is no file, it does not parse, or it names neither.
-pub fn read_devcontainer(workspace: &Path) -> Option<(DevImage, PathBuf)> {
+/// A file over the config size cap is not read (a warning says so).
+pub fn read_devcontainer(workspace: &Path, trust: &Trusted) -> Option<(DevImage, PathBuf)> {
     let candidates = [
         workspace.join(".devcontainer/devcontainer.json"),
         workspace.join(".devcontainer.json"),
     ];
     for path in candidates {
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        if !path.is_file() {
             continue;
+        }
+        let bytes = match crate::trust::read_capped(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "devcontainer.json not read; ignored");
+                return None;
+            }
         };
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let trusted = trust.allows(&real, &bytes);
+        let text = String::from_utf8_lossy(&bytes);
         let dc = match json5::from_str::<DevContainer>(&text) {
             Ok(dc) => dc,
             Err(e) => {
@@ -63,7 +77,13 @@ pub fn read_devcontainer(workspace: &Path) -> Option<(DevImage, PathBuf)> {
             args: build.args,
             declared_in: path.clone(),
         };
-        return Some((DevImage::Build(project), path));
+        return Some((
+            DevImage::Build {
+                build: project,
+                trusted,
+            },
+            real,
+        ));
     }
     None
 }

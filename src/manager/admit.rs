@@ -65,7 +65,30 @@ pub(super) async fn admit(
 ) -> Result<Admitted> {
     // The caller's project: its workspace, rules, runner, budget, image and limits.
     let project = inner.projects.resolve(&spec)?;
+    // A project file that loosens the sandbox without the user's trust: its
+    // values were not applied, and nothing starts until the user decides.
+    if let Some(l) = project.config.untrusted.first() {
+        let refusal = l.refusal();
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project
+            .safety
+            .record("untrusted_config", refusal.to_string(), format!("config:{}", l.key), &spec, at, client);
+        return Err(refusal);
+    }
     spec.caller_env.clear();
+    // An agent's own words cannot loosen either: a host job through MCP
+    // only where the user's config (or a trusted file) says `runner = host`.
+    if client == "mcp" && spec.runner == RunnerChoice::Host && project.config.runner != RunnerChoice::Host {
+        let refusal = Error::AgentLoosening {
+            key: "runner",
+            value: "\"host\"".into(),
+        };
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project
+            .safety
+            .record("untrusted_config", refusal.to_string(), "mcp:runner".into(), &spec, at, client);
+        return Err(refusal);
+    }
     fill_defaults(&mut spec, &project.config, budget);
     spec.validate()?;
     let watchers = Inner::watchers_for(&spec)?;

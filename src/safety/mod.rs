@@ -152,16 +152,29 @@ impl Safety {
         }
     }
 
+    /// Log a refusal decided elsewhere (an untrusted project file).
+    pub fn record(&self, kind: &'static str, reason: String, pattern: String, spec: &JobSpec, cwd: &Path, client: &str) {
+        let command = redact(shorten(spec.display_command()), spec);
+        self.log.append(&Entry {
+            kind,
+            reason,
+            pattern,
+            ..self.entry(&command, cwd, client)
+        });
+    }
+
     /// Turn the filter's answer (and the workspace guard's) into a result.
     fn decide(&self, spec: &JobSpec, cwd: &Path, client: &str, hit: Option<Hit>) -> Result<()> {
         if let Some(hit) = hit {
             let command = shorten(spec.display_command());
+            // The log is a record of what was refused, not of the job's
+            // secrets: env values are `***` as in the store.
             self.log.append(&Entry {
                 kind: "blocked",
                 reason: hit.reason.clone(),
                 pattern: hit.pattern.clone(),
-                matched: Some(hit.matched),
-                ..self.entry(&command, cwd, client)
+                matched: Some(redact(hit.matched, spec)),
+                ..self.entry(&redact(command.clone(), spec), cwd, client)
             });
             return Err(Error::Blocked {
                 reason: hit.reason,
@@ -212,6 +225,19 @@ impl Safety {
 /// Longest command quoted back in a refusal and the log (a 300 KB command
 /// would otherwise be echoed whole in every answer).
 const MAX_QUOTED: usize = 4096;
+
+/// `text` with the values of `spec.env` (as given and lower-cased, the
+/// filter's view) replaced by `***`, as the store keeps them.
+fn redact(mut text: String, spec: &JobSpec) -> String {
+    for value in spec.env.values().filter(|v| v.len() >= 3) {
+        for form in [value.clone(), value.to_lowercase()] {
+            if text.contains(&form) {
+                text = text.replace(&form, crate::store::REDACTED);
+            }
+        }
+    }
+    text
+}
 
 fn shorten(command: String) -> String {
     if command.len() <= MAX_QUOTED {
