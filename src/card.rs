@@ -164,6 +164,10 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {sandbox}\n");
     }
+    if let Some(n @ 1..) = info.setid_cleared {
+        let files = if n == 1 { "file" } else { "files" };
+        out += &format!("    Cleared: set-uid/set-gid bits of {n} {files} the job left in the workspace\n");
+    }
     if let Some(image) = &info.image {
         let pulled = match (image.pull_ms, image.build_ms) {
             (Some(ms), _) => format!("; pulled in {:.1}s", ms as f64 / 1000.0),
@@ -269,6 +273,7 @@ mod tests {
             image: None,
             pulling: None,
             building: None,
+            setid_cleared: None,
             runner_note: None,
             workspace: None,
             project_note: None,

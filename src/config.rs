@@ -49,6 +49,9 @@ pub const DEFAULT_MEMORY: u64 = 2 << 30;
 pub const DEFAULT_PIDS: i64 = 512;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
+/// The uid:gid a root caller's container jobs run as when root also owns
+/// the workspace (the conventional `nobody`).
+pub const NOBODY: u32 = 65534;
 
 /// What a restarted manager does with jobs a dead manager left running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -392,9 +395,23 @@ impl Config {
         self
     }
 
-    /// The `uid:gid` (or `root`) container jobs run as.
+    /// The `uid:gid` (or `root`) container jobs run as: the `user` key when
+    /// set, else the caller's own uid:gid. A root caller's jobs never run as
+    /// root unless asked (`user = "root"` in the user's config or a trusted
+    /// file): they run as the workspace's owner, whom its files are for, or
+    /// as [`NOBODY`] when root owns the workspace too.
     pub fn container_user(&self) -> String {
-        self.user.clone().unwrap_or_else(caller_user)
+        if let Some(u) = &self.user {
+            return u.clone();
+        }
+        if !nix::unistd::getuid().is_root() {
+            return caller_user();
+        }
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.workspace) {
+            Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
+            _ => format!("{NOBODY}:{NOBODY}"),
+        }
     }
 
     /// This instance's state directory.
@@ -621,9 +638,11 @@ impl Config {
             ("keep_days", self.keep_days.to_string()),
             (
                 "user",
-                self.user
-                    .clone()
-                    .unwrap_or_else(|| format!("{} (the caller)", caller_user())),
+                match (&self.user, nix::unistd::getuid().is_root()) {
+                    (Some(u), _) => u.clone(),
+                    (None, false) => format!("{} (the caller)", caller_user()),
+                    (None, true) => format!("{} (a root caller: the workspace's owner)", self.container_user()),
+                },
             ),
             ("network", self.network.to_string()),
             (
@@ -841,17 +860,26 @@ mod tests {
 
     #[test]
     fn container_user_defaults_to_the_caller_and_root_is_explicit() {
-        let c = Config::default();
-        let me = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
-        assert_eq!(c.container_user(), me);
-        assert!(
-            c.describe()
-                .iter()
-                .any(|(k, v, _)| k == "user" && v.contains("(the caller)"))
-        );
+        use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(CONFIG_FILE), "user = \"root\"\n").unwrap();
-        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        let c = Config::default().with_workspace(dir.path());
+        let owner = std::fs::metadata(dir.path()).unwrap();
+        let me = match nix::unistd::getuid().is_root() {
+            // A root caller's jobs run as the workspace's owner, or nobody.
+            true if owner.uid() == 0 => format!("{NOBODY}:{NOBODY}"),
+            true => format!("{}:{}", owner.uid(), owner.gid()),
+            false => format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid()),
+        };
+        assert_eq!(c.container_user(), me);
+        if nix::unistd::getuid().is_root() {
+            std::os::unix::fs::chown(dir.path(), Some(4321), Some(4322)).unwrap();
+            assert_eq!(c.container_user(), "4321:4322");
+        }
+        // root only when asked, by the user (a project file needs trust).
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "user = \"root\"\n").unwrap();
+        let env = |k: &str| (k == crate::trust::USER_CONFIG_ENV).then(|| user.display().to_string());
+        let c = Config::load_with(dir.path(), Layer::default(), env).unwrap();
         assert_eq!(c.container_user(), "root");
         assert_eq!(validate_user("1234:1234".into()).unwrap(), "1234:1234");
         for bad in ["", "alice", "1234", "1:x", ":1", "99999999999:1", "-1:0"] {

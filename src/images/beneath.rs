@@ -188,6 +188,29 @@ impl Dir {
         Ok(out)
     }
 
+    /// Clear the set-uid and set-gid bits of the regular file `name` the walk
+    /// saw as `expect`. The file is pinned first (`O_PATH|O_NOFOLLOW`, type
+    /// and inode checked) and changed through that handle, so a symlink
+    /// swapped in meanwhile never makes berth chmod a file elsewhere (as
+    /// root, `/usr/bin/sudo`). `Ok(false)`: nothing to clear any more.
+    pub fn clear_setid(&self, name: &str, expect: Ident) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::PermissionsExt;
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(self.fd.as_fd(), name, flags, Mode::empty()).map_err(io::Error::from)?;
+        let st = fstat(&fd).map_err(io::Error::from)?;
+        if kind_of(&st) != Kind::File || Ident::of(&st) != expect {
+            return Err(changed(Path::new(name)));
+        }
+        if st.st_mode & 0o6000 == 0 {
+            return Ok(false);
+        }
+        // chmod through the descriptor's magic link: the pinned inode itself.
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(st.st_mode & 0o1777))?;
+        Ok(true)
+    }
+
     /// Where the symlink `name` points (never followed).
     pub fn link_target(&self, name: &str) -> io::Result<PathBuf> {
         readlinkat(self.fd.as_fd(), name)

@@ -100,6 +100,7 @@ pub(super) async fn start(
             image: None,
             pulling: None,
             building: None,
+            setid_cleared: None,
             recovered: false,
         };
         let n = number(&id).expect("allocated ids are job-N");

@@ -87,7 +87,10 @@ pub(super) async fn supervise(
     mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
 ) {
     let Launched {
-        control, mut exit, ..
+        control,
+        mut exit,
+        sweep,
+        ..
     } = launched;
     let far = Duration::from_secs(60 * 60 * 24 * 365);
     let secs = |s: Option<f64>| s.map(Duration::from_secs_f64);
@@ -149,6 +152,17 @@ pub(super) async fn supervise(
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
     control.cleanup();
+    // Set-uid/set-gid bits the job left in the workspace go before the job
+    // counts as ended (its processes are gone; see runner/setuid.rs).
+    if let Some(sweep) = sweep {
+        let swept = tokio::task::spawn_blocking(move || sweep.run()).await.unwrap_or_default();
+        if swept.incomplete {
+            tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
+        }
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.setid_cleared = Some(swept.cleared);
+        }
+    }
     let status = match (stop, exit) {
         (
             Some(StopRequest {

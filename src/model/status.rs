@@ -339,6 +339,10 @@ pub struct JobInfo {
     /// While starting: the project image build under way (status `starting (building)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub building: Option<super::BuildProgress>,
+    /// After a container job: files in the workspace whose set-uid/set-gid
+    /// bits berth cleared when the job ended (0 when there were none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setid_cleared: Option<u64>,
 }
 
 impl JobInfo {

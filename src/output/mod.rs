@@ -97,6 +97,11 @@ pub struct JobOutput {
 }
 
 impl JobOutput {
+    /// The job's private directory (raw logs, and files berth makes for it).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Create the job's output, its directory `dir` (`<state>/jobs/<id>`) and
     /// its first line number `first_seq` (1, or the next one when re-adopting).
     pub fn create(

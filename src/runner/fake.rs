@@ -149,6 +149,7 @@ impl FakeRunner {
             exit
         });
         Ok(Launched {
+            sweep: None,
             pid: None,
             container_id: None,
             ports: Vec::new(),

@@ -301,6 +301,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
             .push("pids: the host runner does not limit processes".into());
     }
     Ok(Launched {
+        sweep: None,
         pid: Some(pid),
         container_id: None,
         ports,

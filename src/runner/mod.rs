@@ -10,6 +10,7 @@ pub mod docker;
 #[cfg(test)]
 pub mod fake;
 pub mod host;
+pub mod setuid;
 pub mod shim;
 
 use std::net::IpAddr;
@@ -40,6 +41,9 @@ pub struct Launched {
     pub internal_ip: Option<IpAddr>,
     pub control: Control,
     pub exit: BoxFuture<'static, Exit>,
+    /// Clear set-uid/set-gid bits the job leaves in this workspace once it
+    /// ended (container jobs; see `setuid.rs`).
+    pub sweep: Option<setuid::Sweep>,
 }
 
 /// How to signal a running job.

@@ -101,6 +101,10 @@ pub struct Context<'a> {
     pub defaults: &'a Limits,
     pub workspace: &'a Path,
     pub cwd: &'a Path,
+    /// The project asks every job for a read-only root (`read_only = true`).
+    pub read_only: bool,
+    /// Read-only bind mounts over project files (berth.toml, .devcontainer/ …).
+    pub protected: &'a [Mount],
 }
 
 /// The container name: `berth-<instance>-<state hash>-<job id>`, so two
@@ -153,6 +157,17 @@ fn mount_plan(workspace: &Path, cwd: &Path) -> Result<(PathBuf, PathBuf)> {
         ));
     }
     Ok((ws, cwd))
+}
+
+/// HOME for a job whose workspace is `ws`: [`HOME_DIR`], unless the
+/// workspace contains it (`workspace = "/home"`), where the engine would make
+/// the mount point inside the workspace, on the host, as root.
+fn home_dir(ws: &Path) -> String {
+    [HOME_DIR, "/run/berth-home", "/var/lib/berth-home"]
+        .into_iter()
+        .find(|h| !Path::new(h).starts_with(ws))
+        .unwrap_or(HOME_DIR)
+        .to_string()
 }
 
 /// The create body and the limits it applies.
@@ -220,7 +235,8 @@ pub fn body(
     // PORT/BERTH_PORT_N name the container port: inside the container the
     // server binds its own port; the host side is the engine's business.
     // The job's own env wins, as on the host runner.
-    let mut env: Vec<(String, String)> = vec![("HOME".into(), HOME_DIR.into())];
+    let home = home_dir(&ws);
+    let mut env: Vec<(String, String)> = vec![("HOME".into(), home.clone())];
     if let Some(first) = ports.first() {
         env.push(("PORT".into(), first.port.to_string()));
     }
@@ -237,8 +253,9 @@ pub fn body(
         (LABEL_JOB.to_string(), ctx.id.to_string()),
         (LABEL_STATE.to_string(), ctx.state.to_string()),
     ]);
-    let mut tmpfs = HashMap::from([(HOME_DIR.to_string(), format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
-    if spec.read_only {
+    let mut tmpfs = HashMap::from([(home, format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
+    // A tmpfs over the workspace (or above it) would hide it.
+    if (spec.read_only || ctx.read_only) && !Path::new("/tmp").starts_with(&ws) {
         tmpfs.insert("/tmp".to_string(), READ_ONLY_TMPFS.to_string());
     }
 
@@ -262,19 +279,23 @@ pub fn body(
         // on the other. (The engine's API has no nosuid/nodev for binds; the
         // job's files are the caller's, and no-new-privileges makes setuid
         // bits inert inside, so a setuid copy grants nobody more than the caller.)
-        mounts: Some(vec![Mount {
-            target: Some(ws_str.clone()),
-            source: Some(ws_str),
-            typ: Some(MountType::BIND),
-            read_only: Some(false),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+        mounts: Some(
+            std::iter::once(Mount {
+                target: Some(ws_str.clone()),
+                source: Some(ws_str),
+                typ: Some(MountType::BIND),
+                read_only: Some(false),
+                bind_options: Some(MountBindOptions {
+                    propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
-        }]),
+            })
+            .chain(ctx.protected.iter().cloned())
+            .collect(),
+        ),
         // Opt-in: the image cannot be changed, only the workspace and /tmp.
-        readonly_rootfs: Some(spec.read_only),
+        readonly_rootfs: Some(spec.read_only || ctx.read_only),
         tmpfs: Some(tmpfs),
         network_mode: Some(network_mode),
         ..Default::default()

@@ -73,6 +73,8 @@ pub(super) async fn launch(
     output: &Arc<JobOutput>,
     project: &Project<'_>,
 ) -> Result<Launched> {
+    // Before the create: anything the job changes has a later change time.
+    let since = std::time::SystemTime::now();
     let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
     if !project.prepared {
         // The manager makes the image present first (`Engine::prepare`, with
@@ -92,6 +94,15 @@ pub(super) async fn launch(
     let mut slot = match isolated {
         true => Some(engine.acquire_network(&docker, may_join).await?),
         false => None,
+    };
+    // Copies of the project's config files, mounted read-only over them.
+    let protect_dir = output.dir().join("protected");
+    let (protected, protect_warnings) = match crate::store::private::own_dir(&protect_dir) {
+        Ok(()) => {
+            let extra: Vec<&Path> = project.protect.iter().map(|p| p.as_path()).collect();
+            super::protect::mounts(project.workspace, &extra, &protect_dir)
+        }
+        Err(e) => (Vec::new(), vec![format!("project files are not protected from the job: {e}")]),
     };
     let mut network_retries = 2;
     let mut cleared = false;
@@ -114,6 +125,8 @@ pub(super) async fn launch(
             defaults: project.defaults,
             workspace: project.workspace,
             cwd,
+            read_only: project.read_only,
+            protected: &protected,
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
@@ -233,6 +246,7 @@ pub(super) async fn launch(
         None => container_ip(&inspected),
     };
     note_warnings(&mut applied, &warnings);
+    applied.not_enforced.extend(protect_warnings);
 
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     // The container's main process as the engine's host sees it: the `pid`
@@ -251,6 +265,10 @@ pub(super) async fn launch(
         internal_ip,
         control: Control::Docker(control),
         exit,
+        sweep: Some(crate::runner::setuid::Sweep {
+            root: project.workspace.to_path_buf(),
+            since,
+        }),
     })
 }
 

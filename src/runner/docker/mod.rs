@@ -30,6 +30,7 @@ mod holder;
 mod launch;
 mod network;
 mod ownership;
+mod protect;
 mod pull;
 #[cfg(test)]
 mod tests;
@@ -249,6 +250,11 @@ pub(super) struct Project<'a> {
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
+    /// Every job gets a read-only root (`read_only = true`).
+    pub read_only: bool,
+    /// Config files inside the workspace that jobs must not change, beyond
+    /// the usual names (`protect.rs`): the project's, the user's.
+    pub protect: Vec<std::path::PathBuf>,
 }
 
 impl Engine {
@@ -476,6 +482,8 @@ impl Engine {
             network: self.default_network,
             defaults: &self.defaults,
             prepared: false,
+            read_only: false,
+            protect: Vec::new(),
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -499,6 +507,8 @@ impl Engine {
             network: config.network,
             defaults: &config.limits,
             prepared: true,
+            read_only: config.read_only,
+            protect: config.project_file.iter().chain(&config.user_file).cloned().collect(),
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
