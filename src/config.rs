@@ -156,6 +156,9 @@ pub struct Layer {
     /// Container jobs get a read-only root file system (a job may still ask
     /// for one when this is false; it cannot ask for a writable one when true).
     pub read_only: Option<bool>,
+    /// Agents (MCP clients) may ask for a host job (`runner: "host"`) without
+    /// host being the default (`runner = "host"` allows it too).
+    pub allow_host: Option<bool>,
 }
 
 /// Where a setting came from.
@@ -223,6 +226,9 @@ pub struct Config {
     /// Every container job gets a read-only root file system.
     #[serde(default)]
     pub read_only: bool,
+    /// Agents may ask for host jobs (see [`Layer::allow_host`]).
+    #[serde(default)]
+    pub allow_host: bool,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -270,6 +276,7 @@ impl Default for Config {
             network: Network::Isolated,
             limits: default_limits(),
             read_only: false,
+            allow_host: false,
             sources: BTreeMap::new(),
             trusted: Trusted::default(),
             untrusted: Vec::new(),
@@ -283,8 +290,9 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 25] = [
+const FIELDS: [&str; 26] = [
     "read_only",
+    "allow_host",
     "pull",
     "pull_timeout",
     "user",
@@ -443,12 +451,12 @@ impl Config {
             workspace: start.to_path_buf(),
             ..Default::default()
         };
-        if let Some(path) = crate::trust::user_config_path(&env) {
-            if let Some((layer, trusted)) = read_user_config(&path)? {
-                config.apply(layer, |_| Source::File(path.clone()))?;
-                config.trusted = trusted;
-                config.user_file = Some(path);
-            }
+        if let Some(path) = crate::trust::user_config_path(&env)
+            && let Some((layer, trusted)) = read_user_config(&path)?
+        {
+            config.apply(layer, |_| Source::File(path.clone()))?;
+            config.trusted = trusted;
+            config.user_file = Some(path);
         }
         let baseline = config.clone();
         let file = match env("BERTH_CONFIG").filter(|v| !v.is_empty()) {
@@ -587,6 +595,7 @@ impl Config {
         }
         set!(network, "network", validate_network);
         set!(read_only, "read_only", Ok::<_, Error>);
+        set!(allow_host, "allow_host", Ok::<_, Error>);
         let mut limits = self.limits.clone();
         let mut touched = Vec::new();
         if let Some(v) = l.cpus {
@@ -641,7 +650,9 @@ impl Config {
                 match (&self.user, nix::unistd::getuid().is_root()) {
                     (Some(u), _) => u.clone(),
                     (None, false) => format!("{} (the caller)", caller_user()),
-                    (None, true) => format!("{} (a root caller: the workspace's owner)", self.container_user()),
+                    (None, true) => {
+                        format!("{} (a root caller: the workspace's owner)", self.container_user())
+                    }
                 },
             ),
             ("network", self.network.to_string()),
@@ -660,6 +671,7 @@ impl Config {
             ("store_env", self.store_env.to_string()),
             ("fallback", self.fallback.to_string()),
             ("read_only", self.read_only.to_string()),
+            ("allow_host", self.allow_host.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -758,6 +770,7 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         memory: get("memory").map(SizeValue::Text),
         pids: num("pids")?.map(|v| v as i64),
         read_only: flag("read_only")?,
+        allow_host: flag("allow_host")?,
     })
 }
 
@@ -806,7 +819,9 @@ fn quiet(message: &str) -> String {
     for (i, part) in first.split('`').enumerate() {
         let keyish = !part.is_empty()
             && part.len() <= 40
-            && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c));
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c));
         if i % 2 == 0 {
             out.push_str(part);
         } else if keyish {

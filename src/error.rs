@@ -175,7 +175,7 @@ pub enum Error {
 
     /// An agent (MCP client) asked for a job looser than the user allows.
     #[error(
-        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it with `{key} = {value}` in their own config (~/.config/berth/config.toml) or a trusted berth.toml"
+        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `allow_host = true`, or BERTH_ALLOW_HOST=1 where `berth mcp` starts) or a trusted berth.toml"
     )]
     AgentLoosening { key: &'static str, value: String },
 }

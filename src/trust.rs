@@ -87,7 +87,9 @@ impl Trusted {
         };
         let bad = || Error::Config {
             path: path.to_path_buf(),
-            message: format!("[{TRUST_TABLE}] must map file paths to \"sha256:…\" digests (written by `berth trust`)"),
+            message: format!(
+                "[{TRUST_TABLE}] must map file paths to \"sha256:…\" digests (written by `berth trust`)"
+            ),
         };
         let toml::Value::Table(t) = value else {
             return Err(bad());
@@ -212,11 +214,18 @@ mod tests {
         let trusted = Trusted::take_from(&mut table, &user).unwrap();
         assert!(table.contains_key("user") && !table.contains_key(TRUST_TABLE));
         assert!(trusted.allows(&file, b"runner = \"host\"\n"));
-        assert!(!trusted.allows(&file, b"runner = \"host\" \n"), "one byte more is another file");
+        assert!(
+            !trusted.allows(&file, b"runner = \"host\" \n"),
+            "one byte more is another file"
+        );
         assert!(!trusted.allows(&dir.path().join("other.toml"), b"runner = \"host\"\n"));
         record(&user, &file, None).unwrap();
         let mut table: toml::Table = std::fs::read_to_string(&user).unwrap().parse().unwrap();
-        assert!(!Trusted::take_from(&mut table, &user).unwrap().allows(&file, b"runner = \"host\"\n"));
+        assert!(
+            !Trusted::take_from(&mut table, &user)
+                .unwrap()
+                .allows(&file, b"runner = \"host\"\n")
+        );
     }
 
     #[test]

@@ -93,7 +93,6 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-
 /// The files `berth trust` acts on: the one named, or the project's config
 /// file and its dev container files.
 fn files_to_trust(global: &Global, named: Option<&Path>) -> Result<Vec<PathBuf>, Error> {
@@ -113,8 +112,9 @@ fn files_to_trust(global: &Global, named: Option<&Path>) -> Result<Vec<PathBuf>,
 }
 
 pub fn trust(global: &Global, args: TrustArgs) -> anyhow::Result<i32> {
-    let user = trust::user_config_path(|k| std::env::var(k).ok())
-        .ok_or_else(|| anyhow::anyhow!("no home directory: set BERTH_USER_CONFIG to your berth config file"))?;
+    let user = trust::user_config_path(|k| std::env::var(k).ok()).ok_or_else(|| {
+        anyhow::anyhow!("no home directory: set BERTH_USER_CONFIG to your berth config file")
+    })?;
     if args.list {
         let trusted = read_trusted(&user)?;
         for (file, digest) in trusted.entries() {
@@ -143,13 +143,20 @@ pub fn trust(global: &Global, args: TrustArgs) -> anyhow::Result<i32> {
         // Say what the user is allowing: the loosening keys this file sets.
         let loosens = match real.file_name().and_then(|n| n.to_str()) {
             Some(n) if n.ends_with(".json") => vec!["build.dockerfile (if it builds an image)".to_string()],
-            _ => Config::load_with(real.parent().unwrap_or(Path::new("/")), Default::default(), |k| {
-                match k {
+            _ => Config::load_with(
+                real.parent().unwrap_or(Path::new("/")),
+                Default::default(),
+                |k| match k {
                     "BERTH_CONFIG" => Some(real.display().to_string()),
                     _ => std::env::var(k).ok(),
-                }
+                },
+            )
+            .map(|c| {
+                c.untrusted
+                    .iter()
+                    .map(|l| format!("{} = {}", l.key, l.value))
+                    .collect()
             })
-            .map(|c| c.untrusted.iter().map(|l| format!("{} = {}", l.key, l.value)).collect())
             .unwrap_or_default(),
         };
         trust::record(&user, &real, Some(&trust::digest(&bytes)))?;
@@ -158,7 +165,10 @@ pub fn trust(global: &Global, args: TrustArgs) -> anyhow::Result<i32> {
             false => outln!("trusted: {} (allows {})", real.display(), loosens.join(", ")),
         }
     }
-    outln!("recorded in {} (any change to a file needs `berth trust` again)", user.display());
+    outln!(
+        "recorded in {} (any change to a file needs `berth trust` again)",
+        user.display()
+    );
     Ok(0)
 }
 

@@ -5,6 +5,7 @@
 //! config); a project value loosens when it gives a job more than that:
 //! - `runner = "host"` (or `auto` where the user asked for `docker`): no container;
 //! - `fallback = true` where the user said false: a host job when the engine is down;
+//! - `allow_host = true`: agents may ask for host jobs;
 //! - `user` other than the caller's own: root, or another uid's set-uid files;
 //! - `network`: `bridge` over `isolated` over `none`;
 //! - `read_only = false` where the user set true;
@@ -29,7 +30,13 @@ use crate::trust::Loosening;
 /// Compare `config` (all layers applied) with `baseline` (defaults and the
 /// user's config) for the values `file` (holding `bytes`) set; untrusted
 /// loosenings are reverted and recorded in `config.untrusted`.
-pub(super) fn settle(config: &mut Config, baseline: &Config, file: &Path, bytes: &[u8], safety: Option<&SafetyLayer>) {
+pub(super) fn settle(
+    config: &mut Config,
+    baseline: &Config,
+    file: &Path,
+    bytes: &[u8],
+    safety: Option<&SafetyLayer>,
+) {
     let file_real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let found = loosenings(config, baseline, &file_real, file, safety);
     if found.is_empty() || config.trusted.allows(&file_real, bytes) {
@@ -65,6 +72,9 @@ fn loosenings(
     };
     if from_file("runner") && runner_loose {
         add("runner", quoted(&format!("{:?}", c.runner).to_lowercase()));
+    }
+    if from_file("allow_host") && c.allow_host && !base.allow_host {
+        add("allow_host", "true".into());
     }
     if from_file("fallback") && c.fallback && !base.fallback {
         add("fallback", "true".into());
@@ -109,7 +119,10 @@ fn loosenings(
         if !more.is_empty() {
             add(
                 "safety.allow_env",
-                format!("[{}]", more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")),
+                format!(
+                    "[{}]",
+                    more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")
+                ),
             );
         }
         if s.security_log.is_some() && c.safety.security_log != base.safety.security_log {
@@ -137,6 +150,10 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "fallback" => {
             c.fallback = base.fallback;
             source(c, "fallback");
+        }
+        "allow_host" => {
+            c.allow_host = base.allow_host;
+            source(c, "allow_host");
         }
         "user" => {
             c.user = base.user.clone();
@@ -238,7 +255,10 @@ mod tests {
         assert_eq!(c.workspace, dir);
         assert!(c.safety.default_blocklist && c.safety.allow_env.is_empty());
         let err = c.untrusted[0].refusal().to_string();
-        assert!(err.contains("runner = \"host\"") && err.contains("berth trust"), "{err}");
+        assert!(
+            err.contains("runner = \"host\"") && err.contains("berth trust"),
+            "{err}"
+        );
 
         let file = std::fs::canonicalize(dir.join("berth.toml")).unwrap();
         crate::trust::record(&user, &file, Some(&crate::trust::digest(text.as_bytes()))).unwrap();
@@ -275,7 +295,10 @@ mod tests {
         // The user's read_only = true cannot be undone by the project.
         std::fs::write(&user, "read_only = true\n").unwrap();
         let c = load(&dir, "read_only = false\n", &user);
-        assert_eq!(c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(), ["read_only"]);
+        assert_eq!(
+            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+            ["read_only"]
+        );
         assert!(c.read_only);
     }
 
@@ -288,7 +311,11 @@ mod tests {
         let user = tmp.path().join("user.toml");
         for ws in ["..", "sub/../..", "link", "/home"] {
             let c = load(&dir, &format!("workspace = \"{ws}\"\n"), &user);
-            assert_eq!(c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(), ["workspace"], "{ws}");
+            assert_eq!(
+                c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+                ["workspace"],
+                "{ws}"
+            );
             assert_eq!(c.workspace, dir, "{ws}");
         }
     }

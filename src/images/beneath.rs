@@ -105,7 +105,8 @@ impl Dir {
         let mut at: Option<Dir> = None;
         for name in elements(rel)? {
             let parent = at.as_ref().unwrap_or(self);
-            let fd = openat(parent.fd.as_fd(), name.as_path(), DIR_FLAGS, Mode::empty()).map_err(io::Error::from)?;
+            let fd = openat(parent.fd.as_fd(), name.as_path(), DIR_FLAGS, Mode::empty())
+                .map_err(io::Error::from)?;
             let ident = Ident::of(&fstat(&fd).map_err(io::Error::from)?);
             at = Some(Dir { fd, ident });
         }
@@ -134,7 +135,9 @@ impl Dir {
     /// it must be the file the walk saw.
     pub fn file(&self, rel: &Path, expect: Option<Ident>) -> io::Result<File> {
         let mut names = elements(rel)?;
-        let last = names.pop().ok_or_else(|| io::Error::other("an empty path names no file"))?;
+        let last = names
+            .pop()
+            .ok_or_else(|| io::Error::other("an empty path names no file"))?;
         let parent = match names.is_empty() {
             true => None,
             false => Some(self.dir(&names.iter().collect::<PathBuf>())?),
@@ -151,7 +154,8 @@ impl Dir {
 
     /// The entries of this directory (not `.` and `..`), as `lstat` sees them.
     pub fn items(&self) -> io::Result<Vec<Item>> {
-        let mut list = nix::dir::Dir::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(io::Error::from)?;
+        let mut list =
+            nix::dir::Dir::openat(self.fd.as_fd(), ".", DIR_FLAGS, Mode::empty()).map_err(io::Error::from)?;
         let mut names = Vec::new();
         for e in list.iter() {
             let e = e.map_err(io::Error::from)?;
@@ -254,7 +258,10 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret"), ws.join("link")).unwrap();
         let root = Dir::open_root(ws).unwrap();
         let mut s = String::new();
-        root.file(Path::new("sub/a"), None).unwrap().read_to_string(&mut s).unwrap();
+        root.file(Path::new("sub/a"), None)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
         assert_eq!(s, "a");
         assert!(root.file(Path::new("out/secret"), None).is_err());
         assert!(root.file(Path::new("link"), None).is_err());
@@ -263,7 +270,10 @@ mod tests {
         let mut items = root.items().unwrap();
         items.sort_by(|a, b| a.name.cmp(&b.name));
         let kinds: Vec<(&str, Kind)> = items.iter().map(|i| (i.name.as_str(), i.kind)).collect();
-        assert_eq!(kinds, [("link", Kind::Link), ("out", Kind::Link), ("sub", Kind::Dir)]);
+        assert_eq!(
+            kinds,
+            [("link", Kind::Link), ("out", Kind::Link), ("sub", Kind::Dir)]
+        );
         assert_eq!(root.link_target("out").unwrap(), outside.path());
     }
 

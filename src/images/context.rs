@@ -172,20 +172,46 @@ pub fn walk(
             true => p.to_path_buf(),
             false => root.join(p),
         };
-        abs.strip_prefix(&root)
+        let outside = || {
+            bad(
+                p,
+                format!("{what} must be inside the workspace {}", root.display()),
+            )
+        };
+        let rel = abs
+            .strip_prefix(&root)
             .or_else(|_| abs.strip_prefix(workspace))
-            .map(Path::to_path_buf)
-            .map_err(|_| bad(p, format!("{what} must be inside the workspace {}", root.display())))
+            .map_err(|_| outside())?;
+        // `.devcontainer/..` is the workspace: `..` taken lexically (no
+        // element is ever followed as a symlink, so this is what is opened).
+        let mut out = PathBuf::new();
+        for c in rel.components() {
+            match c {
+                std::path::Component::ParentDir if !out.pop() => return Err(outside()),
+                std::path::Component::ParentDir | std::path::Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        Ok(out)
     };
     let dir_rel = rel(dir, "the context")?;
     let df_rel = rel(dockerfile, "the Dockerfile")?;
-    let open_dir = ws
-        .dir(&dir_rel)
-        .map_err(|e| bad(dir, format!("the context directory (inside the workspace {}, no symlinks): {e}", root.display())))?;
+    let open_dir = ws.dir(&dir_rel).map_err(|e| {
+        bad(
+            dir,
+            format!(
+                "the context directory (inside the workspace {}, no symlinks): {e}",
+                root.display()
+            ),
+        )
+    })?;
     let dockerfile_text = read_small(&ws, &df_rel).map_err(|e| {
         bad(
             dockerfile,
-            format!("the Dockerfile must be a file inside the workspace {} (no symlinks): {e}", root.display()),
+            format!(
+                "the Dockerfile must be a file inside the workspace {} (no symlinks): {e}",
+                root.display()
+            ),
         )
     })?;
     let dir = root.join(&dir_rel);
@@ -194,7 +220,10 @@ pub fn walk(
     let mut bytes = 0;
     // The walk reads the context through its own handle (a directory's
     // listing position is per handle); files are read later through `open_dir`.
-    let mut stack = vec![(ws.dir(&dir_rel).map_err(|e| bad(&dir, e.to_string()))?, String::new())];
+    let mut stack = vec![(
+        ws.dir(&dir_rel).map_err(|e| bad(&dir, e.to_string()))?,
+        String::new(),
+    )];
     let open_dir = Arc::new(open_dir);
     while let Some((at, rel)) = stack.pop() {
         let items = at.items().map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
@@ -212,7 +241,9 @@ pub fn walk(
             let (mode, mtime) = (item.mode, item.mtime.max(0) as u64);
             let kind = match item.kind {
                 beneath::Kind::Link => {
-                    let target = at.link_target(&item.name).map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
+                    let target = at
+                        .link_target(&item.name)
+                        .map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
                     Kind::Link { target }
                 }
                 beneath::Kind::Dir => {
@@ -274,7 +305,9 @@ const MAX_DOCKERFILE_BYTES: u64 = 1 << 20;
 
 fn read_small(dir: &beneath::Dir, rel: &Path) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    dir.file(rel, None)?.take(MAX_DOCKERFILE_BYTES + 1).read_to_end(&mut out)?;
+    dir.file(rel, None)?
+        .take(MAX_DOCKERFILE_BYTES + 1)
+        .read_to_end(&mut out)?;
     if out.len() as u64 > MAX_DOCKERFILE_BYTES {
         return Err(std::io::Error::other("larger than 1 MiB"));
     }

@@ -33,7 +33,10 @@ pub enum DevImage {
     Image(String),
     /// A build, and whether the user trusts the file that asks for it (a
     /// build runs the project's `RUN` steps: only from a trusted file).
-    Build { build: ProjectBuild, trusted: bool },
+    Build {
+        build: ProjectBuild,
+        trusted: bool,
+    },
 }
 
 /// The image (or build) of the workspace's devcontainer.json and the file's

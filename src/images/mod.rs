@@ -81,7 +81,9 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Resu
         }
     }
     match read_devcontainer(&project.workspace, &project.trusted) {
-        Some((DevImage::Image(name), path)) => return Ok(choice(&name, format!("image in {}", path.display()))),
+        Some((DevImage::Image(name), path)) => {
+            return Ok(choice(&name, format!("image in {}", path.display())));
+        }
         Some((DevImage::Build { trusted: false, .. }, path)) => {
             return Err(Error::Untrusted {
                 file: path,

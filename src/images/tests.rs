@@ -68,7 +68,10 @@ fn dockerfiles_from_berth_toml_and_devcontainer() {
     let mut p = project(ws);
     // Not trusted: the build (its RUN steps) is refused, naming the file.
     let err = choose_image(&spec, &p, true).unwrap_err().to_string();
-    assert!(err.contains("devcontainer.json") && err.contains("berth trust"), "{err}");
+    assert!(
+        err.contains("devcontainer.json") && err.contains("berth trust"),
+        "{err}"
+    );
     let user = ws.join("user.toml");
     let trust = |file: &str| {
         let f = ws.join(file).canonicalize().unwrap();

@@ -70,23 +70,35 @@ pub(super) async fn admit(
     if let Some(l) = project.config.untrusted.first() {
         let refusal = l.refusal();
         let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project
-            .safety
-            .record("untrusted_config", refusal.to_string(), format!("config:{}", l.key), &spec, at, client);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            format!("config:{}", l.key),
+            &spec,
+            at,
+            client,
+        );
         return Err(refusal);
     }
     spec.caller_env.clear();
     // An agent's own words cannot loosen either: a host job through MCP
-    // only where the user's config (or a trusted file) says `runner = host`.
-    if client == "mcp" && spec.runner == RunnerChoice::Host && project.config.runner != RunnerChoice::Host {
+    // only where the user's config (or a trusted file) says `runner = "host"`
+    // or `allow_host = true`.
+    let host_allowed = project.config.runner == RunnerChoice::Host || project.config.allow_host;
+    if client == "mcp" && spec.runner == RunnerChoice::Host && !host_allowed {
         let refusal = Error::AgentLoosening {
             key: "runner",
             value: "\"host\"".into(),
         };
         let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project
-            .safety
-            .record("untrusted_config", refusal.to_string(), "mcp:runner".into(), &spec, at, client);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            "mcp:runner".into(),
+            &spec,
+            at,
+            client,
+        );
         return Err(refusal);
     }
     fill_defaults(&mut spec, &project.config, budget);

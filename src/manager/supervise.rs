@@ -155,7 +155,9 @@ pub(super) async fn supervise(
     // Set-uid/set-gid bits the job left in the workspace go before the job
     // counts as ended (its processes are gone; see runner/setuid.rs).
     if let Some(sweep) = sweep {
-        let swept = tokio::task::spawn_blocking(move || sweep.run()).await.unwrap_or_default();
+        let swept = tokio::task::spawn_blocking(move || sweep.run())
+            .await
+            .unwrap_or_default();
         if swept.incomplete {
             tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
         }

@@ -73,10 +73,12 @@ impl Sweep {
                             stack.push(sub);
                         }
                     }
-                    Kind::File if item.mode & 0o6000 != 0 && item.stamp[4] >= since => {
-                        if dir.clear_setid(&item.name, item.ident).unwrap_or(false) {
-                            out.cleared += 1;
-                        }
+                    Kind::File
+                        if item.mode & 0o6000 != 0
+                            && item.stamp[4] >= since
+                            && dir.clear_setid(&item.name, item.ident).unwrap_or(false) =>
+                    {
+                        out.cleared += 1;
                     }
                     _ => {}
                 }
@@ -114,7 +116,12 @@ mod tests {
         let ws = dir.path();
         let before = SystemTime::now();
         std::fs::create_dir_all(ws.join("a/b")).unwrap();
-        for (p, m) in [("x", 0o4755), ("a/b/y", 0o2711), ("a/z", 0o6000), ("plain", 0o755)] {
+        for (p, m) in [
+            ("x", 0o4755),
+            ("a/b/y", 0o2711),
+            ("a/z", 0o6000),
+            ("plain", 0o755),
+        ] {
             std::fs::write(ws.join(p), "#!").unwrap();
             std::fs::set_permissions(ws.join(p), std::fs::Permissions::from_mode(m)).unwrap();
         }

@@ -153,7 +153,15 @@ impl Safety {
     }
 
     /// Log a refusal decided elsewhere (an untrusted project file).
-    pub fn record(&self, kind: &'static str, reason: String, pattern: String, spec: &JobSpec, cwd: &Path, client: &str) {
+    pub fn record(
+        &self,
+        kind: &'static str,
+        reason: String,
+        pattern: String,
+        spec: &JobSpec,
+        cwd: &Path,
+        client: &str,
+    ) {
         let command = redact(shorten(spec.display_command()), spec);
         self.log.append(&Entry {
             kind,

@@ -38,10 +38,24 @@ pub fn manager() -> TestManager {
     manager_with(|c| c)
 }
 
+/// The owner a root test process gives its workspaces. A root caller's
+/// container jobs run as the workspace's owner (nobody when root owns it,
+/// who could not write there), as a user's jobs run as that user.
+pub const TEST_OWNER: u32 = 4242;
+
+/// Make `ws` (and parents) as a workspace a job may write in: owned by
+/// [`TEST_OWNER`] when the tests run as root.
+pub fn workspace_dir(ws: &Path) {
+    std::fs::create_dir_all(ws).unwrap();
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(ws, Some(TEST_OWNER), Some(TEST_OWNER)).unwrap();
+    }
+}
+
 pub fn manager_with(f: impl FnOnce(Config) -> Config) -> TestManager {
     let dir = tempfile::tempdir().expect("temp dir");
     let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    workspace_dir(&ws);
     let config = Config::isolated(dir.path().join("state"), &instance_name("m"))
         .with_workspace(&ws)
         .with_grace_secs(2.0);
@@ -133,6 +147,7 @@ pub fn berth(state: &Path) -> Command {
         .env("BERTH_RUNNER", "host")
         .env("BERTH_INSTANCE", instance_name("cli"))
         .env("BERTH_WORKSPACE", state)
+        .env("BERTH_USER_CONFIG", state.join("user-config.toml"))
         .env_remove("BERTH_CONFIG")
         .env_remove("BERTH_LOG");
     cmd
@@ -154,7 +169,7 @@ impl Daemon {
     /// Start with extra environment (e.g. `BERTH_GRACE`).
     pub fn start_with(env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        workspace_dir(&dir.path().join("ws"));
         let instance = instance_name("d");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
         cmd.arg("daemon");
@@ -178,6 +193,7 @@ impl Daemon {
             .env("BERTH_INSTANCE", instance)
             .env("BERTH_WORKSPACE", dir.join("ws"))
             .env("BERTH_GRACE", "2")
+            .env("BERTH_USER_CONFIG", dir.join("user-config.toml"))
             .env("BERTH_RUNNER", "host")
             .env_remove("BERTH_SOCKET")
             .env_remove("BERTH_CONFIG")

@@ -21,4 +21,5 @@ mod ready;
 mod recovery;
 mod retention;
 mod safety;
+mod trust;
 mod tui;

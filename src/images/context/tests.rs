@@ -132,7 +132,10 @@ fn a_directory_flipped_to_a_symlink_never_sends_the_outside_file() {
     // (a loaded machine schedules it less often).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while sent + refused < 100 || flips.load(Ordering::Relaxed) < 100 {
-        assert!(std::time::Instant::now() < deadline, "the race did not run in time");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the race did not run in time"
+        );
         match walk(&ws, &ws, &ws.join("Dockerfile"), &BTreeMap::new()) {
             Ok(ctx) => {
                 let mut tar = Vec::new();

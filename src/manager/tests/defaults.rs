@@ -52,10 +52,19 @@ async fn a_berth_toml_that_loosens_is_refused_until_the_user_trusts_it() {
     assert!(matches!(err, Error::Untrusted { key: "runner", .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("berth trust") && !text.contains('\n'), "{text}");
-    assert_eq!((err.code(), err.exit_code(), err.http_status()), ("untrusted_config", 126, 403));
-    assert!(m.list(ListFilter::All).is_empty(), "no record for a refused start");
+    assert_eq!(
+        (err.code(), err.exit_code(), err.http_status()),
+        ("untrusted_config", 126, 403)
+    );
+    assert!(
+        m.list(ListFilter::All).is_empty(),
+        "no record for a refused start"
+    );
     let log = std::fs::read_to_string(m.config().instance_dir().join("security.log")).unwrap();
-    assert!(log.contains("untrusted_config") && log.contains("config:runner"), "{log}");
+    assert!(
+        log.contains("untrusted_config") && log.contains("config:runner"),
+        "{log}"
+    );
 
     let toml = std::fs::read_to_string(proj.path().join("berth.toml")).unwrap();
     let file = proj.path().join("berth.toml").canonicalize().unwrap();
@@ -77,7 +86,10 @@ async fn an_agent_cannot_ask_for_a_host_job_the_user_did_not_allow() {
     let mut spec = bare("compile", proj.path());
     spec.runner = RunnerChoice::Host;
     let err = m.start_from(spec.clone(), "mcp").await.unwrap_err();
-    assert!(matches!(err, Error::AgentLoosening { key: "runner", .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::AgentLoosening { key: "runner", .. }),
+        "{err:?}"
+    );
     let handle = m.start_from(spec, "cli").await.unwrap();
     assert_eq!(handle.info().unwrap().runner, Some(RunnerKind::Host));
     b.fake.next_launch().await.exit(0);

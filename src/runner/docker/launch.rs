@@ -102,7 +102,10 @@ pub(super) async fn launch(
             let extra: Vec<&Path> = project.protect.iter().map(|p| p.as_path()).collect();
             super::protect::mounts(project.workspace, &extra, &protect_dir)
         }
-        Err(e) => (Vec::new(), vec![format!("project files are not protected from the job: {e}")]),
+        Err(e) => (
+            Vec::new(),
+            vec![format!("project files are not protected from the job: {e}")],
+        ),
     };
     let mut network_retries = 2;
     let mut cleared = false;

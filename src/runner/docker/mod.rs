@@ -508,7 +508,12 @@ impl Engine {
             defaults: &config.limits,
             prepared: true,
             read_only: config.read_only,
-            protect: config.project_file.iter().chain(&config.user_file).cloned().collect(),
+            protect: config
+                .project_file
+                .iter()
+                .chain(&config.user_file)
+                .cloned()
+                .collect(),
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await

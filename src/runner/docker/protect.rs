@@ -51,7 +51,11 @@ pub fn mounts(workspace: &Path, extra: &[&Path], into: &Path) -> (Vec<Mount>, Ve
             _ => continue,
         };
         let Ok(dir) = root.dir(parent) else { continue };
-        let Some(item) = dir.items().ok().and_then(|i| i.into_iter().find(|i| i.name == name)) else {
+        let Some(item) = dir
+            .items()
+            .ok()
+            .and_then(|i| i.into_iter().find(|i| i.name == name))
+        else {
             continue;
         };
         let copy = into.join(format!("{n}"));
@@ -150,7 +154,13 @@ mod tests {
         );
         assert!(mounts.iter().all(|m| m.read_only == Some(true)));
         let src = PathBuf::from(mounts[1].source.clone().unwrap());
-        assert_eq!(std::fs::read_to_string(src.join("sub/Dockerfile")).unwrap(), "FROM x\n");
-        assert_eq!(std::fs::read_to_string(PathBuf::from(mounts[0].source.clone().unwrap())).unwrap(), "image = \"x\"\n");
+        assert_eq!(
+            std::fs::read_to_string(src.join("sub/Dockerfile")).unwrap(),
+            "FROM x\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(PathBuf::from(mounts[0].source.clone().unwrap())).unwrap(),
+            "image = \"x\"\n"
+        );
     }
 }
