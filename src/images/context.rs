@@ -315,6 +315,11 @@ fn read_small(dir: &beneath::Dir, rel: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 impl Context {
+    /// The Dockerfile as sent.
+    pub fn dockerfile_text(&self) -> &[u8] {
+        &self.dockerfile_text
+    }
+
     fn digest(&self, args: &BTreeMap<String, String>) -> Result<String> {
         let mut h = Sha256::new();
         h.update(b"berth-context-v1\0");

@@ -416,7 +416,7 @@ impl Engine {
         let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(c) => c,
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(docker, &project.workspace, &build, &why, &building).await;
+                return build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await;
             }
         };
         let policy = spec.pull.unwrap_or(project.pull);
@@ -438,7 +438,7 @@ impl Engine {
         }
         match crate::images::choose_image(&JobSpec::default(), project, false)? {
             crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(docker, &project.workspace, &build, &why, &building).await?,
+                build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await?,
             )),
             crate::images::Choice::Image(_) => Ok(None),
         }
