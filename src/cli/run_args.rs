@@ -80,8 +80,10 @@ pub struct RunArgs {
     /// Process count limit.
     #[arg(long)]
     pub pids: Option<i64>,
-    /// Environment variable KEY=VALUE (repeatable).
-    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    /// Environment variable KEY=VALUE, or KEY to pass this shell's value
+    /// (which keeps a secret out of `ps`, where every local user sees
+    /// berth's own arguments) (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY[=VALUE]")]
     pub env: Vec<String>,
     /// Working directory (relative to the workspace root).
     #[arg(long)]
@@ -146,12 +148,19 @@ impl RunArgs {
         };
         let mut env = BTreeMap::new();
         for kv in &self.env {
-            let (k, v) = kv.split_once('=').ok_or_else(|| Error::InvalidValue {
-                what: "env",
-                input: kv.clone(),
-                message: "expected KEY=VALUE".into(),
-            })?;
-            env.insert(k.to_string(), v.to_string());
+            let (k, v) = match kv.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                // `-e KEY`: the value from this environment, as docker does.
+                None => {
+                    let v = std::env::var(kv).map_err(|_| Error::InvalidValue {
+                        what: "env",
+                        input: kv.clone(),
+                        message: "expected KEY=VALUE, or KEY set in this environment".into(),
+                    })?;
+                    (kv.clone(), v)
+                }
+            };
+            env.insert(k, v);
         }
         spec.env = env;
         spec.cwd = self.cwd.clone();

@@ -296,16 +296,13 @@ async fn two_managers_with_one_instance_name_keep_to_their_own_jobs() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
-    let err = match a.start(docker(JobSpec::argv(["true"]))).await {
-        Err(e) => e.to_string(),
-        Ok(h) => match h.wait_end().await.unwrap().status {
-            JobStatus::StartFailed { error } => error,
-            other => format!("unexpected: {other:?}"),
-        },
-    };
+    // A job could guess the next name and squat it: the job still starts,
+    // under another name, and the squatter is left alone.
+    let h = a.start(docker(JobSpec::argv(["true"]))).await.unwrap();
+    let info = h.wait_end().await.unwrap();
     let still_there = inspect("container", &next).is_some();
     let _ = Command::new("docker").args(["rm", "-f", &next]).output();
-    assert!(err.contains("is not this berth instance's"), "{err}");
+    assert_eq!(info.status, JobStatus::Exited { code: 0 }, "{info:?}");
     assert!(still_there, "a container berth does not own is never removed");
 
     a.shutdown().await;

@@ -21,5 +21,6 @@ mod ready;
 mod recovery;
 mod retention;
 mod safety;
+mod secrets;
 mod trust;
 mod tui;

@@ -82,7 +82,7 @@ pub(super) async fn launch(
         let quiet: super::pull::ProgressFn = Arc::new(|_| {});
         super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
     }
-    let name = create::container_name(&engine.instance, engine.state(), id);
+    let mut name = create::container_name(&engine.instance, engine.state(), id);
 
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs.
@@ -168,7 +168,12 @@ pub(super) async fn launch(
                 // Ids are never reused, so this is rare (a state dir reset
                 // while its containers stayed): checked only when it happens.
                 cleared = true;
-                clear_leftover(engine, &docker, id, &name).await?;
+                if !clear_leftover(engine, &docker, &name).await? {
+                    // Someone else's container squats the name (a job can
+                    // guess the next id): never touch it, take another name.
+                    tracing::warn!(job = %id, %name, "a container that is not berth's has this job's name; using another");
+                    name = format!("{name}-{}", unique_suffix());
+                }
             }
             Err(AttemptError::NameTaken) => {
                 return Err(Error::Docker {
@@ -278,7 +283,8 @@ pub(super) async fn launch(
 /// A container with this job's name is a leftover of this instance and
 /// state dir (ids are never reused) and is cleared; one whose labels say
 /// otherwise is never touched: the launch fails naming it.
-async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name: &str) -> Result<()> {
+/// `Ok(false)`: the container with the name is someone else's (left alone).
+async fn clear_leftover(engine: &Engine, docker: &DockerClient, name: &str) -> Result<bool> {
     match docker.inspect_container(name).await {
         Ok(c)
             if engine
@@ -286,18 +292,20 @@ async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name
                 .owns(c.config.as_ref().and_then(|c| c.labels.as_ref())) =>
         {
             remove_container(docker, name).await;
-            Ok(())
+            Ok(true)
         }
-        Ok(_) => Err(Error::Docker {
-            action: "create container",
-            job: id.to_string(),
-            message: format!(
-                "a container named {name} exists and is not this berth instance's; remove it (docker rm -f {name})"
-            ),
-        }),
-        Err(e) if e.engine_status() == Some(404) => Ok(()),
+        Ok(_) => Ok(false),
+        Err(e) if e.engine_status() == Some(404) => Ok(true),
         Err(e) => Err(e),
     }
+}
+
+/// A suffix no one can have guessed: time and process, in hex.
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs());
+    format!("{:x}", nanos ^ ((std::process::id() as u64) << 32))
 }
 
 /// One create → wait → attach → start round. Whatever it created is removed
