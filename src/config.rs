@@ -243,7 +243,7 @@ pub struct Config {
     /// The project's `berth.toml` (or the caller's `BERTH_CONFIG`), if any.
     #[serde(skip)]
     pub project_file: Option<PathBuf>,
-    /// The user's own config file, if one was read.
+    /// Where the user's own config file is (whether or not it exists).
     #[serde(skip)]
     pub user_file: Option<PathBuf>,
 }
@@ -451,11 +451,11 @@ impl Config {
             workspace: start.to_path_buf(),
             ..Default::default()
         };
-        if let Some(path) = crate::trust::user_config_path(&env)
-            && let Some((layer, trusted)) = read_user_config(&path)?
-        {
-            config.apply(layer, |_| Source::File(path.clone()))?;
-            config.trusted = trusted;
+        if let Some(path) = crate::trust::user_config_path(&env) {
+            if let Some((layer, trusted)) = read_user_config(&path)? {
+                config.apply(layer, |_| Source::File(path.clone()))?;
+                config.trusted = trusted;
+            }
             config.user_file = Some(path);
         }
         let baseline = config.clone();

@@ -118,6 +118,28 @@ impl Trusted {
     }
 }
 
+/// Whether `path` (which may not exist yet) lies inside `dir`, both taken
+/// as the kernel would resolve them (the longest existing part canonical).
+pub fn contains(dir: &Path, path: &Path) -> bool {
+    fn real(p: &Path) -> PathBuf {
+        let mut rest = Vec::new();
+        let mut at = p.to_path_buf();
+        loop {
+            if let Ok(r) = std::fs::canonicalize(&at) {
+                return rest.iter().rev().fold(r, |acc: PathBuf, n| acc.join(n));
+            }
+            match (at.file_name().map(|n| n.to_os_string()), at.parent()) {
+                (Some(n), Some(parent)) => {
+                    rest.push(n);
+                    at = parent.to_path_buf();
+                }
+                _ => return p.to_path_buf(),
+            }
+        }
+    }
+    real(path).starts_with(real(dir))
+}
+
 /// `sha256:<hex>` of `content`.
 pub fn digest(content: &[u8]) -> String {
     let hash = Sha256::digest(content);

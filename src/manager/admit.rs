@@ -131,6 +131,19 @@ pub(super) async fn admit(
     // with a deadline) and the workspace guard.
     project.safety.check_bounded(&spec, &real, client).await?;
     let (kind, runner_note) = resolve_runner(inner, spec.runner, project.config.fallback).await?;
+    // A container job must not reach the user's own config (the trust
+    // table): from there it could loosen every later job.
+    if kind == RunnerKind::Docker
+        && let Some(file) = &project.config.user_file
+        && let Some(dir) = file.parent()
+        && crate::trust::contains(workspace, dir)
+    {
+        return Err(Error::InvalidSpec(format!(
+            "the workspace `{}` contains your berth config ({}), which a job could rewrite to loosen its own sandbox; use a project directory as the workspace (run berth there, or set `workspace`)",
+            workspace.display(),
+            file.display()
+        )));
+    }
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
         project.safety.check_env(&spec, &real, client)?;

@@ -117,3 +117,20 @@ fn a_container_job_cannot_change_the_projects_config_files() {
         "the rest of the workspace stays writable"
     );
 }
+
+/// A workspace holding the user's own berth config (`workspace = $HOME`)
+/// would let a container job rewrite the trust table: such jobs are refused.
+#[test]
+fn a_workspace_holding_the_users_config_gets_no_container_jobs() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    workspace_dir(&home);
+    let user = home.join(".config/berth/config.toml");
+    let mut cmd = at(&d, &home);
+    cmd.env("BERTH_USER_CONFIG", &user);
+    let (code, _, err) = run(cmd, &["run", "--runner", "docker", "--image", SANDBOX, "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("contains your berth config") && err.lines().count() == 1, "{err}");
+    assert!(!user.exists(), "nothing was written there");
+}
