@@ -147,7 +147,10 @@ pub fn berth(state: &Path) -> Command {
         .env("BERTH_RUNNER", "host")
         .env("BERTH_INSTANCE", instance_name("cli"))
         .env("BERTH_WORKSPACE", state)
-        .env("BERTH_USER_CONFIG", state.join("user-config.toml"))
+        // Beside the workspace, not in it (a container job is refused where
+        // the workspace holds the user's config); never written unless a
+        // test trusts something.
+        .env("BERTH_USER_CONFIG", state.with_extension("user-config.toml"))
         .env_remove("BERTH_CONFIG")
         .env_remove("BERTH_LOG");
     cmd
