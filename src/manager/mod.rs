@@ -636,6 +636,8 @@ impl Manager {
 fn snapshot(e: &Entry) -> JobInfo {
     let mut info = e.info.clone();
     info.last_seq = e.output.progress().last_seq;
+    // A job read back from the store keeps its count; a live one counts on.
+    info.watch_hits_dropped = info.watch_hits_dropped.max(e.output.watch_hits_dropped());
     info
 }
 

@@ -339,6 +339,14 @@ pub struct JobInfo {
     /// While starting: the project image build under way (status `starting (building)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub building: Option<super::BuildProgress>,
+    /// Watch hits over the job's budget (a few per second): counted here
+    /// and in `watch_dropped` events, not stored one by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub watch_hits_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobInfo {
