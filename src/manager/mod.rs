@@ -17,6 +17,7 @@
 mod admit;
 mod ids;
 mod owners;
+mod pages;
 mod ports;
 pub mod project;
 mod recover;
@@ -47,6 +48,7 @@ use crate::runner::Control;
 use crate::watch::Watchers;
 
 pub use admit::DefaultBudget;
+pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
