@@ -75,6 +75,8 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Choi
             };
         }
     }
+    // A devcontainer.json berth would not read is said on the choice.
+    let mut unread = String::new();
     match read_devcontainer(&project.workspace) {
         Some((DevImage::Image(name), path)) => return choice(&name, format!("image in {}", path.display())),
         Some((DevImage::Build(build), path)) => {
@@ -83,17 +85,22 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Choi
                 why: format!("build.dockerfile in {}", path.display()),
             };
         }
+        Some((DevImage::Refused(why), path)) => {
+            unread = format!("; {} was not read: {why}", path.display());
+        }
         None => {}
     }
     if dev_present {
         return choice(
             DEV_IMAGE,
-            "the project names no image and berth/dev (the toolchain image) is built".into(),
+            format!("the project names no image and berth/dev (the toolchain image) is built{unread}"),
         );
     }
     choice(
         DEFAULT_IMAGE,
-        "the project names no image and berth/dev is not built (images/build.sh dev); busybox only".into(),
+        format!(
+            "the project names no image and berth/dev is not built (images/build.sh dev); busybox only{unread}"
+        ),
     )
 }
 
