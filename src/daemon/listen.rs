@@ -18,8 +18,10 @@
 //! A connection over the cap is still accepted (so the backlog drains and
 //! the descriptor is ours to close), and then the longest-idle connection
 //! (one waiting for a request, not one being answered) is closed to make
-//! room; when every connection is busy answering, the new one gets one
-//! clear `503` and is closed. An upgraded connection (an MCP session) leaves
+//! room, the loop waiting the microseconds until its socket is closed
+//! (meanwhile new connections wait in the listen backlog, holding no
+//! descriptor of ours); when every connection is busy answering, the new
+//! one gets one clear `503` and is closed. An upgraded connection (an MCP session) leaves
 //! the count: sessions have their own bound (`mcp/session.rs`).
 
 use std::collections::HashMap;
@@ -70,10 +72,24 @@ struct Conn {
     evict: CancellationToken,
 }
 
-/// The connections being served, by number.
+/// The connections being served, by number. A connection leaves the
+/// table only once its socket is closed, so the table's size is the
+/// descriptors connections hold.
 struct Table {
     started: Instant,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// A connection left the table.
+    left: tokio::sync::Notify,
+}
+
+/// What [`Table::make_room`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Room {
+    Free,
+    /// The longest-idle connection is being closed: wait for it to leave.
+    Closing,
+    /// Every connection is answering a request.
+    AllBusy,
 }
 
 impl Table {
@@ -81,25 +97,55 @@ impl Table {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Room for one more connection: true when there is, or was made by
-    /// closing the longest-idle connection; false when all are busy.
-    fn make_room(&self, cap: usize) -> bool {
-        let mut conns = self.conns.lock().unwrap();
+    /// Room for one more connection: there is, or the longest-idle
+    /// connection is (now) being closed for it, or all are busy.
+    fn make_room(&self, cap: usize) -> Room {
+        let conns = self.conns.lock().unwrap();
         if conns.len() < cap {
-            return true;
+            return Room::Free;
+        }
+        if conns.values().any(|c| c.evict.is_cancelled()) {
+            return Room::Closing;
         }
         let victim = conns
-            .iter()
-            .filter(|(_, c)| !c.busy.load(Ordering::SeqCst))
-            .min_by_key(|(_, c)| c.idle_since.load(Ordering::SeqCst))
-            .map(|(n, _)| *n);
-        match victim.and_then(|n| conns.remove(&n)) {
+            .values()
+            .filter(|c| !c.busy.load(Ordering::SeqCst))
+            .min_by_key(|c| c.idle_since.load(Ordering::SeqCst));
+        match victim {
             Some(c) => {
                 c.evict.cancel();
-                true
+                Room::Closing
             }
-            None => false,
+            None => Room::AllBusy,
         }
+    }
+
+    /// Wait until there is room for one more connection (false: all busy).
+    async fn room(&self, cap: usize) -> bool {
+        loop {
+            let left = self.left.notified();
+            let mut left = std::pin::pin!(left);
+            left.as_mut().enable();
+            match self.make_room(cap) {
+                Room::Free => return true,
+                Room::AllBusy => return false,
+                Room::Closing => left.await,
+            }
+        }
+    }
+}
+
+/// A connection's place in the table, given up when it is dropped: after
+/// the connection's socket (declared before it, so dropped after it).
+struct Place {
+    n: u64,
+    table: Arc<Table>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.table.conns.lock().unwrap().remove(&self.n);
+        self.table.left.notify_waiters();
     }
 }
 
@@ -170,11 +216,11 @@ fn refusal(cap: usize) -> Vec<u8> {
 /// Serve `router` on `listener` until `shutdown` completes; then let the
 /// connections finish the request they are on and return when all are closed.
 pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future<Output = ()>) {
-    let cap = connection_cap();
-    tracing::debug!(cap, "serving connections");
+    tracing::debug!(cap = connection_cap(), "serving connections");
     let table = Arc::new(Table {
         started: Instant::now(),
         conns: Mutex::new(HashMap::new()),
+        left: tokio::sync::Notify::new(),
     });
     let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     let mut conns = JoinSet::new();
@@ -193,7 +239,11 @@ pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future
                         continue;
                     }
                 };
-                if !table.make_room(cap) {
+                // Looked up each time: the descriptor limit can change under us.
+                let cap = connection_cap();
+                // Evictions take microseconds; meanwhile new connections
+                // wait in the listen backlog, holding no descriptor of ours.
+                if !table.room(cap).await {
                     refuse(stream, cap);
                     continue;
                 }
@@ -231,6 +281,10 @@ async fn serve_one(
     router: Router,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) {
+    let _place = Place {
+        n,
+        table: table.clone(),
+    };
     let evict = conn.evict.clone();
     let service = {
         let (conn, table) = (conn.clone(), table.clone());
@@ -263,7 +317,6 @@ async fn serve_one(
         served.as_mut().graceful_shutdown();
         let _ = served.await;
     }
-    table.conns.lock().unwrap().remove(&n);
 }
 
 #[cfg(test)]
@@ -285,17 +338,23 @@ mod tests {
         let table = Table {
             started: Instant::now(),
             conns: Mutex::new(HashMap::new()),
+            left: tokio::sync::Notify::new(),
         };
         let (old, newer, busy) = (conn(false, 5), conn(false, 9), conn(true, 1));
         for (n, c) in [(1, &old), (2, &newer), (3, &busy)] {
             table.conns.lock().unwrap().insert(n, c.clone());
         }
-        assert!(table.make_room(4), "under the cap");
-        assert!(table.make_room(3));
+        assert_eq!(table.make_room(4), Room::Free, "under the cap");
+        assert_eq!(table.make_room(3), Room::Closing);
         assert!(old.evict.is_cancelled() && !newer.evict.is_cancelled());
-        assert!(table.make_room(2));
+        assert_eq!(table.make_room(3), Room::Closing, "until it has left");
+        assert!(!newer.evict.is_cancelled(), "one at a time");
+        table.conns.lock().unwrap().remove(&1);
+        assert_eq!(table.make_room(3), Room::Free);
+        assert_eq!(table.make_room(2), Room::Closing);
         assert!(newer.evict.is_cancelled());
-        assert!(!table.make_room(1), "the busy one stays");
+        table.conns.lock().unwrap().remove(&2);
+        assert_eq!(table.make_room(1), Room::AllBusy, "the busy one stays");
         assert!(!busy.evict.is_cancelled());
         assert!(
             String::from_utf8(refusal(3))
