@@ -154,7 +154,7 @@ mod tests {
         assert_eq!((page.len(), more), (1, false));
         let small: Vec<u32> = (0..10).collect();
         assert_eq!(take_page(small.iter(), 5), (vec![&0, &1, &2, &3, &4], true));
-        assert_eq!(take_page(small.iter().skip(5), 5).1, false);
+        assert!(!take_page(small.iter().skip(5), 5).1);
         assert_eq!(take_page(small.iter(), usize::MAX).0.len(), 10);
         assert_eq!(take_page(small.iter(), 0).0.len(), 1, "a page holds one at least");
     }
