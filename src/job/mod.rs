@@ -9,6 +9,7 @@ mod sizes;
 
 pub use sizes::{
     MAX_ENV_NAME_BYTES, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_LABEL_BYTES, MAX_NAME_BYTES, MAX_PORTS,
+    MAX_READY, MAX_REASON_BYTES, check_reason,
 };
 
 use crate::error::{Error, Result};

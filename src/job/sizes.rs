@@ -21,6 +21,10 @@ pub const MAX_ENV_VALUE_BYTES: usize = 32 << 10;
 pub const MAX_NAME_BYTES: usize = 512;
 /// Most published ports of one job.
 pub const MAX_PORTS: usize = 64;
+/// Most readiness conditions of one job.
+pub const MAX_READY: usize = 16;
+/// Longest reason a client gives for stopping a job (kept on its record).
+pub const MAX_REASON_BYTES: usize = 1024;
 
 impl JobSpec {
     /// What a job's record keeps is bounded: a queued job is held in memory
@@ -69,6 +73,13 @@ impl JobSpec {
                 return Err(too_big(what, t, MAX_NAME_BYTES, "use a shorter one"));
             }
         }
+        if self.ready.len() > MAX_READY {
+            return Err(Error::InvalidValue {
+                what: "ready",
+                input: format!("{} conditions", self.ready.len()),
+                message: format!("a job may have at most {MAX_READY} readiness conditions"),
+            });
+        }
         if self.ports.len() > MAX_PORTS {
             return Err(Error::InvalidValue {
                 what: "ports",
@@ -77,6 +88,18 @@ impl JobSpec {
             });
         }
         Ok(())
+    }
+}
+
+/// A client's reason for stopping a job: kept on the record, so bounded.
+pub fn check_reason(reason: Option<&str>) -> Result<()> {
+    match reason {
+        Some(r) if r.len() > MAX_REASON_BYTES => Err(Error::InvalidValue {
+            what: "reason",
+            input: format!("{}… ({} bytes)", r.chars().take(24).collect::<String>(), r.len()),
+            message: format!("may be at most {MAX_REASON_BYTES} bytes"),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -134,6 +157,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("at most 64 ports"), "{e}");
+        let e = with(&|s| s.ready = vec![crate::model::ReadyCondition::Port(80); 17])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 16 readiness conditions"), "{e}");
+        assert!(check_reason(Some(&"r".repeat(MAX_REASON_BYTES))).is_ok());
+        let e = check_reason(Some(&"r".repeat(5000))).unwrap_err().to_string();
+        assert!(
+            e.contains("invalid reason") && e.contains("at most 1024 bytes"),
+            "{e}"
+        );
         let e = with(&|s| s.watch = (0..33).map(|i| format!("w{i}")).collect())
             .unwrap_err()
             .to_string();
