@@ -7,7 +7,9 @@
 //! mcp`, on the shared manager: one cap, one event log, one job list. The
 //! session lives as long as the connection: when the client's input ends
 //! (or the client dies and the connection drops), the session's jobs are
-//! stopped (`session ended`); see `mcp/session.rs`.
+//! stopped (`session ended`); see `mcp/session.rs`. Past `MAX_SESSIONS`
+//! attached sessions the answer is `503 too_many_sessions`, and the
+//! session is given the manager's `mcp_idle`.
 
 use std::collections::BTreeMap;
 

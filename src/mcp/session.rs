@@ -16,6 +16,12 @@
 //! The same [`serve`] runs the session of an in-process `berth mcp` (on its
 //! stdin/stdout) and every session attached over the instance socket (on the
 //! upgraded connection), with the line framing of `stdio.rs` in front.
+//!
+//! Attached sessions are bounded: at most [`MAX_SESSIONS`] at once
+//! ([`Sessions::enter`] refuses the next), and one whose client sent
+//! nothing for the manager's `mcp_idle` while none of its jobs is active
+//! gets a notice line and ends (a session of the process's own stdio lasts
+//! as long as its client).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
