@@ -19,6 +19,13 @@ mod loosen;
 
 /// Default background job cap.
 pub const DEFAULT_MAX_JOBS: usize = 3;
+/// Default bound of the queue: starts waiting for a slot of the cap, per
+/// instance (a start beyond it is refused, naming the bound).
+pub const DEFAULT_MAX_QUEUED: usize = 64;
+/// Default idle time (seconds) after which an MCP session attached to a
+/// serving manager is closed, when it sent nothing and has no job running
+/// (0 = never).
+pub const DEFAULT_MCP_IDLE_SECS: f64 = 1800.0;
 /// Default foreground budget (seconds) when a manager can promote.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 /// Default wait (seconds) for readiness or a job's end, when a caller names
@@ -113,6 +120,10 @@ pub struct Layer {
     pub state_dir: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
     pub max_jobs: Option<usize>,
+    /// Most starts waiting in the queue for a slot (`--queue`).
+    pub max_queued: Option<usize>,
+    /// Seconds an attached MCP session may sit idle (nothing sent, no job running); 0 = never closed.
+    pub mcp_idle: Option<f64>,
     /// Foreground budget in seconds.
     pub timeout: Option<f64>,
     /// Grace between SIGTERM and SIGKILL, in seconds.
@@ -190,6 +201,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub workspace: PathBuf,
     pub max_jobs: usize,
+    pub max_queued: usize,
+    /// Seconds an attached MCP session may sit idle before it is closed (0 = never).
+    pub mcp_idle_secs: f64,
     pub timeout_secs: f64,
     pub grace_secs: f64,
     pub ring_bytes: usize,
@@ -255,6 +269,8 @@ impl Default for Config {
             state_dir: default_state_dir(),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             max_jobs: DEFAULT_MAX_JOBS,
+            max_queued: DEFAULT_MAX_QUEUED,
+            mcp_idle_secs: DEFAULT_MCP_IDLE_SECS,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             grace_secs: DEFAULT_GRACE_SECS,
             ring_bytes: DEFAULT_RING_BYTES,
@@ -290,9 +306,11 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 26] = [
+const FIELDS: [&str; 28] = [
     "read_only",
     "allow_host",
+    "max_queued",
+    "mcp_idle",
     "pull",
     "pull_timeout",
     "user",
@@ -508,6 +526,18 @@ impl Config {
         } else {
             Ok(v)
         });
+        set!(max_queued, "max_queued", Ok::<_, Error>);
+        if let Some(v) = l.mcp_idle {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidValue {
+                    what: "mcp_idle",
+                    input: v.to_string(),
+                    message: "must be zero (never) or more seconds".into(),
+                });
+            }
+            self.mcp_idle_secs = v;
+            self.sources.insert("mcp_idle", source("mcp_idle"));
+        }
         if let Some(v) = l.timeout {
             self.timeout_secs = positive("timeout", v)?;
             self.sources.insert("timeout", source("timeout"));
@@ -626,6 +656,8 @@ impl Config {
             ("state_dir", self.state_dir.display().to_string()),
             ("workspace", self.workspace.display().to_string()),
             ("max_jobs", self.max_jobs.to_string()),
+            ("max_queued", self.max_queued.to_string()),
+            ("mcp_idle", format!("{}s", self.mcp_idle_secs)),
             ("timeout", format!("{}s", self.timeout_secs)),
             ("grace", format!("{}s", self.grace_secs)),
             ("ring_size", self.ring_bytes.to_string()),
@@ -748,6 +780,8 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         state_dir: get("state_dir").map(PathBuf::from),
         workspace: get("workspace").map(PathBuf::from),
         max_jobs: num("max_jobs")?.map(|v| v as usize),
+        max_queued: num("max_queued")?.map(|v| v as usize),
+        mcp_idle: num("mcp_idle")?,
         timeout: num("timeout")?,
         grace: num("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),

@@ -57,6 +57,11 @@ pub enum Error {
     )]
     CapReached { max: usize, running: String },
 
+    #[error(
+        "the queue is full: {max} starts already wait for a slot (max_queued); stop queued jobs with `berth kill ID`, wait for them to start, or raise max_queued"
+    )]
+    QueueFull { max: usize },
+
     #[error("job {job} is not running in the foreground (it is {state}); nothing to move to background")]
     NotForeground { job: JobId, state: String },
 
@@ -200,6 +205,7 @@ impl Error {
             Error::BadCwd { .. } => "bad_cwd",
             Error::Spawn { .. } => "spawn_failed",
             Error::CapReached { .. } => "cap_reached",
+            Error::QueueFull { .. } => "queue_full",
             Error::NotForeground { .. } => "not_foreground",
             Error::NotFinished { .. } => "not_finished",
             Error::NoDaemon { .. } => "no_daemon",
@@ -345,7 +351,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),
         "blocked" | "untrusted_config" => (403, 126),
-        "cap_reached" | "not_foreground" | "not_finished" => (409, 1),
+        "cap_reached" | "queue_full" | "not_foreground" | "not_finished" => (409, 1),
         "shutting_down" | "engine_unavailable" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),

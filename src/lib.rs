@@ -37,6 +37,7 @@
 //! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
 //!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
+//! - [`inert`]: job-controlled text made visible (not obeyed) on its way to a terminal or a model.
 //! - [`images`]: which image a job runs in and why, the pull policy.
 //! - [`config`]: the user's config + `berth.toml` + `BERTH_*` + flags;
 //!   [`trust`]: which project files may loosen the sandbox (`berth trust`).
@@ -51,6 +52,7 @@ pub mod daemon;
 pub mod error;
 pub mod events;
 pub mod images;
+pub mod inert;
 pub mod job;
 pub mod manager;
 pub mod mcp;

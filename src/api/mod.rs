@@ -98,13 +98,22 @@ fn localhost() -> String {
     "127.0.0.1".into()
 }
 
-/// Answer of `GET /v1/events`.
+/// Answer of `GET /v1/events`: a page (by count and bytes, see
+/// `manager::MAX_PAGE_BYTES`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsPage {
     pub events: Vec<Event>,
     /// Seq to ask for next.
     pub next_seq: u64,
+    /// Newer events are in the log already: ask again from `next_seq`.
+    #[serde(default)]
+    pub more: bool,
 }
+
+/// The header of a `GET /v1/jobs` answer when older jobs of the same filter
+/// remain (the page was cut by count or by bytes): the `before` to ask for
+/// next. The body stays a plain array.
+pub const MORE_BEFORE_HEADER: &str = "berth-more-before";
 
 /// Answer of `GET /v1/health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 mod daemon;
 mod images;
 mod jobs;
+mod lists;
 mod offline;
 pub(crate) mod out;
 mod progress;
@@ -71,7 +72,7 @@ pub enum Command {
     /// Stop the daemon: every job is stopped, then it exits.
     Down,
     /// List jobs (running by default).
-    Ps(jobs::PsArgs),
+    Ps(lists::PsArgs),
     /// Show a job's card.
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
@@ -85,7 +86,7 @@ pub enum Command {
     /// Move a foreground job to background now.
     Bg(jobs::IdArgs),
     /// Print events (starts, readiness, watch hits, promotions, ends).
-    Events(jobs::EventsArgs),
+    Events(lists::EventsArgs),
     /// Forget finished runs: by the history policy (keep_runs, keep_days), all, or by age.
     Prune(jobs::PruneArgs),
     /// Serve MCP on stdio for an agent: a session on the manager serving the instance, or host it (manager + socket) when none does.
@@ -212,14 +213,14 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Build(a) => images::project(&cli.global, ProjectTask::Build, a).await,
         Command::Up => daemon::up(&cli.global).await,
         Command::Down => daemon::down(&cli.global).await,
-        Command::Ps(a) => jobs::ps(&cli.global, a).await,
+        Command::Ps(a) => lists::ps(&cli.global, a).await,
         Command::Status(a) => jobs::status(&cli.global, a).await,
         Command::Logs(a) => jobs::logs(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,
         Command::Bg(a) => jobs::background(&cli.global, a).await,
-        Command::Events(a) => jobs::events(&cli.global, a).await,
+        Command::Events(a) => lists::events(&cli.global, a).await,
         Command::Prune(a) => jobs::prune(&cli.global, a).await,
     };
     match result {
@@ -233,7 +234,8 @@ pub fn report(e: &anyhow::Error) -> i32 {
     if e.downcast_ref::<StdoutClosed>().is_some() {
         return out::CLOSED_STDOUT_EXIT;
     }
-    eprintln!("berth: {e:#}");
+    // A message may quote a job's words (its command, a kill reason).
+    eprintln!("berth: {}", crate::inert::visible_lines(&format!("{e:#}")));
     match e.downcast_ref::<Error>() {
         Some(err) => err.exit_code(),
         None => 1,

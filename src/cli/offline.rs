@@ -11,7 +11,7 @@ use crate::api::EventsPage;
 use crate::api::client::Client;
 use crate::api::socket_path;
 use crate::error::{Error, Result};
-use crate::manager::{ListFilter, newest_first};
+use crate::manager::{JobPage, ListFilter, MAX_PAGE_ITEMS, newest_first, take_page};
 use crate::model::{JobId, JobInfo};
 use crate::output::{LogPage, LogQuery};
 use crate::store::Store;
@@ -67,17 +67,21 @@ impl Reader {
         limit: usize,
         before: Option<&JobId>,
         usage: bool,
-    ) -> Result<Vec<JobInfo>> {
+    ) -> Result<JobPage> {
         match self {
-            Reader::Daemon(c) => c.list_page(filter, Some(limit), before, usage).await,
+            // As many pages as `limit` takes.
+            Reader::Daemon(c) => c.list_up_to(filter, limit, before, usage).await,
             Reader::Store(s, ..) => {
-                let jobs = s
+                let jobs: Vec<JobInfo> = s
                     .runs()?
                     .into_iter()
                     .map(|r| r.info)
                     .filter(|i| filter.admits(&i.status))
                     .collect();
-                Ok(newest_first(jobs, before, limit))
+                let mut jobs = newest_first(jobs, before, usize::MAX);
+                let more = (jobs.len() > limit).then(|| jobs[limit - 1].id.clone());
+                jobs.truncate(limit);
+                Ok(JobPage { jobs, more })
             }
         }
     }
@@ -124,9 +128,16 @@ impl Reader {
         match self {
             Reader::Daemon(c) => c.events(since, limit).await,
             Reader::Store(s, ..) => {
-                let events = s.events(since, limit)?;
+                let limit = limit.clamp(1, MAX_PAGE_ITEMS);
+                let (events, more) = take_page(s.events(since, limit)?, limit);
                 let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.max(1));
-                Ok(EventsPage { events, next_seq })
+                // A full page may be followed by more.
+                let more = more || events.len() == limit;
+                Ok(EventsPage {
+                    events,
+                    next_seq,
+                    more,
+                })
             }
         }
     }

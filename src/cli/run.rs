@@ -112,7 +112,11 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             info.spec.timeout.unwrap_or_default()
         );
     } else if let JobStatus::StartFailed { error } = &info.status {
-        eprintln!("berth: {} failed to start: {error}", info.id);
+        eprintln!(
+            "berth: {} failed to start: {}",
+            info.id,
+            crate::inert::visible(error)
+        );
     } else if let Some(line) = oom_line(&info) {
         eprintln!("{line}");
     }

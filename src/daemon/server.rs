@@ -21,12 +21,12 @@ use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 
 use crate::api::{
-    BackgroundRequest, CreatedReady, EventsPage, Health, JobView, MAX_BODY_BYTES, WaitForPortRequest,
-    WaitRequest,
+    BackgroundRequest, CreatedReady, EventsPage, Health, JobView, MAX_BODY_BYTES, MORE_BEFORE_HEADER,
+    WaitForPortRequest, WaitRequest,
 };
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Error;
-use crate::manager::{KillRequest, ListFilter, Manager};
+use crate::manager::{KillRequest, ListFilter, MAX_PAGE_ITEMS, Manager};
 use crate::model::{EndedBy, JobId, JobSpec};
 use crate::output::{FollowPage, LogQuery, Stream as OutStream};
 
@@ -131,20 +131,25 @@ struct ListQuery {
     before: Option<String>,
 }
 
+/// A page of jobs (by count and bytes); `berth-more-before: ID` when older
+/// ones remain.
 async fn list(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult<Vec<crate::model::JobInfo>> {
+) -> Result<Response, ApiError> {
     let Query(q) = q?;
     let filter = q.filter.unwrap_or_default();
-    let jobs = if q.usage {
-        s.manager.list_with_usage(filter).await
-    } else {
-        s.manager.list(filter)
-    };
     let before = q.before.as_deref().map(JobId::from);
     let limit = q.limit.unwrap_or(crate::manager::DEFAULT_LIST_LIMIT);
-    Ok(Json(crate::manager::newest_first(jobs, before.as_ref(), limit)))
+    let mut page = s.manager.list_page(filter, before.as_ref(), limit);
+    if q.usage {
+        s.manager.fill_usage(&mut page.jobs).await;
+    }
+    let mut answer = Json(page.jobs).into_response();
+    if let Some(more) = page.more.and_then(|id| id.as_str().parse().ok()) {
+        answer.headers_mut().insert(MORE_BEFORE_HEADER, more);
+    }
+    Ok(answer)
 }
 
 #[derive(Deserialize)]
@@ -329,16 +334,14 @@ async fn events(
     q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult<EventsPage> {
     let Query(q) = q?;
-    let since = q.since.unwrap_or(1);
-    let events = s.manager.events(since, q.limit.unwrap_or(1000));
-    // Past the newest event, the answer is the seq the next one gets (how a
-    // client follows "from now").
-    let next = s.manager.events_log().next_seq();
-    let next_seq = events
-        .last()
-        .map(|e| e.seq + 1)
-        .unwrap_or(since.clamp(1, next.max(1)));
-    Ok(Json(EventsPage { events, next_seq }))
+    let page = s
+        .manager
+        .events_page(q.since.unwrap_or(1), q.limit.unwrap_or(MAX_PAGE_ITEMS));
+    Ok(Json(EventsPage {
+        events: page.events,
+        next_seq: page.next_seq,
+        more: page.more,
+    }))
 }
 
 /// SSE: every event with seq ≥ `since`, then new ones as they happen.
@@ -355,7 +358,8 @@ async fn follow_events(
         let log = log.clone();
         async move {
             loop {
-                let backlog = log.since(next, 1000);
+                // A page at a time, bounded in bytes as `GET /v1/events` is.
+                let (backlog, _) = crate::manager::take_page(log.since(next, MAX_PAGE_ITEMS), MAX_PAGE_ITEMS);
                 if let Some(last) = backlog.last() {
                     let next = last.seq + 1;
                     let batch: Vec<_> = backlog

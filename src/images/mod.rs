@@ -80,6 +80,8 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Resu
             });
         }
     }
+    // A devcontainer.json berth would not read is said on the choice.
+    let mut unread = String::new();
     match read_devcontainer(&project.workspace, &project.trusted) {
         Some((DevImage::Image(name), path)) => {
             return Ok(choice(&name, format!("image in {}", path.display())));
@@ -97,17 +99,20 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Resu
                 why: format!("build.dockerfile in {}", path.display()),
             });
         }
+        Some((DevImage::Refused(why), path)) => {
+            unread = format!("; {} was not read: {why}", path.display());
+        }
         None => {}
     }
     if dev_present {
         return Ok(choice(
             DEV_IMAGE,
-            "the project names no image and berth/dev (the toolchain image) is built".into(),
+            format!("the project names no image and berth/dev (the toolchain image) is built{unread}"),
         ));
     }
     Ok(choice(
         DEFAULT_IMAGE,
-        "the project names no image and berth/dev is not built (images/build.sh dev); busybox only".into(),
+        format!("the project names no image and berth/dev is not built (images/build.sh dev); busybox only{unread}"),
     ))
 }
 

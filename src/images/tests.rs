@@ -123,6 +123,43 @@ fn dockerfiles_from_berth_toml_and_devcontainer() {
     assert_eq!(named(choose_image(&spec, &c, true).unwrap()).name, "alpine:3");
 }
 
+/// A devcontainer.json over the bound (a 500 MB sparse file) or that is
+/// not a regular file (a FIFO, which would block a read) is not read: the
+/// choice falls through and says why.
+#[test]
+fn oversized_or_odd_devcontainer_files_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir(ws.join(".devcontainer")).unwrap();
+    let path = ws.join(".devcontainer/devcontainer.json");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(500 << 20).unwrap();
+    let started = std::time::Instant::now();
+    let c = named(choose_image(&JobSpec::default(), &project(ws), true).unwrap());
+    assert_eq!(c.name, DEV_IMAGE);
+    assert!(
+        c.why
+            .contains("devcontainer.json was not read: it is 524288000 bytes, over the 1048576"),
+        "{}",
+        c.why
+    );
+    // Reading 500 MB of zeros would take far longer than a look at its size.
+    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+    std::fs::remove_file(&path).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let c = named(choose_image(&JobSpec::default(), &project(ws), false).unwrap());
+    assert_eq!(c.name, DEFAULT_IMAGE);
+    assert!(c.why.contains("not a regular file"), "{}", c.why);
+    // Exactly at the bound it is read.
+    std::fs::remove_file(&path).unwrap();
+    let json = format!("{{\"image\": \"python:3.12\"}}{}", " ".repeat(1 << 20));
+    std::fs::write(&path, &json[..1 << 20]).unwrap();
+    assert_eq!(
+        named(choose_image(&JobSpec::default(), &project(ws), true).unwrap()).name,
+        "python:3.12"
+    );
+}
+
 #[test]
 fn registries_and_hints() {
     assert_eq!(registry_of("alpine"), "docker.io");

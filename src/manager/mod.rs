@@ -17,6 +17,7 @@
 mod admit;
 mod ids;
 mod owners;
+mod pages;
 mod ports;
 pub mod project;
 mod recover;
@@ -47,6 +48,7 @@ use crate::runner::Control;
 use crate::watch::Watchers;
 
 pub use admit::DefaultBudget;
+pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
@@ -636,6 +638,8 @@ impl Manager {
 fn snapshot(e: &Entry) -> JobInfo {
     let mut info = e.info.clone();
     info.last_seq = e.output.progress().last_seq;
+    // A job read back from the store keeps its count; a live one counts on.
+    info.watch_hits_dropped = info.watch_hits_dropped.max(e.output.watch_hits_dropped());
     info
 }
 

@@ -204,6 +204,8 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         recovery => "recovery",
         store_env => "store_env",
         pull_timeout_secs => "pull_timeout",
+        max_queued => "max_queued",
+        mcp_idle_secs => "mcp_idle",
     );
     // The security log is the instance's (one file, one rotation).
     project.safety.security_log = own.safety.security_log.clone();

@@ -28,6 +28,13 @@ pub(super) async fn start(
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
+    // A start that would wait in a full queue is refused before anything
+    // is read or checked (a flood of queued starts costs nothing).
+    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
+        return Err(Error::QueueFull {
+            max: inner.config.max_queued,
+        });
+    }
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -102,6 +109,7 @@ pub(super) async fn start(
             building: None,
             setid_cleared: None,
             recovered: false,
+            watch_hits_dropped: 0,
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
@@ -242,6 +250,12 @@ fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
         return Ok(false);
     }
     if spec.queue {
+        // The queue holds each waiting job's record and task: bounded.
+        if reg.queue.len() >= inner.config.max_queued {
+            return Err(Error::QueueFull {
+                max: inner.config.max_queued,
+            });
+        }
         return Ok(true);
     }
     let names = running

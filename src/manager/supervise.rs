@@ -237,6 +237,7 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
 }
 
 pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+    crate::job::check_reason(req.reason.as_deref())?;
     let signal = req.signal.unwrap_or(Signal::SIGTERM as i32);
     if Signal::try_from(signal).is_err() {
         return Err(Error::InvalidValue {

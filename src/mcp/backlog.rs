@@ -139,7 +139,7 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     let own = st.own.contains(&e.job);
     match &e.kind {
         // Running unsandboxed is never news the agent may miss.
-        EventKind::WatchHit { .. } | EventKind::Fallback { .. } => true,
+        EventKind::WatchHit { .. } | EventKind::WatchDropped { .. } | EventKind::Fallback { .. } => true,
         EventKind::Queued => !own,
         // Progress is on the job's own answer; the backlog would only be noise.
         EventKind::Pulling(_) | EventKind::Building(_) => false,
@@ -178,6 +178,10 @@ pub fn line(manager: &Manager, e: &Event) -> String {
         } => format!(
             "watch /{pattern}/ matched line {line_seq}: {}",
             format::short(line, 200)
+        ),
+        EventKind::WatchDropped { count, total } => format!(
+            "{count} more watch matches not reported (over {}/s; {total} in all): read the output with `logs`",
+            crate::watch::HITS_PER_SEC
         ),
         EventKind::Promoted { reason, .. } => format!("promoted: {reason}"),
         EventKind::Ended {

@@ -46,6 +46,13 @@ pub enum EventKind {
         line: String,
         pattern: String,
     },
+    /// Watch hits over the job's budget were counted, not stored: `count`
+    /// since the last such event, `total` for the job so far (at most one
+    /// a second while it lasts, and one when the output ends).
+    WatchDropped {
+        count: u64,
+        total: u64,
+    },
     Promoted {
         by: EndedBy,
         reason: String,
@@ -74,6 +81,7 @@ impl EventKind {
             EventKind::Started { .. } => "started",
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",
+            EventKind::WatchDropped { .. } => "watch_dropped",
             EventKind::Promoted { .. } => "promoted",
             EventKind::Ended { .. } => "ended",
         }

@@ -343,6 +343,14 @@ pub struct JobInfo {
     /// bits berth cleared when the job ended (0 when there were none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setid_cleared: Option<u64>,
+    /// Watch hits over the job's budget (a few per second): counted here
+    /// and in `watch_dropped` events, not stored one by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub watch_hits_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobInfo {

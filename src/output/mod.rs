@@ -186,6 +186,11 @@ impl JobOutput {
         *self.progress.borrow()
     }
 
+    /// Watch hits over the job's budget, counted and not stored.
+    pub fn watch_hits_dropped(&self) -> u64 {
+        self.watchers.dropped()
+    }
+
     /// Bytes held in the ring right now (for tests and memory checks).
     pub fn ring_bytes(&self) -> usize {
         self.ring.lock().unwrap().bytes

@@ -15,6 +15,7 @@ fn info(n: u64) -> JobInfo {
         workspace: None,
         project_note: None,
         recovered: false,
+        watch_hits_dropped: 0,
         status: JobStatus::Exited { code: 0 },
         start_mode: StartMode::Background,
         created_at: Utc::now(),

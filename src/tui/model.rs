@@ -96,6 +96,7 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
             info.exit_code = *exit_code;
             info.reason = reason.clone();
         }
+        EventKind::WatchDropped { total, .. } => info.watch_hits_dropped = *total,
         _ => {}
     }
 }

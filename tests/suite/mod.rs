@@ -12,6 +12,7 @@ mod escape;
 mod exits;
 mod host;
 mod images;
+mod inert;
 mod mcp;
 mod network;
 mod output;

@@ -5,6 +5,13 @@
 
 use std::str::FromStr;
 
+mod sizes;
+
+pub use sizes::{
+    MAX_ENV_NAME_BYTES, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_LABEL_BYTES, MAX_NAME_BYTES, MAX_PORTS,
+    MAX_READY, MAX_REASON_BYTES, check_reason,
+};
+
 use crate::error::{Error, Result};
 use crate::model::{
     EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, Network, PortSpec, Proto, RunnerChoice, host_cpus,
@@ -184,15 +191,14 @@ impl JobSpec {
                 });
             }
         }
+        crate::watch::check_count(&self.watch)?;
         for p in &self.watch {
-            regex::Regex::new(p).map_err(|e| Error::InvalidRegex {
-                pattern: p.clone(),
-                message: e.to_string(),
-            })?;
+            crate::watch::compile_one(p)?;
         }
         for c in &self.ready {
             c.validate()?;
         }
+        self.validate_sizes()?;
         self.validate_isolation()
     }
 
