@@ -204,7 +204,15 @@ pub(super) async fn exit_future(
             if oom {
                 return Exit::Oom;
             }
-            if !unexplained || tokio::time::Instant::now() >= deadline {
+            if !unexplained {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                // The engine can record the OOM event and then let the exit
+                // overwrite its flag: its event log still says so.
+                if docker.had_oom(&cid).await.unwrap_or(false) {
+                    return Exit::Oom;
+                }
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

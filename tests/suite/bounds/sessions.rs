@@ -27,7 +27,8 @@ fn attach(d: &Daemon) -> Result<Raw, (String, String)> {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "POST /v1/mcp?cwd={} HTTP/1.1\r\nHost: berth\r\nConnection: Upgrade\r\nUpgrade: berth-mcp\r\nContent-Length: 0\r\n\r\n",
+        // The session's user lets its agent ask for host jobs (BERTH_ALLOW_HOST=1).
+        "POST /v1/mcp?cwd={}&env=%7B%22BERTH_ALLOW_HOST%22%3A%221%22%7D HTTP/1.1\r\nHost: berth\r\nConnection: Upgrade\r\nUpgrade: berth-mcp\r\nContent-Length: 0\r\n\r\n",
         ws.display()
     )
     .unwrap();
