@@ -11,77 +11,31 @@ pub const MAX_BRACE_WORDS: usize = 64;
 /// Longest unquoted text brace expansion is tried on; longer is undecidable.
 pub const MAX_BRACE_TEXT: usize = 4096;
 
-/// Bash brace expansion of unquoted text: `s{u,x}do` → `sudo`, `sxdo`.
-/// `None` when it would produce more than [`MAX_BRACE_WORDS`] words (or the
-/// text is longer than [`MAX_BRACE_TEXT`]).
-pub fn braces(s: &str) -> Option<Vec<String>> {
-    if s.len() > MAX_BRACE_TEXT {
-        return None;
-    }
-    // Each call produces at least one word or fails, so this bounds the work.
-    let mut calls = 4 * MAX_BRACE_WORDS;
-    braces_in(s, &mut calls)
-}
+pub mod braces;
 
-fn braces_in(s: &str, calls: &mut usize) -> Option<Vec<String>> {
-    *calls = calls.checked_sub(1)?;
-    let b: Vec<char> = s.chars().collect();
-    // One pass: the first `{` whose matching `}` encloses a top-level comma.
-    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
-    let mut first: Option<(usize, usize, Vec<usize>)> = None;
-    for (j, &c) in b.iter().enumerate() {
-        match c {
-            '{' => stack.push((j, Vec::new())),
-            ',' => {
-                if let Some(top) = stack.last_mut() {
-                    top.1.push(j);
-                }
-            }
-            '}' => {
-                if let Some((open, commas)) = stack.pop()
-                    && !commas.is_empty()
-                    && first.as_ref().is_none_or(|f| open < f.0)
-                {
-                    first = Some((open, j, commas));
-                }
-            }
-            _ => {}
-        }
-    }
-    let Some((open, close, commas)) = first else {
-        return Some(vec![s.to_string()]);
-    };
-    let text = |a: usize, z: usize| b[a..z].iter().collect::<String>();
-    let (prefix, suffix) = (text(0, open), text(close + 1, b.len()));
-    let mut bounds = vec![open];
-    bounds.extend(&commas);
-    bounds.push(close);
-    let mut out = Vec::new();
-    for w in bounds.windows(2) {
-        for rest in braces_in(&format!("{prefix}{}{suffix}", text(w[0] + 1, w[1])), calls)? {
-            out.push(rest);
-            if out.len() > MAX_BRACE_WORDS {
-                return None;
-            }
-        }
-    }
-    Some(out)
-}
+pub use braces::braces;
 
 /// Lexical clean-up of a path argument: `//`, `/./` and `..` resolved without
-/// touching the file system, `$HOME`'s value shown as `~`. Other text is
-/// returned unchanged.
+/// touching the file system, `$HOME`'s value shown as `~`, `~root` as
+/// `/root` and another user's home as `~name`. Other text is returned
+/// unchanged.
 pub fn clean_path(s: &str, home: Option<&str>) -> String {
+    if let Some(rest) = s.strip_prefix("~root")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return clean_path(&format!("/root{rest}"), home);
+    }
     let home_form = home
         .filter(|h| h.len() > 1)
         .and_then(|h| s.strip_prefix(h.trim_end_matches('/')))
         .filter(|rest| rest.is_empty() || rest.starts_with('/'))
         .map(|rest| format!("~{rest}"));
     let s = home_form.as_deref().unwrap_or(s);
+    let user_home = s.strip_prefix('~').map(|r| r.find('/').map_or(r.len(), |i| i) + 1);
     let (root, rest) = if let Some(r) = s.strip_prefix('/') {
         ("/", r)
-    } else if s == "~" || s.starts_with("~/") {
-        ("~", &s[1..])
+    } else if let Some(end) = user_home.filter(|&e| is_user(&s[1..e])) {
+        (&s[..end], &s[end..])
     } else {
         return s.to_string();
     };
@@ -99,6 +53,23 @@ pub fn clean_path(s: &str, home: Option<&str>) -> String {
         (r, true) => r.to_string(),
         ("/", false) => format!("/{}", parts.join("/")),
         (r, false) => format!("{r}/{}", parts.join("/")),
+    }
+}
+
+/// A user name as `~name` may spell it (empty: the caller's own home).
+fn is_user(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
+}
+
+/// `clean_path` of an argument, or of the value of a `KEY=path` or
+/// `--option=path` argument (`of=/dev//sda`).
+pub fn clean_arg(s: &str, home: Option<&str>) -> String {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && (v.starts_with('/') || v.starts_with('~')) && !k.contains('/') => {
+            format!("{k}={}", clean_path(v, home))
+        }
+        _ => clean_path(s, home),
     }
 }
 
@@ -123,6 +94,14 @@ pub fn engine_socket_glob(pattern: &str) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|s| glob_match(&p, &s.chars().collect::<Vec<_>>()))
+}
+
+/// Whether the glob `pattern` matches `text` (one path component or a whole path).
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    if pattern.len() > 4096 {
+        return false;
+    }
+    glob_match(&pattern.chars().collect::<Vec<_>>(), &text.chars().collect::<Vec<_>>())
 }
 
 /// Shell glob matching (`*`, `?`, `[…]`; `*` does not cross `/`), with
@@ -363,16 +342,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn brace_expansion() {
-        assert_eq!(braces("{sudo,id}").unwrap(), vec!["sudo", "id"]);
-        assert_eq!(braces("s{u,x}do").unwrap(), vec!["sudo", "sxdo"]);
-        assert_eq!(braces("{a,b}{c,d}").unwrap(), vec!["ac", "ad", "bc", "bd"]);
-        assert_eq!(braces("{x}").unwrap(), vec!["{x}"]);
-        assert_eq!(braces("a{b,{c,d}}").unwrap(), vec!["ab", "ac", "ad"]);
-        assert!(braces(&"{a,b}".repeat(8)).is_none(), "2^8 words is too many");
-    }
-
-    #[test]
     fn paths_are_cleaned() {
         for (raw, clean) in [
             ("/", "/"),
@@ -386,9 +355,17 @@ mod tests {
             ("/home/me/src", "~/src"),
             ("/home/mer", "/home/mer"),
             ("rel/../x", "rel/../x"),
+            ("~root", "/root"),
+            ("~root/..", "/"),
+            ("~bob/", "~bob"),
+            ("~bob/../..", "~bob"),
+            ("~+", "~+"),
         ] {
             assert_eq!(clean_path(raw, Some("/home/me")), clean, "{raw}");
         }
+        assert_eq!(clean_arg("of=/dev//sda", None), "of=/dev/sda");
+        assert_eq!(clean_arg("--output=/etc/./passwd", None), "--output=/etc/passwd");
+        assert_eq!(clean_arg("a=b/../c", None), "a=b/../c");
     }
 
     #[test]

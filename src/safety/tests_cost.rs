@@ -98,9 +98,10 @@ fn a_passed_deadline_is_a_refusal() {
     let filter = Filter::new(&SafetyConfig::default(), None).unwrap();
     let cmd = fill("", "a;", "");
     let hit = filter
-        .check_spec_by(
+        .check_spec_in(
             &JobSpec::shell(cmd),
-            Some(super::deadline::Deadline::after(Duration::ZERO)),
+            None,
+            &super::budget::Budget::new(u64::MAX, Some(Duration::ZERO)),
         )
         .expect("refused");
     assert_eq!(hit.pattern, TOO_LONG);

@@ -1,0 +1,108 @@
+//! Views: a simple command rendered as `program args… redirections`, with
+//! each argument shown as the rules should see it: path clean-up
+//! (`/dev//sda` is `/dev/sda`, also after `of=`), links made on the line
+//! followed, a glob that matches the engine's socket naming it. When the
+//! line moved (`cd /`) or an argument climbs out of the job's directory
+//! (`../..`), a second view shows the relative paths resolved, so `rm -rf *`
+//! after `cd /` reads as `rm -rf /*`.
+
+use super::Walker;
+use super::scope::{Cwd, Scope};
+use super::words::Text;
+use crate::safety::expand::{self, clean_arg, clean_path};
+
+impl Walker<'_> {
+    /// A simple command's view. A `|` inside an argument (`git commit -m "a | sh"`)
+    /// is shown as `¦`, so that only real pipes look like pipes to the rules.
+    pub(super) fn render(&self, name: &str, args: &[Text], redirs: &[String]) -> String {
+        let mut v = name.to_string();
+        for a in args {
+            self.arg_forms(&mut v, a, &clean_arg(&a.s, self.home));
+        }
+        for r in redirs {
+            v.push(' ');
+            v.push_str(r);
+        }
+        v
+    }
+
+    /// The view with relative paths resolved against where the line is,
+    /// when that differs from [`render`](Self::render)'s.
+    pub(super) fn resolved_view(&self, name: &str, args: &[Text], redirs: &[String], scope: &Scope) -> Option<String> {
+        let mut v = name.to_string();
+        let mut differs = false;
+        for a in args {
+            let clean = clean_arg(&a.s, self.home);
+            let (key, path) = match clean.split_once('=') {
+                Some((k, p)) if !k.starts_with('-') || k.starts_with("--") => (Some(k), p),
+                _ => (None, clean.as_str()),
+            };
+            if path.starts_with('-') || path.contains("://") {
+                self.arg_forms(&mut v, a, &clean);
+                continue;
+            }
+            for r in self.resolve(path, scope, false) {
+                differs |= r != path;
+                let form = match key {
+                    Some(k) => format!("{k}={r}"),
+                    None => r,
+                };
+                self.arg_forms(&mut v, a, &form);
+            }
+        }
+        for r in redirs {
+            v.push(' ');
+            v.push_str(r);
+        }
+        differs.then_some(v)
+    }
+
+    /// Append an argument (already cleaned) and what it also stands for.
+    fn arg_forms(&self, v: &mut String, a: &Text, clean: &str) {
+        v.push(' ');
+        v.push_str(&clean.replace('|', "¦"));
+        let value = clean.split_once('=').map_or(clean, |(_, p)| p);
+        for form in [clean, value] {
+            let key = form.strip_prefix("./").unwrap_or(form);
+            if let Some(target) = self.links.get(key) {
+                v.push(' ');
+                v.push_str(target);
+            }
+            // A glob that would match the engine's socket names it.
+            if a.glob
+                && let Some(sock) = expand::engine_socket_glob(form)
+            {
+                v.push(' ');
+                v.push_str(sock);
+            }
+        }
+    }
+
+    /// What a cleaned path may point at: absolute and `~` paths as they
+    /// are; a relative one under each directory the line may be in after
+    /// `cd`, or (`all` false) under the job's directory only when it climbs
+    /// out of it (`..`, `~+`). Unresolvable paths are returned as they are.
+    pub(super) fn resolve(&self, path: &str, scope: &Scope, all: bool) -> Vec<String> {
+        if path.starts_with('/') || (path.starts_with('~') && !path.starts_with("~+")) {
+            return vec![path.to_string()];
+        }
+        let rel = path.strip_prefix("~+").map_or(path, |r| r.trim_start_matches('/'));
+        let climbs = rel == ".." || rel.starts_with("../") || path.starts_with("~+");
+        let under = |dir: &str| clean_path(&format!("{dir}/{rel}"), self.home);
+        match &scope.cwd {
+            Cwd::Start => match &self.start_cwd {
+                Some(start) if all || climbs => vec![under(start)],
+                _ => vec![path.to_string()],
+            },
+            Cwd::At(dirs) => dirs
+                .iter()
+                .map(|d| match (d.as_str(), &self.start_cwd) {
+                    (".", Some(start)) => under(start),
+                    (".", None) => path.to_string(),
+                    (d, _) => under(d),
+                })
+                .collect(),
+            Cwd::Unknown => vec![path.to_string()],
+        }
+    }
+}
