@@ -153,7 +153,7 @@ impl Drop for StopOnDrop {
 }
 
 /// CPU time used by the calling thread.
-fn thread_cpu() -> Duration {
+pub(crate) fn thread_cpu() -> Duration {
     // The clock always exists on Linux; were it to fail, count no time
     // (the step count and the manager's wall-clock wait still bound the work).
     clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)

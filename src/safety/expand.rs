@@ -25,13 +25,17 @@ pub fn clean_path(s: &str, home: Option<&str>) -> String {
     {
         return clean_path(&format!("/root{rest}"), home);
     }
-    let home_form = home
-        .filter(|h| h.len() > 1)
-        .and_then(|h| s.strip_prefix(h.trim_end_matches('/')))
-        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-        .map(|rest| format!("~{rest}"));
-    let s = home_form.as_deref().unwrap_or(s);
-    let user_home = s.strip_prefix('~').map(|r| r.find('/').map_or(r.len(), |i| i) + 1);
+    let home = home.filter(|h| h.len() > 1).map(|h| h.trim_end_matches('/'));
+    // `~` is the home directory: cleaned as the absolute path it is, so
+    // `~/..` climbs out of it.
+    if let (Some(h), Some(rest)) = (home, s.strip_prefix('~'))
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return clean_path(&format!("{h}{rest}"), Some(h));
+    }
+    let user_home = s
+        .strip_prefix('~')
+        .map(|r| r.find('/').map_or(r.len(), |i| i) + 1);
     let (root, rest) = if let Some(r) = s.strip_prefix('/') {
         ("/", r)
     } else if let Some(end) = user_home.filter(|&e| is_user(&s[1..e])) {
@@ -49,10 +53,15 @@ pub fn clean_path(s: &str, home: Option<&str>) -> String {
             p => parts.push(p),
         }
     }
-    match (root, parts.is_empty()) {
+    let clean = match (root, parts.is_empty()) {
         (r, true) => r.to_string(),
         ("/", false) => format!("/{}", parts.join("/")),
         (r, false) => format!("{r}/{}", parts.join("/")),
+    };
+    // `$HOME`'s value is shown as `~`, so rules see one form.
+    match home.and_then(|h| clean.strip_prefix(h)) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("~{rest}"),
+        _ => clean,
     }
 }
 
@@ -101,7 +110,10 @@ pub fn glob_matches(pattern: &str, text: &str) -> bool {
     if pattern.len() > 4096 {
         return false;
     }
-    glob_match(&pattern.chars().collect::<Vec<_>>(), &text.chars().collect::<Vec<_>>())
+    glob_match(
+        &pattern.chars().collect::<Vec<_>>(),
+        &text.chars().collect::<Vec<_>>(),
+    )
 }
 
 /// Shell glob matching (`*`, `?`, `[…]`; `*` does not cross `/`), with

@@ -17,7 +17,6 @@
 mod dollar;
 mod scan;
 
-
 /// One piece of a word.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
@@ -379,5 +378,4 @@ impl Lexer {
             }
         }
     }
-
 }

@@ -128,7 +128,7 @@ struct Walker<'a> {
     out: Vec<String>,
     seen: HashSet<String>,
     home: Option<&'a str>,
-    /// The job's directory, cleaned (`~/proj`), when known.
+    /// The job's directory (absolute), when known.
     start_cwd: Option<String>,
     stdin_is_script: bool,
     /// What the line writes and runs (see `written.rs`).
@@ -162,7 +162,7 @@ impl<'a> Walker<'a> {
             out: Vec::new(),
             seen: HashSet::new(),
             home: place.home,
-            start_cwd: place.cwd.map(|c| super::expand::clean_path(c, place.home)),
+            start_cwd: place.cwd.map(|c| super::expand::clean_path(c, None)),
             stdin_is_script: false,
             files: written::Files::default(),
             links: HashMap::new(),
@@ -194,6 +194,8 @@ impl<'a> Walker<'a> {
     }
 
     fn done(mut self) -> Analysis {
+        // Files run by assignments (`BASH_ENV=x cmd`) outside any command's views.
+        self.files.settle(0, Vec::new());
         self.files_run_that_the_line_wrote();
         Analysis {
             views: self.out,

@@ -137,7 +137,10 @@ fn sequence(inner: &[Piece]) -> Option<Vec<String>> {
     };
     let cap = MAX_BRACE_WORDS as i64 + 1;
     if let (Ok(x), Ok(y)) = (a.parse::<i64>(), z.parse::<i64>()) {
-        let width = if [a, z].iter().any(|s| s.trim_start_matches('-').starts_with('0') && s.len() > 1) {
+        let width = if [a, z]
+            .iter()
+            .any(|s| s.trim_start_matches('-').starts_with('0') && s.len() > 1)
+        {
             a.len().max(z.len())
         } else {
             0

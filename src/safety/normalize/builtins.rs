@@ -51,8 +51,20 @@ const COMMAND_VARS: &[&str] = &[
 
 /// Builtins whose operands name variables they set.
 const SETTERS: &[&str] = &[
-    "read", "mapfile", "readarray", "declare", "typeset", "local", "export", "readonly", "printf", "getopts",
-    "unset", "wait", "for", "select",
+    "read",
+    "mapfile",
+    "readarray",
+    "declare",
+    "typeset",
+    "local",
+    "export",
+    "readonly",
+    "printf",
+    "getopts",
+    "unset",
+    "wait",
+    "for",
+    "select",
 ];
 
 impl Walker<'_> {
@@ -130,7 +142,10 @@ impl Walker<'_> {
             }
             "trap" => {
                 let mut rest = args;
-                while rest.first().is_some_and(|a| ["--", "-p", "-l", "-P"].contains(&a.s.as_str())) {
+                while rest
+                    .first()
+                    .is_some_and(|a| ["--", "-p", "-l", "-P"].contains(&a.s.as_str()))
+                {
                     rest = &rest[1..];
                 }
                 if let Some(a) = rest.first() {
@@ -214,8 +229,9 @@ impl Walker<'_> {
                         }
                         i += 1;
                     }
-                    ("read" | "mapfile" | "readarray", "-d" | "-n" | "-N" | "-t" | "-u" | "-i" | "-p" | "-c" | "-O" | "-s")
-                    | ("wait", "-n") => i += 1,
+                    // `read -a NAME` sets NAME: its value is left to be read as a name.
+                    ("read", "-d" | "-n" | "-N" | "-t" | "-u" | "-i" | "-p")
+                    | ("mapfile" | "readarray", "-d" | "-n" | "-u" | "-c" | "-O" | "-s") => i += 1,
                     _ => {}
                 }
                 continue;

@@ -18,7 +18,7 @@ mod strings;
 use super::scope::Scope;
 use super::words::Text;
 use super::{DYNAMIC, MAX_DEPTH, Walker};
-use strings::{Arg, Lang, call_args, identifiers, literal, quoted};
+use strings::{Arg, Lang, call_args, identifiers, literal, quoted, skip_expression};
 
 /// What a call does with its arguments.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +31,8 @@ enum Kind {
     Spawn,
     /// Code in the same language.
     Eval,
+    /// Perl's `open`, which runs a command when its mode is a pipe.
+    Open,
 }
 
 /// The calls that run commands, per language.
@@ -75,6 +77,7 @@ fn calls(lang: Lang) -> &'static [(&'static str, Kind)] {
             ("system", Shell),
             ("exec", Shell),
             ("readpipe", Shell),
+            ("open", Open),
             ("eval", Eval),
         ],
         Lang::Ruby => &[
@@ -159,7 +162,12 @@ const INTERPRETERS: &[(&str, Lang, &str, &[&str])] = &[
     ("python", Lang::Python, "c", &["-m", "-W", "-X", "-Q"]),
     ("perl", Lang::Perl, "eE", &["-I", "-M", "-m", "-x"]),
     ("ruby", Lang::Ruby, "e", &["-I", "-r", "-C", "-E"]),
-    ("node", Lang::Node, "ep", &["-r", "--require", "--import", "--loader"]),
+    (
+        "node",
+        Lang::Node,
+        "ep",
+        &["-r", "--require", "--import", "--loader"],
+    ),
     ("nodejs", Lang::Node, "ep", &["-r", "--require"]),
     ("php", Lang::Php, "r", &["-c", "-d", "-z"]),
     ("lua", Lang::Lua, "e", &["-l"]),
@@ -188,7 +196,10 @@ impl Walker<'_> {
             } else if s == "--eval" || s == "--print" {
                 code.extend(args.get(i).map(|c| c.s.clone()));
                 i += 1;
-            } else if let Some(cluster) = s.strip_prefix('-').filter(|c| !c.is_empty() && !c.starts_with('-')) {
+            } else if let Some(cluster) = s
+                .strip_prefix('-')
+                .filter(|c| !c.is_empty() && !c.starts_with('-'))
+            {
                 // `-c CODE`, `-cCODE`, `-ne CODE`, `-pi.bak -e CODE` (perl's
                 // `-i` takes the rest of its cluster as a suffix).
                 for (k, c) in cluster.char_indices() {
@@ -239,6 +250,11 @@ impl Walker<'_> {
         // Node runs commands only through child_process (or a binding to it).
         let node_spawns = lang != Lang::Node || code.contains("child_process") || code.contains("binding");
         let python_bare_run = code.contains("from subprocess import") || code.contains("from pty import");
+        let (modules, renamed) = if lang == Lang::Python {
+            python_imports(code)
+        } else {
+            Default::default()
+        };
         let mut unreadable = Vec::new();
         for (start, end) in identifiers(code, lang) {
             if !self.tick() {
@@ -246,11 +262,16 @@ impl Walker<'_> {
             }
             let name = &code[start..end];
             let before = code[..start].trim_end();
-            let qualifier = before
-                .strip_suffix('.')
-                .map(|q| q.trim_end().rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or(")"));
+            let qualifier = before.strip_suffix('.').map(|q| {
+                q.trim_end()
+                    .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or(")")
+            });
             // Perl's `qx{…}`, Ruby's `%x(…)`: a literal that runs.
-            if (lang == Lang::Perl && name == "qx") || (lang == Lang::Ruby && name == "x" && before.ends_with('%')) {
+            if (lang == Lang::Perl && name == "qx")
+                || (lang == Lang::Ruby && name == "x" && before.ends_with('%'))
+            {
                 let at = if name == "x" { start - 1 } else { start };
                 match literal(&code[at..], lang) {
                     Some((Some(cmd), _)) => self.line(&cmd, &mut scope.clone(), depth + 1, true),
@@ -262,13 +283,18 @@ impl Walker<'_> {
                 unreadable.push(name.to_string());
                 continue;
             }
-            let Some(&(_, kind)) = table.iter().find(|(n, _)| *n == name) else {
-                continue;
+            let kind = match table.iter().find(|(n, _)| *n == name) {
+                Some(&(_, kind)) => kind,
+                // `from os import system as s`: `s` is that runner.
+                None if renamed.iter().any(|r| r == name) => Kind::Shell,
+                None => continue,
             };
             // A method of that name on some other object (`app.run()`,
             // `regex.exec(s)`) is not a runner.
             let runner = match (lang, name, qualifier) {
-                (Lang::Python, "run" | "call" | "spawn", Some(q)) => ["subprocess", "sp", "pty", ")"].contains(&q),
+                (Lang::Python, "run" | "call" | "spawn", Some(q)) => {
+                    ["subprocess", "pty", ")"].contains(&q) || modules.iter().any(|m| m == q)
+                }
                 (Lang::Python, "run" | "call" | "spawn", None) => python_bare_run,
                 (Lang::Python, "exec" | "eval" | "compile", Some(_)) => false,
                 (Lang::Node, _, _) if kind != Kind::Eval => node_spawns,
@@ -281,6 +307,12 @@ impl Walker<'_> {
             let after = &code[end..];
             // Perl's and Ruby's block forms (`eval { … }`) are not strings.
             if kind == Kind::Eval && after.trim_start().starts_with(['{']) {
+                continue;
+            }
+            if kind == Kind::Open {
+                if !self.perl_open(after, scope, depth) {
+                    unreadable.push(name.to_string());
+                }
                 continue;
             }
             match call_args(after, lang) {
@@ -338,13 +370,55 @@ impl Walker<'_> {
                 }
                 quoted(&argv)
             }
-            Kind::Spawn => quoted(&flat),
+            Kind::Spawn | Kind::Open => quoted(&flat),
         };
         self.line(&line, &mut scope.clone(), depth + 1, true);
     }
 
+    /// Perl's `open(FH, MODE, …)` after its name: walk the command of a
+    /// pipe open; false when the mode or command is computed.
+    fn perl_open(&mut self, after: &str, scope: &Scope, depth: usize) -> bool {
+        let t = after.trim_start();
+        let paren = t.starts_with('(');
+        let rest = skip_expression(if paren { &t[1..] } else { t });
+        let Some(rest) = rest.strip_prefix(',') else {
+            // One argument: the mode is in a variable of the same name.
+            return false;
+        };
+        let rest = rest.trim_start();
+        let Some((Some(mode), len)) = literal(rest, Lang::Perl) else {
+            return false;
+        };
+        let mode = mode.trim();
+        if mode == "-|" || mode == "|-" {
+            let args = if paren {
+                format!("({}", &rest[len..].trim_start().trim_start_matches(','))
+            } else {
+                rest[len..].trim_start().trim_start_matches(',').to_string()
+            };
+            return match call_args(&args, Lang::Perl) {
+                Some(args) => {
+                    self.run_call(Lang::Perl, Kind::Shell, &args, scope, depth);
+                    true
+                }
+                None => false,
+            };
+        }
+        if mode.starts_with('|') || mode.ends_with('|') {
+            self.line(mode.trim_matches('|'), &mut scope.clone(), depth + 1, true);
+        }
+        true
+    }
+
     /// `` `cmd` `` literals in Perl, Ruby and PHP code.
-    fn backticks(&mut self, lang: Lang, code: &str, scope: &Scope, depth: usize, unreadable: &mut Vec<String>) {
+    fn backticks(
+        &mut self,
+        lang: Lang,
+        code: &str,
+        scope: &Scope,
+        depth: usize,
+        unreadable: &mut Vec<String>,
+    ) {
         let mut rest = code;
         while let Some(k) = rest.find('`') {
             let after = &rest[k + 1..];
@@ -362,6 +436,39 @@ impl Walker<'_> {
             rest = &after[end + 1..];
         }
     }
+}
+
+/// Python's imports of the modules that run commands: their local names
+/// (`import subprocess as sp`), and runners imported under another name
+/// (`from os import system as s`).
+fn python_imports(code: &str) -> (Vec<String>, Vec<String>) {
+    const MODULES: &[&str] = &["subprocess", "os", "pty", "commands", "posix", "platform"];
+    let mut modules = Vec::new();
+    let mut renamed = Vec::new();
+    for stmt in code.split([';', '\n']) {
+        let words: Vec<&str> = stmt
+            .split([' ', ',', '\t', '(', ')'])
+            .filter(|w| !w.is_empty())
+            .collect();
+        match words.as_slice() {
+            ["import", rest @ ..] => {
+                for (k, w) in rest.iter().enumerate() {
+                    if MODULES.contains(w) && rest.get(k + 1) == Some(&"as") {
+                        modules.extend(rest.get(k + 2).map(|a| a.to_string()));
+                    }
+                }
+            }
+            ["from", m, "import", rest @ ..] if MODULES.contains(m) => {
+                for (k, w) in rest.iter().enumerate() {
+                    if *w == "as" {
+                        renamed.extend(rest.get(k + 1).map(|a| a.to_string()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (modules, renamed)
 }
 
 /// PHP calls a function by a variable's value: `$f('id')`.

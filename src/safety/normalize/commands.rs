@@ -98,7 +98,10 @@ impl Walker<'_> {
             }
             via.stdin_args |= name == "xargs";
             // `exec <FILE` with no command: the script's stdin is no longer the job's input.
-            if name == "exec" && w.len() == 1 && redirs.iter().any(|r| r.starts_with('<') && !r.starts_with("<<")) {
+            if name == "exec"
+                && w.len() == 1
+                && redirs.iter().any(|r| r.starts_with('<') && !r.starts_with("<<"))
+            {
                 self.stdin_moved = true;
             }
             w = &w[1..];
@@ -110,7 +113,9 @@ impl Walker<'_> {
             if w.first().is_some_and(|a| a.s == "-c" || a.s == "--command") {
                 match w.get(1) {
                     Some(p) if !p.dynamic => self.line(&p.s.clone(), &mut scope.clone(), at.depth + 1, true),
-                    _ => self.push(format!("{DYNAMIC} {name} -c with a payload the filter cannot read")),
+                    _ => self.push(format!(
+                        "{DYNAMIC} {name} -c with a payload the filter cannot read"
+                    )),
                 }
                 return Some(whole);
             }
@@ -185,7 +190,12 @@ impl Walker<'_> {
                 // filter reads what it can but does not trust its reading.
                 self.push(format!("{DYNAMIC} env -s {payload}"));
                 let rest: Vec<String> = w.iter().map(|t| t.s.clone()).collect();
-                self.line(&format!("{payload} {}", rest.join(" ")), &mut child.clone(), depth + 1, true);
+                self.line(
+                    &format!("{payload} {}", rest.join(" ")),
+                    &mut child.clone(),
+                    depth + 1,
+                    true,
+                );
                 return true;
             }
             if let Some((n, v)) = a.split_once('=').filter(|(n, _)| is_name(n)) {
@@ -196,7 +206,8 @@ impl Walker<'_> {
                 return false;
             } else if !a.starts_with('-') {
                 return false;
-            } else if ["-u", "--unset", "-C", "--chdir", "-a", "--argv0"].contains(&a.as_str()) && w.len() > 1 {
+            } else if ["-u", "--unset", "-C", "--chdir", "-a", "--argv0"].contains(&a.as_str()) && w.len() > 1
+            {
                 *w = &w[1..];
             }
             *w = &w[1..];
@@ -292,7 +303,9 @@ impl Walker<'_> {
             Some(Some(f)) if !(unreadable_script(&f) || f.contains("<(?)") || f.contains(DYNAMIC)) => {
                 self.files.runs(&f);
             }
-            Some(_) => self.push(format!("{DYNAMIC} {name} reads its script from a stream the filter cannot read")),
+            Some(_) => self.push(format!(
+                "{DYNAMIC} {name} reads its script from a stream the filter cannot read"
+            )),
             // `xargs sh`: the script's name comes from stdin (data, like a loop variable).
             None if via.stdin_args => {}
             None if at.reads_input && !via.coproc => self.stdin_is_script = true,

@@ -30,23 +30,34 @@ const CLOSERS: &[&str] = &["fi", "done", "esac", "}"];
 /// Keywords that neither open nor close.
 const MIDDLES: &[&str] = &["then", "else", "elif", "do", "!", "time"];
 
+/// One open compound command.
+struct Frame {
+    /// A `case` (whose patterns end in `)`).
+    case: bool,
+    /// Opened right after a `|`: its commands read that pipe.
+    piped: bool,
+}
+
 /// The compound commands open at a point of a line.
 #[derive(Default)]
 struct Flow {
-    /// Open compounds; `true` for `case` (whose patterns end in `)`).
-    open: Vec<bool>,
+    open: Vec<Frame>,
     /// The next command runs or not depending on the last (`&&`, `||`).
     conditional: bool,
 }
 
 impl Flow {
-    /// Keywords at the front of a command's tokens; returns how many words they are.
-    fn keywords(&mut self, toks: &[Tok]) -> usize {
+    /// Keywords at the front of a command's tokens (`piped`: the command
+    /// reads a pipe); returns how many words they are.
+    fn keywords(&mut self, toks: &[Tok], piped: bool) -> usize {
         let mut n = 0;
         while let Some(Tok::Word(w)) = toks.get(n) {
             let k = literal(w);
             if OPENERS.contains(&k.as_str()) {
-                self.open.push(k == "case");
+                self.open.push(Frame {
+                    case: k == "case",
+                    piped,
+                });
                 // `for NAME in …`, `case WORD in`: the rest is not keywords.
                 if !["{", "if", "while", "until"].contains(&k.as_str()) {
                     return n;
@@ -54,6 +65,13 @@ impl Flow {
             } else if k == "function" {
                 // `function NAME [()] {`: the name is not a command.
                 n += 2;
+                continue;
+            } else if k == "time" {
+                // `time -p CMD`.
+                n += 1;
+                if matches!(toks.get(n), Some(Tok::Word(p)) if literal(p) == "-p") {
+                    n += 1;
+                }
                 continue;
             } else if CLOSERS.contains(&k.as_str()) {
                 self.open.pop();
@@ -64,6 +82,24 @@ impl Flow {
         }
         n.min(toks.len())
     }
+
+    /// Some open compound reads a pipe.
+    fn piped(&self) -> bool {
+        self.open.iter().any(|f| f.piped)
+    }
+}
+
+/// A compound command on the line has its stdin redirected (`{ sh; } < f`,
+/// `( … ) <<EOF`, `done < f`): a shell inside may be reading that.
+fn group_input(toks: &[Tok]) -> bool {
+    toks.windows(2).any(|w| {
+        let closes = match &w[0] {
+            Tok::Sep(Sep::Close) => true,
+            Tok::Word(x) => CLOSERS.contains(&literal(x).as_str()),
+            _ => false,
+        };
+        closes && matches!(&w[1], Tok::Redir(op) if op.starts_with('<'))
+    })
 }
 
 impl Walker<'_> {
@@ -82,6 +118,7 @@ impl Walker<'_> {
         }
         let mut toks = lexer::lex(text);
         let definitions = self.functions(&toks);
+        let group_input = group_input(&toks);
         toks.push(Tok::Sep(Sep::List));
         let mut flow = Flow::default();
         let mut pipeline: Vec<String> = Vec::new();
@@ -95,12 +132,16 @@ impl Walker<'_> {
                 cmd.push(tok);
                 continue;
             };
-            let skip = flow.keywords(&cmd);
+            let skip = flow.keywords(&cmd, !first);
             let in_pipe = !first || sep == Sep::Pipe;
             let at = At {
                 depth,
-                straight: straight && flow.open.is_empty() && !flow.conditional && !in_pipe && sep != Sep::Amp,
-                reads_input: first && depth == 0 && !self.stdin_moved,
+                straight: straight
+                    && flow.open.is_empty()
+                    && !flow.conditional
+                    && !in_pipe
+                    && sep != Sep::Amp,
+                reads_input: first && depth == 0 && !self.stdin_moved && !flow.piped() && !group_input,
             };
             let words = std::mem::take(&mut cmd);
             // `f` of `f() {…}` is a definition, not a call.
@@ -108,9 +149,12 @@ impl Walker<'_> {
                 pipeline.extend(self.command(words, skip, scope, at));
             }
             match sep {
-                Sep::Open => flow.open.push(false),
+                Sep::Open => flow.open.push(Frame {
+                    case: false,
+                    piped: !first,
+                }),
                 // A `case` pattern's `)` closes nothing.
-                Sep::Close if flow.open.last() != Some(&true) => {
+                Sep::Close if !flow.open.last().is_some_and(|f| f.case) => {
                     flow.open.pop();
                 }
                 _ => {}
@@ -276,7 +320,12 @@ impl Walker<'_> {
 
     /// Redirections rendered as `OP PATH` (paths resolved); output targets
     /// are files this line writes.
-    fn redirections(&mut self, redirs: &[(String, Option<Word>)], scope: &mut Scope, depth: usize) -> Vec<String> {
+    fn redirections(
+        &mut self,
+        redirs: &[(String, Option<Word>)],
+        scope: &mut Scope,
+        depth: usize,
+    ) -> Vec<String> {
         let mut rendered = Vec::new();
         for (op, target) in redirs {
             let Some(w) = target else {
@@ -294,7 +343,11 @@ impl Walker<'_> {
             let clean = expand::clean_path(&t.s, self.home);
             for path in self.resolve(&clean, scope, false) {
                 // A link made on the line: the write goes where it points.
-                let path = self.links.get(path.strip_prefix("./").unwrap_or(&path)).cloned().unwrap_or(path);
+                let path = self
+                    .links
+                    .get(path.strip_prefix("./").unwrap_or(&path))
+                    .cloned()
+                    .unwrap_or(path);
                 if op.contains('>') {
                     self.files.wrote(&path);
                 }

@@ -77,7 +77,13 @@ const TAR_COMMANDS: &[&str] = &[
     "--info-script",
     "--new-volume-script",
 ];
-const TAR_NOT_COMMANDS: &[&str] = &["--checkpoint", "--to-stdout", "--newer", "--newer-mtime", "--usage"];
+const TAR_NOT_COMMANDS: &[&str] = &[
+    "--checkpoint",
+    "--to-stdout",
+    "--newer",
+    "--newer-mtime",
+    "--usage",
+];
 
 impl Walker<'_> {
     /// Any program that is not a shell or a builtin: follow what it runs.
@@ -103,7 +109,10 @@ impl Walker<'_> {
                 {
                     let t = clean_path(&target.s, self.home);
                     let l = clean_path(&link.s, self.home);
-                    self.links.insert(l.strip_prefix("./").unwrap_or(&l).to_lowercase(), t.to_lowercase());
+                    self.links.insert(
+                        l.strip_prefix("./").unwrap_or(&l).to_lowercase(),
+                        t.to_lowercase(),
+                    );
                 }
             }
             "git" => self.git(args, scope, depth),
@@ -113,7 +122,8 @@ impl Walker<'_> {
                     self.files.runs(&a.s);
                 }
             }
-            c if COMPILERS.contains(&c) => self.compiler(c, args),
+            "go" if args.first().is_some_and(|a| a.s == "build") => self.compiler(&args[1..]),
+            c if COMPILERS.contains(&c) && c != "go" => self.compiler(args),
             s if s.starts_with("python")
                 || [
                     "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "busybox",
@@ -136,7 +146,11 @@ impl Walker<'_> {
             .take_while(|a| !a.s.starts_with('-') && a.s != "(" && a.s != "!")
             .map(|a| clean_path(&a.s, self.home))
             .collect();
-        let roots = if roots.is_empty() { vec![".".to_string()] } else { roots };
+        let roots = if roots.is_empty() {
+            vec![".".to_string()]
+        } else {
+            roots
+        };
         let mut names = Vec::new();
         for pair in args.windows(2) {
             if ["-name", "-iname", "-path", "-ipath", "-wholename", "-lname"].contains(&pair[0].s.as_str()) {
@@ -205,7 +219,7 @@ impl Walker<'_> {
     }
 
     /// `gcc -o OUT SRC…`: what a compiler reads and writes.
-    fn compiler(&mut self, _name: &str, args: &[Text]) {
+    fn compiler(&mut self, args: &[Text]) {
         let mut sources = Vec::new();
         let mut outputs = Vec::new();
         let mut i = 0;
@@ -275,7 +289,12 @@ impl Walker<'_> {
             {
                 self.line(v, &mut scope.clone(), depth + 1, true);
             } else if let Some(cmd) = s.strip_prefix("ext::") {
-                self.line(&cmd.replace("% ", " ").replace('%', " "), &mut scope.clone(), depth + 1, true);
+                self.line(
+                    &cmd.replace("% ", " ").replace('%', " "),
+                    &mut scope.clone(),
+                    depth + 1,
+                    true,
+                );
             }
         }
         let words: Vec<&str> = args.iter().map(|a| a.s.as_str()).collect();
@@ -325,7 +344,11 @@ impl Walker<'_> {
             } else if let Some(short) = s.strip_prefix('-') {
                 if let Some(k) = short.find(['I', 'F']) {
                     let rest = &short[k + 1..];
-                    cmds.extend(if rest.is_empty() { next() } else { Some(rest.to_string()) });
+                    cmds.extend(if rest.is_empty() {
+                        next()
+                    } else {
+                        Some(rest.to_string())
+                    });
                 }
             } else if i == 0 && s.contains(['I', 'F']) && s.chars().all(|c| c.is_ascii_alphabetic()) {
                 // Old style: every word after may be the command.
@@ -373,8 +396,14 @@ impl Walker<'_> {
             // `parallel [opts] CMD ::: ARGS` or `parallel ::: 'CMD' …`.
             "parallel" => {
                 let mut rest = args;
-                skip_options(&mut rest, &["-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "-I"]);
-                let sep = rest.iter().position(|a| a.s.starts_with(":::")).unwrap_or(rest.len());
+                skip_options(
+                    &mut rest,
+                    &["-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "-I"],
+                );
+                let sep = rest
+                    .iter()
+                    .position(|a| a.s.starts_with(":::"))
+                    .unwrap_or(rest.len());
                 if sep == 0 {
                     for a in rest.iter().skip(1).filter(|a| !a.s.starts_with(":::")) {
                         self.line(&a.s.clone(), &mut scope.clone(), at.depth + 1, true);

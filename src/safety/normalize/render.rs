@@ -28,7 +28,13 @@ impl Walker<'_> {
 
     /// The view with relative paths resolved against where the line is,
     /// when that differs from [`render`](Self::render)'s.
-    pub(super) fn resolved_view(&self, name: &str, args: &[Text], redirs: &[String], scope: &Scope) -> Option<String> {
+    pub(super) fn resolved_view(
+        &self,
+        name: &str,
+        args: &[Text],
+        redirs: &[String],
+        scope: &Scope,
+    ) -> Option<String> {
         let mut v = name.to_string();
         let mut differs = false;
         for a in args {
@@ -61,20 +67,25 @@ impl Walker<'_> {
     fn arg_forms(&self, v: &mut String, a: &Text, clean: &str) {
         v.push(' ');
         v.push_str(&clean.replace('|', "¦"));
-        let value = clean.split_once('=').map_or(clean, |(_, p)| p);
-        for form in [clean, value] {
-            let key = form.strip_prefix("./").unwrap_or(form);
-            if let Some(target) = self.links.get(key) {
-                v.push(' ');
-                v.push_str(target);
-            }
-            // A glob that would match the engine's socket names it.
-            if a.glob
-                && let Some(sock) = expand::engine_socket_glob(form)
-            {
-                v.push(' ');
-                v.push_str(sock);
-            }
+        let (key, value) = match clean.split_once('=') {
+            Some((k, p)) => (Some(k), p),
+            None => (None, clean),
+        };
+        let with_key = |p: &str| match key {
+            Some(k) => format!("{k}={p}"),
+            None => p.to_string(),
+        };
+        let link = value.strip_prefix("./").unwrap_or(value);
+        if let Some(target) = self.links.get(link) {
+            v.push(' ');
+            v.push_str(&with_key(target));
+        }
+        // A glob that would match the engine's socket names it.
+        if a.glob
+            && let Some(sock) = expand::engine_socket_glob(value)
+        {
+            v.push(' ');
+            v.push_str(&with_key(sock));
         }
     }
 
@@ -86,9 +97,20 @@ impl Walker<'_> {
         if path.starts_with('/') || (path.starts_with('~') && !path.starts_with("~+")) {
             return vec![path.to_string()];
         }
-        let rel = path.strip_prefix("~+").map_or(path, |r| r.trim_start_matches('/'));
+        let rel = path
+            .strip_prefix("~+")
+            .map_or(path, |r| r.trim_start_matches('/'));
         let climbs = rel == ".." || rel.starts_with("../") || path.starts_with("~+");
-        let under = |dir: &str| clean_path(&format!("{dir}/{rel}"), self.home);
+        // Under an absolute directory, so `..` climbs past the home directory too.
+        let under = |dir: &str| {
+            let dir = match (dir.strip_prefix('~'), self.home) {
+                (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+                    format!("{home}{rest}")
+                }
+                _ => dir.to_string(),
+            };
+            clean_path(&format!("{dir}/{rel}"), self.home)
+        };
         match &scope.cwd {
             Cwd::Start => match &self.start_cwd {
                 Some(start) if all || climbs => vec![under(start)],

@@ -17,15 +17,57 @@ use super::{DYNAMIC, Walker};
 
 /// Commands that read or inspect files without writing their contents.
 const LOOKERS: &[&str] = &[
-    "chmod", "chown", "chgrp", "ls", "cat", "test", "[", "[[", "stat", "file", "head", "tail", "wc", "grep",
-    "egrep", "fgrep", "rg", "echo", "printf", "which", "type", "command", "realpath", "readlink", "dirname",
-    "basename", "diff", "cmp", "md5sum", "sha1sum", "sha256sum", "sha512sum", "du", "less", "more", "bat",
-    "shellcheck", "rm", "rmdir", "mkdir", "touch", "cd", "pushd",
+    "chmod",
+    "chown",
+    "chgrp",
+    "ls",
+    "cat",
+    "test",
+    "[",
+    "[[",
+    "stat",
+    "file",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "echo",
+    "printf",
+    "which",
+    "type",
+    "command",
+    "realpath",
+    "readlink",
+    "dirname",
+    "basename",
+    "diff",
+    "cmp",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "du",
+    "less",
+    "more",
+    "bat",
+    "shellcheck",
+    "rm",
+    "rmdir",
+    "mkdir",
+    "touch",
+    "cd",
+    "pushd",
+    // git writes only what the repository holds (files already on disk).
+    "git",
 ];
 
 /// Compilers: their outputs are as trustworthy as their sources.
 pub(super) const COMPILERS: &[&str] = &[
     "cc", "gcc", "g++", "c++", "clang", "clang++", "tcc", "rustc", "javac", "kotlinc", "swiftc", "gfortran",
+    "go",
 ];
 
 /// A file run on the line, with the views of the commands that run it.
@@ -112,7 +154,11 @@ impl Files {
     /// get its views (which may name them).
     pub(super) fn settle(&mut self, mark: usize, own: Vec<String>) {
         let own: Vec<String> = own.into_iter().map(|v| v.trim().to_lowercase()).collect();
-        for path in self.pending.drain(mark.min(self.pending.len())..).collect::<Vec<_>>() {
+        for path in self
+            .pending
+            .drain(mark.min(self.pending.len())..)
+            .collect::<Vec<_>>()
+        {
             if self.ran.len() < MAX_FILES {
                 self.ran.push(Ran {
                     path,
@@ -161,7 +207,9 @@ impl Walker<'_> {
                 .collect()
         };
         let named_elsewhere = |path: &str, own: &HashSet<&String>| {
-            views.iter().any(|v| !own.contains(v) && !looks(v) && mentions(v, path))
+            views
+                .iter()
+                .any(|v| !own.contains(v) && !looks(v) && mentions(v, path))
         };
         let mut written: Vec<String> = self.files.written.iter().cloned().collect();
         // A compiler's outputs are written when one of its sources is.
@@ -202,7 +250,10 @@ mod tests {
         assert!(!mentions("cp x.sh.bak y", "x.sh"));
         assert!(!mentions("tar xzf a.tgz", "x"));
         assert!(!mentions("ls -x", "x"));
-        assert!(!mentions("cp a x/y", "x"), "a directory of that name is another file");
+        assert!(
+            !mentions("cp a x/y", "x"),
+            "a directory of that name is another file"
+        );
     }
 
     #[test]

@@ -160,7 +160,9 @@ impl Walker<'_> {
             // Addresses: numbers, `$`, `/re/`, `\%re%`, ranges, `!`.
             loop {
                 match c.get(i) {
-                    Some(d) if d.is_ascii_digit() || *d == '$' || *d == ',' || *d == '!' || *d == '~' => i += 1,
+                    Some(d) if d.is_ascii_digit() || *d == '$' || *d == ',' || *d == '!' || *d == '~' => {
+                        i += 1
+                    }
                     Some('/') => {
                         i += 1;
                         field(&mut i, '/');

@@ -51,9 +51,9 @@ pub(super) fn literal(s: &str, lang: Lang) -> Option<(Option<String>, usize)> {
     let body = &s[prefix..];
     // Perl's q(), qq{}, qw[], qx//; Ruby's %q(), %Q(), %w(), %x().
     if matches!(lang, Lang::Perl | Lang::Ruby) {
-        let quote_op = ["qq", "qw", "qx", "q", "%q", "%Q", "%w", "%x"]
-            .iter()
-            .find(|op| body.starts_with(**op) && body[op.len()..].starts_with(|c: char| "({[</|!".contains(c)));
+        let quote_op = ["qq", "qw", "qx", "q", "%q", "%Q", "%w", "%x"].iter().find(|op| {
+            body.starts_with(**op) && body[op.len()..].starts_with(|c: char| "({[</|!".contains(c))
+        });
         if let Some(op) = quote_op {
             let open = body[op.len()..].chars().next()?;
             let close = match open {
@@ -70,12 +70,19 @@ pub(super) fn literal(s: &str, lang: Lang) -> Option<(Option<String>, usize)> {
             return Some(((!interpolates).then(|| inner.to_string()), end + 1));
         }
     }
-    let q = body.chars().next().filter(|c| *c == '\'' || *c == '"' || *c == '`')?;
+    let q = body
+        .chars()
+        .next()
+        .filter(|c| *c == '\'' || *c == '"' || *c == '`')?;
     if q == '`' && lang != Lang::Node {
         return None;
     }
     let triple = lang == Lang::Python && body.starts_with(&q.to_string().repeat(3));
-    let delim = if triple { q.to_string().repeat(3) } else { q.to_string() };
+    let delim = if triple {
+        q.to_string().repeat(3)
+    } else {
+        q.to_string()
+    };
     let inner_start = delim.len();
     let mut i = inner_start;
     let bytes = body.as_bytes();
@@ -191,7 +198,7 @@ fn keyword(s: &str) -> Option<(&str, &str)> {
 }
 
 /// Skip one expression up to a top-level `,` or `)`.
-fn skip_expression(s: &str) -> &str {
+pub(super) fn skip_expression(s: &str) -> &str {
     let mut depth = 0i32;
     let mut quote: Option<char> = None;
     let mut escaped = false;
