@@ -45,6 +45,7 @@ mod params;
 mod payloads;
 mod render;
 mod scope;
+mod tools;
 mod words;
 mod wrappers;
 mod written;
@@ -99,9 +100,7 @@ pub fn line(text: &str, home: Option<&str>) -> Analysis {
 pub fn analyse(text: &str, place: &Place, budget: &Budget) -> Analysis {
     let mut w = Walker::new(place, budget.clone());
     let mut scope = Scope::new();
-    for (k, v) in place.env {
-        w.assign(k, &Text::plain(v), false, true, &mut scope, 0);
-    }
+    w.environment(place, &mut scope);
     w.line(text, &mut scope, 0, true);
     w.done()
 }
@@ -110,9 +109,7 @@ pub fn analyse(text: &str, place: &Place, budget: &Budget) -> Analysis {
 pub fn argv(argv: &[String], place: &Place, budget: &Budget) -> Analysis {
     let mut w = Walker::new(place, budget.clone());
     let mut scope = Scope::new();
-    for (k, v) in place.env {
-        w.assign(k, &Text::plain(v), false, true, &mut scope, 0);
-    }
+    w.environment(place, &mut scope);
     let words: Vec<Text> = argv.iter().map(|a| Text::plain(a)).collect();
     let at = line::At {
         depth: 0,
@@ -176,6 +173,16 @@ impl<'a> Walker<'a> {
             scratch: false,
             captured: false,
         }
+    }
+
+    /// The job's environment: its values are literals, and the ones tools
+    /// run as commands are walked. (A `PATH` the caller set is not one the
+    /// line changed.)
+    fn environment(&mut self, place: &Place, scope: &mut Scope) {
+        for (k, v) in place.env {
+            self.assign(k, &Text::plain(v), false, true, scope, 0);
+        }
+        self.path_changed = false;
     }
 
     /// A walker that evaluates a substitution's output: it shares this

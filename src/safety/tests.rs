@@ -410,34 +410,3 @@ fn config_patterns_extend_or_replace_the_defaults() {
     assert!(f.check_line("sudo id").is_none());
     assert!(f.check_line("terraform destroy").is_some());
 }
-
-#[tokio::test]
-async fn checks_past_the_limit_wait_then_are_refused_as_busy() {
-    use super::{MAX_CHECKS, Safety};
-    use crate::error::Error;
-    let dir = tempfile::tempdir().unwrap();
-    let config = crate::config::Config::isolated(dir.path().join("state"), "busy").with_workspace(dir.path());
-    let safety = Safety::from_config(&config).unwrap();
-    // A project's safety shares the manager's places.
-    let project = safety.for_project(&config).unwrap();
-    let held: Vec<_> = (0..MAX_CHECKS)
-        .map(|_| safety.checks.clone().try_acquire_owned().unwrap())
-        .collect();
-    let started = std::time::Instant::now();
-    let err = project
-        .check_bounded(&JobSpec::shell("true"), dir.path(), "test")
-        .await
-        .unwrap_err();
-    assert!(matches!(err, Error::FilterBusy { running: MAX_CHECKS }), "{err}");
-    assert_eq!((err.code(), err.http_status()), ("filter_busy", 503));
-    assert!(!err.to_string().contains('\n'), "one line: {err}");
-    assert!(
-        started.elapsed() >= super::CHECK_QUEUE_WAIT,
-        "it waited for a place first"
-    );
-    drop(held);
-    project
-        .check_bounded(&JobSpec::shell("true"), dir.path(), "test")
-        .await
-        .expect("a free place: checked");
-}

@@ -1,6 +1,8 @@
 //! The filter's cost is bounded: pathological commands just under the size
 //! cap are decided (blocked or not) quickly and without unbounded memory,
-//! and anything over the cap is refused at once as `too long to check`.
+//! anything over the cap is refused at once as `too long to check`, one
+//! budget holds for every walker of a check and stops them all, and checks
+//! past the per-manager limit are refused as busy.
 
 use std::time::{Duration, Instant};
 
@@ -186,4 +188,35 @@ fn a_stopped_budget_stops_the_check_at_once() {
     assert_eq!(hit.pattern, TOO_LONG);
     assert!(hit.reason.contains("not decided in time"), "{}", hit.reason);
     assert!(budget.steps() <= 1, "{} steps after the stop", budget.steps());
+}
+
+#[tokio::test]
+async fn checks_past_the_limit_wait_then_are_refused_as_busy() {
+    use super::{MAX_CHECKS, Safety};
+    use crate::error::Error;
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::config::Config::isolated(dir.path().join("state"), "busy").with_workspace(dir.path());
+    let safety = Safety::from_config(&config).unwrap();
+    // A project's safety shares the manager's places.
+    let project = safety.for_project(&config).unwrap();
+    let held: Vec<_> = (0..MAX_CHECKS)
+        .map(|_| safety.checks.clone().try_acquire_owned().unwrap())
+        .collect();
+    let started = std::time::Instant::now();
+    let err = project
+        .check_bounded(&JobSpec::shell("true"), dir.path(), "test")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::FilterBusy { running: MAX_CHECKS }), "{err}");
+    assert_eq!((err.code(), err.http_status()), ("filter_busy", 503));
+    assert!(!err.to_string().contains('\n'), "one line: {err}");
+    assert!(
+        started.elapsed() >= super::CHECK_QUEUE_WAIT,
+        "it waited for a place first"
+    );
+    drop(held);
+    project
+        .check_bounded(&JobSpec::shell("true"), dir.path(), "test")
+        .await
+        .expect("a free place: checked");
 }

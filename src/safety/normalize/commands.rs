@@ -234,9 +234,12 @@ impl Walker<'_> {
     ) {
         let mut i = 0;
         let mut has_c = false;
+        // `-s`: the script is stdin, the operands are its arguments.
+        let mut has_s = false;
         while let Some(a) = args.get(i).map(|t| t.s.as_str()) {
             i += 1;
             if a == "--" || a == "-" {
+                has_s |= a == "-";
                 break;
             }
             if ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"].contains(&a) {
@@ -247,6 +250,8 @@ impl Walker<'_> {
             } else if !(a.len() > 1 && (a.starts_with('-') || a.starts_with('+'))) {
                 i -= 1;
                 break;
+            } else if a.starts_with('-') && !a.starts_with("--") && a[1..].contains('s') {
+                has_s = true;
             }
         }
         if has_c {
@@ -274,7 +279,7 @@ impl Walker<'_> {
                 self.push(format!("{DYNAMIC} {name} -c {}", payload.s));
             }
             self.line(&payload.s, &mut inner, at.depth + 1, true);
-        } else if let Some(file) = args.get(i) {
+        } else if let Some(file) = args.get(i).filter(|_| !has_s) {
             let unknown = file.dynamic && !file.s.starts_with("<(?)") && !via.stdin_args;
             if unreadable_script(&file.s) || unknown {
                 self.push(format!("{DYNAMIC} {name} {}", file.s));
