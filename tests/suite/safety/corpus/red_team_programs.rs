@@ -244,7 +244,7 @@ pub(super) const ROWS: &[(&str, &str, Filter)] = &[
     ("kernel memory", "dd if=/dev/zero of=/dev/mem", Blocks),
     (
         "block device node made on the line",
-        "mknod d b 8 0; dd if=/dev/zero of=d",
+        "mknod d b 8 0 && dd if=/dev/zero of=d",
         Blocks,
     ),
     (
