@@ -78,7 +78,7 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
     ),
     (
         r"^\$\(\?\)",
-        "dynamic command: the command name is computed at run time (a variable not assigned on the line, a placeholder, a substitution, glob, script file or nesting the filter cannot evaluate), so the filter cannot tell what would run",
+        "dynamic command: what would run is computed at run time (a command name not written on the line nor assigned literally before it, a placeholder, glob or substitution the filter cannot evaluate, code a shell or interpreter gets from where the filter cannot read it, a file this line writes and runs, or nesting too deep), so the filter cannot tell what would run",
     ),
     (
         r"^eval\s.*\$",
