@@ -16,6 +16,8 @@
 
 mod dollar;
 mod scan;
+#[cfg(test)]
+mod tests;
 
 /// One piece of a word.
 #[derive(Debug, Clone, PartialEq)]
