@@ -96,7 +96,10 @@ impl Walker<'_> {
                 if unreadable_script(v) || value.dynamic {
                     self.push(format!("{DYNAMIC} {lower}={v}"));
                 } else {
+                    // Run by the assignment itself, whose view names it.
+                    let mark = self.files.pending_mark();
                     self.files.runs(v);
+                    self.files.settle(mark, vec![format!("{name}={v}")]);
                 }
             }
             "path" => self.path_changed = true,

@@ -5,14 +5,18 @@
 //! "open(…)"`, `curl -o`, `cp`, …), so the check is the other way round: a
 //! file run on the line (`./x`, `sh x`, `. x`, `python3 x.py`, `sh < x`,
 //! `BASH_ENV=x`) must not be named anywhere else on the line, except by
-//! commands that only look at files (`chmod`, `ls`, `cat`, `test`, …) and
-//! by a redirection that only reads it. A compiler's output counts as
+//! commands that only look at files (`chmod`, `ls`, `cat`, `test`, …), by
+//! commands that only run other commands (`sh -c`, `nohup`, `watch`: their
+//! payloads are checked as commands of their own), and by a redirection
+//! that only reads it. A compiler's output counts as
 //! written when one of its sources does (`gcc -o x x.c && ./x` is fine; not
 //! when the line wrote `x.c`). The check runs once the whole line is
 //! walked, so the order of writing and running does not matter.
 
 use std::collections::HashSet;
 
+use super::commands::SHELLS;
+use super::wrappers::WRAPPERS;
 use super::{DYNAMIC, Walker};
 
 /// Commands that read or inspect files without writing their contents.
@@ -62,6 +66,19 @@ const LOOKERS: &[&str] = &[
     "pushd",
     // git writes only what the repository holds (files already on disk).
     "git",
+];
+
+/// Commands whose arguments are commands they run (walked on their own).
+const RUNNERS: &[&str] = &[
+    "eval",
+    "watch",
+    "script",
+    "trap",
+    "alias",
+    "sg",
+    "parallel",
+    "start-stop-daemon",
+    "env",
 ];
 
 /// Compilers: their outputs are as trustworthy as their sources.
@@ -193,9 +210,18 @@ impl Walker<'_> {
             .iter()
             .filter(|v| !v.contains(" | ") && !v.starts_with("function() "))
             .collect();
+        // Views of commands that only run other commands (`sh -c`, `eval`,
+        // `watch`, `nohup`, …) name what their payload names; the payload's
+        // own commands are views of their own and are checked.
         let looks = |v: &str| {
             let program = v.split_whitespace().next().unwrap_or("");
-            LOOKERS.contains(&program) || COMPILERS.contains(&program)
+            LOOKERS.contains(&program)
+                || COMPILERS.contains(&program)
+                || RUNNERS.contains(&program)
+                || SHELLS.contains(&program)
+                || WRAPPERS.iter().any(|w| w.name == program)
+                // `find -exec CMD`, unless find writes a file itself.
+                || (program == "find" && !v.contains(" -fprint") && !v.contains(" -fls"))
         };
         // Every view of a command that runs a path is exempt for that path.
         let own_of = |path: &str| -> HashSet<&String> {

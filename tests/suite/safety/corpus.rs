@@ -218,7 +218,7 @@ async fn contained(form: &str, cmd: &str) -> Result<String, String> {
             format!("probe-{tag} NoNewPrivs:\t1"),
         ];
         let required = tag == "before";
-        if (required || !probes.is_empty()) && !clean.iter().all(|c| probes.contains(&c)) {
+        if (required || !probes.is_empty()) && !clean.iter().all(|c| probes.contains(c)) {
             return Err(format!("no capability-free probe {tag} the row: {}", why()));
         }
     }
