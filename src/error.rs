@@ -360,6 +360,7 @@ mod tests {
                 running: "job-1".into(),
             },
             Error::ShuttingDown,
+            Error::FilterBusy { running: 4 },
         ];
         for e in local {
             let remote = Error::Remote {
