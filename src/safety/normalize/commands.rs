@@ -135,7 +135,7 @@ impl Walker<'_> {
         if SHELLS.contains(&name.as_str()) {
             self.shell(&name, args, redirs, here, sc, at, via);
         } else if !self.builtin(&name, w, sc, at) {
-            self.program(&name, args, sc, at, via);
+            self.program(&name, args, sc, at);
         }
         // A function or alias the line defined may change any variable.
         if self.functions.contains(&name) {

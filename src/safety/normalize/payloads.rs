@@ -6,7 +6,6 @@
 //! walked as nested command lines.
 
 use super::Walker;
-use super::commands::Via;
 use super::line::At;
 use super::scope::Scope;
 use super::words::{Text, skip_options};
@@ -15,7 +14,7 @@ use crate::safety::expand::{ENGINE_SOCKETS, clean_path, engine_socket_glob, glob
 
 impl Walker<'_> {
     /// Any program that is not a shell or a builtin: follow what it runs.
-    pub(super) fn program(&mut self, name: &str, args: &[Text], scope: &mut Scope, at: At, _via: Via) {
+    pub(super) fn program(&mut self, name: &str, args: &[Text], scope: &mut Scope, at: At) {
         let depth = at.depth;
         match name {
             "watch" | "script" => {
@@ -54,8 +53,8 @@ impl Walker<'_> {
             c if COMPILERS.contains(&c) && c != "go" => self.compiler(args),
             s if s.starts_with("python")
                 || [
-                    "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "busybox",
-                    "sed", "gsed",
+                    "perl", "ruby", "node", "nodejs", "php", "lua", "awk", "gawk", "mawk", "nawk", "sed",
+                    "gsed",
                 ]
                 .contains(&s) =>
             {
@@ -66,8 +65,11 @@ impl Walker<'_> {
     }
 
     /// `find ROOTS… -exec CMD {} ;`: CMD is walked once per path `{}` may
-    /// stand for (each root, and each root joined with a `-name` pattern),
-    /// so `find / -exec rm -rf {} +` reads as `rm -rf /`.
+    /// stand for (a root, unless a name pattern or `-mindepth` leaves it
+    /// out; everything under it, `ROOT/*`, when no name pattern narrows it;
+    /// and each root joined with a name pattern), so `find / -exec rm -rf {}
+    /// +` reads as `rm -rf /` while `find ~ -name '*.tmp' -exec rm -rf {} +`
+    /// does not.
     fn find(&mut self, args: &[Text], scope: &Scope, depth: usize) {
         let roots: Vec<String> = args
             .iter()
@@ -85,8 +87,31 @@ impl Walker<'_> {
                 names.push(pair[1].s.to_lowercase());
             }
         }
-        // What `{}` may be: the roots, and paths under them matching a pattern.
-        let mut fills: Vec<(String, bool)> = roots.iter().map(|r| (r.clone(), false)).collect();
+        // What `{}` may be: the roots (when they match), and paths under
+        // them matching a pattern.
+        let below = args.windows(2).any(|p| p[0].s == "-mindepth" && p[1].s != "0");
+        let matches_root = |r: &str| {
+            let base = r
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|b| !b.is_empty())
+                .unwrap_or("/");
+            names.is_empty() || names.iter().any(|n| glob_matches(n, base))
+        };
+        let mut fills: Vec<(String, bool)> = roots
+            .iter()
+            .filter(|r| !below && matches_root(r))
+            .map(|r| (r.clone(), false))
+            .collect();
+        // With no name pattern, everything under a root (`-mindepth 1`).
+        if names.is_empty() {
+            fills.extend(
+                roots
+                    .iter()
+                    .map(|r| (format!("{}/*", r.trim_end_matches('/')), true)),
+            );
+        }
         for r in &roots {
             for n in &names {
                 let path = if n.starts_with('/') {
@@ -103,6 +128,7 @@ impl Walker<'_> {
                 fills.push((sock.map_or(path, str::to_string), true));
             }
         }
+        // The command is walked at most 8 times.
         fills.truncate(8);
         let mut i = 0;
         while i < args.len() {

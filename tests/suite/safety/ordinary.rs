@@ -101,6 +101,8 @@ const ALLOWED: &[&str] = &[
     "rm -f *.o && make",
     "find . -name '*.pyc' -delete",
     "find . -name '*.pyc' -exec rm {} +",
+    "find . -type d -name node_modules -prune -exec rm -rf {} +",
+    "find ~ -name '*.tmp' -exec rm -f {} +",
     "find . -type f -name '*.sh' -exec chmod +x {} \\;",
     "find src -name '*.rs' | xargs wc -l",
     "ls | xargs -n1 echo",

@@ -214,6 +214,11 @@ pub(super) const ROWS: &[(&str, &str, Filter)] = &[
     ("~root", "rm -rf ~root", Blocks),
     ("another user's home", "rm -rf ~bob", Blocks),
     ("find -exec rm", "find / -exec rm -rf {} +", Blocks),
+    (
+        "find -exec rm of everything under /",
+        "find / -mindepth 1 -maxdepth 1 -exec rm -rf {} +",
+        Blocks,
+    ),
     ("find -delete after another root", "find /tmp / -delete", Blocks),
     ("path printed by echo", "rm -rf \"$(echo /)\"", Blocks),
     ("default that is /", "rm -rf ${DIR:-/}", Blocks),
