@@ -292,12 +292,30 @@ impl Walker<'_> {
     fn cd(&mut self, name: &str, args: &[Text], scope: &mut Scope, at: At) {
         let target = args.iter().find(|a| !a.s.starts_with('-') || a.s == "-");
         let dirs = match (name, target) {
-            ("cd", None) => Some(vec!["~".to_string()]),
+            // `cd` alone goes home: `~`, or where a `HOME=` on the line says.
+            ("cd", None) => match scope.get("HOME") {
+                None => Some(vec!["~".to_string()]),
+                Some(Val::Known(h)) => Some(vec![clean_path(h, self.home)]),
+                Some(Val::Unknown) => None,
+            },
             ("popd", _) | (_, None) => None,
             (_, Some(t)) if t.dynamic || t.glob || t.s == "-" => None,
             (_, Some(t)) => {
                 let p = clean_path(&t.s, self.home);
-                let dirs = self.resolve(&p, scope, true);
+                let mut dirs = self.resolve(&p, scope, true);
+                // `CDPATH=/ cd etc` may go to `/etc` instead.
+                if !p.starts_with(['/', '~', '.'])
+                    && let Some(cdpath) = scope.get("CDPATH")
+                {
+                    match cdpath {
+                        Val::Known(v) => dirs.extend(
+                            v.split(':')
+                                .filter(|d| d.starts_with('/'))
+                                .map(|d| clean_path(&format!("{d}/{p}"), self.home)),
+                        ),
+                        Val::Unknown => dirs.push(p.clone()),
+                    }
+                }
                 dirs.iter()
                     .all(|d| d.starts_with('/') || d.starts_with('~'))
                     .then_some(dirs)

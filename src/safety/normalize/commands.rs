@@ -132,6 +132,8 @@ impl Walker<'_> {
         let name = self.program_name(first);
         let args = &w[1..];
         self.runs_program(first, &name);
+        // Where relative paths point for this command (before a `cd` moves it).
+        let resolved = self.resolved_views(&name, args, redirs, sc);
         if SHELLS.contains(&name.as_str()) {
             self.shell(&name, args, redirs, here, sc, at, via);
         } else if !self.builtin(&name, w, sc, at) {
@@ -147,9 +149,9 @@ impl Walker<'_> {
         if self.captured && view.contains(".sock") {
             self.push(format!("¦ {view}"));
         }
-        if let Some(resolved) = self.resolved_view(&name, args, redirs, sc) {
-            self.push(resolved.clone());
-            own.push(resolved);
+        for view in resolved {
+            self.push(view.clone());
+            own.push(view);
         }
         self.files.settle(pending, own);
         Some(view)

@@ -33,6 +33,15 @@ impl Walker<'_> {
             t.s.push('~');
             return;
         }
+        // `$PWD` is where the line is, when the filter knows it.
+        if name == "PWD"
+            && !scope.assigned(name)
+            && let Some(dir) = self.cwd_of(scope)
+        {
+            t.s.push_str(&dir);
+            t.expanded = true;
+            return;
+        }
         if name == "IFS" && !scope.assigned(name) {
             t.s.push(' ');
             t.expanded = true;

@@ -26,28 +26,31 @@ impl Walker<'_> {
         v
     }
 
-    /// The view with relative paths resolved against where the line is,
-    /// when that differs from [`render`](Self::render)'s.
-    pub(super) fn resolved_view(
+    /// The views with relative paths resolved against where the line is
+    /// (one per directory it may be in), where they differ from
+    /// [`render`](Self::render)'s.
+    pub(super) fn resolved_views(
         &self,
         name: &str,
         args: &[Text],
         redirs: &[String],
         scope: &Scope,
-    ) -> Option<String> {
-        let mut v = name.to_string();
-        let mut differs = false;
-        for a in args {
-            let clean = clean_arg(&a.s, self.home);
-            let (key, path) = match clean.split_once('=') {
-                Some((k, p)) if !k.starts_with('-') || k.starts_with("--") => (Some(k), p),
-                _ => (None, clean.as_str()),
-            };
-            if path.starts_with('-') || path.contains("://") {
-                self.arg_forms(&mut v, a, &clean);
-                continue;
-            }
-            for r in self.resolve(path, scope, false) {
+    ) -> Vec<String> {
+        let mut views = Vec::new();
+        for base in self.bases(scope) {
+            let mut v = name.to_string();
+            let mut differs = false;
+            for a in args {
+                let clean = clean_arg(&a.s, self.home);
+                let (key, path) = match clean.split_once('=') {
+                    Some((k, p)) if !k.starts_with('-') || k.starts_with("--") => (Some(k), p),
+                    _ => (None, clean.as_str()),
+                };
+                if path.starts_with('-') || path.contains("://") {
+                    self.arg_forms(&mut v, a, &clean);
+                    continue;
+                }
+                let r = self.resolve_under(path, &base);
                 differs |= r != path;
                 let form = match key {
                     Some(k) => format!("{k}={r}"),
@@ -55,12 +58,15 @@ impl Walker<'_> {
                 };
                 self.arg_forms(&mut v, a, &form);
             }
+            for r in redirs {
+                v.push(' ');
+                v.push_str(r);
+            }
+            if differs {
+                views.push(v);
+            }
         }
-        for r in redirs {
-            v.push(' ');
-            v.push_str(r);
-        }
-        differs.then_some(v)
+        views
     }
 
     /// Append an argument (already cleaned) and what it also stands for.
@@ -89,42 +95,78 @@ impl Walker<'_> {
         }
     }
 
+    /// The one directory the line is in, when the filter knows it (`pwd`, `$PWD`).
+    pub(super) fn cwd_of(&self, scope: &Scope) -> Option<String> {
+        match &scope.cwd {
+            Cwd::Start => self.start_cwd.as_ref().map(|c| clean_path(c, self.home)),
+            Cwd::At(dirs) if dirs.len() == 1 && dirs[0] != "." => Some(dirs[0].clone()),
+            _ => None,
+        }
+    }
+
     /// What a cleaned path may point at: absolute and `~` paths as they
     /// are; a relative one under each directory the line may be in after
     /// `cd`, or (`all` false) under the job's directory only when it climbs
     /// out of it (`..`, `~+`). Unresolvable paths are returned as they are.
     pub(super) fn resolve(&self, path: &str, scope: &Scope, all: bool) -> Vec<String> {
+        self.bases(scope)
+            .into_iter()
+            .map(|mut b| {
+                b.all |= all;
+                self.resolve_under(path, &b)
+            })
+            .collect()
+    }
+
+    /// The directories relative paths are resolved under.
+    fn bases(&self, scope: &Scope) -> Vec<Base> {
+        let start = |all| Base {
+            dir: self.start_cwd.clone(),
+            all,
+        };
+        match &scope.cwd {
+            Cwd::Start => vec![start(false)],
+            Cwd::At(dirs) => dirs
+                .iter()
+                .map(|d| match d.as_str() {
+                    "." => start(true),
+                    d => Base {
+                        dir: Some(d.to_string()),
+                        all: true,
+                    },
+                })
+                .collect(),
+            Cwd::Unknown => vec![Base {
+                dir: None,
+                all: false,
+            }],
+        }
+    }
+
+    /// `path` (cleaned) under `base`.
+    fn resolve_under(&self, path: &str, base: &Base) -> String {
         if path.starts_with('/') || (path.starts_with('~') && !path.starts_with("~+")) {
-            return vec![path.to_string()];
+            return path.to_string();
         }
         let rel = path
             .strip_prefix("~+")
             .map_or(path, |r| r.trim_start_matches('/'));
         let climbs = rel == ".." || rel.starts_with("../") || path.starts_with("~+");
-        // Under an absolute directory, so `..` climbs past the home directory too.
-        let under = |dir: &str| {
-            let dir = match (dir.strip_prefix('~'), self.home) {
-                (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-                    format!("{home}{rest}")
-                }
-                _ => dir.to_string(),
-            };
-            clean_path(&format!("{dir}/{rel}"), self.home)
+        let Some(dir) = base.dir.as_deref().filter(|_| base.all || climbs) else {
+            return path.to_string();
         };
-        match &scope.cwd {
-            Cwd::Start => match &self.start_cwd {
-                Some(start) if all || climbs => vec![under(start)],
-                _ => vec![path.to_string()],
-            },
-            Cwd::At(dirs) => dirs
-                .iter()
-                .map(|d| match (d.as_str(), &self.start_cwd) {
-                    (".", Some(start)) => under(start),
-                    (".", None) => path.to_string(),
-                    (d, _) => under(d),
-                })
-                .collect(),
-            Cwd::Unknown => vec![path.to_string()],
-        }
+        // Under an absolute directory, so `..` climbs past the home directory too.
+        let dir = match (dir.strip_prefix('~'), self.home) {
+            (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
+            _ => dir.to_string(),
+        };
+        clean_path(&format!("{dir}/{rel}"), self.home)
     }
+}
+
+/// A directory relative paths may be under: the job's own (then only paths
+/// that climb out of it are resolved, unless `all`) or one `cd` went to.
+struct Base {
+    dir: Option<String>,
+    all: bool,
 }

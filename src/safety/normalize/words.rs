@@ -339,6 +339,7 @@ impl Walker<'_> {
                 (0, "printf") => expand::printf(&args)?,
                 // `$(which python3)`: some path ending in the name asked for.
                 (0, "which") => args.iter().rfind(|a| !a.starts_with('-'))?.clone(),
+                (0, "pwd") => self.cwd_of(scope)?,
                 (0, "command") if args.first().is_some_and(|a| a == "-v") => args.last()?.clone(),
                 (0, _) => return None,
                 (_, p) => expand::filter(p, &args, &out)?,

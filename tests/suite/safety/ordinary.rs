@@ -90,6 +90,7 @@ const ALLOWED: &[&str] = &[
     "trap 'rm -f /tmp/lock' EXIT; touch /tmp/lock; sleep 1",
     "cd frontend && npm ci && npm run build",
     "cd build && rm -rf * && cmake ..",
+    "cd build && rm -rf \"$(pwd)\"/*",
     "cd \"$(dirname \"$0\")\" && ./run.sh",
     "pushd src && ls && popd",
     "mkdir -p out && tar xzf data.tgz -C out",

@@ -223,6 +223,13 @@ pub(super) const ROWS: &[(&str, &str, Filter)] = &[
     ("path printed by echo", "rm -rf \"$(echo /)\"", Blocks),
     ("default that is /", "rm -rf ${DIR:-/}", Blocks),
     ("all homes", "rm -rf /home/*", Blocks),
+    (
+        "$(pwd) climbing out",
+        "rm -rf $(pwd)/../../../../../../../..",
+        Blocks,
+    ),
+    ("cd to a HOME set on the line", "HOME=/; cd; rm -rf *", Blocks),
+    ("cd through CDPATH", "CDPATH=/ cd etc && cp x passwd", Blocks),
     // Disk writes in other spellings.
     ("doubled slash", "dd if=/dev/zero of=/dev//sda", Blocks),
     (
