@@ -150,6 +150,12 @@ pub enum Error {
     #[error("the manager is shutting down; no new jobs are accepted")]
     ShuttingDown,
 
+    /// Every place for a command check was taken for as long as a check waits.
+    #[error(
+        "the command filter is busy ({running} checks already running); nothing was started, try again in a moment"
+    )]
+    FilterBusy { running: usize },
+
     /// Refused by the command filter. Displays as one line of JSON,
     /// `{"blocked":true,"command":…,"pattern":…,"reason":…}`.
     #[error("{}", blocked_json(reason, pattern, command))]
@@ -223,6 +229,7 @@ impl Error {
             Error::NotInImage { .. } => "command_not_found",
             Error::Docker { .. } | Error::Engine { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
+            Error::FilterBusy { .. } => "filter_busy",
             Error::Blocked { .. } => "blocked",
             Error::OutsideWorkspace { .. } => "outside_workspace",
             Error::Untrusted { .. } | Error::AgentLoosening { .. } => "untrusted_config",
@@ -354,7 +361,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         "spawn_failed" => (500, 126),
         "blocked" | "untrusted_config" => (403, 126),
         "cap_reached" | "queue_full" | "not_foreground" | "not_finished" => (409, 1),
-        "shutting_down" | "engine_unavailable" => (503, 1),
+        "shutting_down" | "engine_unavailable" | "filter_busy" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),
         _ => (500, 1),
@@ -382,6 +389,7 @@ mod tests {
                 running: "job-1".into(),
             },
             Error::ShuttingDown,
+            Error::FilterBusy { running: 4 },
         ];
         for e in local {
             let remote = Error::Remote {
