@@ -40,6 +40,7 @@
 //! - [`images`]: which image a job runs in and why, the pull policy.
 //! - [`config`]: `berth.toml` + `BERTH_*` + flags.
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
+//! - [`logfile`]: the process's own log: never panics, capped and rotated.
 //! - [`error`]: typed errors, one variant per failed operation.
 
 pub mod api;
@@ -51,6 +52,7 @@ pub mod error;
 pub mod events;
 pub mod images;
 pub mod job;
+pub mod logfile;
 pub mod manager;
 pub mod mcp;
 pub mod model;

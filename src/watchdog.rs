@@ -41,7 +41,8 @@ const LATE_SWEEPS: [Duration; 3] = [
 
 /// Start `berth ARGS…` detached for `config`'s instance: its own process
 /// group (a Ctrl+C or a signal to the caller's group does not reach it), no
-/// stdin, output appended to `<instance>/<log>`.
+/// stdin, output appended to `<instance>/<log>` (capped and rotated by the
+/// child, see [`crate::logfile`]).
 pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::process::Child> {
     let dir = config.instance_dir();
     crate::store::private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
@@ -51,6 +52,10 @@ pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::pro
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
     std::process::Command::new(exe)
         .args(args)
+        // The child logs there itself, capped and rotated (`logfile.rs`);
+        // its stderr is the file too until it does.
+        .arg("--log-file")
+        .arg(&log_path)
         .env("BERTH_INSTANCE", &config.instance)
         .env("BERTH_STATE_DIR", &config.state_dir)
         .env("BERTH_WORKSPACE", &config.workspace)
@@ -88,7 +93,9 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
     }
     let lock = config.instance_dir().join("daemon.lock");
     if config.recovery == Recovery::Adopt && taken_over(&lock, ADOPT_WINDOW).await {
-        eprintln!("berth watchdog: manager {owner} died; a new manager took over (adopt): standing down");
+        crate::logfile::say(&format!(
+            "berth watchdog: manager {owner} died; a new manager took over (adopt): standing down"
+        ));
         return Ok(());
     }
     let cleaned = cleanup(&config, &owner).await?;
@@ -98,7 +105,9 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         tokio::time::sleep(pause).await;
         late += engine.remove_owned(&owner).await;
     }
-    eprintln!("berth watchdog: manager {owner} died; {cleaned}, {late} more later");
+    crate::logfile::say(&format!(
+        "berth watchdog: manager {owner} died; {cleaned}, {late} more later"
+    ));
     Ok(())
 }
 

@@ -47,6 +47,9 @@ pub struct Global {
     /// Workspace root: jobs run here by default (env BERTH_WORKSPACE).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// (internal) Log to this file, size-capped and rotated (`berth up` and the watchdog).
+    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,7 +165,7 @@ pub fn main() -> ExitCode {
         crate::runner::shim::main(args.collect());
     }
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.global.log_file.as_deref());
     // A verb that only talks to a running manager needs no worker threads
     // (starting and joining them is a visible part of a ~5 ms `berth run -d`);
     // those that run a manager, serve, or build get the multi-threaded runtime.
@@ -183,12 +186,23 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn init_tracing() {
+/// Tracing on stderr, or on `log_file` (capped and rotated): through a
+/// sink that drops what it cannot write, so logging never panics.
+fn init_tracing(log_file: Option<&std::path::Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    // Colours only for a person reading a terminal, never in a log file.
+    let ansi = log_file.is_none() && std::io::stderr().is_terminal();
+    let sink = match log_file {
+        Some(path) => crate::logfile::LogSink::file(path, crate::logfile::MAX_LOG_BYTES, true),
+        None => crate::logfile::LogSink::stderr(),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(sink)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
         .try_init();
 }
 

@@ -223,10 +223,12 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
         tracing::info!(?adopted, "adopted jobs of a manager that died");
     }
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
-    eprintln!(
+    // Not `eprintln!`: a stderr that cannot be written (a full disk) must
+    // not take the daemon down.
+    crate::logfile::say(&format!(
         "berth daemon: serving {} (pid {})",
         bound.socket().display(),
         std::process::id()
-    );
+    ));
     bound.serve(crate::teardown::signals()).await
 }
