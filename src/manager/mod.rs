@@ -321,14 +321,22 @@ impl JobHandle {
     pub fn logs(&self, query: &LogQuery) -> Result<LogPage> {
         self.manager.logs(&self.id, query)
     }
-    /// Every output line so far (both streams, in seq order), as text.
+    /// Every output line so far (both streams, in seq order), as text,
+    /// read page by page.
     pub fn output_lines(&self) -> Result<Vec<String>> {
-        Ok(self
-            .logs(&LogQuery::default())?
-            .lines
-            .into_iter()
-            .map(|l| l.text)
-            .collect())
+        let mut out = Vec::new();
+        let mut since = 1;
+        loop {
+            let page = self.logs(&LogQuery {
+                since: Some(since),
+                ..Default::default()
+            })?;
+            out.extend(page.lines.into_iter().map(|l| l.text));
+            if !page.has_more {
+                return Ok(out);
+            }
+            since = page.next_seq;
+        }
     }
     pub async fn kill(&self) -> Result<KillOutcome> {
         self.manager.kill(&self.id, KillRequest::default()).await

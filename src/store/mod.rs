@@ -13,22 +13,37 @@
 //! writer). Output is stored in blocks of lines (`blocks.rs`), one row per
 //! ~64 KiB, addressed by seq; the writer drops lines at or below a job's last
 //! stored seq, so a replay never duplicates.
+//!
+//! Faults are a state, not a crash (`held.rs`): when the disk is full or
+//! failing the writer keeps taking writes, holds the newest output of each
+//! job in memory, keeps records waiting, says the store is degraded
+//! ([`StoreHealth`]), and tries again until it can write. A writer that
+//! takes nothing for [`STUCK_LIMIT`] while writes wait (a hung disk) is
+//! reported the same way, and writes stop waiting for it: no job, reader or
+//! shutdown ever waits on the disk for good.
 
 mod blocks;
+mod commit;
+mod held;
 mod persist;
 pub mod private;
 mod read;
 mod retention;
+mod scan;
 mod schema;
 mod writer;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+pub use crate::persist::StoredPage;
+pub use held::StoreHealth;
 pub use read::find_run;
 pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
@@ -43,6 +58,18 @@ const QUEUE_BOUND: usize = 16;
 /// Most output stored per job (`max_output`); beyond it the oldest lines
 /// are dropped (said as `truncated_before`).
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Output held in memory per job while the store cannot write (the size of
+/// a job's ring by default, see `output::DEFAULT_RING_BYTES`).
+pub const DEFAULT_HELD_PER_JOB: usize = 4 * 1024 * 1024;
+
+/// How long a write waits for room in a full queue before the store is
+/// reported stuck and writes stop waiting (they are dropped, said as lost
+/// lines, until the writer takes writes again).
+pub const STUCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// How long [`Store::flush`] waits for the writer.
+const FLUSH_LIMIT: Duration = Duration::from_secs(10);
 
 /// A run as stored, with what recovery and the watchdog need beside the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,18 +99,49 @@ enum Op {
 }
 
 /// How many writes are queued, so that an async producer can wait for room
-/// without blocking its thread (see [`Store::room`]).
+/// without blocking its thread (see [`Store::room`]), and a blocking one
+/// for at most [`STUCK_LIMIT`].
 #[derive(Default)]
 pub(crate) struct Room {
-    queued: std::sync::atomic::AtomicUsize,
+    queued: AtomicUsize,
     freed: tokio::sync::Notify,
+    /// Held by a blocked sender between its try and its wait, and by the
+    /// writer to tell it: no wake-up falls in between.
+    lock: Mutex<()>,
+    taken: Condvar,
+    /// A write waited [`STUCK_LIMIT`] in vain: writes stop waiting.
+    stuck: AtomicBool,
 }
 
 impl Room {
     /// The writer took `n` writes off the queue.
     fn taken(&self, n: usize) {
-        self.queued.fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
+        self.queued.fetch_sub(n, Ordering::SeqCst);
         self.freed.notify_waiters();
+        let _wake = self.lock.lock();
+        self.taken.notify_all();
+    }
+}
+
+/// What the store's handle and its writer thread share.
+pub(crate) struct Shared {
+    room: Room,
+    held: held::Held,
+    health: tokio::sync::watch::Sender<StoreHealth>,
+    /// Unit tests: every commit fails while set (a failing disk on demand).
+    #[cfg(test)]
+    fail_writes: AtomicBool,
+}
+
+impl Shared {
+    fn new(held_per_job: usize) -> Shared {
+        Shared {
+            room: Room::default(),
+            held: held::Held::new(held_per_job),
+            health: tokio::sync::watch::channel(StoreHealth::Ok).0,
+            #[cfg(test)]
+            fail_writes: AtomicBool::new(false),
+        }
     }
 }
 
@@ -93,7 +151,7 @@ pub struct Store {
     /// The per-job output budget: lines here plus the job's raw log files.
     max_job_bytes: u64,
     tx: SyncSender<Op>,
-    room: Arc<Room>,
+    shared: Arc<Shared>,
     reader: Mutex<Connection>,
 }
 
@@ -160,6 +218,12 @@ impl Store {
     /// of it for lines in the database, 1/8 for the raw log files (two files
     /// per stream, rotated at [`Store::raw_file_cap`]).
     pub fn open_capped(path: &Path, max_job_bytes: u64) -> Result<Arc<Store>> {
+        Self::open_with(path, max_job_bytes, DEFAULT_HELD_PER_JOB)
+    }
+
+    /// [`Store::open_capped`] holding at most `held_per_job` bytes of each
+    /// job's output in memory while the store cannot write.
+    pub fn open_with(path: &Path, max_job_bytes: u64, held_per_job: usize) -> Result<Arc<Store>> {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
@@ -184,17 +248,17 @@ impl Store {
         let reader = connect(path)?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
-        let room = Arc::new(Room::default());
-        let wroom = room.clone();
+        let shared = Arc::new(Shared::new(held_per_job));
+        let wshared = shared.clone();
         std::thread::Builder::new()
             .name("berth-store".into())
-            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7).run(rx, &wroom, &wpath))
+            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7, wshared).run(rx, &wpath))
             .map_err(|e| Error::io("start store writer for", path, e))?;
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
             max_job_bytes,
             tx,
-            room,
+            shared,
             reader: Mutex::new(reader),
         }))
     }
@@ -223,7 +287,7 @@ impl Store {
         // No writer: the receiving end is dropped at once.
         let (tx, _) = sync_channel(1);
         Ok(Arc::new(Store {
-            room: Arc::default(),
+            shared: Arc::new(Shared::new(1)),
             path: path.to_path_buf(),
             max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
@@ -242,20 +306,75 @@ impl Store {
         (self.max_job_bytes / 32).max(64 * 1024)
     }
 
-    /// Queue `op`, waiting (without stalling other tasks) while the queue is full.
+    /// Whether the store can write (see [`StoreHealth`]).
+    pub fn health(&self) -> StoreHealth {
+        self.shared.health.borrow().clone()
+    }
+
+    /// Told of every change of [`Store::health`].
+    pub fn watch_health(&self) -> tokio::sync::watch::Receiver<StoreHealth> {
+        self.shared.health.subscribe()
+    }
+
+    /// Bytes of output held in memory because the store could not write.
+    pub fn held_bytes(&self) -> usize {
+        self.shared.held.bytes()
+    }
+
+    /// Unit tests: make every commit fail (`true`) or succeed again.
+    #[cfg(test)]
+    pub fn fail_writes(&self, fail: bool) {
+        self.shared.fail_writes.store(fail, Ordering::SeqCst);
+    }
+
+    /// Queue `op`, waiting (without stalling other tasks) while the queue is
+    /// full, but never for good: after [`STUCK_LIMIT`] without room the
+    /// store is reported stuck and `op` is dropped (as are later writes that
+    /// find the queue full, until the writer takes writes again).
     fn send(&self, op: Op) {
-        self.room.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match self.tx.try_send(op) {
-            Ok(()) => {}
-            Err(TrySendError::Full(op)) => {
-                // The writer is its own thread: blocking here cannot deadlock.
-                if wait_for_writer(|| self.tx.send(op)).is_err() {
-                    self.room.taken(1);
-                }
-            }
+        let room = &self.shared.room;
+        room.queued.fetch_add(1, Ordering::SeqCst);
+        let op = match self.tx.try_send(op) {
+            Ok(()) => return,
+            Err(TrySendError::Full(op)) => op,
             Err(TrySendError::Disconnected(_)) => {
-                self.room.taken(1);
+                room.taken(1);
                 tracing::error!("store writer is gone");
+                return;
+            }
+        };
+        // The writer is its own thread: blocking here cannot deadlock.
+        let sent = wait_for_writer(|| {
+            let deadline = Instant::now() + STUCK_LIMIT;
+            let mut op = op;
+            let mut wake = room.lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                match self.tx.try_send(op) {
+                    Ok(()) => return true,
+                    Err(TrySendError::Disconnected(_)) => return false,
+                    Err(TrySendError::Full(back)) => op = back,
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || room.stuck.load(Ordering::SeqCst) {
+                    return false;
+                }
+                wake = match room.taken.wait_timeout(wake, left) {
+                    Ok((w, _)) => w,
+                    Err(e) => e.into_inner().0,
+                };
+            }
+        });
+        if !sent {
+            room.taken(1);
+            if !room.stuck.swap(true, Ordering::SeqCst) {
+                tracing::error!(path = %self.path.display(), "the store writer took no write for {STUCK_LIMIT:?}; writes are dropped until it does");
+                self.shared.health.send_replace(StoreHealth::Degraded {
+                    since: chrono::Utc::now(),
+                    reason: format!(
+                        "the store took no write for {}s (a hung disk?)",
+                        STUCK_LIMIT.as_secs()
+                    ),
+                });
             }
         }
     }
@@ -266,14 +385,16 @@ impl Store {
     /// the threads started in its place each grew a malloc arena of their
     /// own that a long-lived daemon kept.
     pub async fn room(&self) {
+        let room = &self.shared.room;
         loop {
-            let freed = self.room.freed.notified();
+            let freed = room.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if self.room.queued.load(std::sync::atomic::Ordering::SeqCst) < QUEUE_BOUND {
+            if room.queued.load(Ordering::SeqCst) < QUEUE_BOUND || room.stuck.load(Ordering::SeqCst) {
                 return;
             }
-            freed.await;
+            // Looked at again now and then: a stuck writer never frees room.
+            let _ = tokio::time::timeout(Duration::from_secs(1), freed).await;
         }
     }
 
@@ -298,11 +419,15 @@ impl Store {
         self.send(Op::Run(Box::new(row)));
     }
 
-    /// Wait until everything queued so far is committed.
+    /// Wait until everything queued so far is committed, or held in memory
+    /// while the store cannot write (readable either way); at most
+    /// [`FLUSH_LIMIT`], so that no reader or shutdown waits on a hung disk.
     pub fn flush(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         self.send(Op::Flush(tx));
-        wait_for_writer(|| rx.recv().ok());
+        if wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT)).is_err() {
+            tracing::warn!(path = %self.path.display(), "the store did not finish its writes within {FLUSH_LIMIT:?}");
+        }
     }
 
     /// Delete the runs `jobs` and everything stored for them (lines, events).

@@ -206,5 +206,6 @@ pub fn log_page(lines: std::ops::RangeInclusive<u64>) -> LogPage {
         last_seq: last,
         first_available_seq: 1,
         truncated_before: None,
+        lost: Vec::new(),
     }
 }
