@@ -180,6 +180,9 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     if let Some(r) = reason {
         out += &format!("    Reason: {r}\n");
     }
+    if let Some(note) = &info.store_note {
+        out += &format!("    Store: {note}\n");
+    }
     out += "    Last log:\n";
     let lines: Vec<&str> = snippet.lines().collect();
     if lines.is_empty() {
@@ -269,6 +272,7 @@ mod tests {
             image: None,
             pulling: None,
             building: None,
+            store_note: None,
             runner_note: None,
             workspace: None,
             project_note: None,

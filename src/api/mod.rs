@@ -109,10 +109,30 @@ pub struct EventsPage {
 /// Answer of `GET /v1/health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
+    /// The daemon answers (also while degraded).
     pub ok: bool,
+    /// `ok`, or `degraded` while the store cannot be written (see `store`).
+    #[serde(default = "status_ok")]
+    pub status: String,
+    /// While degraded: since when, why, and how much output is held in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreTrouble>,
     pub pid: u32,
     pub instance: String,
     pub version: String,
+}
+
+fn status_ok() -> String {
+    "ok".into()
+}
+
+/// Why `/v1/health` says `degraded`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoreTrouble {
+    pub since: chrono::DateTime<chrono::Utc>,
+    pub reason: String,
+    /// Output held in memory until the store can be written.
+    pub held_bytes: usize,
 }
 
 /// The error shape on the wire.

@@ -66,8 +66,19 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {
+    let store = s.manager.store();
+    let trouble = match store.health() {
+        crate::store::StoreHealth::Ok => None,
+        crate::store::StoreHealth::Degraded { since, reason } => Some(crate::api::StoreTrouble {
+            since,
+            reason,
+            held_bytes: store.held_bytes(),
+        }),
+    };
     Json(Health {
         ok: true,
+        status: if trouble.is_some() { "degraded" } else { "ok" }.into(),
+        store: trouble,
         pid: std::process::id(),
         instance: s.manager.config().instance.clone(),
         version: env!("CARGO_PKG_VERSION").into(),

@@ -22,6 +22,7 @@ pub mod project;
 mod recover;
 mod retention;
 mod start;
+mod store_watch;
 mod supervise;
 #[cfg(test)]
 mod tests;
@@ -347,9 +348,10 @@ impl Manager {
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
-        let store = crate::store::Store::open_capped(
+        let store = crate::store::Store::open_with(
             &config.instance_dir().join("berth.db"),
             config.max_output_bytes,
+            config.ring_bytes,
         )?;
         let safety = crate::safety::Safety::from_config(&config)?;
         let inner = Arc::new(Inner {
@@ -371,6 +373,7 @@ impl Manager {
             fake: Default::default(),
         });
         recover::load(&inner)?;
+        store_watch::watch(&inner);
         Ok(Manager {
             _guard: Arc::new(TeardownGuard(inner.clone())),
             inner,

@@ -28,6 +28,14 @@ pub(super) async fn start(
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
+    // A job whose output and record could not be kept is not started.
+    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
+        return Err(Error::StoreDegraded {
+            path: inner.store.path().to_path_buf(),
+            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            reason,
+        });
+    }
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -100,6 +108,7 @@ pub(super) async fn start(
             image: None,
             pulling: None,
             building: None,
+            store_note: None,
             recovered: false,
         };
         let n = number(&id).expect("allocated ids are job-N");

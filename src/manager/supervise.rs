@@ -174,6 +174,17 @@ pub(super) async fn supervise(
         },
         (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
     };
+    // Its process is gone, but its output could not all be kept: said as
+    // lost, with what the process did, rather than a clean end.
+    let status = match inner.store.unavailable() {
+        Some(why) => JobStatus::Lost {
+            reason: format!(
+                "store unavailable ({why}): its output could not all be kept; the process had ended ({})",
+                status.name()
+            ),
+        },
+        None => status,
+    };
     finish(&inner, &id, status);
 }
 

@@ -339,6 +339,10 @@ pub struct JobInfo {
     /// While starting: the project image build under way (status `starting (building)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub building: Option<super::BuildProgress>,
+    /// Set when the store could not be written while the job ran: since
+    /// when, why, and that lines lost meanwhile are marked in its logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_note: Option<String>,
 }
 
 impl JobInfo {

@@ -316,6 +316,19 @@ impl Store {
         self.shared.health.subscribe()
     }
 
+    /// Why writes are being dropped right now (the writer took none for
+    /// [`STUCK_LIMIT`]), if they are: unlike a degraded store that holds
+    /// output, a stuck one keeps nothing.
+    pub fn unavailable(&self) -> Option<String> {
+        if !self.shared.room.stuck.load(Ordering::SeqCst) {
+            return None;
+        }
+        match self.health() {
+            StoreHealth::Degraded { reason, .. } => Some(reason),
+            StoreHealth::Ok => Some("the store takes no writes".into()),
+        }
+    }
+
     /// Bytes of output held in memory because the store could not write.
     pub fn held_bytes(&self) -> usize {
         self.shared.held.bytes()

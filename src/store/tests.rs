@@ -38,6 +38,7 @@ fn info(n: u64) -> JobInfo {
         image: None,
         pulling: None,
         building: None,
+        store_note: None,
     }
 }
 

@@ -71,6 +71,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         image: None,
         pulling: None,
         building: None,
+        store_note: None,
     }
 }
 

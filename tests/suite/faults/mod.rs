@@ -3,4 +3,51 @@
 //! a finished job keeps. Each test plays the fault for real (a /dev/full
 //! stderr, a tmpfs the test mounts and fills, SIGKILLs, garbled files).
 
+mod full_disk;
 mod logging;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs of a fixed size mounted for one test (the tests run as root),
+/// unmounted when dropped, whatever happened.
+pub struct Tmpfs {
+    pub dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    pub fn mount(size_mib: u64) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size_mib}m,mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output()
+            .expect("mount(8)");
+        assert!(o.status.success(), "mounting a tmpfs (needs root): {o:?}");
+        Tmpfs { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fill `mib` MiB of it with a file, to give back later by removing it.
+    pub fn ballast(&self, mib: usize) -> PathBuf {
+        let path = self.path().join("ballast");
+        std::fs::write(&path, vec![7u8; mib << 20]).unwrap();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: a process still holding a file in it cannot keep it mounted.
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
