@@ -5,6 +5,7 @@
 mod daemon;
 mod images;
 mod jobs;
+mod logs;
 mod offline;
 pub(crate) mod out;
 mod progress;
@@ -77,7 +78,7 @@ pub enum Command {
     /// Show a job's card.
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
-    Logs(jobs::LogsArgs),
+    Logs(logs::LogsArgs),
     /// Wait until a job is ready (port, log line, HTTP) or ends.
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -222,7 +223,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Down => daemon::down(&cli.global).await,
         Command::Ps(a) => jobs::ps(&cli.global, a).await,
         Command::Status(a) => jobs::status(&cli.global, a).await,
-        Command::Logs(a) => jobs::logs(&cli.global, a).await,
+        Command::Logs(a) => logs::logs(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,

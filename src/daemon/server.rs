@@ -217,7 +217,7 @@ async fn follow_logs(
     let output = s.manager.output(&id)?;
     let page = FollowPage {
         lines: FOLLOW_PAGE,
-        bytes: usize::MAX,
+        bytes: crate::output::PAGE_BYTES,
         stream: q.stream,
     };
     let batches = Box::pin(output.follow(q.since.unwrap_or(1), page));
@@ -228,24 +228,31 @@ async fn follow_logs(
         async move {
             let mut batches = batches?;
             match batches.next().await {
-                Some(Ok(batch)) if q.batch => {
-                    let lines: Vec<_> = batch.lines().collect();
-                    let event = SseEvent::default()
-                        .event("lines")
-                        .json_data(&lines)
-                        .expect("lines serialize");
-                    Some((vec![Ok(event)], Some(batches)))
-                }
                 Some(Ok(batch)) => {
-                    let events = batch
-                        .lines()
-                        .map(|l| {
+                    // Lines lost before the batch are said first, as `lost`.
+                    let mut events: Vec<_> = (!batch.lost.is_empty())
+                        .then(|| {
+                            Ok(SseEvent::default()
+                                .event("lost")
+                                .json_data(&batch.lost)
+                                .expect("gaps serialize"))
+                        })
+                        .into_iter()
+                        .collect();
+                    if q.batch {
+                        let lines: Vec<_> = batch.lines().collect();
+                        events.push(Ok(SseEvent::default()
+                            .event("lines")
+                            .json_data(&lines)
+                            .expect("lines serialize")));
+                    } else {
+                        events.extend(batch.lines().map(|l| {
                             Ok(SseEvent::default()
                                 .event("line")
                                 .json_data(&l)
                                 .expect("lines serialize"))
-                        })
-                        .collect();
+                        }));
+                    }
                     Some((events, Some(batches)))
                 }
                 // An unreadable store ends the stream without `end`.

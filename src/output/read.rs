@@ -296,7 +296,6 @@ mod lost_tests {
     use crate::model::{Gap, JobId};
     use crate::store::{Store, StoreHealth};
     use crate::watch::Watchers;
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     /// Every page from seq 1 with `limit`: (seqs, gaps, the largest page).

@@ -5,6 +5,7 @@
 
 mod full_disk;
 mod logging;
+mod reads;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
