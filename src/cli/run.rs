@@ -16,7 +16,6 @@ use super::out::{StdoutClosed, outln};
 pub use super::run_args::RunArgs;
 use super::verdict::{exit_code, oom_line, warn_fallback};
 use crate::api::client::Client;
-use crate::card::cap_head_tail;
 use crate::error::Error;
 use crate::manager::{DefaultBudget, KillRequest, Manager};
 use crate::model::{EndedBy, JobInfo, JobStatus, OnTimeout, StopCause};
@@ -153,7 +152,7 @@ async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
 
 /// One stream's text for the JSON answer, at most `cap` bytes (its head
 /// and its tail, with how many bytes were cut between: what
-/// [`cap_head_tail`] makes of the whole text), read page by page: only
+/// [`crate::card::cap_head_tail`] makes of the whole text), read page by page: only
 /// about `2 * cap` of it is ever held, however much the job printed.
 fn collect(output: &JobOutput, stream: Stream, cap: usize) -> (String, usize) {
     let mut text = HeadTail::new(cap);
@@ -277,6 +276,7 @@ fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::card::cap_head_tail;
 
     /// Read line by line, the answer is what capping the whole text gives.
     #[test]
