@@ -3,6 +3,7 @@
 //! a finished job keeps. Each test plays the fault for real (a /dev/full
 //! stderr, a tmpfs the test mounts and fills, SIGKILLs, garbled files).
 
+mod crashes;
 mod full_disk;
 mod logging;
 mod reads;

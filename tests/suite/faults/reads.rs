@@ -99,7 +99,10 @@ fn berth_logs_pages_through_pages_in_text_and_json() {
         .collect();
     let expected: Vec<String> = (1..=25000).map(|i| i.to_string()).collect();
     assert_eq!(texts.len(), expected.len());
-    assert!(texts.iter().zip(&expected).all(|(a, b)| a == b), "every line once, in order");
+    assert!(
+        texts.iter().zip(&expected).all(|(a, b)| a == b),
+        "every line once, in order"
+    );
     assert_eq!(
         (
             all["next_seq"].as_u64(),
@@ -123,5 +126,8 @@ fn berth_logs_pages_through_pages_in_text_and_json() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().count(), 5000);
     let (_, out, _) = d.run(&["logs", "job-1"]);
-    assert!(out == expected.join("\n") + "\n", "the text holds every line once, in order");
+    assert!(
+        out == expected.join("\n") + "\n",
+        "the text holds every line once, in order"
+    );
 }
