@@ -145,7 +145,9 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         reaped += 1;
     }
     store.flush();
+    // Host jobs whose record never reached the store, by their tag.
+    let tagged = crate::teardown::reap_tagged(config);
     Ok(format!(
-        "removed {containers} container(s), reaped {reaped} run(s)"
+        "removed {containers} container(s), reaped {reaped} run(s), killed {tagged} untracked host job(s)"
     ))
 }

@@ -117,6 +117,10 @@ pub struct Health {
     /// While degraded: since when, why, and how much output is held in memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreTrouble>,
+    /// Said when the store was found damaged at start and started afresh
+    /// (where the damaged one was moved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     pub pid: u32,
     pub instance: String,
     pub version: String,

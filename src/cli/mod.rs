@@ -3,6 +3,7 @@
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
 mod daemon;
+mod doctor;
 mod images;
 mod jobs;
 mod logs;
@@ -113,6 +114,8 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Check the instance's state (daemon, store, logs) and repair what is damaged.
+    Doctor(doctor::DoctorArgs),
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -230,6 +233,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Bg(a) => jobs::background(&cli.global, a).await,
         Command::Events(a) => jobs::events(&cli.global, a).await,
         Command::Prune(a) => jobs::prune(&cli.global, a).await,
+        Command::Doctor(a) => doctor::doctor(&cli.global, a).await,
     };
     match result {
         Ok(code) => code,

@@ -79,6 +79,7 @@ async fn health(State(s): State<AppState>) -> Json<Health> {
         ok: true,
         status: if trouble.is_some() { "degraded" } else { "ok" }.into(),
         store: trouble,
+        notice: store.notice().map(str::to_string),
         pid: std::process::id(),
         instance: s.manager.config().instance.clone(),
         version: env!("CARGO_PKG_VERSION").into(),

@@ -231,6 +231,8 @@ pub(crate) struct Inner {
     store: Arc<crate::store::Store>,
     /// This manager as `pid:start_time`, the owner recorded on every run.
     owner: String,
+    /// What its host jobs carry to be found without records (`runner::tag`).
+    host_tag: String,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
@@ -360,6 +362,11 @@ impl Manager {
             events: EventLog::with_store(store.clone())?,
             store,
             owner: crate::procinfo::owner_label(),
+            host_tag: crate::runner::tag::tag(
+                &crate::runner::docker::state_hash(&config.state_dir),
+                &config.instance,
+                &crate::procinfo::owner_label(),
+            ),
             orphans: Mutex::new(Vec::new()),
             usage_cache: Default::default(),
             config,
@@ -638,8 +645,10 @@ impl Manager {
         self.inner.runners.settle_removals(Duration::from_secs(10)).await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
-        // Every line and event reaches the disk before we say we are done.
+        // Every line and event reaches the disk before we say we are done,
+        // and the log is folded in: the next start has no log to doubt.
         self.inner.store.flush();
+        self.inner.store.checkpoint();
     }
 }
 

@@ -133,6 +133,16 @@ impl Manager {
                 "the engine did not answer the sweep of dead managers' containers within {SWEEP_LIMIT:?}"
             ),
         }
+        // Host jobs the same way, by their tag (no record needed).
+        let killed = tokio::task::spawn_blocking({
+            let config = self.inner.config.clone();
+            move || crate::teardown::reap_tagged(&config)
+        })
+        .await
+        .unwrap_or(0);
+        if killed > 0 {
+            tracing::info!(killed, "killed host jobs that managers which died left running");
+        }
         Ok(adopted)
     }
 

@@ -284,7 +284,7 @@ async fn launch(
             let fake = inner.fake.get().expect("checked by the guard");
             fake.launch(id, spec, &output).await
         }
-        RunnerKind::Host => runner::host::launch(spec, cwd, &output).await,
+        RunnerKind::Host => runner::host::launch(spec, cwd, &output, &inner.host_tag).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
                 r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,

@@ -11,6 +11,7 @@ pub mod docker;
 pub mod fake;
 pub mod host;
 pub mod shim;
+pub mod tag;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

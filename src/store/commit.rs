@@ -56,6 +56,13 @@ impl Committer {
         self.budgets = retention::Budgets::new(self.budgets.cap());
     }
 
+    /// Fold the log into the database and truncate it (what readers still
+    /// use stays: a partial checkpoint is fine).
+    pub fn checkpoint(&self) -> rusqlite::Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    }
+
     /// Give space freed by a prune back to the file system.
     pub fn give_back_space(&self) -> rusqlite::Result<()> {
         retention::give_back_space(&self.conn)
@@ -146,7 +153,7 @@ impl Committer {
                             r.pid_start_time.map(|s| s as i64),
                         ])?;
                     }
-                    Op::Flush(_) => {}
+                    Op::Flush(_) | Op::Checkpoint(_) => {}
                     Op::Prune(jobs, _) => {
                         // A failed prune is answered, not a failed batch.
                         let result = retention::prune(&tx, jobs).map_err(|e| e.to_string());

@@ -24,6 +24,7 @@
 
 mod blocks;
 mod commit;
+pub mod damage;
 mod held;
 mod persist;
 pub mod private;
@@ -93,6 +94,9 @@ enum Op {
     Event(Box<Event>),
     Run(Box<RunRow>),
     Flush(std::sync::mpsc::Sender<()>),
+    /// Fold the write-ahead log into the database and empty it (a clean
+    /// shutdown: the next start finds no log to trust or doubt).
+    Checkpoint(std::sync::mpsc::Sender<()>),
     /// Delete these runs and everything stored for them; answer when done
     /// (after the freed space went back to the file system).
     Prune(Vec<String>, PruneReply),
@@ -153,12 +157,23 @@ pub struct Store {
     tx: SyncSender<Op>,
     shared: Arc<Shared>,
     reader: Mutex<Connection>,
+    /// Held shared while the store is open: only a process that has the
+    /// store alone checks it for damage (`damage.rs`).
+    _lock: Option<std::fs::File>,
+    /// Said when the store was found damaged and started afresh.
+    notice: Option<String>,
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    let hint = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            " (the store is damaged: `berth doctor` checks it and moves it aside)"
+        }
+        _ => "",
+    };
     Error::Store {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: format!("{e}{hint}"),
     }
 }
 
@@ -227,6 +242,7 @@ impl Store {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
+        let (lock, notice) = Self::check_alone(path)?;
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
         private::open(
@@ -260,6 +276,8 @@ impl Store {
             tx,
             shared,
             reader: Mutex::new(reader),
+            _lock: Some(lock),
+            notice,
         }))
     }
 
@@ -276,6 +294,15 @@ impl Store {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| db_err(path, e))?;
         if version != current_version() {
+            // A damaged file can read as any version: say which it is.
+            if let Err(damage::Damage(what)) = damage::quick_check(path) {
+                return Err(Error::Store {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "{what} (the store is damaged: `berth doctor` checks it and moves it aside)"
+                    ),
+                });
+            }
             return Err(Error::Store {
                 path: path.to_path_buf(),
                 message: format!(
@@ -292,7 +319,38 @@ impl Store {
             max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
             reader: Mutex::new(conn),
+            _lock: None,
+            notice: None,
         }))
+    }
+
+    /// When no other process has the store open: check it, and move a
+    /// damaged one aside (saying so loudly) so that a fresh one starts.
+    /// Returns the store's lock, held shared from then on, and what to say.
+    fn check_alone(path: &Path) -> Result<(std::fs::File, Option<String>)> {
+        let lock = damage::lock_file(path).map_err(|e| Error::io("open", path, e))?;
+        let mut notice = None;
+        if lock.try_lock().is_ok()
+            && let Err(damage::Damage(what)) = damage::check(path)
+        {
+            let aside =
+                damage::move_aside(path).map_err(|e| Error::io("move aside the damaged store", path, e))?;
+            let say = format!(
+                "the store {} was damaged ({what}): it was moved aside to {} and a fresh one started; the runs it held are no longer listed, and what they left running is reaped",
+                path.display(),
+                aside.display()
+            );
+            tracing::error!("{say}");
+            notice = Some(say);
+        }
+        lock.lock_shared().map_err(|e| Error::io("lock", path, e))?;
+        Ok((lock, notice))
+    }
+
+    /// What to tell the user about the store, when it was found damaged
+    /// and started afresh.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     pub fn path(&self) -> &Path {
@@ -441,6 +499,14 @@ impl Store {
         if wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT)).is_err() {
             tracing::warn!(path = %self.path.display(), "the store did not finish its writes within {FLUSH_LIMIT:?}");
         }
+    }
+
+    /// Fold the write-ahead log into the database and truncate it, after
+    /// everything queued so far (at a clean shutdown); at most [`FLUSH_LIMIT`].
+    pub fn checkpoint(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Op::Checkpoint(tx));
+        let _ = wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT));
     }
 
     /// Delete the runs `jobs` and everything stored for them (lines, events).

@@ -117,6 +117,11 @@ impl Writer {
             }
             match self.write_with_retries(&batch, path) {
                 Ok(outcomes) => {
+                    if batch.iter().any(|op| matches!(op, Op::Checkpoint(_)))
+                        && let Err(e) = self.committer.checkpoint()
+                    {
+                        tracing::warn!(path = %path.display(), error = %e, "could not fold the log into the store");
+                    }
                     if !outcomes.is_empty()
                         && let Err(e) = self.committer.give_back_space()
                     {
@@ -220,7 +225,7 @@ impl Writer {
                 Op::Run(r) => {
                     self.waiting.runs.insert(r.info.id.to_string(), r);
                 }
-                Op::Flush(f) => {
+                Op::Flush(f) | Op::Checkpoint(f) => {
                     let _ = f.send(());
                 }
                 Op::Prune(_, reply) => {
@@ -281,7 +286,7 @@ fn answer(batch: Vec<Op>, outcomes: Option<Vec<PruneOutcome>>) {
     let mut outcomes = outcomes.unwrap_or_default().into_iter();
     for op in batch {
         match op {
-            Op::Flush(f) => {
+            Op::Flush(f) | Op::Checkpoint(f) => {
                 let _ = f.send(());
             }
             Op::Prune(_, reply) => {

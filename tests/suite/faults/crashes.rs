@@ -2,9 +2,10 @@
 //! crash watchdog died with it: containers (jobs and network holders) and
 //! networks labelled with the instance are gone once a new daemon serves.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::{Started, watchdog_of};
 use crate::common::{Daemon, SANDBOX, containers_of};
 
 /// Networks labelled with `instance`.
@@ -21,26 +22,6 @@ fn networks_of(instance: &str) -> usize {
         .expect("docker CLI");
     assert!(o.status.success(), "{o:?}");
     String::from_utf8_lossy(&o.stdout).lines().count()
-}
-
-/// The crash watchdog of the manager with pid `owner`.
-fn watchdog_of(owner: u32) -> Option<u32> {
-    let needle = format!("watchdog\0--owner\0{owner}:");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_string_lossy().parse().ok()?;
-        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-        String::from_utf8_lossy(&cmdline).contains(&needle).then_some(pid)
-    })
-}
-
-/// A daemon process of this test, SIGKILLed if the test ends early.
-struct Started(Child);
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn docker_job(d: &Daemon, args: &[&str]) {

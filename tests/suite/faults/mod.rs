@@ -4,6 +4,7 @@
 //! stderr, a tmpfs the test mounts and fills, SIGKILLs, garbled files).
 
 mod crashes;
+mod damage;
 mod full_disk;
 mod logging;
 mod reads;
@@ -51,5 +52,26 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         // Lazily: a process still holding a file in it cannot keep it mounted.
         let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// The crash watchdog of the manager with pid `owner`, once it runs.
+pub fn watchdog_of(owner: u32) -> Option<u32> {
+    let needle = format!("watchdog\0--owner\0{owner}:");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_string_lossy().parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        String::from_utf8_lossy(&cmdline).contains(&needle).then_some(pid)
+    })
+}
+
+/// A daemon process a test started itself (a restart on the same state),
+/// SIGKILLed if the test ends early.
+pub struct Started(pub std::process::Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
