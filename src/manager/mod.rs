@@ -15,6 +15,7 @@
 //! session that ended).
 
 mod admit;
+mod finished;
 mod ids;
 mod owners;
 mod ports;
@@ -233,6 +234,8 @@ pub(crate) struct Inner {
     owner: String,
     /// What its host jobs carry to be found without records (`runner::tag`).
     host_tag: String,
+    /// How many finished jobs were let go of memory (`finished.rs`).
+    let_go: std::sync::atomic::AtomicUsize,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
@@ -368,6 +371,7 @@ impl Manager {
                 &crate::procinfo::owner_label(),
             ),
             orphans: Mutex::new(Vec::new()),
+            let_go: Default::default(),
             usage_cache: Default::default(),
             config,
             registry: Mutex::new(Registry::default()),
@@ -485,23 +489,49 @@ impl Manager {
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {
-        let reg = self.inner.registry.lock().unwrap();
-        let e = reg.get(id)?;
-        Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()))
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()));
+            }
+        }
+        Ok(self.inner.stored_watchers(&self.inner.stored(id)?))
     }
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        let reg = self.inner.registry.lock().unwrap();
-        Ok(reg.snapshot(reg.get(id)?))
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok(reg.snapshot(e));
+            }
+        }
+        self.inner.stored(id)
     }
 
+    /// Every job that `filter` admits, oldest first (finished jobs let go
+    /// of memory are read from the store).
     pub fn list(&self, filter: ListFilter) -> Vec<JobInfo> {
-        let reg = self.inner.registry.lock().unwrap();
-        reg.jobs
-            .values()
-            .filter(|e| filter.admits(&e.info.status))
-            .map(|e| reg.snapshot(e))
-            .collect()
+        let mut jobs: Vec<JobInfo> = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.jobs
+                .values()
+                .filter(|e| filter.admits(&e.info.status))
+                .map(|e| reg.snapshot(e))
+                .collect()
+        };
+        if filter != ListFilter::Running && self.inner.some_let_go() {
+            let listed: std::collections::BTreeSet<u64> = jobs.iter().filter_map(|j| number(&j.id)).collect();
+            let stored = self
+                .inner
+                .stored_finished(|n| listed.contains(&n) || self.in_registry(n));
+            jobs.extend(stored.into_iter().filter(|i| filter.admits(&i.status)));
+            jobs.sort_by_key(|j| number(&j.id).unwrap_or(0));
+        }
+        jobs
+    }
+
+    fn in_registry(&self, n: u64) -> bool {
+        self.inner.registry.lock().unwrap().jobs.contains_key(&n)
     }
 
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
@@ -520,8 +550,13 @@ impl Manager {
     }
 
     pub(crate) fn output(&self, id: &JobId) -> Result<Arc<JobOutput>> {
-        let reg = self.inner.registry.lock().unwrap();
-        Ok(reg.get(id)?.output.clone())
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok(e.output.clone());
+            }
+        }
+        Ok(self.inner.stored_output(&self.inner.stored(id)?))
     }
 
     /// Events with `seq >= since`.
@@ -542,20 +577,31 @@ impl Manager {
         }
         let target = {
             let reg = self.inner.registry.lock().unwrap();
-            let e = reg.get(id)?;
-            ready::Target {
+            reg.get(id).ok().map(|e| ready::Target {
                 output: e.output.clone(),
                 status: e.status_tx.subscribe(),
                 ports: e.info.ports.clone(),
                 internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
+            })
+        };
+        let target = match target {
+            Some(t) => t,
+            None => {
+                let info = self.inner.stored(id)?;
+                ready::Target {
+                    output: self.inner.stored_output(&info),
+                    status: self.inner.stored_watchers(&info).0,
+                    ports: info.ports.clone(),
+                    internal_ip: None,
+                }
             }
         };
         let outcome = ready::wait(target, conditions, timeout).await?;
         if let WaitOutcome::Ready { elapsed_ms, .. } = &outcome {
             let first = {
                 let mut reg = self.inner.registry.lock().unwrap();
-                let e = reg.get_mut(id)?;
-                !std::mem::replace(&mut e.ready_seen, true)
+                reg.get_mut(id)
+                    .is_ok_and(|e| !std::mem::replace(&mut e.ready_seen, true))
             };
             if first && !conditions.is_empty() {
                 self.inner.events.emit(
@@ -664,7 +710,17 @@ impl Inner {
         {
             let order = self.record_order.lock().unwrap();
             let mut reg = self.registry.lock().unwrap();
-            let e = reg.get_mut(id)?;
+            let e = match reg.get_mut(id) {
+                Ok(e) => e,
+                Err(unknown) => {
+                    drop(reg);
+                    let info = self.stored(id).map_err(|_| unknown)?;
+                    return Err(Error::NotForeground {
+                        job: id.clone(),
+                        state: format!("{} ({})", info.status.name(), info.start_mode),
+                    });
+                }
+            };
             if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {
                 return Err(Error::NotForeground {
                     job: id.clone(),

@@ -59,6 +59,7 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
         insert_finished(inner, n, row, last_seq);
     }
     inner.ids.ensure_above(highest)?;
+    super::finished::trim(inner);
     Ok(())
 }
 

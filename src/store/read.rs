@@ -121,6 +121,36 @@ impl Store {
         Ok(out)
     }
 
+    /// One stored run by id.
+    pub fn run(&self, id: &JobId) -> Result<Option<RunRow>> {
+        let conn = self.reader.lock().unwrap();
+        let row = conn
+            .prepare_cached("SELECT info, instance, owner, pgid, pid_start_time FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                let mut rows = stmt.query([id.as_str()])?;
+                let Some(r) = rows.next()? else {
+                    return Ok(None);
+                };
+                Ok(Some((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i32>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                )))
+            })
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(row.and_then(|(info, instance, owner, pgid, start)| {
+            Some(RunRow {
+                info: serde_json::from_str(&info).ok()?,
+                instance,
+                owner,
+                pgid,
+                pid_start_time: start.map(|s| s as u64),
+            })
+        }))
+    }
+
     /// Stored events with seq ≥ `since`, at most `limit`.
     pub fn events(&self, since: u64, limit: usize) -> Result<Vec<Event>> {
         let conn = self.reader.lock().unwrap();
@@ -162,5 +192,5 @@ pub(super) fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result
 
 /// Look up one stored run by id (for tests and tools).
 pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
-    Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
+    store.run(id)
 }

@@ -7,6 +7,7 @@ mod crashes;
 mod damage;
 mod full_disk;
 mod logging;
+mod memory;
 mod reads;
 
 use std::path::{Path, PathBuf};
