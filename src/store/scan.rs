@@ -183,24 +183,20 @@ pub(super) fn tail(
     let mut bytes = 0;
     // The next seq expected going down; a segment ending below it leaves a gap.
     let mut expect = (until != u64::MAX).then(|| until.saturating_sub(1));
-    let mut take = |first: u64, last: u64, lines: &mut dyn FnMut(&mut dyn FnMut(Line))| -> bool {
+    // One segment (a held piece or a block) going down: its gap above, then
+    // its lines of the stream, newest first; false once enough are taken.
+    let mut take = |first: u64, last: u64, lines: Vec<Line>| -> bool {
         let last = last.min(until.saturating_sub(1));
         if let Some(e) = expect
             && last < e
         {
-            lost.push(Gap {
-                from: last + 1,
-                to: e,
-            });
+            lost.push(Gap { from: last + 1, to: e });
         }
         expect = Some(first.saturating_sub(1));
-        let mut block = Vec::new();
-        lines(&mut |l: Line| {
-            if l.seq < until && stream.is_none_or(|s| s == l.stream) {
-                block.push(l);
-            }
-        });
-        for l in block.into_iter().rev() {
+        let block = lines
+            .into_iter()
+            .filter(|l| l.seq < until && stream.is_none_or(|s| s == l.stream));
+        for l in block.rev() {
             if out.len() >= n || (bytes >= max_bytes && !out.is_empty()) {
                 return false;
             }
@@ -211,12 +207,12 @@ pub(super) fn tail(
     };
     let mut going = true;
     for piece in held.iter().rev().filter(|p| p.first_seq() < until) {
-        going = take(piece.first_seq(), piece.last_seq(), &mut |f| {
-            piece.each_from(0, |l| {
-                f(l);
-                true
-            })
+        let mut lines = Vec::new();
+        piece.each_from(0, |l| {
+            lines.push(l);
+            true
         });
+        going = take(piece.first_seq(), piece.last_seq(), lines);
         if !going {
             break;
         }
@@ -231,15 +227,14 @@ pub(super) fn tail(
         while let Some(r) = rows.next()? {
             let (first, last, ts0, n_out, n_err, data) = row(r)?;
             let last = last.min(below.saturating_sub(1));
-            let keep = may_hold(stream, n_out, n_err);
-            if !take(first, last, &mut |f| {
-                if keep {
-                    decode(first, ts0, &data, |l| {
-                        f(l);
-                        true
-                    })
-                }
-            }) {
+            let mut lines = Vec::new();
+            if may_hold(stream, n_out, n_err) {
+                decode(first, ts0, &data, |l| {
+                    lines.push(l);
+                    true
+                });
+            }
+            if !take(first, last, lines) {
                 break;
             }
         }
