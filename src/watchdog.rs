@@ -5,7 +5,9 @@
 //! The manager starts it (`berth watchdog --owner PID:START`, in its own
 //! process group so a signal to the manager's group does not reach it). It
 //! checks every [`POLL`] whether the manager still runs — by pid *and* start
-//! time, so a reused pid is not mistaken for it. When the manager is gone it
+//! time, so a reused pid is not mistaken for it. When the manager is gone
+//! (and its pid file still names it: a manager that ended cleanly removed
+//! it, and one that a new manager replaced is the new one's to settle) it
 //! removes the containers labelled with that owner, kills the host jobs' trees
 //! (the shim leading each recorded process group, its descendants and group;
 //! again only where the leader still has its recorded start time), marks those runs
@@ -91,6 +93,13 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
     while procinfo::is_same_process(pid, start) {
         tokio::time::sleep(POLL).await;
     }
+    // A manager that ended cleanly removed its pid file on the way out (its
+    // jobs were stopped, its containers removed); one that another manager
+    // replaced is that manager's to settle. Only a crash leaves its pid.
+    let pid_file = config.instance_dir().join("daemon.pid");
+    if std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim() != pid.to_string()) {
+        return Ok(());
+    }
     let lock = config.instance_dir().join("daemon.lock");
     if config.recovery == Recovery::Adopt && taken_over(&lock, ADOPT_WINDOW).await {
         crate::logfile::say(&format!(
@@ -131,7 +140,9 @@ async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
 pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let engine = crate::runner::docker::Engine::new(config);
     let containers = engine.remove_owned(owner).await;
-    let store = Store::open(&config.instance_dir().join("berth.db"))?;
+    // Not checked for damage: repairing is the next manager's (or `berth
+    // doctor`'s) business, not a cleanup's.
+    let store = Store::open_unchecked(&config.instance_dir().join("berth.db"))?;
     let events = crate::events::EventLog::with_store(store.clone())?;
     let mut reaped = 0;
     for mut row in store

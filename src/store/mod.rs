@@ -239,10 +239,20 @@ impl Store {
     /// [`Store::open_capped`] holding at most `held_per_job` bytes of each
     /// job's output in memory while the store cannot write.
     pub fn open_with(path: &Path, max_job_bytes: u64, held_per_job: usize) -> Result<Arc<Store>> {
+        Self::open_inner(path, max_job_bytes, held_per_job, true)
+    }
+
+    /// [`Store::open`] without the damage check (the crash watchdog: it
+    /// reaps what records it can read and leaves repairs to the next manager).
+    pub fn open_unchecked(path: &Path) -> Result<Arc<Store>> {
+        Self::open_inner(path, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_HELD_PER_JOB, false)
+    }
+
+    fn open_inner(path: &Path, max_job_bytes: u64, held_per_job: usize, check: bool) -> Result<Arc<Store>> {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
-        let (lock, notice) = Self::check_alone(path)?;
+        let (lock, notice) = Self::check_alone(path, check)?;
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
         private::open(
@@ -327,10 +337,11 @@ impl Store {
     /// When no other process has the store open: check it, and move a
     /// damaged one aside (saying so loudly) so that a fresh one starts.
     /// Returns the store's lock, held shared from then on, and what to say.
-    fn check_alone(path: &Path) -> Result<(std::fs::File, Option<String>)> {
+    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>)> {
         let lock = damage::lock_file(path).map_err(|e| Error::io("open", path, e))?;
         let mut notice = None;
-        if lock.try_lock().is_ok()
+        if check
+            && lock.try_lock().is_ok()
             && let Err(damage::Damage(what)) = damage::check(path)
         {
             let aside =

@@ -190,7 +190,10 @@ pub(super) fn tail(
         if let Some(e) = expect
             && last < e
         {
-            lost.push(Gap { from: last + 1, to: e });
+            lost.push(Gap {
+                from: last + 1,
+                to: e,
+            });
         }
         expect = Some(first.saturating_sub(1));
         let block = lines
