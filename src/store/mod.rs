@@ -132,9 +132,15 @@ pub(crate) struct Shared {
     room: Room,
     held: held::Held,
     health: tokio::sync::watch::Sender<StoreHealth>,
+    /// How long a write waits for room before the store counts as stuck
+    /// ([`STUCK_LIMIT`]; shorter in unit tests).
+    stuck_after: std::sync::atomic::AtomicU64,
     /// Unit tests: every commit fails while set (a failing disk on demand).
     #[cfg(test)]
     fail_writes: AtomicBool,
+    /// Unit tests: the writer takes nothing while set (a hung disk).
+    #[cfg(test)]
+    stall_writes: AtomicBool,
 }
 
 impl Shared {
@@ -143,8 +149,11 @@ impl Shared {
             room: Room::default(),
             held: held::Held::new(held_per_job),
             health: tokio::sync::watch::channel(StoreHealth::Ok).0,
+            stuck_after: (STUCK_LIMIT.as_millis() as u64).into(),
             #[cfg(test)]
             fail_writes: AtomicBool::new(false),
+            #[cfg(test)]
+            stall_writes: AtomicBool::new(false),
         }
     }
 }
@@ -409,6 +418,16 @@ impl Store {
         self.shared.fail_writes.store(fail, Ordering::SeqCst);
     }
 
+    /// Unit tests: the writer takes nothing (`true`, a hung disk) or takes
+    /// again; a write then counts the store stuck after `after`.
+    #[cfg(test)]
+    pub fn stall_writes(&self, stall: bool, after: Duration) {
+        self.shared
+            .stuck_after
+            .store(after.as_millis() as u64, Ordering::SeqCst);
+        self.shared.stall_writes.store(stall, Ordering::SeqCst);
+    }
+
     /// Queue `op`, waiting (without stalling other tasks) while the queue is
     /// full, but never for good: after [`STUCK_LIMIT`] without room the
     /// store is reported stuck and `op` is dropped (as are later writes that
@@ -427,7 +446,8 @@ impl Store {
         };
         // The writer is its own thread: blocking here cannot deadlock.
         let sent = wait_for_writer(|| {
-            let deadline = Instant::now() + STUCK_LIMIT;
+            let limit = Duration::from_millis(self.shared.stuck_after.load(Ordering::SeqCst));
+            let deadline = Instant::now() + limit;
             let mut op = op;
             let mut wake = room.lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {

@@ -239,3 +239,46 @@ fn two_writers_on_one_database_lose_nothing() {
         }
     }
 }
+
+/// A writer that takes nothing (a hung disk) is not waited for for good:
+/// after the limit the store says it is stuck and writes stop waiting;
+/// once the writer takes writes again it is healthy.
+#[test]
+fn a_stuck_writer_is_reported_and_no_longer_waited_for() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("berth.db")).unwrap();
+    let job = JobId::from_number(1);
+    store.stall_writes(true, Duration::from_millis(300));
+    // The queue fills (16 writes); the next one waits the limit, then goes.
+    let started = Instant::now();
+    for seq in 1..=40 {
+        store.put_lines(&job, vec![numbered(seq)]);
+    }
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "later writes did not wait again: {waited:?}"
+    );
+    assert!(
+        store
+            .unavailable()
+            .is_some_and(|why| why.contains("took no write"))
+    );
+    assert!(store.health().is_degraded());
+    // A flush does not hang on it either.
+    let started = Instant::now();
+    store.flush();
+    assert!(started.elapsed() < Duration::from_secs(11));
+    store.stall_writes(false, STUCK_LIMIT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.health().is_degraded() {
+        assert!(Instant::now() < deadline, "never healthy again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(store.unavailable().is_none());
+    store.put_lines(&job, vec![numbered(41)]);
+    store.flush();
+    assert_eq!(store.last_seq(&job).unwrap(), 41);
+}

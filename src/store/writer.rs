@@ -83,6 +83,10 @@ impl Writer {
                 Some(r) => r.at.saturating_duration_since(Instant::now()),
                 None => BLOCK_AGE,
             };
+            #[cfg(test)]
+            while self.shared.stall_writes.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             let mut batch = match rx.recv_timeout(wait) {
                 Ok(op) => vec![op],
                 Err(RecvTimeoutError::Timeout) => Vec::new(),
