@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::watch;
 
-use super::{Inner, number};
+use super::{Inner, ListFilter, Manager, number};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobInfo, JobStatus, StartMode};
 use crate::output::JobOutput;
@@ -105,5 +105,33 @@ impl Inner {
                 Vec::new()
             }
         }
+    }
+}
+
+impl Manager {
+    /// Every job that `filter` admits, oldest first (finished jobs let go
+    /// of memory are read from the store).
+    pub fn list(&self, filter: ListFilter) -> Vec<JobInfo> {
+        let mut jobs: Vec<JobInfo> = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.jobs
+                .values()
+                .filter(|e| filter.admits(&e.info.status))
+                .map(|e| reg.snapshot(e))
+                .collect()
+        };
+        if filter != ListFilter::Running && self.inner.some_let_go() {
+            let listed: std::collections::BTreeSet<u64> = jobs.iter().filter_map(|j| number(&j.id)).collect();
+            let stored = self
+                .inner
+                .stored_finished(|n| listed.contains(&n) || self.in_registry(n));
+            jobs.extend(stored.into_iter().filter(|i| filter.admits(&i.status)));
+            jobs.sort_by_key(|j| number(&j.id).unwrap_or(0));
+        }
+        jobs
+    }
+
+    fn in_registry(&self, n: u64) -> bool {
+        self.inner.registry.lock().unwrap().jobs.contains_key(&n)
     }
 }
