@@ -194,6 +194,9 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
             crate::watch::HITS_PER_SEC
         );
     }
+    if let Some(note) = &info.store_note {
+        out += &format!("    Store: {note}\n");
+    }
     out += "    Last log:\n";
     let lines: Vec<&str> = snippet.lines().collect();
     if lines.is_empty() {
@@ -285,6 +288,7 @@ mod tests {
             pulling: None,
             building: None,
             setid_cleared: None,
+            store_note: None,
             runner_note: None,
             workspace: None,
             project_note: None,

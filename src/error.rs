@@ -95,6 +95,16 @@ pub enum Error {
     #[error("the job store `{}` failed: {message}", path.display())]
     Store { path: PathBuf, message: String },
 
+    #[error(
+        "the job store `{}` cannot be written since {since} ({reason}): new jobs are refused until it can; free space on its disk (running jobs go on, their newest output held in memory)",
+        path.display()
+    )]
+    StoreDegraded {
+        path: PathBuf,
+        since: String,
+        reason: String,
+    },
+
     #[error("could not read config `{}`: {message}", path.display())]
     Config { path: PathBuf, message: String },
 
@@ -221,6 +231,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Config { .. } => "config",
             Error::Store { .. } => "store",
+            Error::StoreDegraded { .. } => "store_degraded",
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
             Error::PullFailed { .. } => "pull_failed",
@@ -361,7 +372,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         "spawn_failed" => (500, 126),
         "blocked" | "untrusted_config" => (403, 126),
         "cap_reached" | "queue_full" | "not_foreground" | "not_finished" => (409, 1),
-        "shutting_down" | "engine_unavailable" | "filter_busy" => (503, 1),
+        "shutting_down" | "engine_unavailable" | "filter_busy" | "store_degraded" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),
         _ => (500, 1),

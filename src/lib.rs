@@ -42,6 +42,7 @@
 //! - [`config`]: the user's config + `berth.toml` + `BERTH_*` + flags;
 //!   [`trust`]: which project files may loosen the sandbox (`berth trust`).
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
+//! - [`logfile`]: the process's own log: never panics, capped and rotated.
 //! - [`error`]: typed errors, one variant per failed operation.
 
 pub mod api;
@@ -54,6 +55,7 @@ pub mod events;
 pub mod images;
 pub mod inert;
 pub mod job;
+pub mod logfile;
 pub mod manager;
 pub mod mcp;
 pub mod model;

@@ -1,5 +1,6 @@
-//! CLI verbs that talk to a running manager: `status`, `logs`, `wait`,
-//! `kill`, `resume`, `bg`, `prune` (`ps` and `events` are `lists.rs`). Each
+//! CLI verbs that talk to a running manager: `status`, `wait`, `kill`,
+//! `resume`, `bg`, `prune` (`ps` and `events` are `lists.rs`, `logs` is
+//! `logs.rs`). Each
 //! is a thin client of the socket API; `--json` prints the API's answer as
 //! is, otherwise cards, with job text shown inert (`crate::inert`).
 
@@ -8,14 +9,13 @@ use std::io::IsTerminal;
 use clap::Args;
 
 use super::Global;
-use super::out::{LineMode, StdoutClosed, out, outln, write_lines};
-use crate::api::client::{Client, log_query};
+use super::out::{out, outln};
+use crate::api::client::Client;
 use crate::api::{WaitRequest, socket_path};
 use crate::card;
 use crate::error::Error;
 use crate::manager::KillRequest;
 use crate::model::{EndedBy, JobId};
-use crate::output::{Line, LogQuery, Stream};
 use crate::ready::{HttpCheck, ReadyCondition, WaitOutcome};
 
 pub async fn client(global: &Global) -> Result<Client, Error> {
@@ -58,105 +58,6 @@ pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
         out!("{}", card::render(&v.info, &v.snippet, color()));
     }
     Ok(0)
-}
-
-#[derive(Debug, Args)]
-pub struct LogsArgs {
-    /// Job id (`job-3` or `3`).
-    pub id: String,
-    /// Last N lines.
-    #[arg(long, conflicts_with = "since")]
-    pub tail: Option<usize>,
-    /// From this seq on (inclusive).
-    #[arg(long)]
-    pub since: Option<u64>,
-    /// At most N lines.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Keep printing new lines until the job ends.
-    #[arg(short, long)]
-    pub follow: bool,
-    /// Only stdout or stderr.
-    #[arg(long)]
-    pub stream: Option<String>,
-    /// Print the page (or each line when following) as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Write the job's bytes as they are, also to a terminal (by default
-    /// control characters and escape sequences show as `\x1b`, `\r` … there).
-    #[arg(long)]
-    pub raw: bool,
-}
-
-pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
-    let r = super::offline::reader(global).await?;
-    let id = JobId::from(a.id.as_str());
-    let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
-    let q = LogQuery {
-        tail: a.tail,
-        since: a.since,
-        limit: a.limit,
-        stream,
-    };
-    let page = r.logs(&id, &q).await?;
-    let mode = LineMode::for_terminals(a.raw);
-    if let Some(seq) = page.truncated_before {
-        eprintln!(
-            "berth: lines before seq {seq} of {id} were dropped by the output cap (max_output); showing from {seq}"
-        );
-    }
-    if !a.follow {
-        if a.json {
-            print_json(&page)?;
-        } else {
-            for l in &page.lines {
-                print_line(l, mode)?;
-            }
-            if page.has_more {
-                eprintln!(
-                    "berth: more lines follow; continue with `berth logs {id} --since {}`",
-                    page.next_seq
-                );
-            }
-        }
-        return Ok(0);
-    }
-    for l in &page.lines {
-        if a.json {
-            outln!("{}", serde_json::to_string(l)?);
-        } else {
-            print_line(l, mode)?;
-        }
-    }
-    let mut q = LogQuery {
-        since: Some(page.next_seq),
-        stream,
-        ..Default::default()
-    };
-    q.tail = None;
-    // Batches for the terminal (one write per batch); one line per record for `--json`.
-    let batch = if a.json { "" } else { "&batch=true" };
-    let mut sse = r
-        .client()?
-        .follow(&format!("/v1/jobs/{id}/logs/follow{}{batch}", log_query(&q)))
-        .await?;
-    while let Some((event, data)) = sse.next().await {
-        match event.as_str() {
-            "line" if a.json => outln!("{data}"),
-            "lines" => {
-                if let Ok(lines) = serde_json::from_str::<Vec<Line>>(&data) {
-                    write_lines(&lines, mode)?;
-                }
-            }
-            "end" => break,
-            _ => {}
-        }
-    }
-    Ok(0)
-}
-
-fn print_line(l: &Line, mode: LineMode) -> Result<(), StdoutClosed> {
-    write_lines(std::slice::from_ref(l), mode)
 }
 
 #[derive(Debug, Args)]

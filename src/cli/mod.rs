@@ -3,9 +3,11 @@
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
 mod daemon;
+mod doctor;
 mod images;
 mod jobs;
 mod lists;
+mod logs;
 mod offline;
 pub(crate) mod out;
 mod progress;
@@ -49,6 +51,9 @@ pub struct Global {
     /// Workspace root: jobs run here by default (env BERTH_WORKSPACE).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// (internal) Log to this file, size-capped and rotated (`berth up` and the watchdog).
+    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,7 +81,7 @@ pub enum Command {
     /// Show a job's card.
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
-    Logs(jobs::LogsArgs),
+    Logs(logs::LogsArgs),
     /// Wait until a job is ready (port, log line, HTTP) or ends.
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -111,6 +116,8 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Check the instance's state (daemon, store, logs) and repair what is damaged.
+    Doctor(doctor::DoctorArgs),
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
@@ -168,7 +175,7 @@ pub fn main() -> ExitCode {
         crate::runner::shim::main(args.collect());
     }
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.global.log_file.as_deref());
     // A verb that only talks to a running manager needs no worker threads
     // (starting and joining them is a visible part of a ~5 ms `berth run -d`);
     // those that run a manager, serve, or build get the multi-threaded runtime.
@@ -189,12 +196,23 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn init_tracing() {
+/// Tracing on stderr, or on `log_file` (capped and rotated): through a
+/// sink that drops what it cannot write, so logging never panics.
+fn init_tracing(log_file: Option<&std::path::Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    // Colours only for a person reading a terminal, never in a log file.
+    let ansi = log_file.is_none() && std::io::stderr().is_terminal();
+    let sink = match log_file {
+        Some(path) => crate::logfile::LogSink::file(path, crate::logfile::MAX_LOG_BYTES, true),
+        None => crate::logfile::LogSink::stderr(),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(sink)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
         .try_init();
 }
 
@@ -215,13 +233,14 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Down => daemon::down(&cli.global).await,
         Command::Ps(a) => lists::ps(&cli.global, a).await,
         Command::Status(a) => jobs::status(&cli.global, a).await,
-        Command::Logs(a) => jobs::logs(&cli.global, a).await,
+        Command::Logs(a) => logs::logs(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,
         Command::Bg(a) => jobs::background(&cli.global, a).await,
         Command::Events(a) => lists::events(&cli.global, a).await,
         Command::Prune(a) => jobs::prune(&cli.global, a).await,
+        Command::Doctor(a) => doctor::doctor(&cli.global, a).await,
     };
     match result {
         Ok(code) => code,

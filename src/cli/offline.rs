@@ -13,7 +13,7 @@ use crate::api::socket_path;
 use crate::error::{Error, Result};
 use crate::manager::{JobPage, ListFilter, MAX_PAGE_ITEMS, newest_first, take_page};
 use crate::model::{JobId, JobInfo};
-use crate::output::{LogPage, LogQuery};
+use crate::output::{LogPage, LogQuery, PAGE_BYTES, PAGE_LINES};
 use crate::store::Store;
 
 /// Where reads are answered from.
@@ -91,13 +91,20 @@ impl Reader {
             Reader::Daemon(c) => return c.logs(id, q).await,
             Reader::Store(s, ..) => s,
         };
-        if crate::store::find_run(store, id)?.is_none() {
+        let Some(run) = crate::store::find_run(store, id)? else {
             return Err(Error::UnknownJob(id.to_string()));
+        };
+        // An ended run's record says how far its output went: lines past
+        // the stored ones were lost (its manager died while the store could
+        // not write), and are said so.
+        let mut last_seq = store.last_seq(id)?;
+        if run.info.status.is_terminal() {
+            last_seq = last_seq.max(run.info.last_seq);
         }
-        let last_seq = store.last_seq(id)?;
         let first = store.dropped_before(id)?;
+        let limit = q.limit.unwrap_or(PAGE_LINES).clamp(1, PAGE_LINES);
         if let Some(n) = q.tail {
-            let lines = store.tail(id, n.min(q.limit.unwrap_or(usize::MAX)), u64::MAX, q.stream)?;
+            let (lines, lost) = store.tail_page(id, (n.min(limit), last_seq + 1), PAGE_BYTES, q.stream)?;
             return Ok(LogPage {
                 lines,
                 next_seq: last_seq + 1,
@@ -105,22 +112,19 @@ impl Reader {
                 last_seq,
                 first_available_seq: first,
                 truncated_before: None,
+                lost,
             });
         }
         let since = q.since.unwrap_or(1).max(1);
-        let limit = q.limit.unwrap_or(10_000).max(1);
-        // One more than asked tells whether more follow.
-        let (mut lines, start) = store.lines_and_start(id, since, u64::MAX, limit + 1, q.stream)?;
-        let has_more = lines.len() > limit;
-        lines.truncate(limit);
-        let next_seq = lines.last().map(|l| l.seq + 1).unwrap_or(last_seq + 1);
+        let page = store.page(id, (since, last_seq + 1), (limit, PAGE_BYTES), q.stream)?;
         Ok(LogPage {
-            lines,
-            next_seq,
-            has_more,
+            lines: page.lines,
+            next_seq: page.next,
+            has_more: page.next <= last_seq,
             last_seq,
-            first_available_seq: start,
-            truncated_before: (since < start).then_some(start),
+            first_available_seq: page.start,
+            truncated_before: (since < page.start).then_some(page.start),
+            lost: page.lost,
         })
     }
 

@@ -66,8 +66,20 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {
+    let store = s.manager.store();
+    let trouble = match store.health() {
+        crate::store::StoreHealth::Ok => None,
+        crate::store::StoreHealth::Degraded { since, reason } => Some(crate::api::StoreTrouble {
+            since,
+            reason,
+            held_bytes: store.held_bytes(),
+        }),
+    };
     Json(Health {
         ok: true,
+        status: if trouble.is_some() { "degraded" } else { "ok" }.into(),
+        store: trouble,
+        notice: store.notice().map(str::to_string),
         pid: std::process::id(),
         instance: s.manager.config().instance.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -211,7 +223,7 @@ async fn follow_logs(
     let output = s.manager.output(&id)?;
     let page = FollowPage {
         lines: FOLLOW_PAGE,
-        bytes: usize::MAX,
+        bytes: crate::output::PAGE_BYTES,
         stream: q.stream,
     };
     let batches = Box::pin(output.follow(q.since.unwrap_or(1), page));
@@ -222,24 +234,31 @@ async fn follow_logs(
         async move {
             let mut batches = batches?;
             match batches.next().await {
-                Some(Ok(batch)) if q.batch => {
-                    let lines: Vec<_> = batch.lines().collect();
-                    let event = SseEvent::default()
-                        .event("lines")
-                        .json_data(&lines)
-                        .expect("lines serialize");
-                    Some((vec![Ok(event)], Some(batches)))
-                }
                 Some(Ok(batch)) => {
-                    let events = batch
-                        .lines()
-                        .map(|l| {
+                    // Lines lost before the batch are said first, as `lost`.
+                    let mut events: Vec<_> = (!batch.lost.is_empty())
+                        .then(|| {
+                            Ok(SseEvent::default()
+                                .event("lost")
+                                .json_data(&batch.lost)
+                                .expect("gaps serialize"))
+                        })
+                        .into_iter()
+                        .collect();
+                    if q.batch {
+                        let lines: Vec<_> = batch.lines().collect();
+                        events.push(Ok(SseEvent::default()
+                            .event("lines")
+                            .json_data(&lines)
+                            .expect("lines serialize")));
+                    } else {
+                        events.extend(batch.lines().map(|l| {
                             Ok(SseEvent::default()
                                 .event("line")
                                 .json_data(&l)
                                 .expect("lines serialize"))
-                        })
-                        .collect();
+                        }));
+                    }
                     Some((events, Some(batches)))
                 }
                 // An unreadable store ends the stream without `end`.

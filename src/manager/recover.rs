@@ -13,6 +13,7 @@
 //! with it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -26,6 +27,9 @@ use crate::procinfo;
 use crate::runner::docker::Adoption;
 use crate::store::RunRow;
 use crate::watch::Watchers;
+
+/// How long taking over may spend removing what dead managers left.
+const SWEEP_LIMIT: Duration = Duration::from_secs(15);
 
 pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
     let rows = inner.store.runs()?;
@@ -55,6 +59,7 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
         insert_finished(inner, n, row, last_seq);
     }
     inner.ids.ensure_above(highest)?;
+    super::finished::trim(inner);
     Ok(())
 }
 
@@ -100,11 +105,49 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
 }
 
 impl Manager {
-    /// Recovery mode `adopt`: follow the containers a dead manager left
-    /// running, continuing their output from the last stored line; a
-    /// container that is gone (or cannot be followed) is reaped as `lost`.
-    /// Call once this manager owns the instance (after binding its socket).
+    /// Take the instance over from managers that died: in recovery mode
+    /// `adopt`, follow the containers a dead manager left running,
+    /// continuing their output from the last stored line (a container that
+    /// is gone, or cannot be followed, is reaped as `lost`); then remove
+    /// whatever else dead managers left on the engine, labelled with this
+    /// instance and state dir (their jobs' and holders' containers,
+    /// networks), which their records may not name (a create that landed
+    /// late, a watchdog killed with its daemon). Call once this manager owns
+    /// the instance (after binding its socket), before serving.
     pub async fn adopt_orphans(&self) -> Result<Vec<crate::model::JobId>> {
+        let adopted = self.adopt().await?;
+        let keep: Vec<String> = {
+            let reg = self.inner.registry.lock().unwrap();
+            adopted
+                .iter()
+                .filter_map(|id| reg.get(id).ok()?.info.container_id.clone())
+                .collect()
+        };
+        let sweep = self.inner.runners.remove_dead_owners(&keep, !keep.is_empty());
+        match tokio::time::timeout(SWEEP_LIMIT, sweep).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                removed = n,
+                "removed containers that managers which died left behind"
+            ),
+            Err(_) => tracing::warn!(
+                "the engine did not answer the sweep of dead managers' containers within {SWEEP_LIMIT:?}"
+            ),
+        }
+        // Host jobs the same way, by their tag (no record needed).
+        let killed = tokio::task::spawn_blocking({
+            let config = self.inner.config.clone();
+            move || crate::teardown::reap_tagged(&config)
+        })
+        .await
+        .unwrap_or(0);
+        if killed > 0 {
+            tracing::info!(killed, "killed host jobs that managers which died left running");
+        }
+        Ok(adopted)
+    }
+
+    async fn adopt(&self) -> Result<Vec<crate::model::JobId>> {
         let inner = &self.inner;
         let orphans = std::mem::take(&mut *inner.orphans.lock().unwrap());
         let mut adopted = Vec::new();

@@ -35,6 +35,14 @@ pub(super) async fn start(
             max: inner.config.max_queued,
         });
     }
+    // A job whose output and record could not be kept is not started.
+    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
+        return Err(Error::StoreDegraded {
+            path: inner.store.path().to_path_buf(),
+            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            reason,
+        });
+    }
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -108,6 +116,7 @@ pub(super) async fn start(
             pulling: None,
             building: None,
             setid_cleared: None,
+            store_note: None,
             recovered: false,
             watch_hits_dropped: 0,
         };
@@ -290,7 +299,7 @@ async fn launch(
             let fake = inner.fake.get().expect("checked by the guard");
             fake.launch(id, spec, &output).await
         }
-        RunnerKind::Host => runner::host::launch(spec, cwd, &output).await,
+        RunnerKind::Host => runner::host::launch(spec, cwd, &output, &inner.host_tag).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
                 r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,

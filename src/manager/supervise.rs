@@ -190,6 +190,17 @@ pub(super) async fn supervise(
         },
         (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
     };
+    // Its process is gone, but its output could not all be kept: said as
+    // lost, with what the process did, rather than a clean end.
+    let status = match inner.store.unavailable() {
+        Some(why) => JobStatus::Lost {
+            reason: format!(
+                "store unavailable ({why}): its output could not all be kept; the process had ended ({})",
+                status.name()
+            ),
+        },
+        None => status,
+    };
     finish(&inner, &id, status);
 }
 
@@ -234,6 +245,7 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         }
     }
     inner.slot_freed.notify_waiters();
+    super::finished::trim(inner);
 }
 
 pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
@@ -260,7 +272,11 @@ pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Re
     let ended_by = req.ended_by.unwrap_or(EndedBy::Agent);
     let (tx, mut status_rx) = {
         let reg = inner.registry.lock().unwrap();
-        let e = reg.get(id)?;
+        let Ok(e) = reg.get(id) else {
+            drop(reg);
+            // A finished job only in the store (`finished.rs`).
+            return Ok(outcome(KillResult::AlreadyFinished, &inner.stored(id)?));
+        };
         match (&e.live, e.info.status.is_terminal()) {
             (Some(live), false) => (live.stop_tx.clone(), e.status_tx.subscribe()),
             _ => return Ok(outcome(KillResult::AlreadyFinished, &e.info)),

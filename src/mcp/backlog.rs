@@ -140,6 +140,8 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     match &e.kind {
         // Running unsandboxed is never news the agent may miss.
         EventKind::WatchHit { .. } | EventKind::WatchDropped { .. } | EventKind::Fallback { .. } => true,
+        // Lost output and refused starts are never news the agent may miss.
+        EventKind::StoreDegraded { .. } | EventKind::StoreRecovered => true,
         EventKind::Queued => !own,
         // Progress is on the job's own answer; the backlog would only be noise.
         EventKind::Pulling(_) | EventKind::Building(_) => false,
@@ -184,6 +186,10 @@ pub fn line(manager: &Manager, e: &Event) -> String {
             crate::watch::HITS_PER_SEC
         ),
         EventKind::Promoted { reason, .. } => format!("promoted: {reason}"),
+        EventKind::StoreDegraded { reason } => format!(
+            "store cannot be written ({reason}): newest output held in memory, older lines may be lost, new jobs refused"
+        ),
+        EventKind::StoreRecovered => "store can be written again: held output stored".to_string(),
         EventKind::Ended {
             status,
             ended_by,

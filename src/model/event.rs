@@ -69,6 +69,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The store cannot be written (a full or failing disk): the job runs
+    /// on, its newest output held in memory; older lines may be lost (reads
+    /// say where). Sent to every job under way when it happens.
+    StoreDegraded {
+        reason: String,
+    },
+    /// The store can be written again: what was held is stored.
+    StoreRecovered,
 }
 
 impl EventKind {
@@ -84,6 +92,8 @@ impl EventKind {
             EventKind::WatchDropped { .. } => "watch_dropped",
             EventKind::Promoted { .. } => "promoted",
             EventKind::Ended { .. } => "ended",
+            EventKind::StoreDegraded { .. } => "store_degraded",
+            EventKind::StoreRecovered => "store_recovered",
         }
     }
 }

@@ -18,7 +18,7 @@ mod status;
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
-pub use line::{Line, LogPage, LogQuery, Stream};
+pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use ready::{HttpCheck, ReadyCondition};
 pub use spec::JobSpec;
 pub use spec::{

@@ -347,6 +347,10 @@ pub struct JobInfo {
     /// and in `watch_dropped` events, not stored one by one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub watch_hits_dropped: u64,
+    /// Set when the store could not be written while the job ran: since
+    /// when, why, and that lines lost meanwhile are marked in its logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_note: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -49,6 +49,11 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 pub const DEFAULT_RING_BYTES: usize = 4 * 1024 * 1024;
 /// Size of a snippet (the tail shown on cards and in polls).
 pub const SNIPPET_BYTES: usize = 1536;
+/// Most lines one read answers (a page): a reader asks again from
+/// `next_seq`, so one read never holds a whole big job in memory.
+pub const PAGE_LINES: usize = 10_000;
+/// Most text one read answers (at least one line, so about this much).
+pub const PAGE_BYTES: usize = 2 * 1024 * 1024;
 
 impl std::str::FromStr for Stream {
     type Err = Error;

@@ -12,6 +12,7 @@ pub mod fake;
 pub mod host;
 pub mod setuid;
 pub mod shim;
+pub mod tag;
 
 use std::net::IpAddr;
 use std::path::PathBuf;

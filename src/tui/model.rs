@@ -58,6 +58,7 @@ pub fn noteworthy(kind: &EventKind) -> bool {
                 || !matches!(status.as_str(), "success" | "killed")
         }
         EventKind::Promoted { by, .. } => *by == EndedBy::System,
+        EventKind::StoreDegraded { .. } => true,
         _ => false,
     }
 }

@@ -172,6 +172,12 @@ impl Daemon {
     /// Start with extra environment (e.g. `BERTH_GRACE`).
     pub fn start_with(env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(dir, env, std::process::Stdio::piped())
+    }
+
+    /// Start in `dir` (its `state` and `ws`), with extra environment and
+    /// the daemon's stderr going to `stderr`.
+    pub fn start_in(dir: tempfile::TempDir, env: &[(&str, &str)], stderr: std::process::Stdio) -> Daemon {
         workspace_dir(&dir.path().join("ws"));
         let instance = instance_name("d");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
@@ -183,7 +189,7 @@ impl Daemon {
         let child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn berth daemon");
         let d = Daemon { dir, instance, child };

@@ -10,6 +10,7 @@ mod daemon;
 mod docker;
 mod escape;
 mod exits;
+mod faults;
 mod host;
 mod images;
 mod inert;

@@ -73,6 +73,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         pulling: None,
         building: None,
         setid_cleared: None,
+        store_note: None,
     }
 }
 
@@ -208,5 +209,6 @@ pub fn log_page(lines: std::ops::RangeInclusive<u64>) -> LogPage {
         last_seq: last,
         first_available_seq: 1,
         truncated_before: None,
+        lost: Vec::new(),
     }
 }
