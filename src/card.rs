@@ -290,6 +290,7 @@ mod tests {
             project_note: None,
             recovered: false,
             watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::model::AppliedLimits {

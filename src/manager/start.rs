@@ -110,6 +110,7 @@ pub(super) async fn start(
             setid_cleared: None,
             recovered: false,
             watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(

@@ -347,6 +347,9 @@ pub struct JobInfo {
     /// and in `watch_dropped` events, not stored one by one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub watch_hits_dropped: u64,
+    /// Containers the job started through its scoped engine, as last seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<super::ChildInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {
