@@ -86,11 +86,33 @@ pub struct LogsArgs {
     /// control characters and escape sequences show as `\x1b`, `\r` … there).
     #[arg(long)]
     pub raw: bool,
+    /// The output of the job's child NAME (a container it started through
+    /// its scoped engine; `berth ps` lists them), instead of the job's own.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["since", "limit", "follow", "stream"])]
+    pub child: Option<String>,
 }
 
 pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
     let r = super::offline::reader(global).await?;
     let id = JobId::from(a.id.as_str());
+    if let Some(name) = &a.child {
+        let lines = r.child_logs(&id, name, a.tail).await?;
+        if a.json {
+            print_json(&crate::model::ChildLogs {
+                job: id,
+                child: name.clone(),
+                lines,
+            })?;
+        } else {
+            for l in &lines {
+                match a.raw || !std::io::stdout().is_terminal() {
+                    true => outln!("{l}"),
+                    false => outln!("{}", crate::inert::visible(l)),
+                }
+            }
+        }
+        return Ok(0);
+    }
     let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
     let q = LogQuery {
         tail: a.tail,

@@ -63,6 +63,14 @@ impl fmt::Display for ChildState {
     }
 }
 
+/// The output of one child (`GET /v1/jobs/{id}/children/{name}/logs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildLogs {
+    pub job: super::JobId,
+    pub child: String,
+    pub lines: Vec<String>,
+}
+
 /// A port of a child, as the job reaches it: berth's listener on the job
 /// network's gateway (`host_ip:host_port`), relaying to the child's `port`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ mod ready;
 mod spec;
 mod status;
 
-pub use child::{ChildInfo, ChildPort, ChildState, EngineAccess};
+pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};

@@ -302,6 +302,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
     }
     Ok(Launched {
         sweep: None,
+        engine: None,
         pid: Some(pid),
         container_id: None,
         ports,

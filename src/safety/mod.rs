@@ -23,6 +23,7 @@
 //! check`. Host jobs also pass [`Safety::check_env`] ([`env`]).
 
 pub mod deadline;
+mod engine;
 pub mod env;
 pub mod expand;
 pub mod filter;
@@ -223,6 +224,8 @@ impl Safety {
             pattern: String::new(),
             command: command.into(),
             matched: None,
+            endpoint: None,
+            field: None,
             cwd: cwd.to_path_buf(),
             instance: self.instance.clone(),
             client: client.into(),

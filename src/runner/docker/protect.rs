@@ -89,7 +89,7 @@ pub fn mounts(workspace: &Path, extra: &[&Path], into: &Path) -> (Vec<Mount>, Ve
 /// files: the scoped engine's children get workspace binds this way
 /// (`scoped/check.rs`), so a path swapped for a symlink after the check is
 /// never what the engine mounts.
-pub(super) fn copy_beneath(root: &Path, rel: &Path, to: &Path) -> Result<(), String> {
+pub(crate) fn copy_beneath(root: &Path, rel: &Path, to: &Path) -> Result<(), String> {
     let root = Dir::open_root(root).map_err(|e| e.to_string())?;
     let (parent, name) = match (rel.parent(), rel.file_name()) {
         (Some(p), Some(n)) => (p, n.to_string_lossy().into_owned()),

@@ -96,8 +96,9 @@ pub struct Plan {
     pub pids: i64,
     pub cpus: f64,
     pub copies: Vec<BindCopy>,
-    /// Job volumes (engine names) the child uses: made first if missing.
-    pub volumes: Vec<String>,
+    /// Job volumes the child uses (name the job gave, engine name): made
+    /// first if missing.
+    pub volumes: Vec<(String, String)>,
     /// Job networks (ids) to connect the child to after the create, with
     /// the endpoint settings asked (aliases).
     pub connect: Vec<(String, Value)>,
@@ -435,7 +436,7 @@ fn mounts(
     host: &mut Map<String, Value>,
     workspace: &Path,
     lookup: &dyn Lookup,
-) -> Result<(Vec<BindCopy>, Vec<String>), Refusal> {
+) -> Result<(Vec<BindCopy>, Vec<(String, String)>), Refusal> {
     let mut out: Vec<Value> = Vec::new();
     let (mut copies, mut volumes) = (Vec::new(), Vec::new());
     let mut add_bind = |out: &mut Vec<Value>, src: &str, target: &str, field: &str| -> Result<(), Refusal> {
@@ -449,7 +450,7 @@ fn mounts(
             return Err(Refusal::new(field, format!("`{name}` is not a volume name")));
         }
         let real = lookup.volume(name);
-        volumes.push(real.clone());
+        volumes.push((name.to_string(), real.clone()));
         out.push(json!({"Type": "volume", "Source": real, "Target": target, "ReadOnly": ro}));
         Ok(())
     };

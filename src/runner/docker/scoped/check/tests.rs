@@ -154,7 +154,7 @@ fn only_the_jobs_own_children_networks_and_volumes() {
     assert_eq!(plan.body["HostConfig"]["NetworkMode"], "pool-7");
     assert_eq!(plan.body["HostConfig"]["PidMode"], "container:c0ffee00");
     assert_eq!(plan.body["HostConfig"]["VolumesFrom"], json!(["c0ffee00:ro"]));
-    assert_eq!(plan.volumes, ["berth-x-job-1-data"]);
+    assert_eq!(plan.volumes, [("data".to_string(), "berth-x-job-1-data".to_string())]);
     assert_eq!(plan.body.get("NetworkingConfig"), None);
     assert_eq!(refused(json!({"Image": "x", "HostConfig": {"VolumesFrom": ["someone"]}})), "HostConfig.VolumesFrom");
     assert_eq!(
