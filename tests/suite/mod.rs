@@ -22,6 +22,7 @@ mod ready;
 mod recovery;
 mod retention;
 mod safety;
+mod scoped;
 mod secrets;
 mod trust;
 mod tui;

@@ -26,7 +26,11 @@ impl Shared {
     /// Refuse (403) in one line, and log it.
     pub fn refuse(&self, line: &str, field: &str, reason: &str) -> Response<Body> {
         self.report(line, field, reason);
-        proxy::error(StatusCode::FORBIDDEN, &format!("berth: {reason} ({field})"))
+        let message = match field {
+            "path" => format!("berth: {reason}"),
+            _ => format!("berth: {field}: {reason}"),
+        };
+        proxy::error(StatusCode::FORBIDDEN, &message)
     }
 
     /// "No such" (404) for a reference that is not the job's: logged

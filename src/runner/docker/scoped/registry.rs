@@ -99,8 +99,7 @@ impl Registry {
     }
 
     /// A name for a child: the one asked (checked), else `<image>-<n>`.
-    pub fn name_for(&mut self, asked: Option<&str>, image: &str) -> Result<String, String> {
-        self.made += 1;
+    pub fn name_for(&self, asked: Option<&str>, image: &str) -> Result<String, String> {
         if let Some(a) = asked.map(|a| a.trim_start_matches('/')) {
             let ok = !a.is_empty()
                 && a.len() <= 64
@@ -127,7 +126,7 @@ impl Registry {
             .take(40)
             .collect();
         let base = if base.is_empty() { "child".into() } else { base };
-        let mut n = self.made;
+        let mut n = self.made + 1;
         loop {
             let name = format!("{base}-{n}");
             if !self.children.iter().any(|c| c.name == name) {
@@ -140,6 +139,7 @@ impl Registry {
     /// Hold a place for a child being created (counted and budgeted).
     pub fn reserve(&mut self, name: String, image: String, memory: u64, pids: i64, slot: Option<Slot>) {
         let engine_name = format!("{}-{name}", self.parent);
+        self.made += 1;
         self.children.push(Child {
             id: String::new(),
             name,
@@ -296,6 +296,6 @@ mod tests {
         assert!(r.name_for(Some("db"), "x").is_err());
         assert!(r.name_for(Some("../x"), "x").is_err());
         assert_eq!(r.name_for(Some("/cache"), "x").unwrap(), "cache");
-        assert_eq!(r.name_for(None, "docker.io/library/postgres:16").unwrap(), "postgres-3");
+        assert_eq!(r.name_for(None, "docker.io/library/postgres:16").unwrap(), "postgres-2");
     }
 }

@@ -115,7 +115,7 @@ fn plain(seg: &str) -> bool {
 pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
     let refuse = |why: &str| Refused {
         reason: format!(
-            "berth's scoped engine does not forward {}: {why}",
+            "the scoped engine does not forward {}: {why}",
             line(method, path)
         ),
     };
@@ -261,7 +261,7 @@ mod tests {
             (Method::POST, "/containers/prune"),
         ] {
             let why = ep(m.clone(), p).unwrap_err();
-            assert!(why.starts_with("berth's scoped engine does not forward"), "{m} {p}: {why}");
+            assert!(why.starts_with("the scoped engine does not forward"), "{m} {p}: {why}");
             assert!(!why.contains('\n'), "{why}");
         }
     }
