@@ -125,6 +125,11 @@ def test_a_page_from_a_container():
             except OSError:
                 time.sleep(0.1)
         assert body is not None and "hello from berth" in body
+
+
+def test_a_container_left_running():
+    # Never stopped: with Ryuk off, berth is the reaper when the job ends.
+    DockerContainer("berth/sandbox:latest").with_command("sleep 300").with_name("left").start()
 "#;
 
 const RUN_SUITE: &str = "set -e\n\
@@ -152,7 +157,7 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     );
     let (code, out, err) = berth_in(&d, &[], &["test", "--engine", "scoped"]);
     assert_eq!(code, 0, "berth test failed:\n{out}\n{err}");
-    assert!(out.contains("1 passed"), "{out}");
+    assert!(out.contains("2 passed"), "{out}");
     // The children went before the job was answered; its own container follows.
     assert_eq!(children_of(&d.instance), 0, "a child of the job remains");
     eventually(Duration::from_secs(10), "no container of the job remains", || {
@@ -162,8 +167,9 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     let jobs = d.json(&["ps", "--all"]);
     let job = &jobs.as_array().unwrap()[0];
     let children = job["children"].as_array().expect("the job's children on its record");
-    assert_eq!(children.len(), 1, "{job}");
-    assert_eq!(children[0]["state"], "removed");
+    assert_eq!(children.len(), 2, "{job}");
+    assert!(children.iter().all(|c| c["state"] == "removed"), "{job}");
+    assert_eq!(children[1]["name"], "left", "the name the suite gave");
     assert_eq!(children[0]["image"], "berth/sandbox:latest");
     let name = children[0]["name"].as_str().unwrap();
     // The child's output stays with the job: httpd's access line for the GET.

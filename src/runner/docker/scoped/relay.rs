@@ -163,9 +163,12 @@ mod tests {
         let target = server.local_addr().unwrap();
         let tasks = TaskTracker::new();
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        // Answers every connection: only the relay's check keeps one out.
         let serve = tokio::spawn(async move {
-            let (mut c, _) = server.accept().await.unwrap();
-            tokio::io::AsyncWriteExt::write_all(&mut c, b"hi").await.unwrap();
+            loop {
+                let (mut c, _) = server.accept().await.unwrap();
+                tokio::io::AsyncWriteExt::write_all(&mut c, b"hi").await.unwrap();
+            }
         });
         // Allowed: loopback is the "job's subnet" here.
         let ok = Relay::open(lo, Subnet::parse("127.0.0.0/8").unwrap(), lo, &[target.port()], &tasks)
@@ -175,7 +178,6 @@ mod tests {
         let mut got = Vec::new();
         tokio::io::AsyncReadExt::read_to_end(&mut c, &mut got).await.unwrap();
         assert_eq!(got, b"hi");
-        serve.await.unwrap();
         // Not allowed: the peer is outside the subnet, the connection closes unanswered.
         let no = Relay::open(lo, Subnet::parse("10.9.9.0/24").unwrap(), lo, &[target.port()], &tasks)
             .await
@@ -186,5 +188,6 @@ mod tests {
         assert_eq!(n, 0);
         no.close();
         ok.close();
+        serve.abort();
     }
 }
