@@ -656,7 +656,8 @@ impl Config {
         set!(network, "network", validate_network);
         set!(read_only, "read_only", Ok::<_, Error>);
         set!(allow_host, "allow_host", Ok::<_, Error>);
-        set!(engine, "engine", |v: String| v.parse::<crate::model::EngineAccess>());
+        set!(engine, "engine", |v: String| v
+            .parse::<crate::model::EngineAccess>());
         set!(max_children, "max_children", |v: usize| if v == 0 {
             Err(Error::InvalidValue {
                 what: "max_children",

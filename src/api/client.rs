@@ -253,10 +253,16 @@ impl Client {
     }
 
     /// The output of child `name` of job `id` (its last `tail` lines).
-    pub async fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<crate::model::ChildLogs> {
+    pub async fn child_logs(
+        &self,
+        id: &JobId,
+        name: &str,
+        tail: Option<usize>,
+    ) -> Result<crate::model::ChildLogs> {
         let tail = tail.map(|n| format!("?tail={n}")).unwrap_or_default();
         let name: String = url_safe(name);
-        self.get(&format!("/v1/jobs/{id}/children/{name}/logs{tail}")).await
+        self.get(&format!("/v1/jobs/{id}/children/{name}/logs{tail}"))
+            .await
     }
 
     pub async fn wait(&self, id: &JobId, req: &WaitRequest) -> Result<WaitOutcome> {

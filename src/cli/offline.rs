@@ -93,7 +93,13 @@ impl Reader {
             Reader::Store(s, ..) => s,
         };
         let row = crate::store::find_run(store, id)?.ok_or_else(|| Error::UnknownJob(id.to_string()))?;
-        let dir = row.info.logs.stdout.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let dir = row
+            .info
+            .logs
+            .stdout
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
         crate::runner::docker::read_child_log(&dir, id.as_str(), name, tail)
     }
 

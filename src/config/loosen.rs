@@ -349,10 +349,15 @@ mod tests {
         let c = load(&dir, "engine = \"scoped\"\n", &user);
         assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
         assert_eq!(c.engine, EngineAccess::Scoped);
-        let err = Config::load_with(&dir, Layer::default(), |k| (k == "BERTH_ENGINE").then(|| "all".to_string()))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("engine") && err.contains("scoped") && !err.contains('\n'), "{err}");
+        let err = Config::load_with(&dir, Layer::default(), |k| {
+            (k == "BERTH_ENGINE").then(|| "all".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("engine") && err.contains("scoped") && !err.contains('\n'),
+            "{err}"
+        );
     }
 
     #[test]

@@ -13,7 +13,15 @@ use super::log::Entry;
 impl Safety {
     /// Log that job `job` (running `command` in `cwd`) was refused
     /// `endpoint` because of `field`: `reason`.
-    pub fn log_engine(&self, job: &str, command: &str, cwd: &Path, endpoint: &str, field: &str, reason: &str) {
+    pub fn log_engine(
+        &self,
+        job: &str,
+        command: &str,
+        cwd: &Path,
+        endpoint: &str,
+        field: &str,
+        reason: &str,
+    ) {
         let command = super::shorten(command.to_string());
         self.log.append(&Entry {
             kind: "engine",

@@ -55,7 +55,15 @@ fn wheelhouse() -> PathBuf {
             .to_string();
         std::fs::create_dir_all(&dir).unwrap();
         let o = Command::new("python3")
-            .args(["-m", "pip", "download", "--quiet", "testcontainers", "--only-binary=:all:", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "testcontainers",
+                "--only-binary=:all:",
+                "-d",
+            ])
             .arg(&dir)
             .args(["--python-version", &version])
             .args(["--platform", &format!("manylinux2014_{arch}")])
@@ -63,7 +71,11 @@ fn wheelhouse() -> PathBuf {
             .args(["--platform", "any"])
             .output()
             .expect("pip");
-        assert!(o.status.success(), "pip download: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "pip download: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         std::fs::write(&ready, "").unwrap();
     }
     *made = Some(dir.clone());
@@ -150,7 +162,10 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     project(
         &ws,
         &[
-            ("berth.toml", "test_command = \"sh run.sh\"\nrunner = \"docker\"\n"),
+            (
+                "berth.toml",
+                "test_command = \"sh run.sh\"\nrunner = \"docker\"\n",
+            ),
             ("run.sh", RUN_SUITE),
             ("test_web.py", SUITE),
         ],
@@ -166,7 +181,9 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     .await;
     let jobs = d.json(&["ps", "--all"]);
     let job = &jobs.as_array().unwrap()[0];
-    let children = job["children"].as_array().expect("the job's children on its record");
+    let children = job["children"]
+        .as_array()
+        .expect("the job's children on its record");
     assert_eq!(children.len(), 2, "{job}");
     assert!(children.iter().all(|c| c["state"] == "removed"), "{job}");
     assert_eq!(children[1]["name"], "left", "the name the suite gave");
@@ -178,7 +195,10 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     assert_eq!(code, 0, "{err}");
     assert!(logs.contains("response:200"), "{logs}");
     let (_, table, _) = d.run(&["ps", "--all"]);
-    assert!(table.contains(&format!("└ child {name} removed berth/sandbox:latest")), "{table}");
+    assert!(
+        table.contains(&format!("└ child {name} removed berth/sandbox:latest")),
+        "{table}"
+    );
 }
 
 /// A Python helper the jobs use to talk to their engine socket by hand.
@@ -239,7 +259,14 @@ async fn hostile_requests_through_the_socket_are_refused_and_logged() {
     project(&ws, &[("engine.py", ENGINE_PY), ("hostile.py", HOSTILE_PY)]);
     // A container the job did not make (this test's own), to probe for.
     let other = Command::new("docker")
-        .args(["create", "--label", "berth-test=scoped-other", "berth/sandbox:latest", "sleep", "60"])
+        .args([
+            "create",
+            "--label",
+            "berth-test=scoped-other",
+            "berth/sandbox:latest",
+            "sleep",
+            "60",
+        ])
         .output()
         .expect("docker CLI");
     assert!(other.status.success(), "{other:?}");
@@ -247,19 +274,42 @@ async fn hostile_requests_through_the_socket_are_refused_and_logged() {
     let (code, out, err) = berth_in(
         &d,
         &[],
-        &["run", "--engine", "scoped", "-e", &format!("OTHER={other}"), "--", "python3", "hostile.py"],
+        &[
+            "run",
+            "--engine",
+            "scoped",
+            "-e",
+            &format!("OTHER={other}"),
+            "--",
+            "python3",
+            "hostile.py",
+        ],
     );
     let _ = Command::new("docker").args(["rm", "-f", &other]).output();
     assert_eq!(code, 0, "{out}\n{err}");
-    let line = out.lines().find_map(|l| l.strip_prefix("RESULT ")).unwrap_or_else(|| panic!("{out}\n{err}"));
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("{out}\n{err}"));
     let got: serde_json::Value = serde_json::from_str(line).unwrap();
-    for refused in ["privileged", "cap_sys_admin", "bind_root", "bind_engine_socket", "network_host", "pid_host"] {
+    for refused in [
+        "privileged",
+        "cap_sys_admin",
+        "bind_root",
+        "bind_engine_socket",
+        "network_host",
+        "pid_host",
+    ] {
         assert_eq!(got[refused], 403, "{refused}: {got}");
     }
     // Another container is "no such" to the job: it learns nothing of it.
     assert_eq!(got["inspect_other"], 404, "{got}");
     assert_eq!(got["kill_other"], 404, "{got}");
-    assert_eq!(got["list"], serde_json::json!([]), "the job lists only its own children");
+    assert_eq!(
+        got["list"],
+        serde_json::json!([]),
+        "the job lists only its own children"
+    );
     // Each refusal is a security-log record naming the endpoint and the field.
     let log = d.config().instance_dir().join("security.log");
     let records = || -> Vec<serde_json::Value> {
@@ -270,7 +320,12 @@ async fn hostile_requests_through_the_socket_are_refused_and_logged() {
             .filter(|r: &serde_json::Value| r["kind"] == "engine")
             .collect()
     };
-    eventually(Duration::from_secs(5), "eight records in the security log", || records().len() >= 8).await;
+    eventually(
+        Duration::from_secs(5),
+        "eight records in the security log",
+        || records().len() >= 8,
+    )
+    .await;
     let records = records();
     for field in [
         "HostConfig.Privileged",
@@ -287,9 +342,16 @@ async fn hostile_requests_through_the_socket_are_refused_and_logged() {
         assert_eq!(r["blocked"], true);
         assert!(r["endpoint"].as_str().unwrap().contains("/containers/"), "{r}");
     }
-    let binds = records.iter().filter(|r| r["field"] == "HostConfig.Binds").count();
+    let binds = records
+        .iter()
+        .filter(|r| r["field"] == "HostConfig.Binds")
+        .count();
     assert_eq!(binds, 2, "the bind of / and of the engine's socket: {records:?}");
-    assert_eq!(records.iter().filter(|r| r["field"] == "container").count(), 2, "inspect and kill");
+    assert_eq!(
+        records.iter().filter(|r| r["field"] == "container").count(),
+        2,
+        "inspect and kill"
+    );
 }
 
 const TWO_CHILDREN_PY: &str = r#"import sys, time
@@ -306,7 +368,13 @@ async fn a_killed_daemons_children_are_removed_by_the_watchdog_within_5s() {
     let mut d = Daemon::start();
     let ws = d.dir.path().join("ws");
     project(&ws, &[("engine.py", ENGINE_PY), ("two.py", TWO_CHILDREN_PY)]);
-    let (code, out, err) = berth_in(&d, &[], &["run", "-d", "--json", "--engine", "scoped", "--", "python3", "two.py"]);
+    let (code, out, err) = berth_in(
+        &d,
+        &[],
+        &[
+            "run", "-d", "--json", "--engine", "scoped", "--", "python3", "two.py",
+        ],
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["job"]["id"]
         .as_str()
@@ -321,12 +389,17 @@ async fn a_killed_daemons_children_are_removed_by_the_watchdog_within_5s() {
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
     let killed = std::time::Instant::now();
-    eventually(Duration::from_secs(5), "the watchdog removes both children", || {
-        children_of(&d.instance) == 0
-    })
+    eventually(
+        Duration::from_secs(5),
+        "the watchdog removes both children",
+        || children_of(&d.instance) == 0,
+    )
     .await;
     eprintln!("children removed {:?} after the kill", killed.elapsed());
-    eventually(Duration::from_secs(10), "and the job's container", || containers_of(&d.instance) == 0).await;
+    eventually(Duration::from_secs(10), "and the job's container", || {
+        containers_of(&d.instance) == 0
+    })
+    .await;
 }
 
 const LIMIT_PY: &str = r#"import json
@@ -348,7 +421,13 @@ async fn a_scoped_job_is_one_job_of_the_cap_and_its_children_count_against_its_c
     let ws = d.dir.path().join("ws");
     project(&ws, &[("engine.py", ENGINE_PY), ("limit.py", LIMIT_PY)]);
     let env = [("BERTH_MAX_CHILDREN", "2"), ("BERTH_MEMORY", "1g")];
-    let (code, out, err) = berth_in(&d, &env, &["run", "-d", "--json", "--engine", "scoped", "--", "python3", "limit.py"]);
+    let (code, out, err) = berth_in(
+        &d,
+        &env,
+        &[
+            "run", "-d", "--json", "--engine", "scoped", "--", "python3", "limit.py",
+        ],
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["job"]["id"]
         .as_str()
@@ -369,11 +448,23 @@ async fn a_scoped_job_is_one_job_of_the_cap_and_its_children_count_against_its_c
     assert_eq!(got["two"], 204, "{got}");
     // The third is over the child limit: refused, saying which limit.
     assert_eq!(got["three"][0], 403, "{got}");
-    assert!(got["three"][1]["message"].as_str().unwrap().contains("max_children"), "{got}");
+    assert!(
+        got["three"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_children"),
+        "{got}"
+    );
     // A child asking for more than the job's memory is refused; one asking
     // nothing gets the default, within the job's budget.
     assert_eq!(got["too_much_memory"][0], 403, "{got}");
-    assert!(got["too_much_memory"][1]["message"].as_str().unwrap().contains("HostConfig.Memory"), "{got}");
+    assert!(
+        got["too_much_memory"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HostConfig.Memory"),
+        "{got}"
+    );
     assert_eq!(got["memory_of_one"], 512u64 << 20, "{got}");
     // The cap of 1 counts the job once, not its children: it runs, and a
     // second job is refused at the cap, naming the running one.

@@ -115,11 +115,18 @@ async fn an_agent_cannot_ask_for_a_scoped_engine_the_user_did_not_allow() {
     let log = std::fs::read_to_string(m.config().instance_dir().join("security.log")).unwrap();
     assert!(log.contains("mcp:engine"), "{log}");
     // Allowed by the user's own config, it is still no host job's.
-    std::fs::write(proj.path().join("user.toml"), "allow_engine = true\nallow_host = true\n").unwrap();
+    std::fs::write(
+        proj.path().join("user.toml"),
+        "allow_engine = true\nallow_host = true\n",
+    )
+    .unwrap();
     spec.runner = RunnerChoice::Host;
     let err = m.start_from(spec, "mcp").await.unwrap_err().to_string();
     assert!(err.contains("container jobs"), "{err}");
-    assert!(m.list(ListFilter::All).is_empty(), "no record for a refused start");
+    assert!(
+        m.list(ListFilter::All).is_empty(),
+        "no record for a refused start"
+    );
 }
 
 #[tokio::test(start_paused = true)]

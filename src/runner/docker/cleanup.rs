@@ -267,9 +267,15 @@ impl Engine {
         // several containers leaving one network at once (children on a
         // network their job made) can deadlock this engine (network.rs).
         let child = |c: &&bollard::models::ContainerSummary| {
-            c.labels.as_ref().is_some_and(|l| l.contains_key(super::LABEL_PARENT))
+            c.labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(super::LABEL_PARENT))
         };
-        let mut n = remove_all(docker, list.iter().filter(|c| !child(c)).filter_map(|c| c.id.as_deref())).await;
+        let mut n = remove_all(
+            docker,
+            list.iter().filter(|c| !child(c)).filter_map(|c| c.id.as_deref()),
+        )
+        .await;
         for id in list.iter().filter(child).filter_map(|c| c.id.as_deref()) {
             n += usize::from(remove_container(docker, id).await);
         }

@@ -18,8 +18,8 @@ use bollard::container::{AttachContainerResults, LogOutput};
 use bollard::models::{
     BuildInfo, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
     ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo, ImageInspect,
-    ImageSummary, Network as EngineNetwork, NetworkConnectRequest, NetworkCreateRequest, NetworkCreateResponse,
-    NetworkInspect, Volume, VolumeCreateRequest,
+    ImageSummary, Network as EngineNetwork, NetworkConnectRequest, NetworkCreateRequest,
+    NetworkCreateResponse, NetworkInspect, Volume, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,

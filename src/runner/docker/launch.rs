@@ -78,7 +78,8 @@ pub(super) async fn launch(
     if spec.engine != Some(crate::model::EngineAccess::Scoped) {
         return launch_one(engine, docker, id, spec, cwd, output, project, None).await;
     }
-    let (scope, handle) = super::scoped::Scope::open(scoped_opening(engine, &docker, id, spec, output, project)).await?;
+    let (scope, handle) =
+        super::scoped::Scope::open(scoped_opening(engine, &docker, id, spec, output, project)).await?;
     match launch_one(engine, docker, id, spec, cwd, output, project, Some(&scope)).await {
         Ok(mut launched) => {
             if let Control::Docker(d) = &mut launched.control {
@@ -113,9 +114,21 @@ fn scoped_opening<'a>(
         job_dir: output.dir(),
         user: &project.user,
         workspace: project.workspace,
-        cpus: limits(spec.limits.cpus, project.defaults.cpus, crate::model::host_cpus() as f64),
-        memory: spec.limits.memory.or(project.defaults.memory).unwrap_or(crate::config::DEFAULT_MEMORY),
-        pids: spec.limits.pids.or(project.defaults.pids).unwrap_or(crate::config::DEFAULT_PIDS),
+        cpus: limits(
+            spec.limits.cpus,
+            project.defaults.cpus,
+            crate::model::host_cpus() as f64,
+        ),
+        memory: spec
+            .limits
+            .memory
+            .or(project.defaults.memory)
+            .unwrap_or(crate::config::DEFAULT_MEMORY),
+        pids: spec
+            .limits
+            .pids
+            .or(project.defaults.pids)
+            .unwrap_or(crate::config::DEFAULT_PIDS),
         max_children: project.max_children,
         ownership: engine.ownership.clone(),
         owner: &engine.owner,

@@ -446,7 +446,16 @@ impl Engine {
         let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(c) => c,
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await;
+                return build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await;
             }
         };
         let policy = spec.pull.unwrap_or(project.pull);
@@ -468,7 +477,16 @@ impl Engine {
         }
         match crate::images::choose_image(&JobSpec::default(), project, false)? {
             crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await?,
+                build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await?,
             )),
             crate::images::Choice::Image(_) => Ok(None),
         }

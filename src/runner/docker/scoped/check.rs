@@ -107,19 +107,66 @@ pub struct Plan {
 }
 
 const TOP: &[&str] = &[
-    "Hostname", "Domainname", "User", "AttachStdin", "AttachStdout", "AttachStderr", "ExposedPorts", "Tty",
-    "OpenStdin", "StdinOnce", "Env", "Cmd", "Healthcheck", "ArgsEscaped", "Image", "Volumes", "WorkingDir",
-    "Entrypoint", "NetworkDisabled", "MacAddress", "OnBuild", "Labels", "StopSignal", "StopTimeout", "Shell",
-    "HostConfig", "NetworkingConfig",
+    "Hostname",
+    "Domainname",
+    "User",
+    "AttachStdin",
+    "AttachStdout",
+    "AttachStderr",
+    "ExposedPorts",
+    "Tty",
+    "OpenStdin",
+    "StdinOnce",
+    "Env",
+    "Cmd",
+    "Healthcheck",
+    "ArgsEscaped",
+    "Image",
+    "Volumes",
+    "WorkingDir",
+    "Entrypoint",
+    "NetworkDisabled",
+    "MacAddress",
+    "OnBuild",
+    "Labels",
+    "StopSignal",
+    "StopTimeout",
+    "Shell",
+    "HostConfig",
+    "NetworkingConfig",
 ];
 
 /// HostConfig fields passed as they are: they shape the child, not its reach.
 const PASS: &[&str] = &[
-    "ContainerIDFile", "AutoRemove", "CapDrop", "Dns", "DnsOptions", "DnsSearch", "ExtraHosts", "GroupAdd",
-    "ReadonlyRootfs", "Tmpfs", "ShmSize", "ConsoleSize", "CpuShares", "BlkioWeight", "BlkioWeightDevice",
-    "BlkioDeviceReadBps", "BlkioDeviceWriteBps", "BlkioDeviceReadIOps", "BlkioDeviceWriteIOps", "CpusetCpus",
-    "CpusetMems", "KernelMemory", "KernelMemoryTCP", "MemoryReservation", "MemorySwappiness", "Init", "Ulimits",
-    "IOMaximumIOps", "IOMaximumBandwidth",
+    "ContainerIDFile",
+    "AutoRemove",
+    "CapDrop",
+    "Dns",
+    "DnsOptions",
+    "DnsSearch",
+    "ExtraHosts",
+    "GroupAdd",
+    "ReadonlyRootfs",
+    "Tmpfs",
+    "ShmSize",
+    "ConsoleSize",
+    "CpuShares",
+    "BlkioWeight",
+    "BlkioWeightDevice",
+    "BlkioDeviceReadBps",
+    "BlkioDeviceWriteBps",
+    "BlkioDeviceReadIOps",
+    "BlkioDeviceWriteIOps",
+    "CpusetCpus",
+    "CpusetMems",
+    "KernelMemory",
+    "KernelMemoryTCP",
+    "MemoryReservation",
+    "MemorySwappiness",
+    "Init",
+    "Ulimits",
+    "IOMaximumIOps",
+    "IOMaximumBandwidth",
 ];
 
 /// HostConfig fields that must be left to the engine's default, and why.
@@ -128,7 +175,10 @@ const UNSET: &[(&str, &str)] = &[
     ("Devices", "a child gets no host devices"),
     ("DeviceCgroupRules", "a child gets no host devices"),
     ("DeviceRequests", "a child gets no host devices"),
-    ("Links", "links are not kept; reach other children by the job's networks"),
+    (
+        "Links",
+        "links are not kept; reach other children by the job's networks",
+    ),
     ("VolumeDriver", "volume drivers run with the engine's privileges"),
     ("StorageOpt", "storage options are the engine's"),
     ("Sysctls", "kernel settings are the host's"),
@@ -144,21 +194,66 @@ const UNSET: &[(&str, &str)] = &[
 
 /// HostConfig fields checked or rewritten below.
 const CHECKED: &[&str] = &[
-    "Binds", "Mounts", "VolumesFrom", "NetworkMode", "PortBindings", "PublishAllPorts", "RestartPolicy", "LogConfig",
-    "CapAdd", "SecurityOpt", "PidMode", "IpcMode", "UTSMode", "UsernsMode", "CgroupnsMode", "Runtime", "Isolation",
-    "Memory", "MemorySwap", "NanoCpus", "CpuPeriod", "CpuQuota", "PidsLimit", "OomScoreAdj", "MaskedPaths",
+    "Binds",
+    "Mounts",
+    "VolumesFrom",
+    "NetworkMode",
+    "PortBindings",
+    "PublishAllPorts",
+    "RestartPolicy",
+    "LogConfig",
+    "CapAdd",
+    "SecurityOpt",
+    "PidMode",
+    "IpcMode",
+    "UTSMode",
+    "UsernsMode",
+    "CgroupnsMode",
+    "Runtime",
+    "Isolation",
+    "Memory",
+    "MemorySwap",
+    "NanoCpus",
+    "CpuPeriod",
+    "CpuQuota",
+    "PidsLimit",
+    "OomScoreAdj",
+    "MaskedPaths",
     "ReadonlyPaths",
 ];
 
 /// The engine's default capabilities (Docker 20.10): adding one of these is a no-op.
 const DEFAULT_CAPS: &[&str] = &[
-    "CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID", "SETFCAP", "SETPCAP",
-    "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
 ];
 
 const ENDPOINT: &[&str] = &[
-    "IPAMConfig", "Links", "Aliases", "NetworkID", "EndpointID", "Gateway", "IPAddress", "IPPrefixLen",
-    "IPv6Gateway", "GlobalIPv6Address", "GlobalIPv6PrefixLen", "MacAddress", "DriverOpts",
+    "IPAMConfig",
+    "Links",
+    "Aliases",
+    "NetworkID",
+    "EndpointID",
+    "Gateway",
+    "IPAddress",
+    "IPPrefixLen",
+    "IPv6Gateway",
+    "GlobalIPv6Address",
+    "GlobalIPv6PrefixLen",
+    "MacAddress",
+    "DriverOpts",
 ];
 
 /// Check and rewrite a container-create `body`.
@@ -177,7 +272,11 @@ pub fn create(body: Value, rules: &Rules<'_>, lookup: &dyn Lookup) -> Result<Pla
         .copied()
         .chain(UNSET.iter().map(|(k, _)| *k))
         .collect();
-    let mut host = canonical(object(top.remove("HostConfig"), "HostConfig")?, &all, "HostConfig")?;
+    let mut host = canonical(
+        object(top.remove("HostConfig"), "HostConfig")?,
+        &all,
+        "HostConfig",
+    )?;
     for (key, why) in UNSET {
         if !unset(host.get(*key)) {
             return Err(Refusal::new(join("HostConfig", key), *why));
@@ -369,7 +468,10 @@ fn limits(host: &mut Map<String, Value>, b: &Budget) -> Result<(u64, i64, f64), 
         p if p > b.pids_left => {
             return Err(Refusal::new(
                 "HostConfig.PidsLimit",
-                format!("{p} asked, {} of the job's processes are left for its children", b.pids_left),
+                format!(
+                    "{p} asked, {} of the job's processes are left for its children",
+                    b.pids_left
+                ),
             ));
         }
         p if p > 0 => p,
@@ -404,13 +506,19 @@ fn limits(host: &mut Map<String, Value>, b: &Budget) -> Result<(u64, i64, f64), 
     Ok((memory, pids, asked))
 }
 
+/// What a create's mounts need done: copies to make, job volumes to make.
+type MountWork = (Vec<BindCopy>, Vec<(String, String)>);
+
 /// A workspace path as a path relative to it, or why not.
 fn beneath(src: &str, workspace: &Path) -> Result<PathBuf, String> {
     let p = Path::new(src);
     if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(format!("`{src}` is not an absolute path without `..`"));
     }
-    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if name.contains("docker.sock") || name.ends_with(".sock") {
         return Err(format!("`{src}`: the engine's socket is never given to a child"));
     }
@@ -428,7 +536,9 @@ fn volume_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
 /// Binds and mounts: workspace paths become copies, named volumes the job's.
@@ -436,31 +546,40 @@ fn mounts(
     host: &mut Map<String, Value>,
     workspace: &Path,
     lookup: &dyn Lookup,
-) -> Result<(Vec<BindCopy>, Vec<(String, String)>), Refusal> {
+) -> Result<MountWork, Refusal> {
     let mut out: Vec<Value> = Vec::new();
     let (mut copies, mut volumes) = (Vec::new(), Vec::new());
     let mut add_bind = |out: &mut Vec<Value>, src: &str, target: &str, field: &str| -> Result<(), Refusal> {
         let rel = beneath(src, workspace).map_err(|why| Refusal::new(field, why))?;
-        copies.push(BindCopy { index: out.len(), rel });
+        copies.push(BindCopy {
+            index: out.len(),
+            rel,
+        });
         out.push(json!({"Type": "bind", "Source": "", "Target": target, "ReadOnly": true}));
         Ok(())
     };
-    let mut add_volume = |out: &mut Vec<Value>, name: &str, target: &str, ro: bool, field: &str| -> Result<(), Refusal> {
-        if !volume_name(name) {
-            return Err(Refusal::new(field, format!("`{name}` is not a volume name")));
-        }
-        let real = lookup.volume(name);
-        volumes.push((name.to_string(), real.clone()));
-        out.push(json!({"Type": "volume", "Source": real, "Target": target, "ReadOnly": ro}));
-        Ok(())
-    };
+    let mut add_volume =
+        |out: &mut Vec<Value>, name: &str, target: &str, ro: bool, field: &str| -> Result<(), Refusal> {
+            if !volume_name(name) {
+                return Err(Refusal::new(field, format!("`{name}` is not a volume name")));
+            }
+            let real = lookup.volume(name);
+            volumes.push((name.to_string(), real.clone()));
+            out.push(json!({"Type": "volume", "Source": real, "Target": target, "ReadOnly": ro}));
+            Ok(())
+        };
     for b in array(host.remove("Binds").as_ref(), "HostConfig.Binds")? {
         let b = b.as_str().unwrap_or_default();
         let parts: Vec<&str> = b.split(':').collect();
         let (src, target, opts) = match parts.as_slice() {
             [s, t] => (*s, *t, ""),
             [s, t, o] => (*s, *t, *o),
-            _ => return Err(Refusal::new("HostConfig.Binds", format!("`{b}` is not SOURCE:TARGET[:OPTIONS]"))),
+            _ => {
+                return Err(Refusal::new(
+                    "HostConfig.Binds",
+                    format!("`{b}` is not SOURCE:TARGET[:OPTIONS]"),
+                ));
+            }
         };
         for o in opts.split(',').filter(|o| !o.is_empty()) {
             if !matches!(o, "ro" | "rw" | "nocopy" | "private" | "rprivate") {
@@ -472,10 +591,25 @@ fn mounts(
         }
         match src.starts_with('/') {
             true => add_bind(&mut out, src, target, "HostConfig.Binds")?,
-            false => add_volume(&mut out, src, target, opts.split(',').any(|o| o == "ro"), "HostConfig.Binds")?,
+            false => add_volume(
+                &mut out,
+                src,
+                target,
+                opts.split(',').any(|o| o == "ro"),
+                "HostConfig.Binds",
+            )?,
         }
     }
-    let known = ["Target", "Source", "Type", "ReadOnly", "Consistency", "BindOptions", "VolumeOptions", "TmpfsOptions"];
+    let known = [
+        "Target",
+        "Source",
+        "Type",
+        "ReadOnly",
+        "Consistency",
+        "BindOptions",
+        "VolumeOptions",
+        "TmpfsOptions",
+    ];
     for m in array(host.remove("Mounts").as_ref(), "HostConfig.Mounts")? {
         let m = canonical(object(Some(m), "HostConfig.Mounts")?, &known, "HostConfig.Mounts")?;
         let (src, target) = (text(&m, "Source").to_string(), text(&m, "Target").to_string());
@@ -534,7 +668,11 @@ fn mounts(
                 format!("`{r}` is not a child of this job"),
             ));
         };
-        from.push(json!(if mode.is_empty() { id } else { format!("{id}:{mode}") }));
+        from.push(json!(if mode.is_empty() {
+            id
+        } else {
+            format!("{id}:{mode}")
+        }));
     }
     if !from.is_empty() {
         host.insert("VolumesFrom".into(), Value::Array(from));
@@ -574,7 +712,10 @@ fn network(
     host.insert("NetworkMode".into(), json!(mode_out));
     let net = object(top.remove("NetworkingConfig"), "NetworkingConfig")?;
     let net = canonical(net, &["EndpointsConfig"], "NetworkingConfig")?;
-    let mut endpoints = object(net.get("EndpointsConfig").cloned(), "NetworkingConfig.EndpointsConfig")?;
+    let mut endpoints = object(
+        net.get("EndpointsConfig").cloned(),
+        "NetworkingConfig.EndpointsConfig",
+    )?;
     if let Some((name, id)) = &asked_net {
         let settings = endpoints.remove(name).unwrap_or(Value::Null);
         connect.push((id.clone(), settings));

@@ -93,15 +93,23 @@ mod tests {
 
     #[test]
     fn spelling_does_not_pass_a_check() {
-        let obj = json!({"privileged": true, "memory": 5}).as_object().unwrap().clone();
+        let obj = json!({"privileged": true, "memory": 5})
+            .as_object()
+            .unwrap()
+            .clone();
         let c = canonical(obj, &["Privileged", "Memory"], "HostConfig").unwrap();
         assert_eq!(c.get("Privileged"), Some(&json!(true)));
-        let twice = json!({"Privileged": false, "PRIVILEGED": true}).as_object().unwrap().clone();
+        let twice = json!({"Privileged": false, "PRIVILEGED": true})
+            .as_object()
+            .unwrap()
+            .clone();
         let err = canonical(twice, &["Privileged"], "HostConfig").unwrap_err();
         assert_eq!(err.field, "HostConfig.Privileged");
         let unknown = json!({"Priviliged": true}).as_object().unwrap().clone();
         assert_eq!(
-            canonical(unknown, &["Privileged"], "HostConfig").unwrap_err().field,
+            canonical(unknown, &["Privileged"], "HostConfig")
+                .unwrap_err()
+                .field,
             "HostConfig.Priviliged"
         );
         assert!(unset(Some(&json!([]))) && unset(None) && !unset(Some(&json!("x"))));

@@ -83,7 +83,11 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             .await
         }
         Endpoint::Container(r, op) => {
-            let id = s.registry.lock().ok().and_then(|reg| reg.find(&r).map(|c| c.id.clone()));
+            let id = s
+                .registry
+                .lock()
+                .ok()
+                .and_then(|reg| reg.find(&r).map(|c| c.id.clone()));
             let Some(id) = id else {
                 return s.not_found(&line, "container", &r);
             };
@@ -112,7 +116,17 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
 pub async fn forward(s: &Shared, req: Request<Incoming>, path: &str) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let body = http_body_util::BodyExt::boxed(body);
-    match proxy::send(&s.upstream, parts.method, path, &parts.headers, body, false, &s.tasks).await {
+    match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        false,
+        &s.tasks,
+    )
+    .await
+    {
         Ok(resp) => proxy::passed(resp),
         Err(e) => e,
     }
@@ -127,7 +141,17 @@ pub async fn rewrite(
 ) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let body = http_body_util::BodyExt::boxed(body);
-    let resp = match proxy::send(&s.upstream, parts.method, path, &parts.headers, body, false, &s.tasks).await {
+    let resp = match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        false,
+        &s.tasks,
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -154,7 +178,16 @@ pub async fn send_json(
 ) -> Result<Response<Incoming>, Response<Body>> {
     let bytes = body.to_string();
     let headers = proxy::json_headers(headers, bytes.len());
-    proxy::send(&s.upstream, method, path, &headers, proxy::full(bytes), false, &s.tasks).await
+    proxy::send(
+        &s.upstream,
+        method,
+        path,
+        &headers,
+        proxy::full(bytes),
+        false,
+        &s.tasks,
+    )
+    .await
 }
 
 /// An exchange that may take the connection over (attach, exec start).
@@ -163,7 +196,17 @@ async fn upgraded(s: &Shared, mut req: Request<Incoming>, path: &str) -> Respons
     let job_side = hyper::upgrade::on(&mut req);
     let (parts, body) = req.into_parts();
     let body = http_body_util::BodyExt::boxed(body);
-    match proxy::send(&s.upstream, parts.method, path, &parts.headers, body, wants, &s.tasks).await {
+    match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        wants,
+        &s.tasks,
+    )
+    .await
+    {
         Ok(resp) => proxy::spliced(resp, job_side, &s.tasks, s.stop.clone()),
         Err(e) => e,
     }
@@ -174,7 +217,11 @@ fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
     s.registry
         .lock()
         .ok()
-        .and_then(|reg| reg.find(id).and_then(|c| c.relay.as_ref()).map(|r| r.ports().to_vec()))
+        .and_then(|reg| {
+            reg.find(id)
+                .and_then(|c| c.relay.as_ref())
+                .map(|r| r.ports().to_vec())
+        })
         .unwrap_or_default()
 }
 
@@ -254,7 +301,11 @@ async fn create(
     };
     // A network of its own, from the pool.
     if plan.own_network {
-        match s.pool.acquire(&s.docker, &s.pool_prefix, &s.ownership, false).await {
+        match s
+            .pool
+            .acquire(&s.docker, &s.pool_prefix, &s.ownership, false)
+            .await
+        {
             Ok(slot) => {
                 plan.body["HostConfig"]["NetworkMode"] = json!(slot.name.clone());
                 if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
@@ -270,7 +321,11 @@ async fn create(
     // Workspace binds become read-only copies made now.
     let into = s.dir.join("copies").join(&name);
     for copy in plan.copies.clone() {
-        let (root, rel, to) = (s.workspace.clone(), copy.rel.clone(), into.join(copy.index.to_string()));
+        let (root, rel, to) = (
+            s.workspace.clone(),
+            copy.rel.clone(),
+            into.join(copy.index.to_string()),
+        );
         let made = tokio::task::spawn_blocking(move || {
             crate::store::private::create_dir(to.parent().unwrap_or(&to)).map_err(|e| e.to_string())?;
             super::super::protect::copy_beneath(&root, &rel, &to).map(|()| to)
@@ -390,7 +445,9 @@ async fn container(
                 ContainerOp::Kill if status.is_success() => {
                     // Let it leave its network before another may.
                     let deadline = tokio::time::Instant::now() + STOP_SETTLE;
-                    while settle(s, id).await == Some(ChildState::Running) && tokio::time::Instant::now() < deadline {
+                    while settle(s, id).await == Some(ChildState::Running)
+                        && tokio::time::Instant::now() < deadline
+                    {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
@@ -483,13 +540,16 @@ async fn settle(s: &Shared, id: &str) -> Option<ChildState> {
 /// Child `id` started: relay its ports from the job's gateway, keep its output.
 async fn started(s: &Arc<Shared>, id: &str) {
     let Some(v) = inspect(s, id).await else { return };
-    let network = s
-        .registry
-        .lock()
-        .ok()
-        .and_then(|r| r.find(id).and_then(|c| c.slot.as_ref().map(|slot| slot.name.clone())));
+    let network = s.registry.lock().ok().and_then(|r| {
+        r.find(id)
+            .and_then(|c| c.slot.as_ref().map(|slot| slot.name.clone()))
+    });
     let ip = network
-        .and_then(|n| v["NetworkSettings"]["Networks"][n.as_str()]["IPAddress"].as_str().map(str::to_string))
+        .and_then(|n| {
+            v["NetworkSettings"]["Networks"][n.as_str()]["IPAddress"]
+                .as_str()
+                .map(str::to_string)
+        })
         .and_then(|ip| ip.parse().ok());
     let ports: Vec<u16> = v["Config"]["ExposedPorts"]
         .as_object()
@@ -517,10 +577,10 @@ async fn started(s: &Arc<Shared>, id: &str) {
         let Some(child) = reg.find_mut(id) else { return };
         child.state = ChildState::Running;
         child.ip = ip;
-        if let Some(r) = relay {
-            if let Some(old) = child.relay.replace(r) {
-                old.close();
-            }
+        if let Some(r) = relay
+            && let Some(old) = child.relay.replace(r)
+        {
+            old.close();
         }
         child.name.clone()
     };

@@ -53,7 +53,9 @@ pub async fn follow(docker: DockerClient, id: String, file: PathBuf, since: i64)
     let mut dropped = 0u64;
     while let Some(Ok(item)) = stream.next().await {
         let bytes = match item {
-            LogOutput::StdOut { message } | LogOutput::StdErr { message } | LogOutput::Console { message } => message,
+            LogOutput::StdOut { message }
+            | LogOutput::StdErr { message }
+            | LogOutput::Console { message } => message,
             LogOutput::StdIn { .. } => continue,
         };
         if written + bytes.len() as u64 > MAX_BYTES {
@@ -66,7 +68,10 @@ pub async fn follow(docker: DockerClient, id: String, file: PathBuf, since: i64)
         written += bytes.len() as u64;
     }
     if dropped > 0 {
-        let note = format!("\n[berth: {dropped} more bytes of output not kept (over {} MiB)]\n", MAX_BYTES >> 20);
+        let note = format!(
+            "\n[berth: {dropped} more bytes of output not kept (over {} MiB)]\n",
+            MAX_BYTES >> 20
+        );
         let _ = out.write_all(note.as_bytes()).await;
     }
     let _ = out.flush().await;
@@ -77,7 +82,9 @@ pub async fn follow(docker: DockerClient, id: String, file: PathBuf, since: i64)
 pub fn read(job_dir: &Path, job: &str, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
     let plain = !name.is_empty()
         && !name.starts_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     let missing = || Error::InvalidValue {
         what: "child",
         input: name.to_string(),
@@ -109,7 +116,6 @@ pub fn read(job_dir: &Path, job: &str, name: &str, tail: Option<usize>) -> Resul
     Ok(lines)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +126,10 @@ mod tests {
         let file = path(dir.path(), "db");
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
-        assert_eq!(read(dir.path(), "job-1", "db", Some(2)).unwrap(), ["two", "three"]);
+        assert_eq!(
+            read(dir.path(), "job-1", "db", Some(2)).unwrap(),
+            ["two", "three"]
+        );
         assert_eq!(read(dir.path(), "job-1", "db", None).unwrap().len(), 3);
         let err = read(dir.path(), "job-1", "../db", None).unwrap_err().to_string();
         assert!(err.contains("no child") && err.contains("job-1"), "{err}");

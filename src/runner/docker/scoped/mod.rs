@@ -231,7 +231,8 @@ impl Scope {
             )));
         }
         let dir = o.job_dir.join("engine");
-        crate::store::private::own_dir(&dir).map_err(|e| Error::io("make the scoped engine's directory", &dir, e))?;
+        crate::store::private::own_dir(&dir)
+            .map_err(|e| Error::io("make the scoped engine's directory", &dir, e))?;
         let socket = dir.join("docker.sock");
         let _ = std::fs::remove_file(&socket);
         let listener =
@@ -310,7 +311,9 @@ impl Scope {
             return Err(Error::Docker {
                 action: "set up the scoped engine",
                 job: self.shared.job.to_string(),
-                message: format!("the job network {network} has no gateway address to relay children's ports on"),
+                message: format!(
+                    "the job network {network} has no gateway address to relay children's ports on"
+                ),
             });
         };
         if let Ok(mut net) = self.shared.net.lock() {
@@ -323,7 +326,10 @@ impl Scope {
             ("TESTCONTAINERS_RYUK_DISABLED".to_string(), "true".to_string()),
             // Children's ports are relayed on the gateway (relay.rs).
             ("TESTCONTAINERS_HOST_OVERRIDE".to_string(), gateway.to_string()),
-            ("TESTCONTAINERS_DOCKER_SOCKET_OVERRIDE".to_string(), SOCKET_IN_JOB.to_string()),
+            (
+                "TESTCONTAINERS_DOCKER_SOCKET_OVERRIDE".to_string(),
+                SOCKET_IN_JOB.to_string(),
+            ),
         ];
         let mount = Mount {
             target: Some(SOCKET_IN_JOB.to_string()),
@@ -418,7 +424,9 @@ fn give(socket: &Path, user: &str) -> Result<()> {
         None => (user.parse().ok(), None),
     };
     let (Some(uid), gid) = (uid, gid) else {
-        return Err(Error::InvalidSpec(format!("`{user}` is not a uid:gid the socket can be given to")));
+        return Err(Error::InvalidSpec(format!(
+            "`{user}` is not a uid:gid the socket can be given to"
+        )));
     };
     let me = nix::unistd::geteuid().as_raw();
     match nix::unistd::chown(

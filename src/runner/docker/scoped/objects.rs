@@ -43,7 +43,11 @@ pub async fn handle(
     match routed.endpoint.clone() {
         Endpoint::NetworkCreate => {
             if s.registry.lock().is_ok_and(|r| r.networks.len() >= MAX_NETWORKS) {
-                return s.refuse(line, "Name", &format!("a job makes at most {MAX_NETWORKS} networks"));
+                return s.refuse(
+                    line,
+                    "Name",
+                    &format!("a job makes at most {MAX_NETWORKS} networks"),
+                );
             }
             let (parts, body) = req.into_parts();
             let bytes = match proxy::read_body(body).await {
@@ -58,7 +62,10 @@ pub async fn handle(
                 Err(r) => return s.refuse(line, &r.field, &r.reason),
             };
             if s.registry.lock().is_ok_and(|r| r.network_of(&asked).is_some()) {
-                return proxy::error(StatusCode::CONFLICT, &format!("network with name {asked} already exists"));
+                return proxy::error(
+                    StatusCode::CONFLICT,
+                    &format!("network with name {asked} already exists"),
+                );
             }
             let engine_name = body["Name"].as_str().unwrap_or_default().to_string();
             let resp = match send_json(s, Method::POST, &routed.path(), &parts.headers, &body).await {
@@ -96,7 +103,11 @@ pub async fn handle(
             .await
         }
         Endpoint::Network(r, op) => {
-            let id = s.registry.lock().ok().and_then(|reg| reg.network_of(&r).map(|n| n.id.clone()));
+            let id = s
+                .registry
+                .lock()
+                .ok()
+                .and_then(|reg| reg.network_of(&r).map(|n| n.id.clone()));
             let Some(id) = id else {
                 return s.not_found(line, "network", &r);
             };
@@ -105,10 +116,10 @@ pub async fn handle(
                 NetworkOp::Inspect => rewrite(s, req, &path, move |v| respond::networks(v, asked_of)).await,
                 NetworkOp::Remove => {
                     let resp = forward(s, req, &path).await;
-                    if resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND {
-                        if let Ok(mut reg) = s.registry.lock() {
-                            reg.networks.retain(|n| n.id != id);
-                        }
+                    if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
+                        && let Ok(mut reg) = s.registry.lock()
+                    {
+                        reg.networks.retain(|n| n.id != id);
                     }
                     resp
                 }
@@ -137,7 +148,11 @@ pub async fn handle(
         }
         Endpoint::VolumeCreate => {
             if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
-                return s.refuse(line, "Name", &format!("a job makes at most {MAX_VOLUMES} volumes"));
+                return s.refuse(
+                    line,
+                    "Name",
+                    &format!("a job makes at most {MAX_VOLUMES} volumes"),
+                );
             }
             let (parts, body) = req.into_parts();
             let bytes = match proxy::read_body(body).await {
@@ -186,10 +201,10 @@ pub async fn handle(
                 return s.not_found(line, "volume", &name);
             };
             let resp = forward(s, req, &with_query(routed.path_with(1, &real))).await;
-            if resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND {
-                if let Ok(mut reg) = s.registry.lock() {
-                    reg.volumes.retain(|(_, r)| r != &real);
-                }
+            if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
+                && let Ok(mut reg) = s.registry.lock()
+            {
+                reg.volumes.retain(|(_, r)| r != &real);
             }
             resp
         }
@@ -200,7 +215,10 @@ pub async fn handle(
 /// Make the job's volume `real` (named `asked` by the job) if it is not
 /// yet: a child naming a volume gets the job's, never a shared one.
 pub async fn ensure_volume(s: &Shared, asked: &str, real: &str) -> Result<(), Response<Body>> {
-    if s.registry.lock().is_ok_and(|r| r.volumes.iter().any(|(_, r)| r == real)) {
+    if s.registry
+        .lock()
+        .is_ok_and(|r| r.volumes.iter().any(|(_, r)| r == real))
+    {
         return Ok(());
     }
     if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
@@ -222,6 +240,9 @@ pub async fn ensure_volume(s: &Shared, asked: &str, real: &str) -> Result<(), Re
             }
             Ok(())
         }
-        Err(e) => Err(proxy::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("berth: {e}"))),
+        Err(e) => Err(proxy::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("berth: {e}"),
+        )),
     }
 }

@@ -41,7 +41,9 @@ pub type Body = BoxBody<Bytes, hyper::Error>;
 
 /// A body made here.
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never: Infallible| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
 }
 
 /// An engine-style JSON error answer (`{"message": …}`): what client
@@ -93,7 +95,9 @@ pub async fn serve(listener: UnixListener, shared: Arc<Shared>, stop: Cancellati
             };
             let mut builder = http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(HEADER_LIMIT);
-            let served = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+            let served = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
             tokio::select! {
                 _ = served => {}
                 _ = stop.cancelled() => {}
@@ -108,17 +112,25 @@ pub async fn read_body(body: Incoming) -> Result<Bytes, Response<Body>> {
         Ok(b) => Ok(b.to_bytes()),
         Err(_) => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("berth's scoped engine reads bodies of at most {} MiB", MAX_BODY >> 20),
+            &format!(
+                "berth's scoped engine reads bodies of at most {} MiB",
+                MAX_BODY >> 20
+            ),
         )),
     }
 }
 
 /// Read an engine answer's body to rewrite it: at most [`MAX_BODY`].
-pub async fn read_answer(resp: Response<Incoming>) -> Result<(hyper::http::response::Parts, Bytes), Response<Body>> {
+pub async fn read_answer(
+    resp: Response<Incoming>,
+) -> Result<(hyper::http::response::Parts, Bytes), Response<Body>> {
     let (parts, body) = resp.into_parts();
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => Ok((parts, b.to_bytes())),
-        Err(_) => Err(error(StatusCode::BAD_GATEWAY, "the engine's answer was too large to check")),
+        Err(_) => Err(error(
+            StatusCode::BAD_GATEWAY,
+            "the engine's answer was too large to check",
+        )),
     }
 }
 
@@ -126,7 +138,14 @@ pub async fn read_answer(resp: Response<Incoming>) -> Result<(hyper::http::respo
 fn kept(name: &hyper::header::HeaderName) -> bool {
     !matches!(
         name.as_str(),
-        "connection" | "keep-alive" | "proxy-connection" | "te" | "trailer" | "transfer-encoding" | "upgrade" | "host"
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
     )
 }
 
@@ -171,7 +190,10 @@ pub fn json_headers(headers: &hyper::HeaderMap, len: usize) -> hyper::HeaderMap 
     let mut h = headers.clone();
     h.remove(CONTENT_LENGTH);
     h.insert(CONTENT_LENGTH, len.into());
-    h.insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    h.insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
     h
 }
 
@@ -180,7 +202,10 @@ pub fn answer(head: hyper::http::response::Parts, bytes: Bytes) -> Response<Body
     let mut resp = Response::new(full(bytes));
     *resp.status_mut() = head.status;
     for (name, value) in head.headers.iter() {
-        if !matches!(name.as_str(), "content-length" | "transfer-encoding" | "connection") {
+        if !matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "connection"
+        ) {
             resp.headers_mut().append(name, value.clone());
         }
     }

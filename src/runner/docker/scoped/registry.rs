@@ -85,7 +85,9 @@ impl Registry {
 
     /// What the live children leave of the job's budget.
     pub fn budget(&self) -> Budget {
-        let (mem, pids) = self.live().fold((0u64, 0i64), |(m, p), c| (m + c.memory, p + c.pids));
+        let (mem, pids) = self
+            .live()
+            .fold((0u64, 0i64), |(m, p), c| (m + c.memory, p + c.pids));
         Budget {
             cpus: self.cpus,
             memory_left: self.memory.saturating_sub(mem),
@@ -106,7 +108,9 @@ impl Registry {
                 && a.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
                 && a.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
             if !ok {
-                return Err(format!("`{a}` is not a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, up to 64)"));
+                return Err(format!(
+                    "`{a}` is not a container name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, up to 64)"
+                ));
             }
             if self.live().any(|c| c.name == a) {
                 return Err(format!("the job already has a container named `{a}`"));
@@ -207,9 +211,9 @@ impl Registry {
     }
 
     pub fn network_of(&self, r: &str) -> Option<&JobNetwork> {
-        self.networks
-            .iter()
-            .find(|n| n.asked == r || n.id == r || n.engine_name == r || (r.len() >= 6 && n.id.starts_with(r)))
+        self.networks.iter().find(|n| {
+            n.asked == r || n.id == r || n.engine_name == r || (r.len() >= 6 && n.id.starts_with(r))
+        })
     }
 
     /// The engine's name for the job's volume `name`.
@@ -292,10 +296,13 @@ mod tests {
 
     #[test]
     fn names_are_checked_and_made_up() {
-        let mut r = with_children(&[("aaaa1111", "db")]);
+        let r = with_children(&[("aaaa1111", "db")]);
         assert!(r.name_for(Some("db"), "x").is_err());
         assert!(r.name_for(Some("../x"), "x").is_err());
         assert_eq!(r.name_for(Some("/cache"), "x").unwrap(), "cache");
-        assert_eq!(r.name_for(None, "docker.io/library/postgres:16").unwrap(), "postgres-2");
+        assert_eq!(
+            r.name_for(None, "docker.io/library/postgres:16").unwrap(),
+            "postgres-2"
+        );
     }
 }

@@ -87,7 +87,12 @@ impl Relay {
         for &port in ports.iter().take(MAX_PORTS) {
             let listener = TcpListener::bind((gateway, 0)).await?;
             bound.push((port, listener.local_addr()?));
-            tasks.spawn(accept(listener, from, SocketAddr::new(target, port), stop.clone()));
+            tasks.spawn(accept(
+                listener,
+                from,
+                SocketAddr::new(target, port),
+                stop.clone(),
+            ));
         }
         Ok(Relay { ports: bound, stop })
     }
@@ -153,7 +158,11 @@ mod tests {
         assert!(net.contains("::ffff:172.30.4.9".parse().unwrap()));
         assert!(!net.contains("172.30.5.9".parse().unwrap()));
         assert!(!net.contains("127.0.0.1".parse().unwrap()));
-        assert!(Subnet::parse("fd00::/64").unwrap().contains("fd00::1".parse().unwrap()));
+        assert!(
+            Subnet::parse("fd00::/64")
+                .unwrap()
+                .contains("fd00::1".parse().unwrap())
+        );
         assert_eq!(Subnet::parse("nope"), None);
     }
 
@@ -171,20 +180,36 @@ mod tests {
             }
         });
         // Allowed: loopback is the "job's subnet" here.
-        let ok = Relay::open(lo, Subnet::parse("127.0.0.0/8").unwrap(), lo, &[target.port()], &tasks)
-            .await
-            .unwrap();
+        let ok = Relay::open(
+            lo,
+            Subnet::parse("127.0.0.0/8").unwrap(),
+            lo,
+            &[target.port()],
+            &tasks,
+        )
+        .await
+        .unwrap();
         let mut c = TcpStream::connect(ok.ports()[0].1).await.unwrap();
         let mut got = Vec::new();
-        tokio::io::AsyncReadExt::read_to_end(&mut c, &mut got).await.unwrap();
-        assert_eq!(got, b"hi");
-        // Not allowed: the peer is outside the subnet, the connection closes unanswered.
-        let no = Relay::open(lo, Subnet::parse("10.9.9.0/24").unwrap(), lo, &[target.port()], &tasks)
+        tokio::io::AsyncReadExt::read_to_end(&mut c, &mut got)
             .await
             .unwrap();
+        assert_eq!(got, b"hi");
+        // Not allowed: the peer is outside the subnet, the connection closes unanswered.
+        let no = Relay::open(
+            lo,
+            Subnet::parse("10.9.9.0/24").unwrap(),
+            lo,
+            &[target.port()],
+            &tasks,
+        )
+        .await
+        .unwrap();
         let mut c = TcpStream::connect(no.ports()[0].1).await.unwrap();
         let mut got = Vec::new();
-        let n = tokio::io::AsyncReadExt::read_to_end(&mut c, &mut got).await.unwrap_or(0);
+        let n = tokio::io::AsyncReadExt::read_to_end(&mut c, &mut got)
+            .await
+            .unwrap_or(0);
         assert_eq!(n, 0);
         no.close();
         ok.close();

@@ -11,32 +11,62 @@ use super::check::{Lookup, Refusal};
 use super::fields::{canonical, object, text, unset};
 
 const EXEC: &[&str] = &[
-    "AttachStdin", "AttachStdout", "AttachStderr", "DetachKeys", "Tty", "Env", "Cmd", "Privileged", "User",
-    "WorkingDir", "ConsoleSize",
+    "AttachStdin",
+    "AttachStdout",
+    "AttachStderr",
+    "DetachKeys",
+    "Tty",
+    "Env",
+    "Cmd",
+    "Privileged",
+    "User",
+    "WorkingDir",
+    "ConsoleSize",
 ];
 
 /// An exec in a child: anything but privileged.
 pub fn exec_create(body: Value) -> Result<Value, Refusal> {
     let body = canonical(object(Some(body), "body")?, EXEC, "")?;
     if !unset(body.get("Privileged")) {
-        return Err(Refusal::new("Privileged", "a privileged exec is root on the engine's host"));
+        return Err(Refusal::new(
+            "Privileged",
+            "a privileged exec is root on the engine's host",
+        ));
     }
     Ok(Value::Object(body))
 }
 
 const NETWORK: &[&str] = &[
-    "Name", "CheckDuplicate", "Driver", "Internal", "Attachable", "Ingress", "IPAM", "EnableIPv6", "Options",
-    "Labels", "Scope", "ConfigOnly", "ConfigFrom",
+    "Name",
+    "CheckDuplicate",
+    "Driver",
+    "Internal",
+    "Attachable",
+    "Ingress",
+    "IPAM",
+    "EnableIPv6",
+    "Options",
+    "Labels",
+    "Scope",
+    "ConfigOnly",
+    "ConfigFrom",
 ];
 
 /// A network of the job's: a bridge of its own, internal (its children
 /// reach each other, nothing else), labelled, named after the job.
 /// Returns the body and the name the job asked.
-pub fn network_create(body: Value, labels: &HashMap<String, String>, prefix: &str) -> Result<(Value, String), Refusal> {
+pub fn network_create(
+    body: Value,
+    labels: &HashMap<String, String>,
+    prefix: &str,
+) -> Result<(Value, String), Refusal> {
     let mut body = canonical(object(Some(body), "body")?, NETWORK, "")?;
     let asked = text(&body, "Name").to_string();
     if !name_ok(&asked) {
-        return Err(Refusal::new("Name", format!("`{asked}` is not a network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, up to 64)")));
+        return Err(Refusal::new(
+            "Name",
+            format!("`{asked}` is not a network name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, up to 64)"),
+        ));
     }
     if !matches!(text(&body, "Driver"), "" | "bridge") {
         return Err(Refusal::new("Driver", "a job's network is a bridge"));
@@ -55,8 +85,15 @@ pub fn network_create(body: Value, labels: &HashMap<String, String>, prefix: &st
         }
         body.remove(key);
     }
-    let ipam = canonical(object(body.remove("IPAM"), "IPAM")?, &["Driver", "Config", "Options"], "IPAM")?;
-    if !matches!(text(&ipam, "Driver"), "" | "default") || !unset(ipam.get("Config")) || !unset(ipam.get("Options")) {
+    let ipam = canonical(
+        object(body.remove("IPAM"), "IPAM")?,
+        &["Driver", "Config", "Options"],
+        "IPAM",
+    )?;
+    if !matches!(text(&ipam, "Driver"), "" | "default")
+        || !unset(ipam.get("Config"))
+        || !unset(ipam.get("Options"))
+    {
         return Err(Refusal::new(
             "IPAM",
             "the engine picks a job network's addresses (a chosen subnet could shadow one of the host's)",
@@ -74,7 +111,11 @@ const VOLUME: &[&str] = &["Name", "Driver", "DriverOpts", "Labels", "ClusterVolu
 
 /// A volume of the job's: the local driver without options (those can
 /// mount any host path), labelled, named after the job.
-pub fn volume_create(body: Value, labels: &HashMap<String, String>, prefix: &str) -> Result<(Value, String), Refusal> {
+pub fn volume_create(
+    body: Value,
+    labels: &HashMap<String, String>,
+    prefix: &str,
+) -> Result<(Value, String), Refusal> {
     let mut body = canonical(object(Some(body), "body")?, VOLUME, "")?;
     let asked = text(&body, "Name").to_string();
     if !name_ok(&asked) {
@@ -84,7 +125,10 @@ pub fn volume_create(body: Value, labels: &HashMap<String, String>, prefix: &str
         ));
     }
     if !matches!(text(&body, "Driver"), "" | "local") {
-        return Err(Refusal::new("Driver", "volume drivers run with the engine's privileges"));
+        return Err(Refusal::new(
+            "Driver",
+            "volume drivers run with the engine's privileges",
+        ));
     }
     for key in ["DriverOpts", "ClusterVolumeSpec"] {
         if !unset(body.get(key)) {
@@ -103,20 +147,37 @@ pub fn network_connect(body: Value, lookup: &dyn Lookup) -> Result<Value, Refusa
     let mut body = canonical(object(Some(body), "body")?, &["Container", "EndpointConfig"], "")?;
     let r = text(&body, "Container").to_string();
     let Some(id) = lookup.child(&r) else {
-        return Err(Refusal::new("Container", format!("`{r}` is not a child of this job")));
+        return Err(Refusal::new(
+            "Container",
+            format!("`{r}` is not a child of this job"),
+        ));
     };
     body.insert("Container".into(), json!(id));
     let ep = canonical(
         object(body.remove("EndpointConfig"), "EndpointConfig")?,
         &[
-            "IPAMConfig", "Links", "Aliases", "NetworkID", "EndpointID", "Gateway", "IPAddress", "IPPrefixLen",
-            "IPv6Gateway", "GlobalIPv6Address", "GlobalIPv6PrefixLen", "MacAddress", "DriverOpts",
+            "IPAMConfig",
+            "Links",
+            "Aliases",
+            "NetworkID",
+            "EndpointID",
+            "Gateway",
+            "IPAddress",
+            "IPPrefixLen",
+            "IPv6Gateway",
+            "GlobalIPv6Address",
+            "GlobalIPv6PrefixLen",
+            "MacAddress",
+            "DriverOpts",
         ],
         "EndpointConfig",
     )?;
     for key in ["Links", "DriverOpts"] {
         if !unset(ep.get(key)) {
-            return Err(Refusal::new(format!("EndpointConfig.{key}"), "links and driver options are the engine's"));
+            return Err(Refusal::new(
+                format!("EndpointConfig.{key}"),
+                "links and driver options are the engine's",
+            ));
         }
     }
     if !ep.is_empty() {
@@ -130,7 +191,10 @@ pub fn network_connect(body: Value, lookup: &dyn Lookup) -> Result<Value, Refusa
 pub fn image_pull(query: Option<&str>) -> Result<(), Refusal> {
     let pairs = pairs(query)?;
     if pairs.iter().any(|(k, _)| k == "fromSrc") {
-        return Err(Refusal::new("fromSrc", "image imports are not forwarded; pull with fromImage"));
+        return Err(Refusal::new(
+            "fromSrc",
+            "image imports are not forwarded; pull with fromImage",
+        ));
     }
     if !pairs.iter().any(|(k, v)| k == "fromImage" && !v.is_empty()) {
         return Err(Refusal::new("fromImage", "name the image to pull"));
@@ -155,7 +219,11 @@ pub fn narrowed(query: Option<&str>, label: &str) -> Result<String, Refusal> {
     // Either form the engine reads: ["a=b"] or {"a=b": true}.
     let mut labels: Vec<Value> = match filters.remove("label") {
         Some(Value::Array(a)) => a,
-        Some(Value::Object(o)) => o.into_iter().filter(|(_, v)| v == &json!(true)).map(|(k, _)| json!(k)).collect(),
+        Some(Value::Object(o)) => o
+            .into_iter()
+            .filter(|(_, v)| v == &json!(true))
+            .map(|(k, _)| json!(k))
+            .collect(),
         None | Some(Value::Null) => Vec::new(),
         Some(_) => return Err(Refusal::new("filters.label", "must be a list")),
     };
@@ -209,50 +277,89 @@ mod tests {
     #[test]
     fn creates_of_networks_volumes_and_execs() {
         let labels = HashMap::from([("berth.parent".to_string(), "p".to_string())]);
-        let (net, asked) = network_create(json!({"Name": "testnet", "CheckDuplicate": true, "Driver": null}), &labels, "p").unwrap();
+        let (net, asked) = network_create(
+            json!({"Name": "testnet", "CheckDuplicate": true, "Driver": null}),
+            &labels,
+            "p",
+        )
+        .unwrap();
         assert_eq!(asked, "testnet");
         assert_eq!(net["Name"], "p-testnet");
         assert_eq!(net["Internal"], true);
         assert_eq!(net["Labels"]["berth.parent"], "p");
         assert_eq!(
-            network_create(json!({"Name": "n", "Options": {"com.docker.network.bridge.name": "eth0"}}), &labels, "p")
-                .unwrap_err()
-                .field,
+            network_create(
+                json!({"Name": "n", "Options": {"com.docker.network.bridge.name": "eth0"}}),
+                &labels,
+                "p"
+            )
+            .unwrap_err()
+            .field,
             "Options"
         );
         assert_eq!(
-            network_create(json!({"Name": "n", "IPAM": {"Config": [{"Subnet": "10.0.0.0/8"}]}}), &labels, "p")
-                .unwrap_err()
-                .field,
+            network_create(
+                json!({"Name": "n", "IPAM": {"Config": [{"Subnet": "10.0.0.0/8"}]}}),
+                &labels,
+                "p"
+            )
+            .unwrap_err()
+            .field,
             "IPAM"
         );
         let (vol, _) = volume_create(json!({"Name": "data"}), &labels, "p").unwrap();
         assert_eq!(vol["Name"], "p-data");
         assert_eq!(
-            volume_create(json!({"Name": "d", "DriverOpts": {"device": "/"}}), &labels, "p").unwrap_err().field,
+            volume_create(json!({"Name": "d", "DriverOpts": {"device": "/"}}), &labels, "p")
+                .unwrap_err()
+                .field,
             "DriverOpts"
         );
-        assert_eq!(exec_create(json!({"Cmd": ["id"], "Privileged": true})).unwrap_err().field, "Privileged");
+        assert_eq!(
+            exec_create(json!({"Cmd": ["id"], "Privileged": true}))
+                .unwrap_err()
+                .field,
+            "Privileged"
+        );
         assert_eq!(exec_create(json!({"cmd": ["id"]})).unwrap()["Cmd"], json!(["id"]));
         assert_eq!(
-            network_connect(json!({"Container": "other"}), &Job).unwrap_err().field,
+            network_connect(json!({"Container": "other"}), &Job)
+                .unwrap_err()
+                .field,
             "Container"
         );
-        assert_eq!(network_connect(json!({"Container": "db"}), &Job).unwrap()["Container"], "c0ffee");
+        assert_eq!(
+            network_connect(json!({"Container": "db"}), &Job).unwrap()["Container"],
+            "c0ffee"
+        );
     }
 
     #[test]
     fn pulls_and_lists() {
         assert!(image_pull(Some("fromImage=berth%2Fsandbox&tag=latest")).is_ok());
-        assert_eq!(image_pull(Some("fromSrc=http%3A%2F%2Fx")).unwrap_err().field, "fromSrc");
-        let q = narrowed(Some("all=1&filters=%7B%22id%22%3A%5B%22abc%22%5D%7D"), "berth.parent=p").unwrap();
+        assert_eq!(
+            image_pull(Some("fromSrc=http%3A%2F%2Fx")).unwrap_err().field,
+            "fromSrc"
+        );
+        let q = narrowed(
+            Some("all=1&filters=%7B%22id%22%3A%5B%22abc%22%5D%7D"),
+            "berth.parent=p",
+        )
+        .unwrap();
         let back: Vec<(String, String)> = serde_urlencoded::from_str(&q).unwrap();
         assert_eq!(back[0], ("all".into(), "1".into()));
         let f: Value = serde_json::from_str(&back[1].1).unwrap();
         assert_eq!(f, json!({"id": ["abc"], "label": ["berth.parent=p"]}));
-        let q = narrowed(Some("filters=%7B%22label%22%3A%7B%22a%3Db%22%3Atrue%7D%7D"), "x=y").unwrap();
+        let q = narrowed(
+            Some("filters=%7B%22label%22%3A%7B%22a%3Db%22%3Atrue%7D%7D"),
+            "x=y",
+        )
+        .unwrap();
         let back: Vec<(String, String)> = serde_urlencoded::from_str(&q).unwrap();
-        assert_eq!(serde_json::from_str::<Value>(&back[0].1).unwrap(), json!({"label": ["a=b", "x=y"]}));
+        assert_eq!(
+            serde_json::from_str::<Value>(&back[0].1).unwrap(),
+            json!({"label": ["a=b", "x=y"]})
+        );
         assert!(narrowed(Some("filters=nope"), "x=y").is_err());
     }
 }

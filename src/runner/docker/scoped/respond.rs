@@ -11,14 +11,30 @@ use serde_json::{Map, Value, json};
 /// host's name, paths, labels, proxies, registries and container counts are
 /// not the job's business.
 const INFO_KEPT: &[&str] = &[
-    "ServerVersion", "OperatingSystem", "OSType", "OSVersion", "Architecture", "KernelVersion", "NCPU", "MemTotal",
-    "Driver", "CgroupDriver", "CgroupVersion", "IndexServerAddress", "DefaultRuntime", "ExperimentalBuild",
-    "SecurityOptions", "Isolation",
+    "ServerVersion",
+    "OperatingSystem",
+    "OSType",
+    "OSVersion",
+    "Architecture",
+    "KernelVersion",
+    "NCPU",
+    "MemTotal",
+    "Driver",
+    "CgroupDriver",
+    "CgroupVersion",
+    "IndexServerAddress",
+    "DefaultRuntime",
+    "ExperimentalBuild",
+    "SecurityOptions",
+    "Isolation",
 ];
 
 pub fn info(v: Value) -> Value {
     let Value::Object(all) = v else { return v };
-    let mut kept: Map<String, Value> = all.into_iter().filter(|(k, _)| INFO_KEPT.contains(&k.as_str())).collect();
+    let mut kept: Map<String, Value> = all
+        .into_iter()
+        .filter(|(k, _)| INFO_KEPT.contains(&k.as_str()))
+        .collect();
     kept.insert("Name".into(), json!("berth-scoped-engine"));
     kept.insert("ID".into(), json!("berth-scoped-engine"));
     Value::Object(kept)
@@ -93,9 +109,14 @@ mod tests {
 
     #[test]
     fn info_keeps_versions_not_the_host() {
-        let v = info(json!({"ServerVersion": "20.10", "Name": "buildhost", "DockerRootDir": "/var/lib/docker",
-            "Labels": ["secret"], "HttpProxy": "http://user:pw@proxy", "Containers": 40, "NCPU": 2}));
-        assert_eq!(v, json!({"ServerVersion": "20.10", "NCPU": 2, "Name": "berth-scoped-engine", "ID": "berth-scoped-engine"}));
+        let v = info(
+            json!({"ServerVersion": "20.10", "Name": "buildhost", "DockerRootDir": "/var/lib/docker",
+            "Labels": ["secret"], "HttpProxy": "http://user:pw@proxy", "Containers": 40, "NCPU": 2}),
+        );
+        assert_eq!(
+            v,
+            json!({"ServerVersion": "20.10", "NCPU": 2, "Name": "berth-scoped-engine", "ID": "berth-scoped-engine"})
+        );
     }
 
     #[test]
@@ -109,9 +130,16 @@ mod tests {
             v["NetworkSettings"]["Ports"],
             json!({"80/tcp": [{"HostIp": "172.30.0.1", "HostPort": "41000"}], "9/udp": null})
         );
-        let l = container_list(json!([{"Id": "c", "Ports": [{"PrivatePort": 80}]}]), |_| vec![(80, at)]);
-        assert_eq!(l[0]["Ports"], json!([{"IP": "172.30.0.1", "PrivatePort": 80, "PublicPort": 41000, "Type": "tcp"}]));
-        let n = networks(json!([{"Name": "p-testnet"}, {"Name": "x"}]), |n| (n == "p-testnet").then(|| "testnet".into()));
+        let l = container_list(json!([{"Id": "c", "Ports": [{"PrivatePort": 80}]}]), |_| {
+            vec![(80, at)]
+        });
+        assert_eq!(
+            l[0]["Ports"],
+            json!([{"IP": "172.30.0.1", "PrivatePort": 80, "PublicPort": 41000, "Type": "tcp"}])
+        );
+        let n = networks(json!([{"Name": "p-testnet"}, {"Name": "x"}]), |n| {
+            (n == "p-testnet").then(|| "testnet".into())
+        });
         assert_eq!(n, json!([{"Name": "testnet"}, {"Name": "x"}]));
     }
 }

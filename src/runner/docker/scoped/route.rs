@@ -114,10 +114,7 @@ fn plain(seg: &str) -> bool {
 /// Read `method path` into what it asks, or refuse it.
 pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
     let refuse = |why: &str| Refused {
-        reason: format!(
-            "the scoped engine does not forward {}: {why}",
-            line(method, path)
-        ),
+        reason: format!("the scoped engine does not forward {}: {why}", line(method, path)),
     };
     let Some(rest) = path.strip_prefix('/') else {
         return Err(refuse("not a path"));
@@ -133,7 +130,8 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
     }
     let mut prefix = String::new();
     if let Some(v) = segments.first().and_then(|s| s.strip_prefix('v'))
-        && v.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        && v.split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
     {
         prefix = format!("/{}", segments.remove(0));
     }
@@ -182,9 +180,18 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
         ["networks", r, "connect"] if post => Endpoint::Network(r.to_string(), NetworkOp::Connect),
         ["volumes", "create"] if post => Endpoint::VolumeCreate,
         ["volumes", name] if delete => Endpoint::VolumeRemove(name.to_string()),
-        ["build", ..] => return Err(refuse("image builds run the Dockerfile's steps on the engine, outside the job's limits")),
+        ["build", ..] => {
+            return Err(refuse(
+                "image builds run the Dockerfile's steps on the engine, outside the job's limits",
+            ));
+        }
         ["events", ..] => return Err(refuse("the engine's events are every container's, not the job's")),
-        ["swarm", ..] | ["services", ..] | ["nodes", ..] | ["secrets", ..] | ["configs", ..] | ["tasks", ..] => {
+        ["swarm", ..]
+        | ["services", ..]
+        | ["nodes", ..]
+        | ["secrets", ..]
+        | ["configs", ..]
+        | ["tasks", ..] => {
             return Err(refuse("swarm is the engine's, not the job's"));
         }
         ["plugins", ..] => return Err(refuse("plugins run with the engine's privileges")),
@@ -219,7 +226,10 @@ mod tests {
             Ok(Endpoint::ImageInspect)
         );
         assert_eq!(ep(Method::POST, "/v1.41/images/create"), Ok(Endpoint::ImagePull));
-        assert_eq!(ep(Method::POST, "/v1.41/containers/create"), Ok(Endpoint::ContainerCreate));
+        assert_eq!(
+            ep(Method::POST, "/v1.41/containers/create"),
+            Ok(Endpoint::ContainerCreate)
+        );
         assert_eq!(
             ep(Method::POST, "/v1.41/containers/abc123/start"),
             Ok(Endpoint::Container("abc123".into(), ContainerOp::Start))
@@ -240,7 +250,10 @@ mod tests {
             ep(Method::POST, "/v1.41/networks/n1/connect"),
             Ok(Endpoint::Network("n1".into(), NetworkOp::Connect))
         );
-        assert_eq!(ep(Method::DELETE, "/volumes/v1"), Ok(Endpoint::VolumeRemove("v1".into())));
+        assert_eq!(
+            ep(Method::DELETE, "/volumes/v1"),
+            Ok(Endpoint::VolumeRemove("v1".into()))
+        );
         let r = route(&Method::POST, "/v1.41/containers/abc/kill").unwrap();
         assert_eq!(r.path_with(1, "f00d"), "/v1.41/containers/f00d/kill");
     }
@@ -261,7 +274,10 @@ mod tests {
             (Method::POST, "/containers/prune"),
         ] {
             let why = ep(m.clone(), p).unwrap_err();
-            assert!(why.starts_with("the scoped engine does not forward"), "{m} {p}: {why}");
+            assert!(
+                why.starts_with("the scoped engine does not forward"),
+                "{m} {p}: {why}"
+            );
             assert!(!why.contains('\n'), "{why}");
         }
     }
