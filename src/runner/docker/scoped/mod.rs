@@ -30,6 +30,7 @@
 //! networks and volumes before the job is recorded as ended.
 
 mod check;
+mod create;
 mod fields;
 mod handle;
 mod logs;
@@ -40,6 +41,8 @@ mod relay;
 mod requests;
 mod respond;
 mod route;
+mod shared;
+mod sweep;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -63,6 +66,7 @@ use crate::model::{ChildInfo, ChildState, JobId};
 pub use logs::read as read_child_log;
 use registry::Registry;
 use relay::Subnet;
+use shared::Shared;
 
 /// Where the socket appears inside the job.
 pub const SOCKET_IN_JOB: &str = "/var/run/docker.sock";
@@ -130,87 +134,6 @@ pub struct Scope {
     stop: CancellationToken,
     /// Set once closed; a second close waits for the first.
     closed: tokio::sync::Mutex<bool>,
-}
-
-/// What the server's tasks share.
-pub(super) struct Shared {
-    pub job: JobId,
-    pub docker: DockerClient,
-    /// The engine's own socket.
-    pub upstream: PathBuf,
-    pub workspace: PathBuf,
-    /// The job's private directory and its `engine/` part.
-    pub job_dir: PathBuf,
-    pub dir: PathBuf,
-    pub socket: PathBuf,
-    /// berth's labels for the job's engine objects.
-    pub labels: HashMap<String, String>,
-    /// The job network's gateway and subnet, once known.
-    pub net: Mutex<Option<(IpAddr, Subnet)>>,
-    pub registry: Mutex<Registry>,
-    pub children: watch::Sender<Vec<ChildInfo>>,
-    pub refusals: mpsc::Sender<Refused>,
-    pub pool: Arc<Pool>,
-    pub pool_prefix: String,
-    pub ownership: Ownership,
-    /// Stops, kills and removes one at a time: several containers leaving
-    /// one network at once can deadlock this engine (see `network.rs`).
-    pub leaving: tokio::sync::Mutex<()>,
-    /// The connections, relays and output followers of the job's engine.
-    pub tasks: TaskTracker,
-    pub stop: CancellationToken,
-    pub closing: AtomicBool,
-}
-
-impl Shared {
-    /// `berth.parent=<job container>`: what the job's objects carry.
-    pub fn label_filter(&self) -> String {
-        let parent = self.labels.get(LABEL_PARENT).cloned().unwrap_or_default();
-        format!("{LABEL_PARENT}={parent}")
-    }
-
-    /// The labels of child `name`.
-    pub fn child_labels(&self, name: &str) -> HashMap<String, String> {
-        let mut l = self.labels.clone();
-        l.insert(LABEL_CHILD.into(), name.into());
-        l
-    }
-
-    /// Tell the manager what the children look like now.
-    pub fn publish(&self) {
-        let infos = self.registry.lock().map(|r| r.infos()).unwrap_or_default();
-        self.children.send_replace(infos);
-    }
-
-    /// Queue a refusal for the security log.
-    pub fn report(&self, endpoint: &str, field: &str, reason: &str) {
-        let refused = Refused {
-            endpoint: endpoint.to_string(),
-            field: field.to_string(),
-            reason: reason.to_string(),
-        };
-        if self.refusals.try_send(refused).is_err() {
-            tracing::warn!(job = %self.job, endpoint, field, reason, "scoped engine refusal not logged: the queue is full");
-        }
-    }
-
-    /// Child `id` is gone (`removed`: the engine confirmed): its relay
-    /// closes, its network goes back to the pool, its budget is free.
-    pub fn forget_child(&self, id: &str, removed: bool) {
-        let slot = {
-            let Ok(mut reg) = self.registry.lock() else { return };
-            let Some(child) = reg.find_mut(id) else { return };
-            child.state = ChildState::Removed;
-            if let Some(r) = child.relay.take() {
-                r.close();
-            }
-            child.slot.take()
-        };
-        if let (Some(slot), true) = (slot, removed) {
-            slot.vacate();
-        }
-        self.publish();
-    }
 }
 
 impl Scope {
