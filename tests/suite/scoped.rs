@@ -201,6 +201,65 @@ async fn a_testcontainers_suite_passes_under_berth_test_engine_scoped_and_leaves
     );
 }
 
+const CALLS_PY: &str = r#"import io, json, tarfile, docker
+c = docker.from_env()
+out = {"api": c.version()["ApiVersion"]}
+net = c.networks.create("testnet")
+out["networks"] = [n.name for n in c.networks.list()]
+box = c.containers.run("berth/sandbox:latest", "sleep 60", detach=True, name="box", network="testnet")
+out["exec"] = box.exec_run("echo hi from exec").output.decode()
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    info = tarfile.TarInfo("f.txt"); info.size = 7; t.addfile(info, io.BytesIO(b"payload"))
+out["put"] = box.put_archive("/tmp", buf.getvalue())
+bits, stat = box.get_archive("/tmp/f.txt")
+out["get"] = stat["size"]
+once = c.containers.run("berth/sandbox:latest", ["sh", "-c", "echo attached"], detach=True)
+out["wait"] = once.wait()["StatusCode"]
+out["attach"] = once.attach(stream=False, logs=True).decode()
+out["volume"] = c.volumes.create("data").name
+out["names"] = sorted(x.name for x in c.containers.list(all=True))
+try:
+    c.containers.get("nope")
+except docker.errors.NotFound:
+    out["nope"] = 404
+box.remove(force=True); once.remove(force=True); net.remove()
+print("RESULT " + json.dumps(out))
+"#;
+
+/// What a test library does beyond create and start goes through: exec and
+/// attach (connections handed over), archives, waits, networks and volumes
+/// of the job's own, under the names the job gave them.
+#[tokio::test]
+async fn docker_py_exec_attach_archives_networks_and_volumes_work_through_the_socket() {
+    let d = Daemon::start();
+    let ws = d.dir.path().join("ws");
+    let wheels = ws.join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    for w in std::fs::read_dir(wheelhouse()).unwrap().flatten() {
+        if w.path().extension().is_some_and(|e| e == "whl") {
+            std::fs::copy(w.path(), wheels.join(w.file_name())).unwrap();
+        }
+    }
+    let run = "set -e\npython3 -m pip install --quiet --no-index --find-links wheels --target .deps docker\nPYTHONPATH=.deps python3 calls.py\n";
+    project(&ws, &[("calls.py", CALLS_PY), ("run.sh", run)]);
+    let (code, out, err) = berth_in(&d, &[], &["run", "--engine", "scoped", "--", "sh", "run.sh"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("{out}\n{err}"));
+    let got: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        got,
+        serde_json::json!({
+            "api": "1.41", "networks": ["testnet"], "exec": "hi from exec\n", "put": true, "get": 7,
+            "wait": 0, "attach": "attached\n", "volume": "data", "names": ["box", "sandbox-2"], "nope": 404
+        })
+    );
+    assert_eq!(children_of(&d.instance), 0);
+}
+
 /// A Python helper the jobs use to talk to their engine socket by hand.
 const ENGINE_PY: &str = r#"import http.client, json, os, socket, sys
 

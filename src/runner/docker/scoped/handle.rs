@@ -51,7 +51,7 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             };
             let s2 = s.clone();
             rewrite(&s, req, &format!("{}?{narrowed}", routed.path()), move |v| {
-                respond::container_list(v, |id| relayed(&s2, id))
+                respond::container_list(v, |id| (relayed(&s2, id), name_of(&s2, id)))
             })
             .await
         }
@@ -185,6 +185,11 @@ async fn upgraded(s: &Shared, mut req: Request<Incoming>, path: &str) -> Respons
     }
 }
 
+/// The name the job knows child `id` by.
+fn name_of(s: &Shared, id: &str) -> Option<String> {
+    s.registry.lock().ok()?.find(id).map(|c| c.name.clone())
+}
+
 /// Where the job reaches child `id`'s ports.
 fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
     s.registry
@@ -216,7 +221,11 @@ async fn container(
     match op {
         ContainerOp::Inspect => {
             let relays = relayed(s, id);
-            rewrite(s, req, path, move |v| respond::container(v, &relays)).await
+            let name = name_of(s, id);
+            rewrite(s, req, path, move |v| {
+                respond::container(v, &relays, name.as_deref())
+            })
+            .await
         }
         ContainerOp::Wait | ContainerOp::Logs | ContainerOp::Archive => forward(s, req, path).await,
         ContainerOp::Attach => upgraded(s, req, path).await,

@@ -33,6 +33,8 @@ use super::Shared;
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long a request's head may take to arrive.
 const HEADER_LIMIT: Duration = Duration::from_secs(30);
+/// How long an upgraded stream waits after its `101` head (see [`spliced`]).
+const HEAD_FIRST: Duration = Duration::from_millis(100);
 /// Most bytes of a body berth reads to check or rewrite (creates, lists, inspects).
 pub const MAX_BODY: usize = 4 << 20;
 
@@ -234,6 +236,11 @@ pub fn spliced(
             return;
         };
         let (mut job, mut engine) = (TokioIo::new(job), TokioIo::new(engine));
+        // docker-py reads the `101` head through a buffered reader, then the
+        // stream from the raw socket: bytes that arrive with the head are
+        // lost to it. The engine's own first bytes come a moment after its
+        // head; so do berth's.
+        tokio::time::sleep(HEAD_FIRST).await;
         tokio::select! {
             _ = tokio::io::copy_bidirectional(&mut job, &mut engine) => {}
             _ = stop.cancelled() => {}

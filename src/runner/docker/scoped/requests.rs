@@ -11,6 +11,7 @@ use super::check::{Lookup, Refusal};
 use super::fields::{canonical, object, text, unset};
 
 const EXEC: &[&str] = &[
+    "Container",
     "AttachStdin",
     "AttachStdout",
     "AttachStderr",
@@ -26,7 +27,10 @@ const EXEC: &[&str] = &[
 
 /// An exec in a child: anything but privileged.
 pub fn exec_create(body: Value) -> Result<Value, Refusal> {
-    let body = canonical(object(Some(body), "body")?, EXEC, "")?;
+    let mut body = canonical(object(Some(body), "body")?, EXEC, "")?;
+    // docker-py names the container in the body too; the engine execs in
+    // the one the path names (the job's, resolved): the body's is dropped.
+    body.remove("Container");
     if !unset(body.get("Privileged")) {
         return Err(Refusal::new(
             "Privileged",

@@ -40,8 +40,12 @@ pub fn info(v: Value) -> Value {
     Value::Object(kept)
 }
 
-/// A container's inspect answer with its ports as the job reaches them.
-pub fn container(mut v: Value, relayed: &[(u16, SocketAddr)]) -> Value {
+/// A container's inspect answer with its ports as the job reaches them,
+/// and the name the job gave it (not the engine's, which berth made unique).
+pub fn container(mut v: Value, relayed: &[(u16, SocketAddr)], name: Option<&str>) -> Value {
+    if let (Some(name), Some(o)) = (name, v.as_object_mut()) {
+        o.insert("Name".into(), json!(format!("/{name}")));
+    }
     let Some(settings) = v.get_mut("NetworkSettings").and_then(Value::as_object_mut) else {
         return v;
     };
@@ -64,16 +68,17 @@ pub fn container(mut v: Value, relayed: &[(u16, SocketAddr)]) -> Value {
     v
 }
 
-/// A container list with each child's ports as the job reaches them
-/// (`relayed(id)`).
-pub fn container_list(v: Value, relayed: impl Fn(&str) -> Vec<(u16, SocketAddr)>) -> Value {
+/// A container list with each child's ports as the job reaches them and
+/// its name (`of(id)`).
+pub fn container_list(v: Value, of: impl Fn(&str) -> (Vec<(u16, SocketAddr)>, Option<String>)) -> Value {
     let Value::Array(items) = v else { return v };
     Value::Array(
         items
             .into_iter()
             .map(|mut item| {
                 let id = item.get("Id").and_then(Value::as_str).unwrap_or_default().to_string();
-                let ports: Vec<Value> = relayed(&id)
+                let (relayed, name) = of(&id);
+                let ports: Vec<Value> = relayed
                     .iter()
                     .map(|(port, at)| {
                         json!({"IP": at.ip().to_string(), "PrivatePort": port, "PublicPort": at.port(), "Type": "tcp"})
@@ -81,6 +86,9 @@ pub fn container_list(v: Value, relayed: impl Fn(&str) -> Vec<(u16, SocketAddr)>
                     .collect();
                 if let Some(o) = item.as_object_mut() {
                     o.insert("Ports".into(), Value::Array(ports));
+                    if let Some(name) = name {
+                        o.insert("Names".into(), json!([format!("/{name}")]));
+                    }
                 }
                 item
             })
@@ -125,14 +133,17 @@ mod tests {
         let v = container(
             json!({"Id": "c", "NetworkSettings": {"Ports": {"80/tcp": null, "9/udp": [{"HostIp": "0.0.0.0", "HostPort": "9"}]}}}),
             &[(80, at)],
+            Some("web"),
         );
+        assert_eq!(v["Name"], "/web");
         assert_eq!(
             v["NetworkSettings"]["Ports"],
             json!({"80/tcp": [{"HostIp": "172.30.0.1", "HostPort": "41000"}], "9/udp": null})
         );
         let l = container_list(json!([{"Id": "c", "Ports": [{"PrivatePort": 80}]}]), |_| {
-            vec![(80, at)]
+            (vec![(80, at)], Some("web".into()))
         });
+        assert_eq!(l[0]["Names"], json!(["/web"]));
         assert_eq!(
             l[0]["Ports"],
             json!([{"IP": "172.30.0.1", "PrivatePort": 80, "PublicPort": 41000, "Type": "tcp"}])

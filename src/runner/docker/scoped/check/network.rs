@@ -37,7 +37,11 @@ pub fn network(
         },
     };
     host.insert("NetworkMode".into(), json!(mode_out));
-    let net = object(top.remove("NetworkingConfig"), "NetworkingConfig")?;
+    let mut net = object(top.remove("NetworkingConfig"), "NetworkingConfig")?;
+    // Only `EndpointsConfig` means anything to the engine; docker-py also
+    // sends `{<network>: null}` here, which the engine ignores: so do we
+    // (dropped, never forwarded).
+    net.retain(|k, _| k.eq_ignore_ascii_case("EndpointsConfig"));
     let net = canonical(net, &["EndpointsConfig"], "NetworkingConfig")?;
     let mut endpoints = object(
         net.get("EndpointsConfig").cloned(),

@@ -245,6 +245,11 @@ fn only_the_jobs_own_children_networks_and_volumes() {
         refused(json!({"Image": "x", "NetworkingConfig": {"EndpointsConfig": {"other": {}}}})),
         "NetworkingConfig.EndpointsConfig"
     );
+    // docker-py's `network=` sends `{"testnet": null}` beside EndpointsConfig: ignored, as the engine does.
+    let py = check(
+        json!({"Image": "x", "HostConfig": {"NetworkMode": "testnet"}, "NetworkingConfig": {"testnet": null}}),
+    );
+    assert_eq!(py.unwrap().connect, [("n1d".to_string(), json!({}))]);
     let none = check(json!({"Image": "x", "HostConfig": {"NetworkMode": "none"}})).unwrap();
     assert!(!none.own_network);
 }
