@@ -290,6 +290,22 @@ impl Scope {
             let removed = super::cleanup::remove_container(&s.docker, &id).await;
             s.forget_child(&id, removed);
         }
+        // A create the job had under way when it ended may have reached the
+        // engine without its answer reaching the registry: sweep by label.
+        let mut labels = s.ownership.filters();
+        labels.push(s.label_filter());
+        let filters = HashMap::from([("label".to_string(), labels.clone())]);
+        let opts = bollard::query_parameters::ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        for c in s.docker.list_containers(opts).await.unwrap_or_default() {
+            if let Some(id) = c.id {
+                super::cleanup::remove_container(&s.docker, &id).await;
+            }
+        }
+        super::cleanup::remove_volumes(&s.docker, &labels).await;
         let (networks, volumes) = match s.registry.lock() {
             Ok(mut r) => (std::mem::take(&mut r.networks), std::mem::take(&mut r.volumes)),
             Err(_) => (Vec::new(), Vec::new()),
@@ -306,6 +322,19 @@ impl Scope {
                 && e.engine_status() != Some(404)
             {
                 tracing::warn!(job = %s.job, error = %e, "a volume the job made was not removed");
+            }
+        }
+        let opts = bollard::query_parameters::ListNetworksOptions {
+            filters: Some(HashMap::from([("label".to_string(), labels)])),
+        };
+        for n in s
+            .docker
+            .list_networks("of the job", opts)
+            .await
+            .unwrap_or_default()
+        {
+            if let Some(id) = n.id {
+                let _ = s.docker.remove_network(&id).await;
             }
         }
         let _ = std::fs::remove_file(&s.socket);
