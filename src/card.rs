@@ -97,6 +97,9 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     if let Some(n) = &l.network {
         parts.push(format!("network {n}"));
     }
+    if info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
+        parts.push("engine scoped".into());
+    }
     Some(parts.join(" · "))
 }
 
@@ -166,6 +169,12 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     }
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {}\n", v(&sandbox));
+    }
+    if !info.children.is_empty() {
+        out += &format!("    Children: {}\n", info.children.len());
+        for c in &info.children {
+            out += &format!("        {}\n", v(&c.summary()));
+        }
     }
     if let Some(n @ 1..) = info.setid_cleared {
         let files = if n == 1 { "file" } else { "files" };
@@ -294,6 +303,7 @@ mod tests {
             project_note: None,
             recovered: false,
             watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::model::AppliedLimits {

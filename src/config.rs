@@ -54,6 +54,9 @@ pub const DEFAULT_CPUS: f64 = 2.0;
 pub const DEFAULT_MEMORY: u64 = 2 << 30;
 /// Default process limit of a container job.
 pub const DEFAULT_PIDS: i64 = 512;
+/// Default most children (containers started through its scoped engine) a
+/// job may have at once.
+pub const DEFAULT_MAX_CHILDREN: usize = 8;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
 /// The uid:gid a root caller's container jobs run as when root also owns
@@ -170,6 +173,14 @@ pub struct Layer {
     /// Agents (MCP clients) may ask for a host job (`runner: "host"`) without
     /// host being the default (`runner = "host"` allows it too).
     pub allow_host: Option<bool>,
+    /// Container jobs' engine access: `none` (default) or `scoped` (a
+    /// socket of the job's own through which it starts its own children).
+    pub engine: Option<String>,
+    /// Most children a job with a scoped engine may have at once.
+    pub max_children: Option<usize>,
+    /// Agents may ask for a scoped engine (`engine: "scoped"`) without it
+    /// being the default (`engine = "scoped"` allows it too).
+    pub allow_engine: Option<bool>,
 }
 
 /// Where a setting came from.
@@ -243,6 +254,15 @@ pub struct Config {
     /// Agents may ask for host jobs (see [`Layer::allow_host`]).
     #[serde(default)]
     pub allow_host: bool,
+    /// Container jobs' engine access (`none` or `scoped`).
+    #[serde(default)]
+    pub engine: crate::model::EngineAccess,
+    /// Most children a job with a scoped engine may have at once.
+    #[serde(default = "default_max_children")]
+    pub max_children: usize,
+    /// Agents may ask for a scoped engine (see [`Layer::allow_engine`]).
+    #[serde(default)]
+    pub allow_engine: bool,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
@@ -293,6 +313,9 @@ impl Default for Config {
             limits: default_limits(),
             read_only: false,
             allow_host: false,
+            engine: crate::model::EngineAccess::None,
+            max_children: DEFAULT_MAX_CHILDREN,
+            allow_engine: false,
             sources: BTreeMap::new(),
             trusted: Trusted::default(),
             untrusted: Vec::new(),
@@ -306,7 +329,10 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 28] = [
+const FIELDS: [&str; 31] = [
+    "engine",
+    "max_children",
+    "allow_engine",
     "read_only",
     "allow_host",
     "max_queued",
@@ -336,6 +362,10 @@ const FIELDS: [&str; 28] = [
     "test_command",
     "build_command",
 ];
+
+fn default_max_children() -> usize {
+    DEFAULT_MAX_CHILDREN
+}
 
 /// 2 CPUs (or all of them on a smaller machine), 2 GiB, 512 processes.
 fn default_limits() -> Limits {
@@ -626,6 +656,18 @@ impl Config {
         set!(network, "network", validate_network);
         set!(read_only, "read_only", Ok::<_, Error>);
         set!(allow_host, "allow_host", Ok::<_, Error>);
+        set!(engine, "engine", |v: String| v
+            .parse::<crate::model::EngineAccess>());
+        set!(max_children, "max_children", |v: usize| if v == 0 {
+            Err(Error::InvalidValue {
+                what: "max_children",
+                input: "0".into(),
+                message: "must be at least 1 (set engine = \"none\" for no children)".into(),
+            })
+        } else {
+            Ok(v)
+        });
+        set!(allow_engine, "allow_engine", Ok::<_, Error>);
         let mut limits = self.limits.clone();
         let mut touched = Vec::new();
         if let Some(v) = l.cpus {
@@ -704,6 +746,9 @@ impl Config {
             ("fallback", self.fallback.to_string()),
             ("read_only", self.read_only.to_string()),
             ("allow_host", self.allow_host.to_string()),
+            ("engine", self.engine.to_string()),
+            ("max_children", self.max_children.to_string()),
+            ("allow_engine", self.allow_engine.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -805,6 +850,9 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         pids: num("pids")?.map(|v| v as i64),
         read_only: flag("read_only")?,
         allow_host: flag("allow_host")?,
+        engine: get("engine"),
+        max_children: num("max_children")?.map(|v| v as usize),
+        allow_engine: flag("allow_engine")?,
     })
 }
 

@@ -196,9 +196,15 @@ pub enum Error {
 
     /// An agent (MCP client) asked for a job looser than the user allows.
     #[error(
-        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `allow_host = true`, or BERTH_ALLOW_HOST=1 where `berth mcp` starts) or a trusted berth.toml"
+        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `{switch} = true`, or {env}=1 where `berth mcp` starts) or a trusted berth.toml"
     )]
-    AgentLoosening { key: &'static str, value: String },
+    AgentLoosening {
+        key: &'static str,
+        value: String,
+        /// The config key that allows it (`allow_host`, `allow_engine`) and its variable.
+        switch: &'static str,
+        env: &'static str,
+    },
 }
 
 /// The one-line JSON form of a blocked command (what the CLI prints and the API returns).
@@ -292,6 +298,10 @@ pub enum EngineOp {
     InspectNetwork,
     RemoveNetwork,
     ListNetworks,
+    ConnectNetwork,
+    CreateVolume,
+    RemoveVolume,
+    ListVolumes,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -318,6 +328,10 @@ impl std::fmt::Display for EngineOp {
             EngineOp::InspectNetwork => "inspect network",
             EngineOp::RemoveNetwork => "remove network",
             EngineOp::ListNetworks => "list networks",
+            EngineOp::ConnectNetwork => "connect a container to network",
+            EngineOp::CreateVolume => "create volume",
+            EngineOp::RemoveVolume => "remove volume",
+            EngineOp::ListVolumes => "list volumes",
         })
     }
 }

@@ -252,6 +252,19 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}/logs{}", log_query(q))).await
     }
 
+    /// The output of child `name` of job `id` (its last `tail` lines).
+    pub async fn child_logs(
+        &self,
+        id: &JobId,
+        name: &str,
+        tail: Option<usize>,
+    ) -> Result<crate::model::ChildLogs> {
+        let tail = tail.map(|n| format!("?tail={n}")).unwrap_or_default();
+        let name: String = url_safe(name);
+        self.get(&format!("/v1/jobs/{id}/children/{name}/logs{tail}"))
+            .await
+    }
+
     pub async fn wait(&self, id: &JobId, req: &WaitRequest) -> Result<WaitOutcome> {
         self.post(&format!("/v1/jobs/{id}/wait"), req).await
     }
@@ -431,4 +444,14 @@ impl SseReader {
             }
         }
     }
+}
+
+/// `s` for a path segment: plain characters as they are, the rest `%XX`.
+fn url_safe(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -120,6 +120,10 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             time,
             visible(&j.command)
         );
+        // Containers the job started through its scoped engine, under it.
+        for c in &j.children {
+            out += &format!("  └ child {}\n", visible(&c.summary()));
+        }
     }
     out
 }

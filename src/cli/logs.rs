@@ -48,6 +48,10 @@ pub struct LogsArgs {
     /// control characters and escape sequences show as `\x1b`, `\r` … there).
     #[arg(long)]
     pub raw: bool,
+    /// The output of the job's child NAME (a container it started through
+    /// its scoped engine; `berth ps` lists them), instead of the job's own.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["since", "limit", "follow", "stream"])]
+    pub child: Option<String>,
 }
 
 /// Where pages go: lines on stdout/stderr, one streamed JSON document, or
@@ -139,6 +143,9 @@ fn say_lost(id: &JobId, lost: &[Gap]) {
 pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
     let r = super::offline::reader(global).await?;
     let id = JobId::from(a.id.as_str());
+    if let Some(name) = &a.child {
+        return child_logs(&r, id, name, &a).await;
+    }
     let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
     let mut sink = match (a.json, a.follow) {
         (false, _) => Sink::Text {
@@ -184,7 +191,37 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    follow(&r, &id, last.next_seq, stream, a.json, LineMode::for_terminals(a.raw)).await
+    follow(
+        &r,
+        &id,
+        last.next_seq,
+        stream,
+        a.json,
+        LineMode::for_terminals(a.raw),
+    )
+    .await
+}
+
+/// `--child NAME`: the last lines a child container of the job printed.
+async fn child_logs(r: &super::offline::Reader, id: JobId, name: &str, a: &LogsArgs) -> anyhow::Result<i32> {
+    let lines = r.child_logs(&id, name, a.tail).await?;
+    if a.json {
+        let doc = crate::model::ChildLogs {
+            job: id,
+            child: name.to_string(),
+            lines,
+        };
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        let terminal = !a.raw && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        for l in &lines {
+            match terminal {
+                true => outln!("{}", crate::inert::visible(l)),
+                false => outln!("{l}"),
+            }
+        }
+    }
+    Ok(0)
 }
 
 /// Read page after page from `--since` until `--limit` lines were written,

@@ -86,6 +86,23 @@ impl Reader {
         }
     }
 
+    /// The output of child `name` of job `id` (a container it started through its scoped engine).
+    pub async fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
+        let store = match self {
+            Reader::Daemon(c) => return Ok(c.child_logs(id, name, tail).await?.lines),
+            Reader::Store(s, ..) => s,
+        };
+        let row = crate::store::find_run(store, id)?.ok_or_else(|| Error::UnknownJob(id.to_string()))?;
+        let dir = row
+            .info
+            .logs
+            .stdout
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        crate::runner::docker::read_child_log(&dir, id.as_str(), name, tail)
+    }
+
     pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
         let store = match self {
             Reader::Daemon(c) => return c.logs(id, q).await,

@@ -68,6 +68,11 @@ pub struct RunArgs {
     /// containers) or none.
     #[arg(long, value_name = "NET")]
     pub network: Option<String>,
+    /// Engine access (containers): none (default) or scoped (an engine
+    /// socket of the job's own, through which its tests start containers
+    /// of its own, and nothing else).
+    #[arg(long, value_name = "ACCESS", value_parser = ["none", "scoped"])]
+    pub engine: Option<String>,
     /// When to pull the image: missing (default), always or never.
     #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
     pub pull: Option<String>,
@@ -126,6 +131,7 @@ impl RunArgs {
         spec.image = self.image.clone();
         spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.network = self.network.as_deref().map(str::parse).transpose()?;
+        spec.engine = self.engine.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {

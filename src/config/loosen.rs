@@ -12,7 +12,9 @@
 //! - `workspace` outside the file's own directory: the job sees more of the disk;
 //! - `state_dir`: where berth writes its records and security log;
 //! - `[safety]`: the default blocklist off, `allow_env` additions, another `security_log`;
-//! - `[image] dockerfile`: a build that runs the project's `RUN` steps.
+//! - `[image] dockerfile`: a build that runs the project's `RUN` steps;
+//! - `engine = "scoped"`, `allow_engine = true` and a larger `max_children`:
+//!   jobs (or agents) start containers of their own through the engine.
 //!
 //! A loosening that only the `BERTH_*` variables or flags set again is the
 //! user's say, not the file's: only values whose source is still the file
@@ -23,7 +25,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::{Config, Source, caller_user};
-use crate::model::{Network, RunnerChoice};
+use crate::model::{EngineAccess, Network, RunnerChoice};
 use crate::safety::SafetyLayer;
 use crate::trust::Loosening;
 
@@ -92,6 +94,15 @@ fn loosenings(
     };
     if from_file("network") && rank(c.network) > rank(base.network) {
         add("network", quoted(&c.network.to_string()));
+    }
+    if from_file("engine") && c.engine == EngineAccess::Scoped && base.engine != EngineAccess::Scoped {
+        add("engine", quoted(c.engine.as_str()));
+    }
+    if from_file("allow_engine") && c.allow_engine && !base.allow_engine {
+        add("allow_engine", "true".into());
+    }
+    if from_file("max_children") && c.max_children > base.max_children {
+        add("max_children", c.max_children.to_string());
     }
     if from_file("read_only") && !c.read_only && base.read_only {
         add("read_only", "false".into());
@@ -162,6 +173,18 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "network" => {
             c.network = base.network;
             source(c, "network");
+        }
+        "engine" => {
+            c.engine = base.engine;
+            source(c, "engine");
+        }
+        "allow_engine" => {
+            c.allow_engine = base.allow_engine;
+            source(c, "allow_engine");
+        }
+        "max_children" => {
+            c.max_children = base.max_children;
+            source(c, "max_children");
         }
         "read_only" => {
             c.read_only = base.read_only;
@@ -300,6 +323,41 @@ mod tests {
             ["read_only"]
         );
         assert!(c.read_only);
+    }
+
+    #[test]
+    fn a_scoped_engine_from_a_project_file_needs_trust() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        let text = "engine = \"scoped\"\nallow_engine = true\nmax_children = 20\n";
+        let c = load(&dir, text, &user);
+        assert_eq!(
+            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+            ["engine", "allow_engine", "max_children"]
+        );
+        assert_eq!(c.engine, EngineAccess::None);
+        assert!(!c.allow_engine);
+        assert_eq!(c.max_children, crate::config::DEFAULT_MAX_CHILDREN);
+        // Fewer children, or none, only tightens.
+        let c = load(&dir, "engine = \"none\"\nmax_children = 2\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.max_children, 2);
+        // The user's own config says scoped: the project repeating it is fine.
+        std::fs::write(&user, "engine = \"scoped\"\n").unwrap();
+        let c = load(&dir, "engine = \"scoped\"\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.engine, EngineAccess::Scoped);
+        let err = Config::load_with(&dir, Layer::default(), |k| {
+            (k == "BERTH_ENGINE").then(|| "all".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("engine") && err.contains("scoped") && !err.contains('\n'),
+            "{err}"
+        );
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(info))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
+        .route("/v1/jobs/{id}/children/{name}/logs", get(child_logs))
         .route("/v1/jobs/{id}/wait", post(wait))
         .route("/v1/jobs/{id}/foreground", get(foreground))
         .route("/v1/jobs/{id}/kill", post(kill))
@@ -192,6 +193,29 @@ async fn logs(
 ) -> ApiResult<crate::output::LogPage> {
     let Query(q) = q?;
     Ok(Json(s.manager.logs(&JobId::from(id.as_str()), &q)?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChildLogsQuery {
+    #[serde(default)]
+    tail: Option<usize>,
+}
+
+/// The output of a child a job started through its scoped engine.
+async fn child_logs(
+    State(s): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+    q: Result<Query<ChildLogsQuery>, QueryRejection>,
+) -> ApiResult<crate::model::ChildLogs> {
+    let Query(q) = q?;
+    let id = JobId::from(id.as_str());
+    let lines = s.manager.child_logs(&id, &name, q.tail)?;
+    Ok(Json(crate::model::ChildLogs {
+        job: id,
+        child: name,
+        lines,
+    }))
 }
 
 #[derive(Deserialize)]

@@ -43,7 +43,10 @@ pub enum DevImage {
     Image(String),
     /// A build, and whether the user trusts the file that asks for it (a
     /// build runs the project's `RUN` steps: only from a trusted file).
-    Build { build: ProjectBuild, trusted: bool },
+    Build {
+        build: ProjectBuild,
+        trusted: bool,
+    },
     /// The file was not read, and why (too large, not a regular file).
     Refused(String),
 }
@@ -125,7 +128,13 @@ pub fn read_devcontainer(workspace: &Path, trust: &Trusted) -> Option<(DevImage,
             args: build.args,
             declared_in: path.clone(),
         };
-        return Some((DevImage::Build { build: project, trusted }, real));
+        return Some((
+            DevImage::Build {
+                build: project,
+                trusted,
+            },
+            real,
+        ));
     }
     None
 }

@@ -112,7 +112,9 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Resu
     }
     Ok(choice(
         DEFAULT_IMAGE,
-        format!("the project names no image and berth/dev is not built (images/build.sh dev); busybox only{unread}"),
+        format!(
+            "the project names no image and berth/dev is not built (images/build.sh dev); busybox only{unread}"
+        ),
     ))
 }
 

@@ -33,6 +33,22 @@ impl FromStr for RunnerChoice {
     }
 }
 
+impl FromStr for crate::model::EngineAccess {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(crate::model::EngineAccess::None),
+            "scoped" => Ok(crate::model::EngineAccess::Scoped),
+            _ => Err(Error::InvalidValue {
+                what: "engine",
+                input: s.into(),
+                message: "expected none (default: no engine in the job) or scoped (a socket of the job's own: its own child containers, nothing else)"
+                    .into(),
+            }),
+        }
+    }
+}
+
 impl FromStr for Network {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

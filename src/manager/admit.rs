@@ -26,7 +26,7 @@ use super::Inner;
 use super::project::Project;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::{JobSpec, RunnerChoice, RunnerKind};
+use crate::model::{EngineAccess, JobSpec, RunnerChoice, RunnerKind};
 use crate::runner;
 use crate::watch::Watchers;
 
@@ -89,6 +89,8 @@ pub(super) async fn admit(
         let refusal = Error::AgentLoosening {
             key: "runner",
             value: "\"host\"".into(),
+            switch: "allow_host",
+            env: "BERTH_ALLOW_HOST",
         };
         let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
         project.safety.record(
@@ -101,6 +103,28 @@ pub(super) async fn admit(
         );
         return Err(refusal);
     }
+    // A scoped engine likewise: only where the user's config (or a trusted
+    // file) says `engine = "scoped"` or `allow_engine = true`.
+    let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;
+    if client == "mcp" && spec.engine == Some(EngineAccess::Scoped) && !engine_allowed {
+        let refusal = Error::AgentLoosening {
+            key: "engine",
+            value: "\"scoped\"".into(),
+            switch: "allow_engine",
+            env: "BERTH_ALLOW_ENGINE",
+        };
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            "mcp:engine".into(),
+            &spec,
+            at,
+            client,
+        );
+        return Err(refusal);
+    }
+    let engine_asked = spec.engine.is_some();
     fill_defaults(&mut spec, &project.config, budget);
     spec.validate()?;
     let watchers = Inner::watchers_for(&spec)?;
@@ -144,6 +168,9 @@ pub(super) async fn admit(
             file.display()
         )));
     }
+    if spec.engine == Some(EngineAccess::Scoped) {
+        check_engine(&mut spec, kind, engine_asked, &project.config)?;
+    }
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
         project.safety.check_env(&spec, &real, client)?;
@@ -165,12 +192,39 @@ pub(super) fn fill_defaults(spec: &mut JobSpec, config: &Config, budget: Default
     if spec.runner == RunnerChoice::Auto {
         spec.runner = config.runner;
     }
+    if spec.engine.is_none() && config.engine == EngineAccess::Scoped {
+        spec.engine = Some(EngineAccess::Scoped);
+    }
     if !spec.background && spec.timeout.is_none() {
         spec.timeout = match budget {
             DefaultBudget::Project => Some(config.timeout_secs),
             DefaultBudget::Unlimited => None,
         };
     }
+}
+
+/// A scoped engine is for container jobs on a network of their own: a host
+/// job asked for one is refused (one that got it from its project goes
+/// without: a host job can reach whatever its user can), and so is a job on
+/// a shared network or none (its children could not be reached, or would
+/// be reached by others).
+fn check_engine(spec: &mut JobSpec, kind: RunnerKind, asked: bool, config: &Config) -> Result<()> {
+    if kind == RunnerKind::Host {
+        if asked {
+            return Err(Error::InvalidSpec(
+                "a scoped engine (--engine scoped) is for container jobs, and this job runs on the host; use --runner docker".into(),
+            ));
+        }
+        spec.engine = None;
+        return Ok(());
+    }
+    let network = spec.network.unwrap_or(config.network);
+    if network != crate::model::Network::Isolated {
+        return Err(Error::InvalidSpec(format!(
+            "a scoped engine needs the job's own network (network isolated), not {network}: its children are reached through it"
+        )));
+    }
+    Ok(())
 }
 
 /// What `auto` falls back to when no engine answers.

@@ -149,6 +149,8 @@ pub(crate) struct Live {
     stop_tx: mpsc::UnboundedSender<StopRequest>,
     control: Option<Control>,
     internal_ip: Option<IpAddr>,
+    /// A job with a scoped engine: its children as they change.
+    children: Option<watch::Receiver<Vec<crate::model::ChildInfo>>>,
 }
 
 pub(crate) struct Entry {
@@ -515,6 +517,14 @@ impl Manager {
         output.read(query)
     }
 
+    /// The last `tail` lines (all, up to 1 MiB, when `None`) of the output
+    /// of child `name` of job `id` (a container it started through its
+    /// scoped engine), kept with the job while it runs and after.
+    pub fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
+        let output = self.output(id)?;
+        crate::runner::docker::read_child_log(output.dir(), id.as_str(), name, tail)
+    }
+
     /// The last ~1.5 KiB of a job's output.
     pub fn snippet(&self, id: &JobId) -> Result<String> {
         Ok(self.output(id)?.snippet())
@@ -677,6 +687,9 @@ impl Manager {
 /// The record with live figures filled in.
 fn snapshot(e: &Entry) -> JobInfo {
     let mut info = e.info.clone();
+    if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
+        info.children = children.borrow().clone();
+    }
     info.last_seq = e.output.progress().last_seq;
     // A job read back from the store keeps its count; a live one counts on.
     info.watch_hits_dropped = info.watch_hits_dropped.max(e.output.watch_hits_dropped());

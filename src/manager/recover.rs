@@ -45,9 +45,13 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             // manager) lived no longer than that session, which died with
             // its manager: it is reaped, not adopted, so no job is left
             // running that no live session can end.
+            // A job with a scoped engine too: its socket died with the
+            // manager that served it.
+            let scoped = row.info.spec.engine == Some(crate::model::EngineAccess::Scoped);
             if inner.config.recovery == Recovery::Adopt
                 && row.info.container_id.is_some()
                 && row.info.spec.owner.is_none()
+                && !scoped
             {
                 // Settled by `adopt_orphans` once this manager owns the instance.
                 inner.orphans.lock().unwrap().push(row);
@@ -95,6 +99,10 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
         Some(session) => format!("its manager (pid {owner_pid}) died, and with it its session {session}"),
         None => format!("its manager (pid {owner_pid}) died"),
     };
+    if row.info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
+        let n = inner.runners.remove_children_blocking(&row.info.id);
+        tracing::debug!(job = %row.info.id, children = n, "removed the children of a reaped job");
+    }
     crate::teardown::reap_run(
         row,
         &reason,
@@ -184,6 +192,7 @@ impl Manager {
                                 stop_tx,
                                 control: Some(launched.control.clone()),
                                 internal_ip: launched.internal_ip,
+                                children: None,
                             }),
                             ready_seen: true,
                         };

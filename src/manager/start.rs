@@ -119,6 +119,7 @@ pub(super) async fn start(
             store_note: None,
             recovered: false,
             watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
@@ -133,6 +134,7 @@ pub(super) async fn start(
                     stop_tx,
                     control: None,
                     internal_ip: None,
+                    children: None,
                 }),
                 ready_seen: false,
             },
@@ -331,13 +333,14 @@ async fn launch(
             }
         }
     };
-    let launched = match launched {
+    let mut launched = match launched {
         Ok(l) => l,
         Err(e) => {
             output.release_events();
             return Err(e);
         }
     };
+    let engine = launched.engine.take();
     let start_mode = {
         let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
@@ -351,6 +354,7 @@ async fn launch(
         if let Some(live) = e.live.as_mut() {
             live.control = Some(launched.control.clone());
             live.internal_ip = launched.internal_ip;
+            live.children = engine.as_ref().map(|h| h.children.clone());
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
         let (row, mode) = (inner.record(e), e.info.start_mode);
@@ -369,7 +373,28 @@ async fn launch(
     );
     // Watch hits of output that came during the launch follow `started`.
     output.release_events();
+    if let Some(engine) = engine {
+        follow_refusals(project, id, spec, cwd, engine.refusals);
+    }
     Ok(Some(launched))
+}
+
+/// Every request a job's scoped engine refused, in the security log (the
+/// job itself asked: its id is the client).
+fn follow_refusals(
+    project: &Project,
+    id: &JobId,
+    spec: &JobSpec,
+    cwd: &Path,
+    mut refusals: tokio::sync::mpsc::Receiver<crate::runner::docker::Refused>,
+) {
+    let safety = project.safety.clone();
+    let (job, command, cwd) = (id.to_string(), spec.display_command(), cwd.to_path_buf());
+    tokio::spawn(async move {
+        while let Some(r) = refusals.recv().await {
+            safety.log_engine(&job, &command, &cwd, &r.endpoint, &r.field, &r.reason);
+        }
+    });
 }
 
 /// Pull progress of job `id`: kept on its record (`starting (pulling)`) and

@@ -148,6 +148,9 @@ pub(super) async fn supervise(
             }
         }
     };
+    // What it started through its scoped engine goes before the job counts
+    // as ended (children, one at a time; see runner/docker/scoped/).
+    control.end_children().await;
     // The container goes in the background (the engine's removals list it
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
@@ -229,6 +232,10 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         let Ok(e) = reg.get_mut(id) else { return };
         let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
+        // The children as they were left (removed, once the engine closed).
+        if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
+            e.info.children = children.borrow().clone();
+        }
         e.live = None;
         let (row, last_seq) = (inner.record(e), e.info.last_seq);
         drop(reg);

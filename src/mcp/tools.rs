@@ -324,6 +324,7 @@ impl BerthMcp {
         if let Some(r) = a.runner {
             spec.runner = r.into();
         }
+        spec.engine = a.engine.map(Into::into);
         self.core.run(spec, None, self.dialect).await
     }
 }

@@ -351,6 +351,9 @@ pub struct JobInfo {
     /// when, why, and that lines lost meanwhile are marked in its logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_note: Option<String>,
+    /// Containers the job started through its scoped engine, as last seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<super::ChildInfo>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -150,6 +150,7 @@ impl FakeRunner {
         });
         Ok(Launched {
             sweep: None,
+            engine: None,
             pid: None,
             container_id: None,
             ports: Vec::new(),

@@ -305,6 +305,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     }
     Ok(Launched {
         sweep: None,
+        engine: None,
         pid: Some(pid),
         container_id: None,
         ports,

@@ -45,6 +45,8 @@ pub struct Launched {
     /// Clear set-uid/set-gid bits the job leaves in this workspace once it
     /// ended (container jobs; see `setuid.rs`).
     pub sweep: Option<setuid::Sweep>,
+    /// A container job's scoped engine: its children and its refusals.
+    pub engine: Option<docker::EngineHandle>,
 }
 
 /// How to signal a running job.
@@ -75,6 +77,14 @@ impl Control {
             Control::Docker(d) => d.signal(libc_sigkill()).await,
             #[cfg(test)]
             Control::Fake(f) => f.signal(libc_sigkill()),
+        }
+    }
+
+    /// Remove what the job started through its scoped engine (children,
+    /// networks, volumes): before the job counts as ended.
+    pub async fn end_children(&self) {
+        if let Control::Docker(d) = self {
+            d.end_children().await;
         }
     }
 

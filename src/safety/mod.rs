@@ -29,6 +29,7 @@
 //! [`Safety::check_env`] ([`env`]).
 
 pub mod budget;
+mod engine;
 pub mod env;
 pub mod expand;
 pub mod filter;
@@ -257,6 +258,8 @@ impl Safety {
             pattern: String::new(),
             command: command.into(),
             matched: None,
+            endpoint: None,
+            field: None,
             cwd: cwd.to_path_buf(),
             instance: self.instance.clone(),
             client: client.into(),

@@ -16,6 +16,7 @@ fn info(n: u64) -> JobInfo {
         project_note: None,
         recovered: false,
         watch_hits_dropped: 0,
+        children: Vec::new(),
         status: JobStatus::Exited { code: 0 },
         start_mode: StartMode::Background,
         created_at: Utc::now(),

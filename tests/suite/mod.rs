@@ -23,6 +23,7 @@ mod ready;
 mod recovery;
 mod retention;
 mod safety;
+mod scoped;
 mod secrets;
 mod trust;
 mod tui;

@@ -384,7 +384,10 @@ async fn a_job_can_be_killed_while_its_image_builds() {
 #[tokio::test]
 async fn a_build_is_confined_like_a_job() {
     let p = Project::new();
-    p.write("berth.toml", "memory = \"96m\"\n[image]\ndockerfile = \"Dockerfile\"\n");
+    p.write(
+        "berth.toml",
+        "memory = \"96m\"\n[image]\ndockerfile = \"Dockerfile\"\n",
+    );
     p.write(
         "Dockerfile",
         "FROM berth/sandbox:latest\n\
@@ -399,7 +402,13 @@ async fn a_build_is_confined_like_a_job() {
     let addr = lines.next().unwrap_or_default().to_string();
     let instance = m.config().instance.clone();
     let o = Command::new("docker")
-        .args(["network", "ls", "-q", "--filter", &format!("label=berth.instance={instance}")])
+        .args([
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=berth.instance={instance}"),
+        ])
         .args(["--filter", "name=-net-build"])
         .output()
         .unwrap();
@@ -407,7 +416,10 @@ async fn a_build_is_confined_like_a_job() {
     let net = crate::common::docker_inspect("network", &id).expect("the build network exists");
     let subnet = net["IPAM"]["Config"][0]["Subnet"].as_str().unwrap().to_string();
     let prefix: String = subnet.split('.').take(2).collect::<Vec<_>>().join(".");
-    assert!(addr.starts_with(&prefix), "built on {addr}, the build bridge is {subnet}");
+    assert!(
+        addr.starts_with(&prefix),
+        "built on {addr}, the build bridge is {subnet}"
+    );
     m.shutdown().await;
     assert!(
         crate::common::docker_inspect("network", &id).is_none(),

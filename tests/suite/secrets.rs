@@ -27,7 +27,8 @@ fn a_refused_commands_env_values_are_not_in_the_security_log() {
         )
     };
     assert_eq!(code, Some(126), "{err}");
-    let log = std::fs::read_to_string(d.dir.path().join("state").join(&d.instance).join("security.log")).unwrap();
+    let log =
+        std::fs::read_to_string(d.dir.path().join("state").join(&d.instance).join("security.log")).unwrap();
     assert!(log.contains("\"blocked\":true"), "{log}");
     for secret in ["SuperSecret123", "supersecret123", "Hunter2Pass", "hunter2pass"] {
         assert!(!log.contains(secret), "{secret} in the security log: {log}");
@@ -40,10 +41,21 @@ fn dash_e_key_passes_this_shells_value() {
     let o = d
         .cli()
         .env("TOKEN_FOR_TEST", "from-the-shell")
-        .args(["run", "-e", "TOKEN_FOR_TEST", "--shell", "--", "echo $TOKEN_FOR_TEST"])
+        .args([
+            "run",
+            "-e",
+            "TOKEN_FOR_TEST",
+            "--shell",
+            "--",
+            "echo $TOKEN_FOR_TEST",
+        ])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "from-the-shell", "{o:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "from-the-shell",
+        "{o:?}"
+    );
     let o = d
         .cli()
         .env_remove("NOT_SET_ANYWHERE")
@@ -52,7 +64,10 @@ fn dash_e_key_passes_this_shells_value() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("NOT_SET_ANYWHERE") && err.contains("set in this environment"), "{err}");
+    assert!(
+        err.contains("NOT_SET_ANYWHERE") && err.contains("set in this environment"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -79,6 +94,12 @@ fn a_config_file_that_is_not_one_is_named_and_never_quoted() {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert!(answer.contains(&secret.display().to_string()), "names the file: {answer}");
-    assert!(!answer.contains("SeCrEt") && !answer.contains("root:"), "quotes it: {answer}");
+    assert!(
+        answer.contains(&secret.display().to_string()),
+        "names the file: {answer}"
+    );
+    assert!(
+        !answer.contains("SeCrEt") && !answer.contains("root:"),
+        "quotes it: {answer}"
+    );
 }

@@ -129,8 +129,14 @@ fn a_workspace_holding_the_users_config_gets_no_container_jobs() {
     let user = home.join(".config/berth/config.toml");
     let mut cmd = at(&d, &home);
     cmd.env("BERTH_USER_CONFIG", &user);
-    let (code, _, err) = run(cmd, &["run", "--runner", "docker", "--image", SANDBOX, "--", "true"]);
+    let (code, _, err) = run(
+        cmd,
+        &["run", "--runner", "docker", "--image", SANDBOX, "--", "true"],
+    );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("contains your berth config") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("contains your berth config") && err.lines().count() == 1,
+        "{err}"
+    );
     assert!(!user.exists(), "nothing was written there");
 }

@@ -96,6 +96,39 @@ async fn an_agent_cannot_ask_for_a_host_job_the_user_did_not_allow() {
     handle.wait_end().await.unwrap();
 }
 
+/// A scoped engine is an agent's request like a host job: refused through
+/// MCP unless the user allows it (`allow_engine`), logged; and it is for
+/// container jobs only, whoever asks.
+#[tokio::test(start_paused = true)]
+async fn an_agent_cannot_ask_for_a_scoped_engine_the_user_did_not_allow() {
+    let b = bench(2);
+    let m = &b.manager;
+    let proj = untrusted_project("timeout = 5\n");
+    let mut spec = bare("pytest", proj.path());
+    spec.engine = Some(crate::model::EngineAccess::Scoped);
+    let err = m.start_from(spec.clone(), "mcp").await.unwrap_err();
+    assert!(
+        matches!(err, Error::AgentLoosening { key: "engine", .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("allow_engine = true"), "{err}");
+    let log = std::fs::read_to_string(m.config().instance_dir().join("security.log")).unwrap();
+    assert!(log.contains("mcp:engine"), "{log}");
+    // Allowed by the user's own config, it is still no host job's.
+    std::fs::write(
+        proj.path().join("user.toml"),
+        "allow_engine = true\nallow_host = true\n",
+    )
+    .unwrap();
+    spec.runner = RunnerChoice::Host;
+    let err = m.start_from(spec, "mcp").await.unwrap_err().to_string();
+    assert!(err.contains("container jobs"), "{err}");
+    assert!(
+        m.list(ListFilter::All).is_empty(),
+        "no record for a refused start"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_bare_foreground_spec_gets_its_callers_runner_and_budget_and_is_promoted_at_it() {
     let b = bench(2);

@@ -31,10 +31,10 @@ use bytes::Bytes;
 use super::throttle::Throttle;
 use super::{Engine, network};
 use crate::error::{Error, Result};
-use crate::model::Limits;
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
 use crate::images::context::{self, Context};
 use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
+use crate::model::Limits;
 
 /// Shortest time between two progress reports.
 /// Bytes per chunk of the context sent to the engine.
@@ -64,7 +64,7 @@ pub async fn walk(workspace: &Path, build: &ProjectBuild) -> Result<Context> {
 /// Whether a Dockerfile runs commands (then its build may need a network).
 pub fn runs_commands(dockerfile: &[u8]) -> bool {
     String::from_utf8_lossy(dockerfile).lines().any(|l| {
-        let word = l.trim_start().split_whitespace().next().unwrap_or("");
+        let word = l.split_whitespace().next().unwrap_or("");
         // ONBUILD RUN triggers run in builds FROM this image, not this one.
         word.eq_ignore_ascii_case("RUN")
     })
@@ -83,7 +83,9 @@ async fn confine(engine: &Engine, docker: &DockerClient, ctx: &Context, limits: 
         true => {
             static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
             let _one = LOCK.lock().await;
-            engine.used_network.store(true, std::sync::atomic::Ordering::SeqCst);
+            engine
+                .used_network
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             let name = format!("{}-build", engine.network);
             network::ensure(docker, &name, &engine.ownership).await?;
             name
@@ -91,7 +93,9 @@ async fn confine(engine: &Engine, docker: &DockerClient, ctx: &Context, limits: 
     };
     // The engine's build API takes 32-bit sizes: at most 2 GiB − 1 byte.
     let memory = limits.memory.map(|m| m.min(i32::MAX as u64) as i32);
-    let cpu_quota = limits.cpus.map(|c| (c * 100_000.0).round().clamp(1_000.0, i32::MAX as f64) as i32);
+    let cpu_quota = limits
+        .cpus
+        .map(|c| (c * 100_000.0).round().clamp(1_000.0, i32::MAX as f64) as i32);
     Ok(Confined {
         network,
         memory,

@@ -187,6 +187,7 @@ impl Engine {
         };
         let n = self.remove_matching(&owner.filters()).await;
         if let Ok(docker) = self.client().await {
+            remove_volumes(docker, &owner.filters()).await;
             network::release_all(docker, &owner).await;
         }
         n
@@ -199,6 +200,7 @@ impl Engine {
         labels.push(format!("{LABEL_OWNER}={owner}"));
         let n = self.remove_matching(&labels).await;
         if let Ok(docker) = self.client().await {
+            remove_volumes(docker, &labels).await;
             network::release_all(docker, &self.ownership).await;
         }
         n
@@ -267,7 +269,38 @@ impl Engine {
                 return 0;
             }
         };
-        remove_all(docker, list.iter().filter_map(|c| c.id.as_deref())).await
+        // Children of a scoped engine go one at a time, after the rest:
+        // several containers leaving one network at once (children on a
+        // network their job made) can deadlock this engine (network.rs).
+        let child = |c: &&bollard::models::ContainerSummary| {
+            c.labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(super::LABEL_PARENT))
+        };
+        let mut n = remove_all(
+            docker,
+            list.iter().filter(|c| !child(c)).filter_map(|c| c.id.as_deref()),
+        )
+        .await;
+        for id in list.iter().filter(child).filter_map(|c| c.id.as_deref()) {
+            n += usize::from(remove_container(docker, id).await);
+        }
+        n
+    }
+}
+
+/// Remove the volumes labelled with every one of `labels` (a scoped
+/// engine's job volumes); those still in use stay.
+pub(super) async fn remove_volumes(docker: &DockerClient, labels: &[String]) {
+    let Ok(names) = docker.list_volumes(labels).await else {
+        return;
+    };
+    for name in names {
+        if let Err(e) = docker.remove_volume(&name).await
+            && !matches!(e.engine_status(), Some(404 | 409))
+        {
+            tracing::warn!(volume = %name, error = %e, "could not remove volume");
+        }
     }
 }
 
@@ -340,7 +373,7 @@ pub(super) fn blocking_remove(endpoint: String, id: String, owner: Option<Owners
 /// thread we block, or winding down) removes them all at once, waited for at
 /// most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container whose labels say
 /// otherwise is left alone. For each id: true when it was removed (or gone).
-pub(super) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
+pub(crate) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
     let (tx, rx) = std::sync::mpsc::channel();
     let n = ids.len();
     let work = move || {

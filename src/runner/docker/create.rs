@@ -105,6 +105,8 @@ pub struct Context<'a> {
     pub read_only: bool,
     /// Read-only bind mounts over project files (berth.toml, .devcontainer/ …).
     pub protected: &'a [Mount],
+    /// The job's scoped engine: its socket's mount and variables.
+    pub engine: Option<&'a super::scoped::Setup>,
 }
 
 /// The container name: `berth-<instance>-<state hash>-<job id>`, so two
@@ -237,6 +239,9 @@ pub fn body(
     // The job's own env wins, as on the host runner.
     let home = home_dir(&ws);
     let mut env: Vec<(String, String)> = vec![("HOME".into(), home.clone())];
+    if let Some(engine) = ctx.engine {
+        env.extend(engine.env.iter().cloned());
+    }
     if let Some(first) = ports.first() {
         env.push(("PORT".into(), first.port.to_string()));
     }
@@ -292,6 +297,7 @@ pub fn body(
                 ..Default::default()
             })
             .chain(ctx.protected.iter().cloned())
+            .chain(ctx.engine.map(|e| e.mount.clone()))
             .collect(),
         ),
         // Opt-in: the image cannot be changed, only the workspace and /tmp.

@@ -64,6 +64,8 @@ impl From<Error> for AttemptError {
     }
 }
 
+/// Launch `spec` as a container; a job with a scoped engine gets its
+/// socket served first (`scoped/`), closed again if the launch fails.
 pub(super) async fn launch(
     engine: &Engine,
     docker: DockerClient,
@@ -72,6 +74,79 @@ pub(super) async fn launch(
     cwd: &Path,
     output: &Arc<JobOutput>,
     project: &Project<'_>,
+) -> Result<Launched> {
+    if spec.engine != Some(crate::model::EngineAccess::Scoped) {
+        return launch_one(engine, docker, id, spec, cwd, output, project, None).await;
+    }
+    let (scope, handle) =
+        super::scoped::Scope::open(scoped_opening(engine, &docker, id, spec, output, project)).await?;
+    match launch_one(engine, docker, id, spec, cwd, output, project, Some(&scope)).await {
+        Ok(mut launched) => {
+            if let Control::Docker(d) = &mut launched.control {
+                d.scope = Some(scope);
+            }
+            launched.engine = Some(handle);
+            Ok(launched)
+        }
+        Err(e) => {
+            scope.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// What a job's scoped engine is opened with: its socket in the job's
+/// directory, for its user; its limits as its children's budget.
+fn scoped_opening<'a>(
+    engine: &'a Engine,
+    docker: &DockerClient,
+    id: &'a JobId,
+    spec: &JobSpec,
+    output: &'a Arc<JobOutput>,
+    project: &'a Project<'_>,
+) -> super::scoped::Opening<'a> {
+    let limits = |ask: Option<f64>, default: Option<f64>, fallback: f64| ask.or(default).unwrap_or(fallback);
+    super::scoped::Opening {
+        job: id,
+        parent: create::container_name(&engine.instance, engine.state(), id),
+        docker: docker.clone(),
+        endpoint: &engine.endpoint,
+        job_dir: output.dir(),
+        user: &project.user,
+        workspace: project.workspace,
+        cpus: limits(
+            spec.limits.cpus,
+            project.defaults.cpus,
+            crate::model::host_cpus() as f64,
+        ),
+        memory: spec
+            .limits
+            .memory
+            .or(project.defaults.memory)
+            .unwrap_or(crate::config::DEFAULT_MEMORY),
+        pids: spec
+            .limits
+            .pids
+            .or(project.defaults.pids)
+            .unwrap_or(crate::config::DEFAULT_PIDS),
+        max_children: project.max_children,
+        ownership: engine.ownership.clone(),
+        owner: &engine.owner,
+        pool: engine.pool.clone(),
+        pool_prefix: &engine.network,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn launch_one(
+    engine: &Engine,
+    docker: DockerClient,
+    id: &JobId,
+    spec: &JobSpec,
+    cwd: &Path,
+    output: &Arc<JobOutput>,
+    project: &Project<'_>,
+    scope: Option<&super::scoped::Scope>,
 ) -> Result<Launched> {
     // Before the create: anything the job changes has a later change time.
     let since = std::time::SystemTime::now();
@@ -116,6 +191,16 @@ pub(super) async fn launch(
             (None, Some(s)) => s.id.clone(),
             (None, None) => String::new(),
         };
+        // The scoped engine's socket and variables, for this attempt's network.
+        let engine_setup = match (scope, &slot) {
+            (Some(scope), Some(s)) => Some(scope.setup(&s.id).await?),
+            (Some(_), None) => {
+                return Err(Error::InvalidSpec(
+                    "a scoped engine needs the job's own network (network isolated)".into(),
+                ));
+            }
+            (None, _) => None,
+        };
         let ctx = Context {
             id,
             image: &image,
@@ -130,6 +215,7 @@ pub(super) async fn launch(
             cwd,
             read_only: project.read_only,
             protected: &protected,
+            engine: engine_setup.as_ref(),
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
@@ -277,6 +363,7 @@ pub(super) async fn launch(
             root: project.workspace.to_path_buf(),
             since,
         }),
+        engine: None,
     })
 }
 

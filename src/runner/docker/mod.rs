@@ -18,7 +18,9 @@
 //! `berth.job` labels, so whatever a crashed manager left behind can be found
 //! and removed without guessing, and nothing is removed by name alone
 //! (`ownership.rs`). Each job gets a berth bridge of its own from the instance's
-//! pool (`network.rs`).
+//! pool (`network.rs`). A job with `engine = "scoped"` also gets an engine
+//! socket of its own, through which it starts children of its own
+//! (`scoped/`).
 
 mod adopt;
 mod build;
@@ -32,6 +34,7 @@ mod network;
 mod ownership;
 mod protect;
 mod pull;
+mod scoped;
 #[cfg(test)]
 mod tests;
 mod throttle;
@@ -61,6 +64,7 @@ pub use create::{
 pub use network::NO_ICC;
 pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;
+pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
 pub use usage::UsageTarget;
 
 use cleanup::{Removals, blocking_remove, remove_container};
@@ -108,6 +112,8 @@ pub struct DockerControl {
     /// Set when the slot should get a network holder once the container
     /// exited (a long-lived manager, a pool network without one).
     warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
+    /// The job's scoped engine: closed (its children removed) when the job ends.
+    scope: Option<Arc<scoped::Scope>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -128,6 +134,15 @@ impl DockerControl {
             slot: Arc::new(std::sync::Mutex::new(slot)),
             removals: engine.removals.clone(),
             warm: None,
+            scope: None,
+        }
+    }
+
+    /// Stop the job's scoped engine and remove its children, networks and
+    /// volumes (one child at a time); nothing when it has none.
+    pub async fn end_children(&self) {
+        if let Some(scope) = &self.scope {
+            scope.close().await;
         }
     }
 
@@ -160,6 +175,7 @@ impl DockerControl {
 
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
+        self.end_children().await;
         let removed = remove_container(&self.docker, &self.container_id).await;
         self.free_slot(removed);
     }
@@ -182,6 +198,10 @@ impl DockerControl {
         }
         self.removals
             .remove_later(self.docker.clone(), self.container_id.clone());
+        // The supervisor closed it already; any other path closes it here.
+        if let Some(scope) = self.scope.clone() {
+            tokio::spawn(async move { scope.close().await });
+        }
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -189,8 +209,12 @@ impl DockerControl {
     /// (the shared client's connections are driven by the caller's runtime,
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
-        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
-        self.free_slot(removed);
+        let mut ids = vec![self.container_id.clone()];
+        if let Some(scope) = &self.scope {
+            ids.extend(scope.child_ids());
+        }
+        let removed = cleanup::blocking_remove_all(self.endpoint.clone(), ids, None);
+        self.free_slot(removed.first().copied().unwrap_or(false));
     }
 }
 
@@ -229,8 +253,9 @@ pub struct Engine {
     /// instance's networks that no container uses. Kept between jobs because
     /// making a network costs ~0.2 s.
     used_network: std::sync::atomic::AtomicBool,
-    /// The job networks and which of them this engine's containers hold.
-    pool: network::Pool,
+    /// The job networks and which of them this engine's containers hold
+    /// (shared with the scoped engines, whose children take networks too).
+    pool: Arc<network::Pool>,
     client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
     removals: Arc<Removals>,
@@ -238,6 +263,8 @@ pub struct Engine {
     precheck_ports: bool,
     /// Keep network holders (holder.rs): a long-lived manager only.
     warm: std::sync::atomic::AtomicBool,
+    /// The config's child limit of a scoped engine, for `launch` without a project.
+    max_children: usize,
 }
 
 /// What a job's project decides about its container.
@@ -255,6 +282,8 @@ pub(super) struct Project<'a> {
     /// Config files inside the workspace that jobs must not change, beyond
     /// the usual names (`protect.rs`): the project's, the user's.
     pub protect: Vec<std::path::PathBuf>,
+    /// Most children of a job with a scoped engine.
+    pub max_children: usize,
 }
 
 impl Engine {
@@ -277,11 +306,12 @@ impl Engine {
             default_network: config.network,
             defaults: config.limits.clone(),
             used_network: std::sync::atomic::AtomicBool::new(false),
-            pool: network::Pool::new(config.instance_dir().join("networks")),
+            pool: Arc::new(network::Pool::new(config.instance_dir().join("networks"))),
             client: OnceCell::new(),
             removals: Arc::default(),
             precheck_ports: true,
             warm: std::sync::atomic::AtomicBool::new(false),
+            max_children: config.max_children,
         }
     }
 
@@ -416,7 +446,16 @@ impl Engine {
         let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(c) => c,
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await;
+                return build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await;
             }
         };
         let policy = spec.pull.unwrap_or(project.pull);
@@ -438,7 +477,16 @@ impl Engine {
         }
         match crate::images::choose_image(&JobSpec::default(), project, false)? {
             crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(self, docker, &project.workspace, &build, &why, &building, &project.limits).await?,
+                build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await?,
             )),
             crate::images::Choice::Image(_) => Ok(None),
         }
@@ -484,6 +532,7 @@ impl Engine {
             prepared: false,
             read_only: false,
             protect: Vec::new(),
+            max_children: self.max_children,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -514,6 +563,7 @@ impl Engine {
                 .chain(&config.user_file)
                 .cloned()
                 .collect(),
+            max_children: config.max_children,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await

@@ -84,6 +84,36 @@ pub fn mounts(workspace: &Path, extra: &[&Path], into: &Path) -> (Vec<Mount>, Ve
     (mounts, warnings)
 }
 
+/// Copy `rel` (a file or directory under the workspace `root`, reached
+/// without following a symlink) to `to`, as [`mounts`] copies protected
+/// files: the scoped engine's children get workspace binds this way
+/// (`scoped/check.rs`), so a path swapped for a symlink after the check is
+/// never what the engine mounts.
+pub(crate) fn copy_beneath(root: &Path, rel: &Path, to: &Path) -> Result<(), String> {
+    let root = Dir::open_root(root).map_err(|e| e.to_string())?;
+    let (parent, name) = match (rel.parent(), rel.file_name()) {
+        (Some(p), Some(n)) => (p, n.to_string_lossy().into_owned()),
+        // The workspace itself.
+        _ => return copy_dir(&root, to, &mut Budget::default()),
+    };
+    let dir = root.dir(parent).map_err(|e| e.to_string())?;
+    let item = dir
+        .items()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .find(|i| i.name == name)
+        .ok_or_else(|| "no such file or directory".to_string())?;
+    match item.kind {
+        Kind::File => copy_file(&dir, &name, item.ident, to),
+        Kind::Dir => {
+            let sub = dir.subdir(&name, item.ident).map_err(|e| e.to_string())?;
+            copy_dir(&sub, to, &mut Budget::default())
+        }
+        Kind::Link => Err("a symlink (bind its target instead)".into()),
+        Kind::Other => Err("not a file or directory (sockets, fifos and devices are never bound)".into()),
+    }
+}
+
 #[derive(Default)]
 struct Budget {
     files: usize,
