@@ -100,6 +100,9 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     if let Some(e) = &l.egress {
         parts.push(format!("egress {e}"));
     }
+    if info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
+        parts.push("engine scoped".into());
+    }
     Some(parts.join(" · "))
 }
 
@@ -139,7 +142,10 @@ pub fn workspace_short(info: &JobInfo) -> String {
 }
 
 /// Render a card. `snippet` is the job's recent output; `color` adds ANSI colour.
+/// Text a job or its caller controls (label, command, paths, image, reason,
+/// output) is shown inert (`crate::inert`): escapes, not terminal commands.
 pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
+    use crate::inert::visible as v;
     let (dot, head) = match light(&info.status) {
         Light::Green => ("\x1b[32m●\x1b[0m", "Shell"),
         Light::Gray => ("\x1b[90m●\x1b[0m", "Shell"),
@@ -158,14 +164,24 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     if !ports.is_empty() {
         status.push(ports);
     }
-    let mut out = format!("{dot} {head} ({})\n", info.label);
-    out += &format!("  └ Status: {}\n", status.join(" · "));
-    out += &format!("    Command: {}\n", info.command);
+    let mut out = format!("{dot} {head} ({})\n", v(&info.label));
+    out += &format!("  └ Status: {}\n", v(&status.join(" · ")));
+    out += &format!("    Command: {}\n", v(&info.command));
     if let Some(ws) = &info.workspace {
-        out += &format!("    Workspace: {}\n", ws.display());
+        out += &format!("    Workspace: {}\n", v(&ws.display().to_string()));
     }
     if let Some(sandbox) = sandbox_text(info) {
-        out += &format!("    Sandbox: {sandbox}\n");
+        out += &format!("    Sandbox: {}\n", v(&sandbox));
+    }
+    if !info.children.is_empty() {
+        out += &format!("    Children: {}\n", info.children.len());
+        for c in &info.children {
+            out += &format!("        {}\n", v(&c.summary()));
+        }
+    }
+    if let Some(n @ 1..) = info.setid_cleared {
+        let files = if n == 1 { "file" } else { "files" };
+        out += &format!("    Cleared: set-uid/set-gid bits of {n} {files} the job left in the workspace\n");
     }
     if let Some(image) = &info.image {
         let pulled = match (image.pull_ms, image.build_ms) {
@@ -173,7 +189,7 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
             (None, Some(ms)) => format!("; built in {:.1}s", ms as f64 / 1000.0),
             (None, None) => String::new(),
         };
-        out += &format!("    Image: {} ({}{pulled})\n", image.name, image.why);
+        out += &format!("    Image: {} ({}{pulled})\n", v(&image.name), v(&image.why));
     }
     let reason = info
         .reason
@@ -181,7 +197,17 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
         .or_else(|| info.promotion_reason.clone())
         .or_else(|| info.status.is_active().then(|| info.start_mode.to_string()));
     if let Some(r) = reason {
-        out += &format!("    Reason: {r}\n");
+        out += &format!("    Reason: {}\n", v(&r));
+    }
+    if info.watch_hits_dropped > 0 {
+        out += &format!(
+            "    Watch: {} hits not stored (over {}/s; see `watch_dropped` events)\n",
+            info.watch_hits_dropped,
+            crate::watch::HITS_PER_SEC
+        );
+    }
+    if let Some(note) = &info.store_note {
+        out += &format!("    Store: {note}\n");
     }
     out += "    Last log:\n";
     let lines: Vec<&str> = snippet.lines().collect();
@@ -189,10 +215,11 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
         out += "        (no output)\n";
     }
     for l in lines.iter().skip(lines.len().saturating_sub(CARD_LOG_LINES)) {
+        let l = v(l);
         let l = if color {
             format!("\x1b[2m{l}\x1b[0m")
         } else {
-            l.to_string()
+            l.into_owned()
         };
         out += &format!("        {l}\n");
     }
@@ -272,10 +299,14 @@ mod tests {
             image: None,
             pulling: None,
             building: None,
+            setid_cleared: None,
+            store_note: None,
             runner_note: None,
             workspace: None,
             project_note: None,
             recovered: false,
+            watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::model::AppliedLimits {

@@ -13,9 +13,19 @@ use crate::job::parse_size;
 use crate::model::{Egress, Limits, Network, Publish, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
 use crate::safety::{SafetyConfig, SafetyLayer};
+use crate::trust::{Loosening, Trusted};
+
+mod loosen;
 
 /// Default background job cap.
 pub const DEFAULT_MAX_JOBS: usize = 3;
+/// Default bound of the queue: starts waiting for a slot of the cap, per
+/// instance (a start beyond it is refused, naming the bound).
+pub const DEFAULT_MAX_QUEUED: usize = 64;
+/// Default idle time (seconds) after which an MCP session attached to a
+/// serving manager is closed, when it sent nothing and has no job running
+/// (0 = never).
+pub const DEFAULT_MCP_IDLE_SECS: f64 = 1800.0;
 /// Default foreground budget (seconds) when a manager can promote.
 pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 /// Default wait (seconds) for readiness or a job's end, when a caller names
@@ -47,8 +57,14 @@ pub const DEFAULT_PIDS: i64 = 512;
 /// Hosts a job behind the egress proxy may reach when the config names
 /// none (`defaults` in `egress_allow`): the common package registries.
 pub use crate::net::DEFAULT_EGRESS_ALLOW;
+/// Default most children (containers started through its scoped engine) a
+/// job may have at once.
+pub const DEFAULT_MAX_CHILDREN: usize = 8;
 /// Name of the project config file.
 pub const CONFIG_FILE: &str = "berth.toml";
+/// The uid:gid a root caller's container jobs run as when root also owns
+/// the workspace (the conventional `nobody`).
+pub const NOBODY: u32 = 65534;
 
 /// What a restarted manager does with jobs a dead manager left running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -110,6 +126,10 @@ pub struct Layer {
     pub state_dir: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
     pub max_jobs: Option<usize>,
+    /// Most starts waiting in the queue for a slot (`--queue`).
+    pub max_queued: Option<usize>,
+    /// Seconds an attached MCP session may sit idle (nothing sent, no job running); 0 = never closed.
+    pub mcp_idle: Option<f64>,
     /// Foreground budget in seconds.
     pub timeout: Option<f64>,
     /// Grace between SIGTERM and SIGKILL, in seconds.
@@ -159,6 +179,20 @@ pub struct Layer {
     /// Who makes published ports answer on 127.0.0.1: `berth` (default:
     /// berth relays each connection) or `engine`.
     pub publish: Option<String>,
+    /// Container jobs get a read-only root file system (a job may still ask
+    /// for one when this is false; it cannot ask for a writable one when true).
+    pub read_only: Option<bool>,
+    /// Agents (MCP clients) may ask for a host job (`runner: "host"`) without
+    /// host being the default (`runner = "host"` allows it too).
+    pub allow_host: Option<bool>,
+    /// Container jobs' engine access: `none` (default) or `scoped` (a
+    /// socket of the job's own through which it starts its own children).
+    pub engine: Option<String>,
+    /// Most children a job with a scoped engine may have at once.
+    pub max_children: Option<usize>,
+    /// Agents may ask for a scoped engine (`engine: "scoped"`) without it
+    /// being the default (`engine = "scoped"` allows it too).
+    pub allow_engine: Option<bool>,
 }
 
 /// Where a setting came from.
@@ -190,6 +224,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub workspace: PathBuf,
     pub max_jobs: usize,
+    pub max_queued: usize,
+    /// Seconds an attached MCP session may sit idle before it is closed (0 = never).
+    pub mcp_idle_secs: f64,
     pub timeout_secs: f64,
     pub grace_secs: f64,
     pub ring_bytes: usize,
@@ -229,9 +266,38 @@ pub struct Config {
     pub egress_allow: Vec<String>,
     /// Who publishes container jobs' ports (`publish`).
     pub publish: Publish,
+    /// Every container job gets a read-only root file system.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Agents may ask for host jobs (see [`Layer::allow_host`]).
+    #[serde(default)]
+    pub allow_host: bool,
+    /// Container jobs' engine access (`none` or `scoped`).
+    #[serde(default)]
+    pub engine: crate::model::EngineAccess,
+    /// Most children a job with a scoped engine may have at once.
+    #[serde(default = "default_max_children")]
+    pub max_children: usize,
+    /// Agents may ask for a scoped engine (see [`Layer::allow_engine`]).
+    #[serde(default)]
+    pub allow_engine: bool,
     /// Where each value came from, by field name.
     #[serde(skip)]
     pub sources: BTreeMap<&'static str, Source>,
+    /// The project files the user trusts (`[trust]` of the user's config).
+    #[serde(skip)]
+    pub trusted: Trusted,
+    /// What the project file set to loosen the sandbox without being
+    /// trusted: those values were not applied (the user's are in their
+    /// place), and starts are refused naming the first (`berth trust`).
+    #[serde(skip)]
+    pub untrusted: Vec<Loosening>,
+    /// The project's `berth.toml` (or the caller's `BERTH_CONFIG`), if any.
+    #[serde(skip)]
+    pub project_file: Option<PathBuf>,
+    /// Where the user's own config file is (whether or not it exists).
+    #[serde(skip)]
+    pub user_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -241,6 +307,8 @@ impl Default for Config {
             state_dir: default_state_dir(),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             max_jobs: DEFAULT_MAX_JOBS,
+            max_queued: DEFAULT_MAX_QUEUED,
+            mcp_idle_secs: DEFAULT_MCP_IDLE_SECS,
             timeout_secs: DEFAULT_TIMEOUT_SECS,
             grace_secs: DEFAULT_GRACE_SECS,
             ring_bytes: DEFAULT_RING_BYTES,
@@ -264,7 +332,16 @@ impl Default for Config {
             egress: Egress::Proxy,
             egress_allow: vec![crate::net::allow::DEFAULTS.to_string()],
             publish: Publish::Berth,
+            read_only: false,
+            allow_host: false,
+            engine: crate::model::EngineAccess::None,
+            max_children: DEFAULT_MAX_CHILDREN,
+            allow_engine: false,
             sources: BTreeMap::new(),
+            trusted: Trusted::default(),
+            untrusted: Vec::new(),
+            project_file: None,
+            user_file: None,
         };
         for k in FIELDS {
             c.sources.insert(k, Source::Default);
@@ -273,10 +350,17 @@ impl Default for Config {
     }
 }
 
-const FIELDS: [&str; 27] = [
+const FIELDS: [&str; 34] = [
     "egress",
     "egress_allow",
     "publish",
+    "engine",
+    "max_children",
+    "allow_engine",
+    "read_only",
+    "allow_host",
+    "max_queued",
+    "mcp_idle",
     "pull",
     "pull_timeout",
     "user",
@@ -302,6 +386,10 @@ const FIELDS: [&str; 27] = [
     "test_command",
     "build_command",
 ];
+
+fn default_max_children() -> usize {
+    DEFAULT_MAX_CHILDREN
+}
 
 /// 2 CPUs (or all of them on a smaller machine), 2 GiB, 512 processes.
 fn default_limits() -> Limits {
@@ -387,9 +475,23 @@ impl Config {
         self
     }
 
-    /// The `uid:gid` (or `root`) container jobs run as.
+    /// The `uid:gid` (or `root`) container jobs run as: the `user` key when
+    /// set, else the caller's own uid:gid. A root caller's jobs never run as
+    /// root unless asked (`user = "root"` in the user's config or a trusted
+    /// file): they run as the workspace's owner, whom its files are for, or
+    /// as [`NOBODY`] when root owns the workspace too.
     pub fn container_user(&self) -> String {
-        self.user.clone().unwrap_or_else(caller_user)
+        if let Some(u) = &self.user {
+            return u.clone();
+        }
+        if !nix::unistd::getuid().is_root() {
+            return caller_user();
+        }
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.workspace) {
+            Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
+            _ => format!("{NOBODY}:{NOBODY}"),
+        }
     }
 
     /// This instance's state directory.
@@ -409,34 +511,51 @@ impl Config {
 
     /// [`Config::load`] with the `BERTH_*` variables read through `env`
     /// (a caller's variables, sent with its request, instead of this process's).
+    ///
+    /// Layers: defaults ← the user's own config (`~/.config/berth/config.toml`,
+    /// always trusted) ← the project's `berth.toml` ← `BERTH_*` ← `flags`. A
+    /// value of the project file that loosens the sandbox applies only when
+    /// the user trusts the file (`berth trust`); otherwise the user's value
+    /// stays and the key is listed in [`Config::untrusted`].
     pub fn load_with(start: &Path, flags: Layer, env: impl Fn(&str) -> Option<String>) -> Result<Self> {
         // Without a config file the caller's directory is the workspace.
         let mut config = Config {
             workspace: start.to_path_buf(),
             ..Default::default()
         };
+        if let Some(path) = crate::trust::user_config_path(&env) {
+            if let Some((layer, trusted)) = read_user_config(&path)? {
+                config.apply(layer, |_| Source::File(path.clone()))?;
+                config.trusted = trusted;
+            }
+            config.user_file = Some(path);
+        }
+        let baseline = config.clone();
         let file = match env("BERTH_CONFIG").filter(|v| !v.is_empty()) {
             Some(p) => Some(start.join(p)),
             None => find_config_file(start),
         };
+        let mut project = None;
         if let Some(path) = file {
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::Config {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            let layer: Layer = toml::from_str(&text).map_err(|e| Error::Config {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            // A config file's directory is the default workspace root.
+            let bytes = crate::trust::read_capped(&path)?;
+            let mut layer: Layer = parse_toml(&path, &bytes)?;
+            // A config file's directory is the default workspace root, and a
+            // relative workspace in it is relative to it.
             if let Some(dir) = path.parent() {
                 config.workspace = dir.to_path_buf();
                 config.sources.insert("workspace", Source::File(path.clone()));
+                layer.workspace = layer.workspace.map(|w| dir.join(w));
             }
+            let safety = layer.safety.clone();
             config.apply(layer, |_| Source::File(path.clone()))?;
+            project = Some((path, bytes, safety));
         }
         config.apply(env_layer(&env)?, |k| Source::Env(env_name(k)))?;
         config.apply(flags, |_| Source::Flag)?;
+        if let Some((path, bytes, safety)) = project {
+            loosen::settle(&mut config, &baseline, &path, &bytes, safety.as_ref());
+            config.project_file = Some(path);
+        }
         Ok(config)
     }
 
@@ -461,6 +580,18 @@ impl Config {
         } else {
             Ok(v)
         });
+        set!(max_queued, "max_queued", Ok::<_, Error>);
+        if let Some(v) = l.mcp_idle {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidValue {
+                    what: "mcp_idle",
+                    input: v.to_string(),
+                    message: "must be zero (never) or more seconds".into(),
+                });
+            }
+            self.mcp_idle_secs = v;
+            self.sources.insert("mcp_idle", source("mcp_idle"));
+        }
         if let Some(v) = l.timeout {
             self.timeout_secs = positive("timeout", v)?;
             self.sources.insert("timeout", source("timeout"));
@@ -552,6 +683,20 @@ impl Config {
             crate::net::Allowlist::parse(&v).map(|_| v)
         });
         set!(publish, "publish", |v: String| v.parse::<Publish>());
+        set!(read_only, "read_only", Ok::<_, Error>);
+        set!(allow_host, "allow_host", Ok::<_, Error>);
+        set!(engine, "engine", |v: String| v
+            .parse::<crate::model::EngineAccess>());
+        set!(max_children, "max_children", |v: usize| if v == 0 {
+            Err(Error::InvalidValue {
+                what: "max_children",
+                input: "0".into(),
+                message: "must be at least 1 (set engine = \"none\" for no children)".into(),
+            })
+        } else {
+            Ok(v)
+        });
+        set!(allow_engine, "allow_engine", Ok::<_, Error>);
         let mut limits = self.limits.clone();
         let mut touched = Vec::new();
         if let Some(v) = l.cpus {
@@ -582,6 +727,8 @@ impl Config {
             ("state_dir", self.state_dir.display().to_string()),
             ("workspace", self.workspace.display().to_string()),
             ("max_jobs", self.max_jobs.to_string()),
+            ("max_queued", self.max_queued.to_string()),
+            ("mcp_idle", format!("{}s", self.mcp_idle_secs)),
             ("timeout", format!("{}s", self.timeout_secs)),
             ("grace", format!("{}s", self.grace_secs)),
             ("ring_size", self.ring_bytes.to_string()),
@@ -603,9 +750,13 @@ impl Config {
             ("keep_days", self.keep_days.to_string()),
             (
                 "user",
-                self.user
-                    .clone()
-                    .unwrap_or_else(|| format!("{} (the caller)", caller_user())),
+                match (&self.user, nix::unistd::getuid().is_root()) {
+                    (Some(u), _) => u.clone(),
+                    (None, false) => format!("{} (the caller)", caller_user()),
+                    (None, true) => {
+                        format!("{} (a root caller: the workspace's owner)", self.container_user())
+                    }
+                },
             ),
             ("network", self.network.to_string()),
             (
@@ -625,6 +776,11 @@ impl Config {
             ("egress", self.egress.to_string()),
             ("egress_allow", self.egress_allow.join(", ")),
             ("publish", self.publish.to_string()),
+            ("read_only", self.read_only.to_string()),
+            ("allow_host", self.allow_host.to_string()),
+            ("engine", self.engine.to_string()),
+            ("max_children", self.max_children.to_string()),
+            ("allow_engine", self.allow_engine.to_string()),
         ];
         rows.into_iter()
             .map(|(k, v)| {
@@ -701,6 +857,8 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         state_dir: get("state_dir").map(PathBuf::from),
         workspace: get("workspace").map(PathBuf::from),
         max_jobs: num("max_jobs")?.map(|v| v as usize),
+        max_queued: num("max_queued")?.map(|v| v as usize),
+        mcp_idle: num("mcp_idle")?,
         timeout: num("timeout")?,
         grace: num("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),
@@ -726,7 +884,73 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         // A comma-separated list: `BERTH_EGRESS_ALLOW=defaults,example.com`.
         egress_allow: get("egress_allow").map(|v| v.split(',').map(|e| e.trim().to_string()).collect()),
         publish: get("publish"),
+        read_only: flag("read_only")?,
+        allow_host: flag("allow_host")?,
+        engine: get("engine"),
+        max_children: num("max_children")?.map(|v| v as usize),
+        allow_engine: flag("allow_engine")?,
     })
+}
+
+/// The user's own config: its settings and its `[trust]` table; `None` when
+/// there is no such file.
+fn read_user_config(path: &Path) -> Result<Option<(Layer, Trusted)>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = crate::trust::read_capped(path)?;
+    let mut table: toml::Table = parse_toml(path, &bytes)?;
+    let trusted = Trusted::take_from(&mut table, path)?;
+    let layer = Layer::deserialize(toml::Value::Table(table)).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: quiet(e.message()),
+    })?;
+    Ok(Some((layer, trusted)))
+}
+
+/// Parse a config file's bytes. The error names the file and the place
+/// (line, column) but never quotes the file: a caller may point
+/// `BERTH_CONFIG` at a file it cannot read itself (`/etc/shadow`), and the
+/// manager must not hand its first line back.
+fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T> {
+    let fail = |message: String| Error::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| fail("not a UTF-8 text file".into()))?;
+    toml::from_str(text).map_err(|e| {
+        let place = e.span().map(|s| {
+            let before = &text[..s.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {col}: ")
+        });
+        fail(format!("{}{}", place.unwrap_or_default(), quiet(e.message())))
+    })
+}
+
+/// A parser's message with every quoted piece of the file dropped, except
+/// names that look like config keys (`unknown field `max_jobz``).
+fn quiet(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("").trim();
+    let mut out = String::new();
+    for (i, part) in first.split('`').enumerate() {
+        let keyish = !part.is_empty()
+            && part.len() <= 40
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c));
+        if i % 2 == 0 {
+            out.push_str(part);
+        } else if keyish {
+            out.push('`');
+            out.push_str(part);
+            out.push('`');
+        } else {
+            out.push_str("`…`");
+        }
+    }
+    out.chars().take(300).collect()
 }
 
 pub(crate) fn find_config_file(start: &Path) -> Option<PathBuf> {
@@ -769,17 +993,26 @@ mod tests {
 
     #[test]
     fn container_user_defaults_to_the_caller_and_root_is_explicit() {
-        let c = Config::default();
-        let me = format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid());
-        assert_eq!(c.container_user(), me);
-        assert!(
-            c.describe()
-                .iter()
-                .any(|(k, v, _)| k == "user" && v.contains("(the caller)"))
-        );
+        use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(CONFIG_FILE), "user = \"root\"\n").unwrap();
-        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        let c = Config::default().with_workspace(dir.path());
+        let owner = std::fs::metadata(dir.path()).unwrap();
+        let me = match nix::unistd::getuid().is_root() {
+            // A root caller's jobs run as the workspace's owner, or nobody.
+            true if owner.uid() == 0 => format!("{NOBODY}:{NOBODY}"),
+            true => format!("{}:{}", owner.uid(), owner.gid()),
+            false => format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid()),
+        };
+        assert_eq!(c.container_user(), me);
+        if nix::unistd::getuid().is_root() {
+            std::os::unix::fs::chown(dir.path(), Some(4321), Some(4322)).unwrap();
+            assert_eq!(c.container_user(), "4321:4322");
+        }
+        // root only when asked, by the user (a project file needs trust).
+        let user = dir.path().join("user.toml");
+        std::fs::write(&user, "user = \"root\"\n").unwrap();
+        let env = |k: &str| (k == crate::trust::USER_CONFIG_ENV).then(|| user.display().to_string());
+        let c = Config::load_with(dir.path(), Layer::default(), env).unwrap();
         assert_eq!(c.container_user(), "root");
         assert_eq!(validate_user("1234:1234".into()).unwrap(), "1234:1234");
         for bad in ["", "alice", "1234", "1:x", ":1", "99999999999:1", "-1:0"] {

@@ -57,6 +57,11 @@ pub enum Error {
     )]
     CapReached { max: usize, running: String },
 
+    #[error(
+        "the queue is full: {max} starts already wait for a slot (max_queued); stop queued jobs with `berth kill ID`, wait for them to start, or raise max_queued"
+    )]
+    QueueFull { max: usize },
+
     #[error("job {job} is not running in the foreground (it is {state}); nothing to move to background")]
     NotForeground { job: JobId, state: String },
 
@@ -106,6 +111,16 @@ pub enum Error {
 
     #[error("the job store `{}` failed: {message}", path.display())]
     Store { path: PathBuf, message: String },
+
+    #[error(
+        "the job store `{}` cannot be written since {since} ({reason}): new jobs are refused until it can; free space on its disk (running jobs go on, their newest output held in memory)",
+        path.display()
+    )]
+    StoreDegraded {
+        path: PathBuf,
+        since: String,
+        reason: String,
+    },
 
     #[error("could not read config `{}`: {message}", path.display())]
     Config { path: PathBuf, message: String },
@@ -162,6 +177,12 @@ pub enum Error {
     #[error("the manager is shutting down; no new jobs are accepted")]
     ShuttingDown,
 
+    /// Every place for a command check was taken for as long as a check waits.
+    #[error(
+        "the command filter is busy ({running} checks already running); nothing was started, try again in a moment"
+    )]
+    FilterBusy { running: usize },
+
     /// Refused by the command filter. Displays as one line of JSON,
     /// `{"blocked":true,"command":…,"pattern":…,"reason":…}`.
     #[error("{}", blocked_json(reason, pattern, command))]
@@ -177,6 +198,30 @@ pub enum Error {
         root.display()
     )]
     OutsideWorkspace { path: PathBuf, root: PathBuf },
+
+    /// A project file loosens the sandbox and the user has not trusted it.
+    #[error(
+        "`{}` sets {key} = {value}, which loosens the sandbox, and this file is not trusted: review it, then run `berth trust` in {} (trust follows the content: after any change, trust it again)",
+        file.display(),
+        file.parent().map(|d| d.display().to_string()).unwrap_or_default()
+    )]
+    Untrusted {
+        file: PathBuf,
+        key: &'static str,
+        value: String,
+    },
+
+    /// An agent (MCP client) asked for a job looser than the user allows.
+    #[error(
+        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `{switch} = true`, or {env}=1 where `berth mcp` starts) or a trusted berth.toml"
+    )]
+    AgentLoosening {
+        key: &'static str,
+        value: String,
+        /// The config key that allows it (`allow_host`, `allow_engine`) and its variable.
+        switch: &'static str,
+        env: &'static str,
+    },
 }
 
 /// The one-line JSON form of a blocked command (what the CLI prints and the API returns).
@@ -199,6 +244,7 @@ impl Error {
             Error::BadCwd { .. } => "bad_cwd",
             Error::Spawn { .. } => "spawn_failed",
             Error::CapReached { .. } => "cap_reached",
+            Error::QueueFull { .. } => "queue_full",
             Error::NotForeground { .. } => "not_foreground",
             Error::NotFinished { .. } => "not_finished",
             Error::NoDaemon { .. } => "no_daemon",
@@ -209,6 +255,7 @@ impl Error {
             Error::Listen { .. } => "listen_failed",
             Error::Config { .. } => "config",
             Error::Store { .. } => "store",
+            Error::StoreDegraded { .. } => "store_degraded",
             Error::EngineUnavailable { .. } => "engine_unavailable",
             Error::ImageMissing { .. } => "image_missing",
             Error::PullFailed { .. } => "pull_failed",
@@ -217,8 +264,10 @@ impl Error {
             Error::NotInImage { .. } => "command_not_found",
             Error::Docker { .. } | Error::Engine { .. } => "docker",
             Error::ShuttingDown => "shutting_down",
+            Error::FilterBusy { .. } => "filter_busy",
             Error::Blocked { .. } => "blocked",
             Error::OutsideWorkspace { .. } => "outside_workspace",
+            Error::Untrusted { .. } | Error::AgentLoosening { .. } => "untrusted_config",
         }
     }
 
@@ -262,10 +311,15 @@ pub enum EngineOp {
     AttachContainer,
     ContainerLogs,
     ContainerStats,
+    Events,
     CreateNetwork,
     InspectNetwork,
     RemoveNetwork,
     ListNetworks,
+    ConnectNetwork,
+    CreateVolume,
+    RemoveVolume,
+    ListVolumes,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -287,10 +341,15 @@ impl std::fmt::Display for EngineOp {
             EngineOp::AttachContainer => "attach to container",
             EngineOp::ContainerLogs => "read the logs of container",
             EngineOp::ContainerStats => "read the usage of container",
+            EngineOp::Events => "read the engine's events of container",
             EngineOp::CreateNetwork => "create network",
             EngineOp::InspectNetwork => "inspect network",
             EngineOp::RemoveNetwork => "remove network",
             EngineOp::ListNetworks => "list networks",
+            EngineOp::ConnectNetwork => "connect a container to network",
+            EngineOp::CreateVolume => "create volume",
+            EngineOp::RemoveVolume => "remove volume",
+            EngineOp::ListVolumes => "list volumes",
         })
     }
 }
@@ -337,13 +396,15 @@ fn answer_for(code: &str) -> (u16, i32) {
         "unknown_job" => (404, 1),
         "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
         | "outside_workspace" | "bad_request" => (400, 2),
-        "config" => (500, 2),
+        // A caller's project file (or BERTH_CONFIG) that cannot be read is
+        // the caller's to fix.
+        "config" => (400, 2),
         "command_not_found" => (400, 127),
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),
-        "blocked" => (403, 126),
-        "cap_reached" | "not_foreground" | "not_finished" => (409, 1),
-        "shutting_down" | "engine_unavailable" => (503, 1),
+        "blocked" | "untrusted_config" => (403, 126),
+        "cap_reached" | "queue_full" | "not_foreground" | "not_finished" => (409, 1),
+        "shutting_down" | "engine_unavailable" | "filter_busy" | "store_degraded" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),
         _ => (500, 1),
@@ -371,6 +432,7 @@ mod tests {
                 running: "job-1".into(),
             },
             Error::ShuttingDown,
+            Error::FilterBusy { running: 4 },
         ];
         for e in local {
             let remote = Error::Remote {

@@ -37,11 +37,14 @@
 //! - [`mcp`]: the MCP server for agents (hosting the instance, or a session
 //!   on the manager that does); [`tui`]: the terminal panel.
 //! - [`card`]: the human-readable card of a job.
+//! - [`inert`]: job-controlled text made visible (not obeyed) on its way to a terminal or a model.
 //! - [`images`]: which image a job runs in and why, the pull policy.
 //! - [`net`]: how container jobs talk to the world: berth's port forwarder,
 //!   the egress proxy and its allowlist.
-//! - [`config`]: `berth.toml` + `BERTH_*` + flags.
+//! - [`config`]: the user's config + `berth.toml` + `BERTH_*` + flags;
+//!   [`trust`]: which project files may loosen the sandbox (`berth trust`).
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
+//! - [`logfile`]: the process's own log: never panics, capped and rotated.
 //! - [`error`]: typed errors, one variant per failed operation.
 
 pub mod api;
@@ -52,7 +55,9 @@ pub mod daemon;
 pub mod error;
 pub mod events;
 pub mod images;
+pub mod inert;
 pub mod job;
+pub mod logfile;
 pub mod manager;
 pub mod mcp;
 pub mod model;
@@ -65,6 +70,7 @@ pub mod runner;
 pub mod safety;
 pub mod store;
 pub mod teardown;
+pub mod trust;
 pub mod tui;
 pub mod watch;
 pub mod watchdog;

@@ -11,7 +11,19 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::model::{Chunk, Event, JobId, Line, Stream};
+use crate::model::{Chunk, Event, Gap, JobId, Line, Stream};
+
+/// A page of a job's stored output (see [`OutputStore::page`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredPage {
+    pub lines: Vec<Line>,
+    /// The first seq still stored (older lines were dropped by the output cap).
+    pub start: u64,
+    /// Seqs in the range read that no line covers: lost.
+    pub lost: Vec<Gap>,
+    /// Where to read on: after the last line looked at, or `until`.
+    pub next: u64,
+}
 
 /// A future the caller awaits without knowing who made it.
 pub type Wait<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -32,19 +44,28 @@ pub trait OutputStore: Send + Sync {
     fn flush(&self);
 
     /// Lines of `job` with seq in `[from, until)` (optionally of one stream),
-    /// at most `limit`, oldest first; and, read in the same snapshot, the
-    /// first seq still stored (older lines were dropped by the output cap).
-    fn lines_and_start(
+    /// at most `limit` lines and about `max_bytes` of text (at least one
+    /// line), oldest first; the seqs in between that no line covers (lost:
+    /// the caller flushed, so every seq below `until` reached the store;
+    /// `until = u64::MAX` reads as far as it goes); and, read in the same
+    /// snapshot, the first seq still stored.
+    fn page(
         &self,
         job: &JobId,
-        from: u64,
-        until: u64,
-        limit: usize,
+        range: (u64, u64),
+        bounds: (usize, usize),
         stream: Option<Stream>,
-    ) -> Result<(Vec<Line>, u64)>;
+    ) -> Result<StoredPage>;
 
-    /// The last `n` lines of `job` before seq `until`, oldest first.
-    fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>>;
+    /// The last `n` lines of `job` before seq `until` (at most about
+    /// `max_bytes` of text), oldest first, and the gaps among them.
+    fn tail(
+        &self,
+        job: &JobId,
+        range: (usize, u64),
+        max_bytes: usize,
+        stream: Option<Stream>,
+    ) -> Result<(Vec<Line>, Vec<Gap>)>;
 
     /// The first seq of `job` still stored (1 when nothing was dropped).
     fn dropped_before(&self, job: &JobId) -> Result<u64>;
@@ -120,33 +141,63 @@ pub mod memory {
 
         fn flush(&self) {}
 
-        fn lines_and_start(
+        fn page(
             &self,
             job: &JobId,
-            from: u64,
-            until: u64,
-            limit: usize,
+            (from, until): (u64, u64),
+            (limit, max_bytes): (usize, usize),
             stream: Option<Stream>,
-        ) -> Result<(Vec<Line>, u64)> {
+        ) -> Result<StoredPage> {
             let start = self.dropped_before(job)?;
             let lines = self.lines.lock().unwrap();
             let key = |s| (job.to_string(), s);
-            let from = from.max(start);
-            let got = if from < until {
-                lines
-                    .range(key(from)..key(until))
-                    .map(|(_, l)| l)
-                    .filter(|l| stream.is_none_or(|s| s == l.stream))
-                    .take(limit)
-                    .cloned()
-                    .collect()
-            } else {
-                Vec::new()
+            let mut page = StoredPage {
+                start,
+                next: from.max(start),
+                ..Default::default()
             };
-            Ok((got, start))
+            let mut bytes = 0;
+            let end = until.min(
+                lines
+                    .range(key(0)..key(u64::MAX))
+                    .next_back()
+                    .map_or(0, |(_, l)| l.seq + 1),
+            );
+            for (_, l) in lines.range(key(page.next)..key(until)) {
+                if l.seq > page.next {
+                    page.lost.push(Gap {
+                        from: page.next,
+                        to: l.seq - 1,
+                    });
+                }
+                page.next = l.seq + 1;
+                if stream.is_none_or(|s| s == l.stream) {
+                    bytes += l.text.len();
+                    page.lines.push(l.clone());
+                    if page.lines.len() >= limit.max(1) || bytes >= max_bytes.max(1) {
+                        return Ok(page);
+                    }
+                }
+            }
+            if until != u64::MAX && page.next < until {
+                page.lost.push(Gap {
+                    from: page.next,
+                    to: until - 1,
+                });
+                page.next = until;
+            } else {
+                page.next = page.next.max(end);
+            }
+            Ok(page)
         }
 
-        fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
+        fn tail(
+            &self,
+            job: &JobId,
+            (n, until): (usize, u64),
+            _max_bytes: usize,
+            stream: Option<Stream>,
+        ) -> Result<(Vec<Line>, Vec<Gap>)> {
             let lines = self.lines.lock().unwrap();
             let mut got: Vec<Line> = lines
                 .range((job.to_string(), 0)..(job.to_string(), until))
@@ -157,7 +208,7 @@ pub mod memory {
                 .cloned()
                 .collect();
             got.reverse();
-            Ok(got)
+            Ok((got, Vec::new()))
         }
 
         fn dropped_before(&self, job: &JobId) -> Result<u64> {

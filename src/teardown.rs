@@ -9,7 +9,9 @@
 //! - **Crash.** The watchdog process (`watchdog.rs`) outlives a manager that
 //!   died, removes its containers by label, then reaps each of its runs with
 //!   [`reap_run`]; a manager starting later reaps the runs a dead one left
-//!   with the same function (`manager/recover.rs`).
+//!   with the same function (`manager/recover.rs`), then whatever dead
+//!   managers left that no record names: containers by label, host jobs by
+//!   tag ([`reap_tagged`]).
 
 use crate::events::EventLog;
 use crate::model::JobStatus;
@@ -49,6 +51,19 @@ pub fn reap_run(
     let ended = row.info.end(JobStatus::Lost { reason }, chrono::Utc::now());
     store.put_run(row.clone());
     events.emit(row.info.id.clone(), ended);
+}
+
+/// Kill the host jobs of `config`'s instance and state dir whose manager
+/// is dead, found by their tag (`runner::tag`), records or not: what a
+/// store found damaged, or a record that never reached the disk, no longer
+/// names. Returns how many job trees were killed.
+pub fn reap_tagged(config: &crate::config::Config) -> usize {
+    let state = crate::runner::docker::state_hash(&config.state_dir);
+    let orphans = crate::runner::tag::orphans(&state, &config.instance);
+    for &shim in &orphans {
+        crate::runner::shim::kill_tree(shim);
+    }
+    orphans.len()
 }
 
 /// SIGINT or SIGTERM.

@@ -5,7 +5,9 @@
 //! The manager starts it (`berth watchdog --owner PID:START`, in its own
 //! process group so a signal to the manager's group does not reach it). It
 //! checks every [`POLL`] whether the manager still runs — by pid *and* start
-//! time, so a reused pid is not mistaken for it. When the manager is gone it
+//! time, so a reused pid is not mistaken for it. When the manager is gone
+//! (and its pid file still names it: a manager that ended cleanly removed
+//! it, and one that a new manager replaced is the new one's to settle) it
 //! removes the containers labelled with that owner, kills the host jobs' trees
 //! (the shim leading each recorded process group, its descendants and group;
 //! again only where the leader still has its recorded start time), marks those runs
@@ -41,7 +43,8 @@ const LATE_SWEEPS: [Duration; 3] = [
 
 /// Start `berth ARGS…` detached for `config`'s instance: its own process
 /// group (a Ctrl+C or a signal to the caller's group does not reach it), no
-/// stdin, output appended to `<instance>/<log>`.
+/// stdin, output appended to `<instance>/<log>` (capped and rotated by the
+/// child, see [`crate::logfile`]).
 pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::process::Child> {
     let dir = config.instance_dir();
     crate::store::private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
@@ -51,6 +54,10 @@ pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::pro
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "berth", e))?;
     std::process::Command::new(exe)
         .args(args)
+        // The child logs there itself, capped and rotated (`logfile.rs`);
+        // its stderr is the file too until it does.
+        .arg("--log-file")
+        .arg(&log_path)
         .env("BERTH_INSTANCE", &config.instance)
         .env("BERTH_STATE_DIR", &config.state_dir)
         .env("BERTH_WORKSPACE", &config.workspace)
@@ -86,9 +93,18 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
     while procinfo::is_same_process(pid, start) {
         tokio::time::sleep(POLL).await;
     }
+    // A manager that ended cleanly removed its pid file on the way out (its
+    // jobs were stopped, its containers removed); one that another manager
+    // replaced is that manager's to settle. Only a crash leaves its pid.
+    let pid_file = config.instance_dir().join("daemon.pid");
+    if std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim() != pid.to_string()) {
+        return Ok(());
+    }
     let lock = config.instance_dir().join("daemon.lock");
     if config.recovery == Recovery::Adopt && taken_over(&lock, ADOPT_WINDOW).await {
-        eprintln!("berth watchdog: manager {owner} died; a new manager took over (adopt): standing down");
+        crate::logfile::say(&format!(
+            "berth watchdog: manager {owner} died; a new manager took over (adopt): standing down"
+        ));
         return Ok(());
     }
     let cleaned = cleanup(&config, &owner).await?;
@@ -98,7 +114,9 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         tokio::time::sleep(pause).await;
         late += engine.remove_owned(&owner).await;
     }
-    eprintln!("berth watchdog: manager {owner} died; {cleaned}, {late} more later");
+    crate::logfile::say(&format!(
+        "berth watchdog: manager {owner} died; {cleaned}, {late} more later"
+    ));
     Ok(())
 }
 
@@ -122,7 +140,9 @@ async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
 pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let engine = crate::runner::docker::Engine::new(config);
     let containers = engine.remove_owned(owner).await;
-    let store = Store::open(&config.instance_dir().join("berth.db"))?;
+    // Not checked for damage: repairing is the next manager's (or `berth
+    // doctor`'s) business, not a cleanup's.
+    let store = Store::open_unchecked(&config.instance_dir().join("berth.db"))?;
     let events = crate::events::EventLog::with_store(store.clone())?;
     let mut reaped = 0;
     for mut row in store
@@ -136,7 +156,9 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         reaped += 1;
     }
     store.flush();
+    // Host jobs whose record never reached the store, by their tag.
+    let tagged = crate::teardown::reap_tagged(config);
     Ok(format!(
-        "removed {containers} container(s), reaped {reaped} run(s)"
+        "removed {containers} container(s), reaped {reaped} run(s), killed {tagged} untracked host job(s)"
     ))
 }

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter};
+use crate::manager::{Foreground, JobPage, KillOutcome, KillRequest, ListFilter};
 use crate::model::{EndedBy, JobId, JobInfo, JobSpec};
 use crate::output::{LogPage, LogQuery};
 use crate::ready::WaitOutcome;
@@ -94,9 +94,20 @@ impl Client {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T> {
+        Ok(self.answer(method, path, body).await?.0)
+    }
+
+    /// [`Client::call`], with the answer's headers.
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<(T, hyper::HeaderMap)> {
         let body = body.map(|b| serde_json::to_vec(b).expect("request bodies serialize"));
         let res = self.send(method, path, body).await?;
         let status = res.status();
+        let headers = res.headers().clone();
         let bytes = res
             .into_body()
             .collect()
@@ -118,10 +129,11 @@ impl Client {
                 },
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| Error::Remote {
+        let value = serde_json::from_slice(&bytes).map_err(|e| Error::Remote {
             code: "bad_answer".into(),
             message: format!("unexpected answer from the manager: {e}"),
-        })
+        })?;
+        Ok((value, headers))
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
@@ -148,15 +160,43 @@ impl Client {
 
     /// Jobs matching `filter`, newest first, at most the server's default page (50).
     pub async fn list(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
-        self.list_page(filter, None, None, false).await
+        Ok(self.list_page(filter, None, None, false).await?.jobs)
+    }
+
+    /// Up to `limit` jobs matching `filter`, newest first, older than
+    /// `before`: as many pages as that takes (the server cuts pages by count
+    /// and by bytes).
+    pub async fn list_up_to(
+        &self,
+        filter: ListFilter,
+        limit: usize,
+        before: Option<&JobId>,
+        usage: bool,
+    ) -> Result<JobPage> {
+        let mut all = JobPage {
+            jobs: Vec::new(),
+            more: before.cloned(),
+        };
+        let mut first = true;
+        while all.jobs.len() < limit && (first || all.more.is_some()) {
+            first = false;
+            let left = limit - all.jobs.len();
+            let page = self
+                .list_page(filter, Some(left), all.more.as_ref(), usage)
+                .await?;
+            all.jobs.extend(page.jobs);
+            all.more = page.more;
+        }
+        Ok(all)
     }
 
     /// What a live panel shows: every job still running or queued, however
     /// old, plus the newest page of history, newest first.
     pub async fn panel_jobs(&self) -> Result<Vec<JobInfo>> {
         let mut jobs = self
-            .list_page(ListFilter::Running, Some(usize::MAX >> 1), None, false)
-            .await?;
+            .list_up_to(ListFilter::Running, usize::MAX, None, false)
+            .await?
+            .jobs;
         for j in self.list(ListFilter::All).await? {
             if !jobs.iter().any(|k| k.id == j.id) {
                 jobs.push(j);
@@ -165,15 +205,16 @@ impl Client {
         Ok(crate::manager::newest_first(jobs, None, usize::MAX))
     }
 
-    /// A page of jobs: newest first, at most `limit`, older than `before`;
-    /// with `usage`, CPU and memory of the running ones sampled.
+    /// A page of jobs: newest first, at most `limit` (and what the server
+    /// puts in one page), older than `before`; with `usage`, CPU and memory
+    /// of the running ones sampled. `more` is the `before` of the next page.
     pub async fn list_page(
         &self,
         filter: ListFilter,
         limit: Option<usize>,
         before: Option<&JobId>,
         usage: bool,
-    ) -> Result<Vec<JobInfo>> {
+    ) -> Result<JobPage> {
         let f = serde_json::to_value(filter).expect("filter serializes");
         let mut path = format!("/v1/jobs?filter={}", f.as_str().unwrap_or("running"));
         if usage {
@@ -185,12 +226,17 @@ impl Client {
         if let Some(b) = before {
             path += &format!("&before={b}");
         }
-        self.get(&path).await
+        let (jobs, headers) = self.answer(Method::GET, &path, None::<&()>).await?;
+        let more = headers
+            .get(super::MORE_BEFORE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(JobId::from);
+        Ok(JobPage { jobs, more })
     }
 
     /// `list` with CPU/memory of running jobs sampled (about a second with containers).
     pub async fn list_with_usage(&self, filter: ListFilter) -> Result<Vec<JobInfo>> {
-        self.list_page(filter, None, None, true).await
+        Ok(self.list_page(filter, None, None, true).await?.jobs)
     }
 
     pub async fn info(&self, id: &JobId) -> Result<JobView> {
@@ -204,6 +250,19 @@ impl Client {
 
     pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
         self.get(&format!("/v1/jobs/{id}/logs{}", log_query(q))).await
+    }
+
+    /// The output of child `name` of job `id` (its last `tail` lines).
+    pub async fn child_logs(
+        &self,
+        id: &JobId,
+        name: &str,
+        tail: Option<usize>,
+    ) -> Result<crate::model::ChildLogs> {
+        let tail = tail.map(|n| format!("?tail={n}")).unwrap_or_default();
+        let name: String = url_safe(name);
+        self.get(&format!("/v1/jobs/{id}/children/{name}/logs{tail}"))
+            .await
     }
 
     pub async fn wait(&self, id: &JobId, req: &WaitRequest) -> Result<WaitOutcome> {
@@ -385,4 +444,14 @@ impl SseReader {
             }
         }
     }
+}
+
+/// `s` for a path segment: plain characters as they are, the rest `%XX`.
+fn url_safe(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

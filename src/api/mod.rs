@@ -98,21 +98,54 @@ fn localhost() -> String {
     "127.0.0.1".into()
 }
 
-/// Answer of `GET /v1/events`.
+/// Answer of `GET /v1/events`: a page (by count and bytes, see
+/// `manager::MAX_PAGE_BYTES`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsPage {
     pub events: Vec<Event>,
     /// Seq to ask for next.
     pub next_seq: u64,
+    /// Newer events are in the log already: ask again from `next_seq`.
+    #[serde(default)]
+    pub more: bool,
 }
+
+/// The header of a `GET /v1/jobs` answer when older jobs of the same filter
+/// remain (the page was cut by count or by bytes): the `before` to ask for
+/// next. The body stays a plain array.
+pub const MORE_BEFORE_HEADER: &str = "berth-more-before";
 
 /// Answer of `GET /v1/health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
+    /// The daemon answers (also while degraded).
     pub ok: bool,
+    /// `ok`, or `degraded` while the store cannot be written (see `store`).
+    #[serde(default = "status_ok")]
+    pub status: String,
+    /// While degraded: since when, why, and how much output is held in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreTrouble>,
+    /// Said when the store was found damaged at start and started afresh
+    /// (where the damaged one was moved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     pub pid: u32,
     pub instance: String,
     pub version: String,
+}
+
+fn status_ok() -> String {
+    "ok".into()
+}
+
+/// Why `/v1/health` says `degraded`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoreTrouble {
+    pub since: chrono::DateTime<chrono::Utc>,
+    pub reason: String,
+    /// Output held in memory until the store can be written.
+    pub held_bytes: usize,
 }
 
 /// The error shape on the wire.

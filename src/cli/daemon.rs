@@ -44,6 +44,9 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
                 h.pid,
                 client.socket().display()
             );
+            if let Some(notice) = &h.notice {
+                eprintln!("berth: {notice}");
+            }
             return Ok(0);
         }
         if let Ok(Some(status)) = child.try_wait() {

@@ -36,6 +36,10 @@ pub struct ProjectArgs {
     /// Start in the background through the daemon and return the id.
     #[arg(short = 'd', long)]
     pub detach: bool,
+    /// Engine access: none or scoped (the suite's testcontainers start
+    /// containers of the job's own through it).
+    #[arg(long, value_name = "ACCESS", value_parser = ["none", "scoped"])]
+    pub engine: Option<String>,
     /// Extra arguments appended to the command (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
@@ -117,6 +121,9 @@ pub async fn project(global: &Global, task: ProjectTask, a: ProjectArgs) -> anyh
     let mut argv = vec!["berth", "--shell", "--label", label];
     if a.detach {
         argv.push("-d");
+    }
+    if let Some(engine) = &a.engine {
+        argv.extend(["--engine", engine.as_str()]);
     }
     argv.extend(["--", cmd.as_str()]);
     let run = Wrap::try_parse_from(argv)?.run;

@@ -1,20 +1,21 @@
-//! CLI verbs that talk to a running manager: `ps`, `status`, `logs`, `wait`,
-//! `kill`, `resume`, `bg`, `events`. Each is a thin client of the socket API;
-//! `--json` prints the API's answer as is, otherwise cards and tables.
+//! CLI verbs that talk to a running manager: `status`, `wait`, `kill`,
+//! `resume`, `bg`, `prune` (`ps` and `events` are `lists.rs`, `logs` is
+//! `logs.rs`). Each
+//! is a thin client of the socket API; `--json` prints the API's answer as
+//! is, otherwise cards, with job text shown inert (`crate::inert`).
 
 use std::io::IsTerminal;
 
 use clap::Args;
 
 use super::Global;
-use super::out::{StdoutClosed, out, outln};
-use crate::api::client::{Client, log_query};
+use super::out::{out, outln};
+use crate::api::client::Client;
 use crate::api::{WaitRequest, socket_path};
 use crate::card;
 use crate::error::Error;
-use crate::manager::{KillRequest, ListFilter};
-use crate::model::{EndedBy, JobId, JobInfo};
-use crate::output::{Line, LogQuery, Stream};
+use crate::manager::KillRequest;
+use crate::model::{EndedBy, JobId};
 use crate::ready::{HttpCheck, ReadyCondition, WaitOutcome};
 
 pub async fn client(global: &Global) -> Result<Client, Error> {
@@ -32,120 +33,9 @@ fn color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(super) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
-}
-
-#[derive(Debug, Args)]
-pub struct PsArgs {
-    /// Every job, whatever its state.
-    #[arg(long, conflicts_with_all = ["completed", "failed"])]
-    pub all: bool,
-    /// Jobs that ended without failure.
-    #[arg(long, conflicts_with = "failed")]
-    pub completed: bool,
-    /// Jobs that failed (non-zero exit, crash, timeout, OOM, lost).
-    #[arg(long)]
-    pub failed: bool,
-    /// Most jobs to list, newest first.
-    #[arg(long, default_value_t = crate::manager::DEFAULT_LIST_LIMIT)]
-    pub limit: usize,
-    /// Only jobs older than this one (continue a list where the last page ended).
-    #[arg(long, value_name = "ID")]
-    pub before: Option<String>,
-    /// Add CPU and memory of running jobs (sampled live: about a second with containers).
-    #[arg(long)]
-    pub usage: bool,
-    /// Print JSON (the API's answer) instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
-    let filter = match (a.all, a.completed, a.failed) {
-        (true, _, _) => ListFilter::All,
-        (_, true, _) => ListFilter::Completed,
-        (_, _, true) => ListFilter::Failed,
-        _ => ListFilter::Running,
-    };
-    let before = a.before.as_deref().map(JobId::from);
-    let jobs = super::offline::reader(global)
-        .await?
-        .list_page(filter, a.limit, before.as_ref(), a.usage)
-        .await?;
-    if a.json {
-        print_json(&jobs)?;
-    } else {
-        out!("{}", table(&jobs, a.usage));
-        if jobs.len() == a.limit
-            && let Some(last) = jobs.last()
-        {
-            eprintln!(
-                "berth: more may follow: `berth ps --before {} --limit {}`",
-                last.id, a.limit
-            );
-        }
-    }
-    Ok(0)
-}
-
-/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`,
-/// with a `CPU MEM` column when `usage` was sampled.
-pub fn table(jobs: &[JobInfo], usage: bool) -> String {
-    if jobs.is_empty() {
-        return "no jobs (use --all to include ended ones)\n".into();
-    }
-    let usage_col = |text: String| {
-        if usage {
-            format!("{text:<16} ")
-        } else {
-            String::new()
-        }
-    };
-    let mut out = format!(
-        "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
-        "ID",
-        "STATUS",
-        "RUNNER",
-        "MODE",
-        "WORKSPACE",
-        "PORTS",
-        usage_col("CPU MEM".into()),
-        "TIME",
-        "COMMAND"
-    );
-    for j in jobs {
-        let time = j.runtime().map(card::clock).unwrap_or_else(|| "-".into());
-        let status = match (j.exit_code, j.queue_position) {
-            (Some(c), _) if j.status.is_terminal() => format!("{} ({c})", j.status.name()),
-            (_, Some(p)) => format!("queued #{p}"),
-            // `starting (pulling 40%)` while its image is pulled.
-            _ if j.pulling.is_some() || j.building.is_some() => card::status_text(j),
-            _ => j.status.name().to_string(),
-        };
-        let used = match &j.usage {
-            Some(u) => format!(
-                "{:.1}% {:.1}MiB",
-                u.cpu_percent,
-                u.memory_bytes as f64 / 1048576.0
-            ),
-            None => "-".into(),
-        };
-        out += &format!(
-            "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
-            j.id.to_string(),
-            status,
-            j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
-            j.start_mode.to_string(),
-            card::workspace_short(j),
-            card::ports_text(j),
-            usage_col(used),
-            time,
-            j.command
-        );
-    }
-    out
 }
 
 #[derive(Debug, Args)]
@@ -168,104 +58,6 @@ pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
         out!("{}", card::render(&v.info, &v.snippet, color()));
     }
     Ok(0)
-}
-
-#[derive(Debug, Args)]
-pub struct LogsArgs {
-    /// Job id (`job-3` or `3`).
-    pub id: String,
-    /// Last N lines.
-    #[arg(long, conflicts_with = "since")]
-    pub tail: Option<usize>,
-    /// From this seq on (inclusive).
-    #[arg(long)]
-    pub since: Option<u64>,
-    /// At most N lines.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Keep printing new lines until the job ends.
-    #[arg(short, long)]
-    pub follow: bool,
-    /// Only stdout or stderr.
-    #[arg(long)]
-    pub stream: Option<String>,
-    /// Print the page (or each line when following) as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
-    let r = super::offline::reader(global).await?;
-    let id = JobId::from(a.id.as_str());
-    let stream: Option<Stream> = a.stream.as_deref().map(str::parse).transpose()?;
-    let q = LogQuery {
-        tail: a.tail,
-        since: a.since,
-        limit: a.limit,
-        stream,
-    };
-    let page = r.logs(&id, &q).await?;
-    if let Some(seq) = page.truncated_before {
-        eprintln!(
-            "berth: lines before seq {seq} of {id} were dropped by the output cap (max_output); showing from {seq}"
-        );
-    }
-    if !a.follow {
-        if a.json {
-            print_json(&page)?;
-        } else {
-            for l in &page.lines {
-                print_line(l)?;
-            }
-            if page.has_more {
-                eprintln!(
-                    "berth: more lines follow; continue with `berth logs {id} --since {}`",
-                    page.next_seq
-                );
-            }
-        }
-        return Ok(0);
-    }
-    for l in &page.lines {
-        if a.json {
-            outln!("{}", serde_json::to_string(l)?);
-        } else {
-            print_line(l)?;
-        }
-    }
-    let mut q = LogQuery {
-        since: Some(page.next_seq),
-        stream,
-        ..Default::default()
-    };
-    q.tail = None;
-    // Batches for the terminal (one write per batch); one line per record for `--json`.
-    let batch = if a.json { "" } else { "&batch=true" };
-    let mut sse = r
-        .client()?
-        .follow(&format!("/v1/jobs/{id}/logs/follow{}{batch}", log_query(&q)))
-        .await?;
-    while let Some((event, data)) = sse.next().await {
-        match event.as_str() {
-            "line" if a.json => outln!("{data}"),
-            "lines" => {
-                if let Ok(lines) = serde_json::from_str::<Vec<Line>>(&data) {
-                    super::remote::print_lines(&lines)?;
-                }
-            }
-            "end" => break,
-            _ => {}
-        }
-    }
-    Ok(0)
-}
-
-fn print_line(l: &Line) -> Result<(), StdoutClosed> {
-    match l.stream {
-        Stream::Stdout => outln!("{}", l.text),
-        Stream::Stderr => eprintln!("{}", l.text),
-    }
-    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -326,7 +118,7 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
         } => {
             if !a.json {
                 let what = url.clone().or(matched_line.clone()).unwrap_or_default();
-                outln!("ready after {elapsed_ms} ms {what}");
+                outln!("ready after {elapsed_ms} ms {}", crate::inert::visible(&what));
             }
             0
         }
@@ -339,7 +131,8 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
             if !a.json {
                 let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
                 let why = reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
-                eprintln!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
+                let line = format!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
+                eprintln!("{}", crate::inert::visible(&line));
             }
             1
         }
@@ -425,73 +218,6 @@ pub async fn background(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
         outln!("{}: moved to background by user", info.id);
     }
     Ok(0)
-}
-
-#[derive(Debug, Args)]
-pub struct EventsArgs {
-    /// From this event seq on (inclusive).
-    #[arg(long, default_value_t = 1)]
-    pub since: u64,
-    /// Keep printing new events.
-    #[arg(short, long)]
-    pub follow: bool,
-    /// Print JSON (the API's answer) instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub async fn events(global: &Global, a: EventsArgs) -> anyhow::Result<i32> {
-    let r = super::offline::reader(global).await?;
-    if !a.follow {
-        let page = r.events(a.since, 10_000).await?;
-        if a.json {
-            print_json(&page)?;
-        } else {
-            for e in &page.events {
-                outln!("{}", event_line(e));
-            }
-        }
-        return Ok(0);
-    }
-    let mut sse = r
-        .client()?
-        .follow(&format!("/v1/events/follow?since={}", a.since))
-        .await?;
-    while let Some((_, data)) = sse.next().await {
-        if a.json {
-            outln!("{data}");
-        } else if let Ok(e) = serde_json::from_str::<crate::events::Event>(&data) {
-            outln!("{}", event_line(&e));
-        }
-    }
-    Ok(0)
-}
-
-/// `#12 job-3 ended status=killed ended_by=user …`
-pub fn event_line(e: &crate::events::Event) -> String {
-    let mut v = serde_json::to_value(&e.kind).unwrap_or_default();
-    let kind = v["kind"].as_str().unwrap_or("").to_string();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("kind");
-    }
-    let details: Vec<String> = v
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| match v {
-                    serde_json::Value::String(s) => format!("{k}={s}"),
-                    other => format!("{k}={other}"),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    format!(
-        "#{} {} {} {kind} {}",
-        e.seq,
-        e.ts.format("%H:%M:%S"),
-        e.job,
-        details.join(" ")
-    )
 }
 
 #[derive(Debug, Args)]

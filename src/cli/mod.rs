@@ -3,14 +3,18 @@
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
 mod daemon;
+mod doctor;
 mod images;
 mod jobs;
+mod lists;
+mod logs;
 mod offline;
 pub(crate) mod out;
 mod progress;
 mod remote;
 mod run;
 mod run_args;
+mod settings;
 mod verdict;
 
 use std::path::PathBuf;
@@ -22,7 +26,7 @@ use crate::config::{Config, Layer};
 use crate::error::Error;
 use crate::mcp::project::ProjectTask;
 use images::ImagesAction;
-use out::{StdoutClosed, out, outln};
+use out::{StdoutClosed, out};
 
 /// berth: run dev servers, databases, watchers and long test runs in
 /// sandboxed background jobs you can wait on, read and stop.
@@ -47,6 +51,9 @@ pub struct Global {
     /// Workspace root: jobs run here by default (env BERTH_WORKSPACE).
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// (internal) Log to this file, size-capped and rotated (`berth up` and the watchdog).
+    #[arg(long, global = true, hide = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,11 +77,11 @@ pub enum Command {
     /// Stop the daemon: every job is stopped, then it exits.
     Down,
     /// List jobs (running by default).
-    Ps(jobs::PsArgs),
+    Ps(lists::PsArgs),
     /// Show a job's card.
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
-    Logs(jobs::LogsArgs),
+    Logs(logs::LogsArgs),
     /// Wait until a job is ready (port, log line, HTTP) or ends.
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -84,7 +91,7 @@ pub enum Command {
     /// Move a foreground job to background now.
     Bg(jobs::IdArgs),
     /// Print events (starts, readiness, watch hits, promotions, ends).
-    Events(jobs::EventsArgs),
+    Events(lists::EventsArgs),
     /// Forget finished runs: by the history policy (keep_runs, keep_days), all, or by age.
     Prune(jobs::PruneArgs),
     /// Serve MCP on stdio for an agent: a session on the manager serving the instance, or host it (manager + socket) when none does.
@@ -109,12 +116,18 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Check the instance's state (daemon, store, logs) and repair what is damaged.
+    Doctor(doctor::DoctorArgs),
     /// Print the effective configuration and where each value came from.
     Config {
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// Let this project's berth.toml (and devcontainer.json) loosen the
+    /// sandbox: records their content's hash in your own config; any change
+    /// to a file needs `berth trust` again.
+    Trust(settings::TrustArgs),
 }
 
 impl Command {
@@ -162,7 +175,7 @@ pub fn main() -> ExitCode {
         crate::runner::shim::main(args.collect());
     }
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.global.log_file.as_deref());
     // A verb that only talks to a running manager needs no worker threads
     // (starting and joining them is a visible part of a ~5 ms `berth run -d`);
     // those that run a manager, serve, or build get the multi-threaded runtime.
@@ -183,19 +196,31 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn init_tracing() {
+/// Tracing on stderr, or on `log_file` (capped and rotated): through a
+/// sink that drops what it cannot write, so logging never panics.
+fn init_tracing(log_file: Option<&std::path::Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    // Colours only for a person reading a terminal, never in a log file.
+    let ansi = log_file.is_none() && std::io::stderr().is_terminal();
+    let sink = match log_file {
+        Some(path) => crate::logfile::LogSink::file(path, crate::logfile::MAX_LOG_BYTES, true),
+        None => crate::logfile::LogSink::stderr(),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(sink)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
         .try_init();
 }
 
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
-        Command::Config { json } => show_config(&cli.global, json).await,
+        Command::Config { json } => settings::show_config(&cli.global, json).await,
+        Command::Trust(a) => settings::trust(&cli.global, a),
         Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
         Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
@@ -206,15 +231,16 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Build(a) => images::project(&cli.global, ProjectTask::Build, a).await,
         Command::Up => daemon::up(&cli.global).await,
         Command::Down => daemon::down(&cli.global).await,
-        Command::Ps(a) => jobs::ps(&cli.global, a).await,
+        Command::Ps(a) => lists::ps(&cli.global, a).await,
         Command::Status(a) => jobs::status(&cli.global, a).await,
-        Command::Logs(a) => jobs::logs(&cli.global, a).await,
+        Command::Logs(a) => logs::logs(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,
         Command::Bg(a) => jobs::background(&cli.global, a).await,
-        Command::Events(a) => jobs::events(&cli.global, a).await,
+        Command::Events(a) => lists::events(&cli.global, a).await,
         Command::Prune(a) => jobs::prune(&cli.global, a).await,
+        Command::Doctor(a) => doctor::doctor(&cli.global, a).await,
     };
     match result {
         Ok(code) => code,
@@ -227,60 +253,12 @@ pub fn report(e: &anyhow::Error) -> i32 {
     if e.downcast_ref::<StdoutClosed>().is_some() {
         return out::CLOSED_STDOUT_EXIT;
     }
-    eprintln!("berth: {e:#}");
+    // A message may quote a job's words (its command, a kill reason).
+    eprintln!("berth: {}", crate::inert::visible_lines(&format!("{e:#}")));
     match e.downcast_ref::<Error>() {
         Some(err) => err.exit_code(),
         None => 1,
     }
-}
-
-async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
-    let config = global.config()?;
-    // The image a job without --image gets, and why (asks the engine
-    // whether berth/dev is built).
-    let dev = crate::runner::docker::Engine::new(&config)
-        .has_image(crate::images::DEV_IMAGE)
-        .await;
-    let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
-        crate::images::Choice::Image(c) => c,
-        // The tag says which context it is built from: walk it (no engine needed).
-        crate::images::Choice::Build { build, why } => {
-            match crate::images::context::walk(
-                &config.workspace,
-                &build.context,
-                &build.dockerfile,
-                &build.args,
-            ) {
-                Ok(ctx) => crate::images::ImageChoice {
-                    name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
-                    why: crate::images::build::why(&build, &why, &ctx.hash),
-                    ..Default::default()
-                },
-                Err(e) => crate::images::ImageChoice {
-                    name: format!("(build of {})", build.dockerfile.display()),
-                    why: format!("{why}; cannot be built as it is: {e}"),
-                    ..Default::default()
-                },
-            }
-        }
-    };
-    if json {
-        let mut v = serde_json::to_value(&config)?;
-        let sources: serde_json::Map<String, serde_json::Value> = config
-            .describe()
-            .into_iter()
-            .map(|(k, _, s)| (k, serde_json::Value::String(s)))
-            .collect();
-        v["sources"] = serde_json::Value::Object(sources);
-        v["job_image"] = serde_json::json!({"name": chosen.name, "why": chosen.why});
-        outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        for (k, v, s) in config.describe() {
-            outln!("{k:<14} = {v:<40} ({s})");
-        }
-        outln!("{:<14} = {:<40} ({})", "job image", chosen.name, chosen.why);
-    }
-    Ok(0)
 }
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {

@@ -11,9 +11,9 @@ use crate::api::EventsPage;
 use crate::api::client::Client;
 use crate::api::socket_path;
 use crate::error::{Error, Result};
-use crate::manager::{ListFilter, newest_first};
+use crate::manager::{JobPage, ListFilter, MAX_PAGE_ITEMS, newest_first, take_page};
 use crate::model::{JobId, JobInfo};
-use crate::output::{LogPage, LogQuery};
+use crate::output::{LogPage, LogQuery, PAGE_BYTES, PAGE_LINES};
 use crate::store::Store;
 
 /// Where reads are answered from.
@@ -67,19 +67,40 @@ impl Reader {
         limit: usize,
         before: Option<&JobId>,
         usage: bool,
-    ) -> Result<Vec<JobInfo>> {
+    ) -> Result<JobPage> {
         match self {
-            Reader::Daemon(c) => c.list_page(filter, Some(limit), before, usage).await,
+            // As many pages as `limit` takes.
+            Reader::Daemon(c) => c.list_up_to(filter, limit, before, usage).await,
             Reader::Store(s, ..) => {
-                let jobs = s
+                let jobs: Vec<JobInfo> = s
                     .runs()?
                     .into_iter()
                     .map(|r| r.info)
                     .filter(|i| filter.admits(&i.status))
                     .collect();
-                Ok(newest_first(jobs, before, limit))
+                let mut jobs = newest_first(jobs, before, usize::MAX);
+                let more = (jobs.len() > limit).then(|| jobs[limit - 1].id.clone());
+                jobs.truncate(limit);
+                Ok(JobPage { jobs, more })
             }
         }
+    }
+
+    /// The output of child `name` of job `id` (a container it started through its scoped engine).
+    pub async fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
+        let store = match self {
+            Reader::Daemon(c) => return Ok(c.child_logs(id, name, tail).await?.lines),
+            Reader::Store(s, ..) => s,
+        };
+        let row = crate::store::find_run(store, id)?.ok_or_else(|| Error::UnknownJob(id.to_string()))?;
+        let dir = row
+            .info
+            .logs
+            .stdout
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        crate::runner::docker::read_child_log(&dir, id.as_str(), name, tail)
     }
 
     pub async fn logs(&self, id: &JobId, q: &LogQuery) -> Result<LogPage> {
@@ -87,13 +108,20 @@ impl Reader {
             Reader::Daemon(c) => return c.logs(id, q).await,
             Reader::Store(s, ..) => s,
         };
-        if crate::store::find_run(store, id)?.is_none() {
+        let Some(run) = crate::store::find_run(store, id)? else {
             return Err(Error::UnknownJob(id.to_string()));
+        };
+        // An ended run's record says how far its output went: lines past
+        // the stored ones were lost (its manager died while the store could
+        // not write), and are said so.
+        let mut last_seq = store.last_seq(id)?;
+        if run.info.status.is_terminal() {
+            last_seq = last_seq.max(run.info.last_seq);
         }
-        let last_seq = store.last_seq(id)?;
         let first = store.dropped_before(id)?;
+        let limit = q.limit.unwrap_or(PAGE_LINES).clamp(1, PAGE_LINES);
         if let Some(n) = q.tail {
-            let lines = store.tail(id, n.min(q.limit.unwrap_or(usize::MAX)), u64::MAX, q.stream)?;
+            let (lines, lost) = store.tail_page(id, (n.min(limit), last_seq + 1), PAGE_BYTES, q.stream)?;
             return Ok(LogPage {
                 lines,
                 next_seq: last_seq + 1,
@@ -101,22 +129,19 @@ impl Reader {
                 last_seq,
                 first_available_seq: first,
                 truncated_before: None,
+                lost,
             });
         }
         let since = q.since.unwrap_or(1).max(1);
-        let limit = q.limit.unwrap_or(10_000).max(1);
-        // One more than asked tells whether more follow.
-        let (mut lines, start) = store.lines_and_start(id, since, u64::MAX, limit + 1, q.stream)?;
-        let has_more = lines.len() > limit;
-        lines.truncate(limit);
-        let next_seq = lines.last().map(|l| l.seq + 1).unwrap_or(last_seq + 1);
+        let page = store.page(id, (since, last_seq + 1), (limit, PAGE_BYTES), q.stream)?;
         Ok(LogPage {
-            lines,
-            next_seq,
-            has_more,
+            lines: page.lines,
+            next_seq: page.next,
+            has_more: page.next <= last_seq,
             last_seq,
-            first_available_seq: start,
-            truncated_before: (since < start).then_some(start),
+            first_available_seq: page.start,
+            truncated_before: (since < page.start).then_some(page.start),
+            lost: page.lost,
         })
     }
 
@@ -124,9 +149,16 @@ impl Reader {
         match self {
             Reader::Daemon(c) => c.events(since, limit).await,
             Reader::Store(s, ..) => {
-                let events = s.events(since, limit)?;
+                let limit = limit.clamp(1, MAX_PAGE_ITEMS);
+                let (events, more) = take_page(s.events(since, limit)?, limit);
                 let next_seq = events.last().map(|e| e.seq + 1).unwrap_or(since.max(1));
-                Ok(EventsPage { events, next_seq })
+                // A full page may be followed by more.
+                let more = more || events.len() == limit;
+                Ok(EventsPage {
+                    events,
+                    next_seq,
+                    more,
+                })
             }
         }
     }

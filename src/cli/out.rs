@@ -1,4 +1,5 @@
-//! Writing to stdout without panicking when the reader goes away.
+//! Writing to stdout without panicking when the reader goes away, and a
+//! job's lines written as they are or made inert for a terminal.
 //!
 //! `println!` panics on a closed pipe (`berth logs job-1 | head -1`), which
 //! prints a backtrace and exits 101. A command-line tool should behave like
@@ -6,9 +7,16 @@
 //! [`outln!`]/[`out!`], which turn a write error into [`StdoutClosed`]; the
 //! dispatcher maps that error to exit code 141 (128 + SIGPIPE, what a shell
 //! reports for a writer killed by a closed pipe) without a message.
+//!
+//! A job's output lines go through [`write_lines`]: to a terminal they are
+//! shown inert (`crate::inert`: a line cannot set the clipboard or the
+//! title, clear the screen or overwrite itself with a CR) unless `--raw`;
+//! to a pipe or a file they are the job's own bytes.
 
 use std::fmt;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+
+use crate::output::{Line, Stream};
 
 /// Stdout is gone (the reader closed the pipe, or the terminal went away).
 #[derive(Debug, thiserror::Error)]
@@ -39,3 +47,57 @@ macro_rules! out {
 }
 
 pub(crate) use {out, outln};
+
+/// Where a job's lines are shown inert: each of stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineMode {
+    stdout: bool,
+    stderr: bool,
+}
+
+impl LineMode {
+    /// Inert on whichever of stdout and stderr is a terminal, unless `raw`.
+    pub fn for_terminals(raw: bool) -> Self {
+        LineMode {
+            stdout: !raw && std::io::stdout().is_terminal(),
+            stderr: !raw && std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// Write `lines` to stdout (stdout lines) and stderr (stderr lines), one
+/// write per run of the same stream, inert where `mode` says.
+pub fn write_lines(lines: &[Line], mode: LineMode) -> Result<(), StdoutClosed> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut i = 0;
+    while i < lines.len() {
+        let stream = lines[i].stream;
+        let inert = match stream {
+            Stream::Stdout => mode.stdout,
+            Stream::Stderr => mode.stderr,
+        };
+        buf.clear();
+        while i < lines.len() && lines[i].stream == stream {
+            let text = &lines[i].text;
+            if inert {
+                buf.extend_from_slice(crate::inert::visible(text).as_bytes());
+            } else {
+                buf.extend_from_slice(text.as_bytes());
+            }
+            buf.push(b'\n');
+            i += 1;
+        }
+        match stream {
+            Stream::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&buf)
+                    .and_then(|_| out.flush())
+                    .map_err(|_| StdoutClosed)?;
+            }
+            Stream::Stderr => {
+                let _ = std::io::stderr().lock().write_all(&buf);
+            }
+        }
+    }
+    Ok(())
+}

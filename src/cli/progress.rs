@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::api::client::Client;
 use crate::events::{Event, EventKind};
 use crate::images::{BuildProgress, ImageChoice, PullProgress};
+use crate::inert::visible;
 
 /// Before this, a create has not been slow enough to be worth a progress line.
 const QUIET_START: Duration = Duration::from_millis(300);
@@ -38,6 +39,8 @@ impl Printer {
     }
 
     fn show(&self, text: &str, done: bool, new_step: Option<u32>) {
+        // Build steps quote the Dockerfile and the builder's output.
+        let text = &*visible(text);
         self.shown.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut state = self.state.lock().unwrap();
         let (last, step, open) = &mut *state;
@@ -175,8 +178,8 @@ pub async fn stop_remote(task: tokio::task::JoinHandle<()>, printer: &Printer, i
     }
     let secs = |ms: u64| ms as f64 / 1000.0;
     match image.map(|i| (i, i.pull_ms, i.build_ms)) {
-        Some((i, Some(ms), _)) => eprintln!("berth: pulled {} in {:.1}s", i.name, secs(ms)),
-        Some((i, None, Some(ms))) => eprintln!("berth: built {} in {:.1}s", i.name, secs(ms)),
+        Some((i, Some(ms), _)) => eprintln!("berth: pulled {} in {:.1}s", visible(&i.name), secs(ms)),
+        Some((i, None, Some(ms))) => eprintln!("berth: built {} in {:.1}s", visible(&i.name), secs(ms)),
         _ => {}
     }
 }

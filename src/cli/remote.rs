@@ -16,7 +16,6 @@ use crate::card;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::manager::{Foreground, KillRequest};
 use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout, StopCause};
-use crate::output::{Line, Stream};
 use crate::ready::WaitOutcome;
 
 fn color() -> bool {
@@ -154,35 +153,6 @@ fn write_all(w: &mut impl std::io::Write, bytes: &[u8]) -> std::io::Result<()> {
     w.flush()
 }
 
-/// Print a batch of lines in order: runs of one stream are written as one
-/// chunk (a write per batch, not per line). Errors when stdout is closed.
-pub(super) fn print_lines(lines: &[Line]) -> Result<(), StdoutClosed> {
-    use std::io::Write;
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut i = 0;
-    while i < lines.len() {
-        let stream = lines[i].stream;
-        buf.clear();
-        while i < lines.len() && lines[i].stream == stream {
-            buf.extend_from_slice(lines[i].text.as_bytes());
-            buf.push(b'\n');
-            i += 1;
-        }
-        match stream {
-            Stream::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(&buf)
-                    .and_then(|_| out.flush())
-                    .map_err(|_| StdoutClosed)?;
-            }
-            Stream::Stderr => {
-                let _ = std::io::stderr().lock().write_all(&buf);
-            }
-        }
-    }
-    Ok(())
-}
-
 fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
     out!("{}", card::render(info, snippet, color()));
     Ok(())
@@ -284,7 +254,7 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
         Some(other) => {
             eprintln!(
                 "berth: {id} did not become ready: {}",
-                serde_json::to_string(&other)?
+                crate::inert::visible(&serde_json::to_string(&other)?)
             );
             1
         }

@@ -16,7 +16,6 @@ use super::out::{StdoutClosed, outln};
 pub use super::run_args::RunArgs;
 use super::verdict::{exit_code, oom_line, warn_fallback};
 use crate::api::client::Client;
-use crate::card::cap_head_tail;
 use crate::error::Error;
 use crate::manager::{DefaultBudget, KillRequest, Manager};
 use crate::model::{EndedBy, JobInfo, JobStatus, OnTimeout, StopCause};
@@ -112,7 +111,11 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             info.spec.timeout.unwrap_or_default()
         );
     } else if let JobStatus::StartFailed { error } = &info.status {
-        eprintln!("berth: {} failed to start: {error}", info.id);
+        eprintln!(
+            "berth: {} failed to start: {}",
+            info.id,
+            crate::inert::visible(error)
+        );
     } else if let Some(line) = oom_line(&info) {
         eprintln!("{line}");
     }
@@ -151,26 +154,107 @@ async fn follow(output: Arc<JobOutput>) -> Result<(), StdoutClosed> {
     Ok(())
 }
 
-fn collect(output: &JobOutput, stream: Stream) -> String {
-    let page = output.read(&LogQuery {
-        since: Some(1),
-        stream: Some(stream),
-        ..Default::default()
-    });
-    match page {
-        Ok(p) => p
-            .lines
-            .iter()
-            .map(|l| l.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Err(e) => format!("(output unreadable: {e})"),
+/// One stream's text for the JSON answer, at most `cap` bytes (its head
+/// and its tail, with how many bytes were cut between: what
+/// [`crate::card::cap_head_tail`] makes of the whole text), read page by page: only
+/// about `2 * cap` of it is ever held, however much the job printed.
+fn collect(output: &JobOutput, stream: Stream, cap: usize) -> (String, usize) {
+    let mut text = HeadTail::new(cap);
+    let mut since = 1;
+    loop {
+        let page = match output.read(&LogQuery {
+            since: Some(since),
+            stream: Some(stream),
+            ..Default::default()
+        }) {
+            Ok(p) => p,
+            Err(e) => return (format!("(output unreadable: {e})"), 0),
+        };
+        for l in &page.lines {
+            text.push_line(&l.text);
+        }
+        if !page.has_more {
+            return text.finish();
+        }
+        since = page.next_seq;
+    }
+}
+
+/// Lines joined with newlines, keeping only the first and the last `cap`
+/// bytes of the text.
+struct HeadTail {
+    cap: usize,
+    head: String,
+    tail: std::collections::VecDeque<String>,
+    tail_bytes: usize,
+    total: usize,
+}
+
+impl HeadTail {
+    fn new(cap: usize) -> Self {
+        HeadTail {
+            cap,
+            head: String::new(),
+            tail: Default::default(),
+            tail_bytes: 0,
+            total: 0,
+        }
+    }
+
+    fn push_line(&mut self, line: &str) {
+        let piece = if self.total == 0 {
+            line.to_string()
+        } else {
+            format!("\n{line}")
+        };
+        self.total += piece.len();
+        if self.head.len() < self.cap {
+            self.head.push_str(&piece);
+        }
+        self.tail_bytes += piece.len();
+        self.tail.push_back(piece);
+        // Keep the fewest pieces that still hold the last `cap` bytes.
+        while self
+            .tail
+            .front()
+            .is_some_and(|f| self.tail_bytes - f.len() >= self.cap)
+        {
+            self.tail_bytes -= self.tail.pop_front().map_or(0, |p| p.len());
+        }
+    }
+
+    fn finish(self) -> (String, usize) {
+        if self.total <= self.cap {
+            return (self.head, 0);
+        }
+        // The last pieces and where they start in the whole text.
+        let tail: String = self.tail.into_iter().collect();
+        let tail_at = self.total - tail.len();
+        let head = self.head;
+        let half = self.cap / 2;
+        let mut head_end = half;
+        while !head.is_char_boundary(head_end) {
+            head_end -= 1;
+        }
+        let mut tail_start = self.total - half - tail_at;
+        while !tail.is_char_boundary(tail_start) {
+            tail_start += 1;
+        }
+        let cut = tail_at + tail_start - head_end;
+        (
+            format!(
+                "{}\n… [{cut} bytes cut; read the rest by seq or from the log files] …\n{}",
+                &head[..head_end],
+                &tail[tail_start..]
+            ),
+            cut,
+        )
     }
 }
 
 fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<()> {
-    let (stdout, cut_out) = cap_head_tail(&collect(output, Stream::Stdout), JSON_OUTPUT_CAP);
-    let (stderr, cut_err) = cap_head_tail(&collect(output, Stream::Stderr), JSON_OUTPUT_CAP);
+    let (stdout, cut_out) = collect(output, Stream::Stdout, JSON_OUTPUT_CAP);
+    let (stderr, cut_err) = collect(output, Stream::Stderr, JSON_OUTPUT_CAP);
     // As the safety seed's ExecResult: a timed-out run has no exit code of
     // its own (`exit_code: null`, `timed_out: true`); berth itself exits 124.
     let timed_out = matches!(info.status, JobStatus::TimedOut);
@@ -191,4 +275,27 @@ fn print_json(info: &JobInfo, output: &JobOutput, code: i32) -> anyhow::Result<(
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::card::cap_head_tail;
+
+    /// Read line by line, the answer is what capping the whole text gives.
+    #[test]
+    fn head_and_tail_read_by_line_match_the_whole_text_capped() {
+        for (n, width) in [(3, 5), (500, 9), (5000, 1), (2000, 37), (40, 2000)] {
+            let lines: Vec<String> = (0..n).map(|i| format!("{i:0>width$}é")).collect();
+            let mut ht = HeadTail::new(1024);
+            for l in &lines {
+                ht.push_line(l);
+            }
+            assert_eq!(
+                ht.finish(),
+                cap_head_tail(&lines.join("\n"), 1024),
+                "{n} lines of {width}"
+            );
+        }
+    }
 }

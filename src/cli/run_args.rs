@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// the hosts of egress_allow); no looser than the project's egress.
     #[arg(long, value_name = "WHAT")]
     pub egress: Option<String>,
+    /// Engine access (containers): none (default) or scoped (an engine
+    /// socket of the job's own, through which its tests start containers
+    /// of its own, and nothing else).
+    #[arg(long, value_name = "ACCESS", value_parser = ["none", "scoped"])]
+    pub engine: Option<String>,
     /// When to pull the image: missing (default), always or never.
     #[arg(long, value_name = "WHEN", value_parser = ["missing", "always", "never"])]
     pub pull: Option<String>,
@@ -84,8 +89,10 @@ pub struct RunArgs {
     /// Process count limit.
     #[arg(long)]
     pub pids: Option<i64>,
-    /// Environment variable KEY=VALUE (repeatable).
-    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    /// Environment variable KEY=VALUE, or KEY to pass this shell's value
+    /// (which keeps a secret out of `ps`, where every local user sees
+    /// berth's own arguments) (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY[=VALUE]")]
     pub env: Vec<String>,
     /// Working directory (relative to the workspace root).
     #[arg(long)]
@@ -129,6 +136,7 @@ impl RunArgs {
         spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
         spec.network = self.network.as_deref().map(str::parse).transpose()?;
         spec.egress = self.egress.as_deref().map(str::parse).transpose()?;
+        spec.engine = self.engine.as_deref().map(str::parse).transpose()?;
         spec.timeout = self.timeout;
         spec.keep_alive = self.keep_alive;
         spec.input = match (&self.input, &self.input_file) {
@@ -151,12 +159,19 @@ impl RunArgs {
         };
         let mut env = BTreeMap::new();
         for kv in &self.env {
-            let (k, v) = kv.split_once('=').ok_or_else(|| Error::InvalidValue {
-                what: "env",
-                input: kv.clone(),
-                message: "expected KEY=VALUE".into(),
-            })?;
-            env.insert(k.to_string(), v.to_string());
+            let (k, v) = match kv.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                // `-e KEY`: the value from this environment, as docker does.
+                None => {
+                    let v = std::env::var(kv).map_err(|_| Error::InvalidValue {
+                        what: "env",
+                        input: kv.clone(),
+                        message: "expected KEY=VALUE, or KEY set in this environment".into(),
+                    })?;
+                    (kv.clone(), v)
+                }
+            };
+            env.insert(k, v);
         }
         spec.env = env;
         spec.cwd = self.cwd.clone();

@@ -7,7 +7,9 @@
 //! mcp`, on the shared manager: one cap, one event log, one job list. The
 //! session lives as long as the connection: when the client's input ends
 //! (or the client dies and the connection drops), the session's jobs are
-//! stopped (`session ended`); see `mcp/session.rs`.
+//! stopped (`session ended`); see `mcp/session.rs`. Past `MAX_SESSIONS`
+//! attached sessions the answer is `503 too_many_sessions`, and the
+//! session is given the manager's `mcp_idle`.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +24,7 @@ use super::state::{ApiError, AppState};
 use crate::api::{MCP_UPGRADE, McpAttachQuery};
 use crate::error::Error;
 use crate::mcp::ToolSet;
-use crate::mcp::session::{self, Session};
+use crate::mcp::session::{self, MAX_SESSIONS, Refused, Session};
 
 /// The header of the 101 answer naming the session's owner id (`mcp:…`).
 pub const SESSION_HEADER: &str = "berth-session";
@@ -64,7 +66,21 @@ pub(super) async fn attach(
         })?,
     };
     crate::manager::project::check_vars(&env)?;
-    let attached = s.sessions.enter().ok_or(Error::ShuttingDown)?;
+    let attached = match s.sessions.enter() {
+        Ok(a) => a,
+        Err(Refused::Closing) => return Err(Error::ShuttingDown.into()),
+        Err(Refused::Full) => {
+            return Err(ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: "too_many_sessions".into(),
+                message: format!(
+                    "{MAX_SESSIONS} MCP sessions are attached to this manager, the most it serves; end one (close its client) or try again later"
+                ),
+            });
+        }
+    };
+    let config = s.manager.config();
+    let idle = (config.mcp_idle_secs > 0.0).then(|| std::time::Duration::from_secs_f64(config.mcp_idle_secs));
     let on_upgrade = hyper::upgrade::on(&mut req);
     let session = Session::new(cwd, env);
     let owner = session.owner.clone();
@@ -75,7 +91,7 @@ pub(super) async fn attach(
         match on_upgrade.await {
             Ok(upgraded) => {
                 let (input, output) = tokio::io::split(TokioIo::new(upgraded));
-                session::serve(manager, tools, session, input, output, closing).await;
+                session::serve(manager, tools, session, input, output, closing, idle).await;
             }
             Err(e) => tracing::info!(error = %e, "an MCP client left before its session began"),
         }

@@ -47,6 +47,8 @@ pub async fn run_mcp(config: Config, tools: ToolSet) -> Result<()> {
         tokio::io::stdin(),
         tokio::io::stdout(),
         sessions.closing(),
+        // Its own stdin: the session lasts as long as its client.
+        None,
     ));
 
     let (mut daemon_done, mut own_done) = (false, false);

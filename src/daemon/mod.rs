@@ -222,11 +222,16 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
     if !adopted.is_empty() {
         tracing::info!(?adopted, "adopted jobs of a manager that died");
     }
+    if let Some(notice) = manager.store().notice() {
+        crate::logfile::say(&format!("berth daemon: {notice}"));
+    }
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), "berth daemon serving");
-    eprintln!(
+    // Not `eprintln!`: a stderr that cannot be written (a full disk) must
+    // not take the daemon down.
+    crate::logfile::say(&format!(
         "berth daemon: serving {} (pid {})",
         bound.socket().display(),
         std::process::id()
-    );
+    ));
     bound.serve(crate::teardown::signals()).await
 }

@@ -21,12 +21,12 @@ use futures_util::{Stream, StreamExt, stream};
 use serde::Deserialize;
 
 use crate::api::{
-    BackgroundRequest, CreatedReady, EventsPage, Health, JobView, MAX_BODY_BYTES, WaitForPortRequest,
-    WaitRequest,
+    BackgroundRequest, CreatedReady, EventsPage, Health, JobView, MAX_BODY_BYTES, MORE_BEFORE_HEADER,
+    WaitForPortRequest, WaitRequest,
 };
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Error;
-use crate::manager::{KillRequest, ListFilter, Manager};
+use crate::manager::{KillRequest, ListFilter, MAX_PAGE_ITEMS, Manager};
 use crate::model::{EndedBy, JobId, JobSpec};
 use crate::output::{FollowPage, LogQuery, Stream as OutStream};
 
@@ -43,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(info))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
+        .route("/v1/jobs/{id}/children/{name}/logs", get(child_logs))
         .route("/v1/jobs/{id}/wait", post(wait))
         .route("/v1/jobs/{id}/foreground", get(foreground))
         .route("/v1/jobs/{id}/kill", post(kill))
@@ -66,8 +67,20 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn health(State(s): State<AppState>) -> Json<Health> {
+    let store = s.manager.store();
+    let trouble = match store.health() {
+        crate::store::StoreHealth::Ok => None,
+        crate::store::StoreHealth::Degraded { since, reason } => Some(crate::api::StoreTrouble {
+            since,
+            reason,
+            held_bytes: store.held_bytes(),
+        }),
+    };
     Json(Health {
         ok: true,
+        status: if trouble.is_some() { "degraded" } else { "ok" }.into(),
+        store: trouble,
+        notice: store.notice().map(str::to_string),
         pid: std::process::id(),
         instance: s.manager.config().instance.clone(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -131,20 +144,25 @@ struct ListQuery {
     before: Option<String>,
 }
 
+/// A page of jobs (by count and bytes); `berth-more-before: ID` when older
+/// ones remain.
 async fn list(
     State(s): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult<Vec<crate::model::JobInfo>> {
+) -> Result<Response, ApiError> {
     let Query(q) = q?;
     let filter = q.filter.unwrap_or_default();
-    let jobs = if q.usage {
-        s.manager.list_with_usage(filter).await
-    } else {
-        s.manager.list(filter)
-    };
     let before = q.before.as_deref().map(JobId::from);
     let limit = q.limit.unwrap_or(crate::manager::DEFAULT_LIST_LIMIT);
-    Ok(Json(crate::manager::newest_first(jobs, before.as_ref(), limit)))
+    let mut page = s.manager.list_page(filter, before.as_ref(), limit);
+    if q.usage {
+        s.manager.fill_usage(&mut page.jobs).await;
+    }
+    let mut answer = Json(page.jobs).into_response();
+    if let Some(more) = page.more.and_then(|id| id.as_str().parse().ok()) {
+        answer.headers_mut().insert(MORE_BEFORE_HEADER, more);
+    }
+    Ok(answer)
 }
 
 #[derive(Deserialize)]
@@ -179,6 +197,29 @@ async fn logs(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ChildLogsQuery {
+    #[serde(default)]
+    tail: Option<usize>,
+}
+
+/// The output of a child a job started through its scoped engine.
+async fn child_logs(
+    State(s): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+    q: Result<Query<ChildLogsQuery>, QueryRejection>,
+) -> ApiResult<crate::model::ChildLogs> {
+    let Query(q) = q?;
+    let id = JobId::from(id.as_str());
+    let lines = s.manager.child_logs(&id, &name, q.tail)?;
+    Ok(Json(crate::model::ChildLogs {
+        job: id,
+        child: name,
+        lines,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FollowQuery {
     #[serde(default)]
     since: Option<u64>,
@@ -206,7 +247,7 @@ async fn follow_logs(
     let output = s.manager.output(&id)?;
     let page = FollowPage {
         lines: FOLLOW_PAGE,
-        bytes: usize::MAX,
+        bytes: crate::output::PAGE_BYTES,
         stream: q.stream,
     };
     let batches = Box::pin(output.follow(q.since.unwrap_or(1), page));
@@ -217,24 +258,31 @@ async fn follow_logs(
         async move {
             let mut batches = batches?;
             match batches.next().await {
-                Some(Ok(batch)) if q.batch => {
-                    let lines: Vec<_> = batch.lines().collect();
-                    let event = SseEvent::default()
-                        .event("lines")
-                        .json_data(&lines)
-                        .expect("lines serialize");
-                    Some((vec![Ok(event)], Some(batches)))
-                }
                 Some(Ok(batch)) => {
-                    let events = batch
-                        .lines()
-                        .map(|l| {
+                    // Lines lost before the batch are said first, as `lost`.
+                    let mut events: Vec<_> = (!batch.lost.is_empty())
+                        .then(|| {
+                            Ok(SseEvent::default()
+                                .event("lost")
+                                .json_data(&batch.lost)
+                                .expect("gaps serialize"))
+                        })
+                        .into_iter()
+                        .collect();
+                    if q.batch {
+                        let lines: Vec<_> = batch.lines().collect();
+                        events.push(Ok(SseEvent::default()
+                            .event("lines")
+                            .json_data(&lines)
+                            .expect("lines serialize")));
+                    } else {
+                        events.extend(batch.lines().map(|l| {
                             Ok(SseEvent::default()
                                 .event("line")
                                 .json_data(&l)
                                 .expect("lines serialize"))
-                        })
-                        .collect();
+                        }));
+                    }
                     Some((events, Some(batches)))
                 }
                 // An unreadable store ends the stream without `end`.
@@ -329,16 +377,14 @@ async fn events(
     q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult<EventsPage> {
     let Query(q) = q?;
-    let since = q.since.unwrap_or(1);
-    let events = s.manager.events(since, q.limit.unwrap_or(1000));
-    // Past the newest event, the answer is the seq the next one gets (how a
-    // client follows "from now").
-    let next = s.manager.events_log().next_seq();
-    let next_seq = events
-        .last()
-        .map(|e| e.seq + 1)
-        .unwrap_or(since.clamp(1, next.max(1)));
-    Ok(Json(EventsPage { events, next_seq }))
+    let page = s
+        .manager
+        .events_page(q.since.unwrap_or(1), q.limit.unwrap_or(MAX_PAGE_ITEMS));
+    Ok(Json(EventsPage {
+        events: page.events,
+        next_seq: page.next_seq,
+        more: page.more,
+    }))
 }
 
 /// SSE: every event with seq ≥ `since`, then new ones as they happen.
@@ -355,7 +401,8 @@ async fn follow_events(
         let log = log.clone();
         async move {
             loop {
-                let backlog = log.since(next, 1000);
+                // A page at a time, bounded in bytes as `GET /v1/events` is.
+                let (backlog, _) = crate::manager::take_page(log.since(next, MAX_PAGE_ITEMS), MAX_PAGE_ITEMS);
                 if let Some(last) = backlog.last() {
                     let next = last.seq + 1;
                     let batch: Vec<_> = backlog

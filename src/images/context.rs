@@ -3,12 +3,18 @@
 //! single symlink (a link is sent as a link, so nothing outside the
 //! workspace is ever read), bounded in size, hashed (the image's tag says
 //! which context it was built from) and written as the tar the engine's
-//! build endpoint takes. Plain files and std I/O only: testable without an
-//! engine, and run off the async workers by the Docker runner.
+//! build endpoint takes. Every file is opened through its directory
+//! (`beneath.rs`: `openat`, `O_NOFOLLOW`, the inode the walk saw), so a job
+//! that swaps a directory for a symlink while the context is read gets the
+//! build refused, never a file from outside into the image. Testable without
+//! an engine, and run off the async workers by the Docker runner.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::beneath::{self, Ident};
 
 use regex::Regex;
 use sha2::{Digest, Sha256};
@@ -25,8 +31,14 @@ const OUTSIDE_DOCKERFILE: &str = ".berth.Dockerfile";
 #[derive(Debug, Clone, PartialEq)]
 enum Kind {
     Dir,
-    File { size: u64, stamp: super::digest::Stamp },
-    Link { target: PathBuf },
+    File {
+        size: u64,
+        stamp: super::digest::Stamp,
+        ident: Ident,
+    },
+    Link {
+        target: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +53,8 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct Context {
     pub dir: PathBuf,
+    /// The context directory, open: every file is read through it.
+    root: Arc<beneath::Dir>,
     entries: Vec<Entry>,
     /// The Dockerfile's path inside the tar.
     pub dockerfile_in_tar: String,
@@ -56,10 +70,14 @@ struct Rule {
     negate: bool,
 }
 
-fn ignore_rules(dir: &Path) -> Vec<Rule> {
-    let Ok(text) = std::fs::read_to_string(dir.join(".dockerignore")) else {
+fn ignore_rules(dir: &beneath::Dir) -> Vec<Rule> {
+    let mut text = String::new();
+    let read = dir
+        .file(Path::new(".dockerignore"), None)
+        .and_then(|f| f.take(1 << 20).read_to_string(&mut text));
+    if read.is_err() {
         return Vec::new();
-    };
+    }
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -146,73 +164,114 @@ pub fn walk(
     args: &BTreeMap<String, String>,
 ) -> Result<Context> {
     let root = std::fs::canonicalize(workspace).map_err(|e| bad(workspace, e.to_string()))?;
-    let dir = std::fs::canonicalize(dir).map_err(|e| bad(dir, format!("the context directory: {e}")))?;
-    if !dir.starts_with(&root) {
-        return Err(bad(
-            &dir,
-            format!("the context must be inside the workspace {}", root.display()),
-        ));
-    }
-    let df =
-        std::fs::canonicalize(dockerfile).map_err(|e| bad(dockerfile, format!("the Dockerfile: {e}")))?;
-    if !df.starts_with(&root) || !df.is_file() {
-        return Err(bad(
-            dockerfile,
+    let ws = beneath::Dir::open_root(&root).map_err(|e| bad(&root, e.to_string()))?;
+    // Both named relative to the workspace and opened through it: no
+    // symlink (checked now or swapped in later) leads out of it.
+    let rel = |p: &Path, what: &str| -> Result<PathBuf> {
+        let abs = match p.is_absolute() {
+            true => p.to_path_buf(),
+            false => root.join(p),
+        };
+        let outside = || {
+            bad(
+                p,
+                format!("{what} must be inside the workspace {}", root.display()),
+            )
+        };
+        let rel = abs
+            .strip_prefix(&root)
+            .or_else(|_| abs.strip_prefix(workspace))
+            .map_err(|_| outside())?;
+        // `.devcontainer/..` is the workspace: `..` taken lexically (no
+        // element is ever followed as a symlink, so this is what is opened).
+        let mut out = PathBuf::new();
+        for c in rel.components() {
+            match c {
+                std::path::Component::ParentDir if !out.pop() => return Err(outside()),
+                std::path::Component::ParentDir | std::path::Component::CurDir => {}
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    };
+    let dir_rel = rel(dir, "the context")?;
+    let df_rel = rel(dockerfile, "the Dockerfile")?;
+    let open_dir = ws.dir(&dir_rel).map_err(|e| {
+        bad(
+            dir,
             format!(
-                "the Dockerfile must be a file inside the workspace {}",
+                "the context directory (inside the workspace {}, no symlinks): {e}",
                 root.display()
             ),
-        ));
-    }
-    let dockerfile_text = std::fs::read(&df).map_err(|e| bad(&df, e.to_string()))?;
-    let rules = ignore_rules(&dir);
+        )
+    })?;
+    let dockerfile_text = read_small(&ws, &df_rel).map_err(|e| {
+        bad(
+            dockerfile,
+            format!(
+                "the Dockerfile must be a file inside the workspace {} (no symlinks): {e}",
+                root.display()
+            ),
+        )
+    })?;
+    let dir = root.join(&dir_rel);
+    let rules = ignore_rules(&open_dir);
     let mut entries = Vec::new();
     let mut bytes = 0;
-    let mut stack = vec![(dir.clone(), String::new())];
-    while let Some((path, rel)) = stack.pop() {
-        let read = std::fs::read_dir(&path).map_err(|e| bad(&path, e.to_string()))?;
-        for item in read {
-            let item = item.map_err(|e| bad(&path, e.to_string()))?;
-            let name = item.file_name().to_string_lossy().into_owned();
+    // The walk reads the context through its own handle (a directory's
+    // listing position is per handle); files are read later through `open_dir`.
+    let mut stack = vec![(
+        ws.dir(&dir_rel).map_err(|e| bad(&dir, e.to_string()))?,
+        String::new(),
+    )];
+    let open_dir = Arc::new(open_dir);
+    while let Some((at, rel)) = stack.pop() {
+        let items = at.items().map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
+        for item in items {
             let rel = if rel.is_empty() {
-                name
+                item.name.clone()
             } else {
-                format!("{rel}/{name}")
+                format!("{rel}/{}", item.name)
             };
-            // symlink_metadata: a link is never followed, only recorded.
-            let meta =
-                std::fs::symlink_metadata(item.path()).map_err(|e| bad(&item.path(), e.to_string()))?;
-            let is_dir = meta.is_dir();
+            let is_dir = item.kind == beneath::Kind::Dir;
             // An excluded directory is still entered when a `!` rule could bring something back.
             if ignored(&rules, &rel) && !(is_dir && rules.iter().any(|r| r.negate)) {
                 continue;
             }
-            use std::os::unix::fs::MetadataExt;
-            let (mode, mtime) = (meta.mode() & 0o7777, meta.mtime().max(0) as u64);
-            let kind = if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(item.path()).map_err(|e| bad(&item.path(), e.to_string()))?;
-                Kind::Link { target }
-            } else if is_dir {
-                stack.push((item.path(), rel.clone()));
-                Kind::Dir
-            } else if meta.is_file() {
-                bytes += meta.len();
-                if bytes > MAX_CONTEXT_BYTES {
-                    return Err(bad(
-                        &dir,
-                        format!(
-                            "more than {} MiB to send; exclude what the build does not need in {}",
-                            MAX_CONTEXT_BYTES >> 20,
-                            dir.join(".dockerignore").display()
-                        ),
-                    ));
+            let (mode, mtime) = (item.mode, item.mtime.max(0) as u64);
+            let kind = match item.kind {
+                beneath::Kind::Link => {
+                    let target = at
+                        .link_target(&item.name)
+                        .map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
+                    Kind::Link { target }
                 }
-                Kind::File {
-                    size: meta.len(),
-                    stamp: super::digest::stamp(&meta),
+                beneath::Kind::Dir => {
+                    let sub = at
+                        .subdir(&item.name, item.ident)
+                        .map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
+                    stack.push((sub, rel.clone()));
+                    Kind::Dir
                 }
-            } else {
-                continue; // sockets, fifos, devices: nothing a build can copy
+                beneath::Kind::File => {
+                    bytes += item.size;
+                    if bytes > MAX_CONTEXT_BYTES {
+                        return Err(bad(
+                            &dir,
+                            format!(
+                                "more than {} MiB to send; exclude what the build does not need in {}",
+                                MAX_CONTEXT_BYTES >> 20,
+                                dir.join(".dockerignore").display()
+                            ),
+                        ));
+                    }
+                    Kind::File {
+                        size: item.size,
+                        stamp: item.stamp,
+                        ident: item.ident,
+                    }
+                }
+                beneath::Kind::Other => continue, // sockets, fifos, devices: nothing a build can copy
             };
             entries.push(Entry {
                 rel,
@@ -223,13 +282,14 @@ pub fn walk(
         }
     }
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-    let dockerfile_in_tar = match df.strip_prefix(&dir) {
+    let dockerfile_in_tar = match df_rel.strip_prefix(&dir_rel) {
         Ok(rel) if entries.iter().any(|e| Path::new(&e.rel) == rel) => rel.to_string_lossy().into_owned(),
         // Outside the context, or excluded by .dockerignore: sent under a name of its own.
         _ => OUTSIDE_DOCKERFILE.to_string(),
     };
     let mut ctx = Context {
         dir,
+        root: open_dir,
         entries,
         dockerfile_in_tar,
         dockerfile_text,
@@ -240,7 +300,26 @@ pub fn walk(
     Ok(ctx)
 }
 
+/// Largest Dockerfile read (a Dockerfile is text of a few KiB).
+const MAX_DOCKERFILE_BYTES: u64 = 1 << 20;
+
+fn read_small(dir: &beneath::Dir, rel: &Path) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    dir.file(rel, None)?
+        .take(MAX_DOCKERFILE_BYTES + 1)
+        .read_to_end(&mut out)?;
+    if out.len() as u64 > MAX_DOCKERFILE_BYTES {
+        return Err(std::io::Error::other("larger than 1 MiB"));
+    }
+    Ok(out)
+}
+
 impl Context {
+    /// The Dockerfile as sent.
+    pub fn dockerfile_text(&self) -> &[u8] {
+        &self.dockerfile_text
+    }
+
     fn digest(&self, args: &BTreeMap<String, String>) -> Result<String> {
         let mut h = Sha256::new();
         h.update(b"berth-context-v1\0");
@@ -255,10 +334,11 @@ impl Context {
             match &e.kind {
                 Kind::Dir => h.update(b"d"),
                 Kind::Link { target } => h.update(format!("l{}", target.display()).as_bytes()),
-                Kind::File { size, stamp } => {
+                Kind::File { size, stamp, ident } => {
                     h.update(format!("f{size}\0").as_bytes());
                     let path = self.dir.join(&e.rel);
-                    let digest = super::digest::file_digest(&path, *stamp, *size)
+                    let open = || self.root.file(Path::new(&e.rel), Some(*ident));
+                    let digest = super::digest::file_digest(&path, *stamp, *size, open)
                         .map_err(|err| bad(&path, err.to_string()))?;
                     h.update(digest);
                 }
@@ -291,8 +371,8 @@ impl Context {
                     let mut h = header(e, tar::EntryType::Symlink, 0);
                     tar.append_link(&mut h, &e.rel, target)?;
                 }
-                Kind::File { size, .. } => {
-                    let f = std::fs::File::open(self.dir.join(&e.rel))?;
+                Kind::File { size, ident, .. } => {
+                    let f = self.root.file(Path::new(&e.rel), Some(*ident))?;
                     // Exactly the size hashed: a file that grew meanwhile is cut, not overrun.
                     let mut h = header(e, tar::EntryType::Regular, *size);
                     tar.append_data(&mut h, &e.rel, f.take(*size))?;
@@ -310,89 +390,4 @@ impl Context {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rules(text: &str) -> Vec<Rule> {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".dockerignore"), text).unwrap();
-        ignore_rules(dir.path())
-    }
-
-    #[test]
-    fn dockerignore_rules() {
-        let r = rules("# comment\ntarget\n*.log\n**/node_modules\n!keep.log\n/secret/\n");
-        assert!(ignored(&r, "target"));
-        assert!(ignored(&r, "target/debug/x"));
-        assert!(ignored(&r, "a.log"));
-        assert!(!ignored(&r, "keep.log"));
-        assert!(!ignored(&r, "sub/a.log"), "* stays within one element");
-        assert!(ignored(&r, "web/node_modules/x/y.js"));
-        assert!(ignored(&r, "secret/key"));
-        assert!(!ignored(&r, "src/main.rs"));
-    }
-
-    #[test]
-    fn hash_follows_files_args_and_ignores() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path();
-        std::fs::write(ws.join("Dockerfile"), "FROM scratch\n").unwrap();
-        std::fs::write(ws.join("a.txt"), "one").unwrap();
-        let args = BTreeMap::new();
-        let first = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap();
-        assert_eq!(first.dockerfile_in_tar, "Dockerfile");
-        assert_eq!(
-            walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash,
-            first.hash
-        );
-        std::fs::write(ws.join("a.txt"), "two").unwrap();
-        let changed = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap();
-        assert_ne!(changed.hash, first.hash);
-        let with_arg = BTreeMap::from([("V".to_string(), "1".to_string())]);
-        assert_ne!(
-            walk(ws, ws, &ws.join("Dockerfile"), &with_arg).unwrap().hash,
-            changed.hash
-        );
-        std::fs::write(ws.join(".dockerignore"), "*.log\n").unwrap();
-        let base = walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash;
-        std::fs::write(ws.join("x.log"), "noise").unwrap();
-        assert_eq!(walk(ws, ws, &ws.join("Dockerfile"), &args).unwrap().hash, base);
-    }
-
-    #[test]
-    fn links_are_not_followed_and_outside_is_refused() {
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret"), "s3cret").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path();
-        std::fs::write(ws.join("Dockerfile"), "FROM scratch\n").unwrap();
-        std::os::unix::fs::symlink(outside.path(), ws.join("out")).unwrap();
-        let ctx = walk(ws, ws, &ws.join("Dockerfile"), &BTreeMap::new()).unwrap();
-        let mut tar = Vec::new();
-        ctx.write_tar(&mut tar).unwrap();
-        assert!(!String::from_utf8_lossy(&tar).contains("s3cret"));
-        let names: Vec<String> = tar::Archive::new(tar.as_slice())
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap().path().unwrap().display().to_string())
-            .collect();
-        assert_eq!(names, ["Dockerfile", "out"]);
-        let err = walk(ws, outside.path(), &ws.join("Dockerfile"), &BTreeMap::new()).unwrap_err();
-        assert!(err.to_string().contains("inside the workspace"), "{err}");
-    }
-
-    #[test]
-    fn a_context_over_the_bound_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path();
-        std::fs::write(ws.join("Dockerfile"), "FROM scratch\n").unwrap();
-        // Sparse: its size counts, nothing is written.
-        let big = std::fs::File::create(ws.join("big")).unwrap();
-        big.set_len(MAX_CONTEXT_BYTES + 1).unwrap();
-        let err = walk(ws, ws, &ws.join("Dockerfile"), &BTreeMap::new()).unwrap_err();
-        assert!(
-            err.to_string().contains("more than 512 MiB") && err.to_string().contains(".dockerignore"),
-            "{err}"
-        );
-    }
-}
+mod tests;

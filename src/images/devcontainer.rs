@@ -4,13 +4,21 @@
 //! `build.args`) builds. The file is JSON with comments and trailing commas
 //! (JSONC), read with `json5`, which accepts both. Paths in `build` are
 //! relative to the file's directory, the context defaulting to it.
+//!
+//! The file belongs to the project, which may be hostile: it is read only
+//! when it is a regular file of at most [`MAX_DEVCONTAINER_BYTES`] (a 500 MB
+//! one, sparse or not, is refused from its size without being read, and
+//! the read itself stops there), and never waits on a FIFO.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::model::ProjectBuild;
+use crate::trust::Trusted;
 
 #[derive(Deserialize)]
 struct DevContainer {
@@ -26,24 +34,81 @@ struct Build {
     args: BTreeMap<String, String>,
 }
 
+/// Largest devcontainer.json berth reads (real ones are a few KiB).
+pub const MAX_DEVCONTAINER_BYTES: u64 = 1 << 20;
+
 /// What a devcontainer.json asks for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DevImage {
     Image(String),
-    Build(ProjectBuild),
+    /// A build, and whether the user trusts the file that asks for it (a
+    /// build runs the project's `RUN` steps: only from a trusted file).
+    Build {
+        build: ProjectBuild,
+        trusted: bool,
+    },
+    /// The file was not read, and why (too large, not a regular file).
+    Refused(String),
+}
+
+/// The file's text: `Ok(None)` when there is none, `Err(why)` when it is
+/// not read (not a regular file, or over [`MAX_DEVCONTAINER_BYTES`]).
+fn read_bounded(path: &Path) -> Result<Option<String>, String> {
+    // Non-blocking: a FIFO planted at the path must not hold the manager.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot be opened ({e})")),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be inspected ({e})"))?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let too_big = |size: u64| {
+        format!(
+            "it is {size} bytes, over the {MAX_DEVCONTAINER_BYTES} berth reads; name the image in berth.toml instead"
+        )
+    };
+    if meta.len() > MAX_DEVCONTAINER_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut text = String::new();
+    let read = file
+        .take(MAX_DEVCONTAINER_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot be read ({e})"))?;
+    if read as u64 > MAX_DEVCONTAINER_BYTES {
+        // It grew between the look and the read.
+        return Err(too_big(read as u64));
+    }
+    Ok(Some(text))
 }
 
 /// The image (or build) of the workspace's devcontainer.json and the file's
-/// path; `None` when there is no file, it does not parse, or it names neither.
-pub fn read_devcontainer(workspace: &Path) -> Option<(DevImage, PathBuf)> {
+/// path; `None` when there is no file, it does not parse, or it names
+/// neither; [`DevImage::Refused`] when it is not read (see the module doc).
+pub fn read_devcontainer(workspace: &Path, trust: &Trusted) -> Option<(DevImage, PathBuf)> {
     let candidates = [
         workspace.join(".devcontainer/devcontainer.json"),
         workspace.join(".devcontainer.json"),
     ];
     for path in candidates {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
+        let text = match read_bounded(&path) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            Err(why) => {
+                tracing::warn!(path = %path.display(), %why, "devcontainer.json not read");
+                return Some((DevImage::Refused(why), path));
+            }
         };
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let trusted = trust.allows(&real, text.as_bytes());
         let dc = match json5::from_str::<DevContainer>(&text) {
             Ok(dc) => dc,
             Err(e) => {
@@ -63,7 +128,13 @@ pub fn read_devcontainer(workspace: &Path) -> Option<(DevImage, PathBuf)> {
             args: build.args,
             declared_in: path.clone(),
         };
-        return Some((DevImage::Build(project), path));
+        return Some((
+            DevImage::Build {
+                build: project,
+                trusted,
+            },
+            real,
+        ));
     }
     None
 }

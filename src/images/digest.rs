@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -21,17 +20,6 @@ const MAX_REMEMBERED: usize = 200_000;
 /// What `stat` says of a file, for telling whether it changed.
 pub type Stamp = [i64; 6];
 
-pub fn stamp(meta: &std::fs::Metadata) -> Stamp {
-    [
-        meta.ino() as i64,
-        meta.size() as i64,
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    ]
-}
-
 type Memory = Mutex<HashMap<PathBuf, (Stamp, [u8; 32])>>;
 
 fn memory() -> &'static Memory {
@@ -39,8 +27,15 @@ fn memory() -> &'static Memory {
     MEMORY.get_or_init(Default::default)
 }
 
-/// SHA-256 of the first `size` bytes of `path`, whose stat was `stamp`.
-pub fn file_digest(path: &Path, stamp: Stamp, size: u64) -> std::io::Result<[u8; 32]> {
+/// SHA-256 of the first `size` bytes of `path`, whose stat was `stamp`;
+/// `open` opens it (through its directory, see `beneath.rs`) when it is not
+/// remembered.
+pub fn file_digest(
+    path: &Path,
+    stamp: Stamp,
+    size: u64,
+    open: impl FnOnce() -> std::io::Result<std::fs::File>,
+) -> std::io::Result<[u8; 32]> {
     if let Some((s, d)) = memory().lock().unwrap().get(path)
         && *s == stamp
     {
@@ -50,7 +45,7 @@ pub fn file_digest(path: &Path, stamp: Stamp, size: u64) -> std::io::Result<[u8;
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let mut h = Sha256::new();
-    let mut f = std::fs::File::open(path)?.take(size);
+    let mut f = open()?.take(size);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = f.read(&mut buf)?;

@@ -8,6 +8,7 @@
 //! images built from a Dockerfile are `build.rs` (the `[image]` table, tags,
 //! progress) and `context.rs` (the files sent, their hash).
 
+pub mod beneath;
 pub mod build;
 pub mod context;
 mod devcontainer;
@@ -52,7 +53,11 @@ pub enum Choice {
 /// project's (`image` or `[image] dockerfile` in berth.toml/env/flag, else
 /// `.devcontainer`'s image or build), else `berth/dev` when the engine has it
 /// (`dev_present`), else the sandbox.
-pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Choice {
+///
+/// A build asked for by a devcontainer.json the user has not trusted is
+/// refused (`berth trust`); a `berth.toml` build that is not trusted never
+/// gets here (`Config::load` left it out and the start was refused).
+pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Result<Choice> {
     let choice = |name: &str, why: String| {
         Choice::Image(ImageChoice {
             name: name.to_string(),
@@ -61,40 +66,56 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Choi
         })
     };
     if let Some(image) = spec.image.as_deref() {
-        return choice(image, "asked for by the job (--image)".into());
+        return Ok(choice(image, "asked for by the job (--image)".into()));
     }
     match project.sources.get("image") {
         Some(Source::Default) | None => {}
         Some(source) => {
-            return match &project.image_build {
+            return Ok(match &project.image_build {
                 Some(build) => Choice::Build {
                     build: build.clone(),
                     why: format!("[image] dockerfile in {source}"),
                 },
                 None => choice(&project.image, format!("image in {source}")),
-            };
+            });
         }
     }
-    match read_devcontainer(&project.workspace) {
-        Some((DevImage::Image(name), path)) => return choice(&name, format!("image in {}", path.display())),
-        Some((DevImage::Build(build), path)) => {
-            return Choice::Build {
+    // A devcontainer.json berth would not read is said on the choice.
+    let mut unread = String::new();
+    match read_devcontainer(&project.workspace, &project.trusted) {
+        Some((DevImage::Image(name), path)) => {
+            return Ok(choice(&name, format!("image in {}", path.display())));
+        }
+        Some((DevImage::Build { trusted: false, .. }, path)) => {
+            return Err(Error::Untrusted {
+                file: path,
+                key: "build.dockerfile",
+                value: "(a dev container image build)".into(),
+            });
+        }
+        Some((DevImage::Build { build, trusted: true }, path)) => {
+            return Ok(Choice::Build {
                 build,
                 why: format!("build.dockerfile in {}", path.display()),
-            };
+            });
+        }
+        Some((DevImage::Refused(why), path)) => {
+            unread = format!("; {} was not read: {why}", path.display());
         }
         None => {}
     }
     if dev_present {
-        return choice(
+        return Ok(choice(
             DEV_IMAGE,
-            "the project names no image and berth/dev (the toolchain image) is built".into(),
-        );
+            format!("the project names no image and berth/dev (the toolchain image) is built{unread}"),
+        ));
     }
-    choice(
+    Ok(choice(
         DEFAULT_IMAGE,
-        "the project names no image and berth/dev is not built (images/build.sh dev); busybox only".into(),
-    )
+        format!(
+            "the project names no image and berth/dev is not built (images/build.sh dev); busybox only{unread}"
+        ),
+    ))
 }
 
 /// The registry an image name points at (`docker.io` when it names none).

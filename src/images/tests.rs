@@ -23,7 +23,7 @@ fn asked_image_wins() {
         image: Some("alpine:3".into()),
         ..Default::default()
     };
-    let c = named(choose_image(&spec, &project(dir.path()), true));
+    let c = named(choose_image(&spec, &project(dir.path()), true).unwrap());
     assert_eq!(c.name, "alpine:3");
     assert!(c.why.contains("--image"), "{}", c.why);
 }
@@ -33,8 +33,8 @@ fn configured_image_then_devcontainer_then_dev_then_sandbox() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = project(dir.path());
     let spec = JobSpec::default();
-    assert_eq!(named(choose_image(&spec, &p, false)).name, DEFAULT_IMAGE);
-    assert_eq!(named(choose_image(&spec, &p, true)).name, DEV_IMAGE);
+    assert_eq!(named(choose_image(&spec, &p, false).unwrap()).name, DEFAULT_IMAGE);
+    assert_eq!(named(choose_image(&spec, &p, true).unwrap()).name, DEV_IMAGE);
 
     std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
     std::fs::write(
@@ -42,14 +42,14 @@ fn configured_image_then_devcontainer_then_dev_then_sandbox() {
         "{\n // a comment\n \"name\": \"x\",\n \"image\": \"python:3.12\",\n}\n",
     )
     .unwrap();
-    let c = named(choose_image(&spec, &p, true));
+    let c = named(choose_image(&spec, &p, true).unwrap());
     assert_eq!(c.name, "python:3.12");
     assert!(c.why.contains("devcontainer.json"), "{}", c.why);
 
     p.image = "node:20".into();
     p.sources
         .insert("image", Source::File(dir.path().join("berth.toml")));
-    let c = named(choose_image(&spec, &p, true));
+    let c = named(choose_image(&spec, &p, true).unwrap());
     assert_eq!(c.name, "node:20");
     assert!(c.why.contains("berth.toml"), "{}", c.why);
 }
@@ -65,8 +65,23 @@ fn dockerfiles_from_berth_toml_and_devcontainer() {
     )
     .unwrap();
     let spec = JobSpec::default();
-    let p = project(ws);
-    let Choice::Build { build, why } = choose_image(&spec, &p, true) else {
+    let mut p = project(ws);
+    // Not trusted: the build (its RUN steps) is refused, naming the file.
+    let err = choose_image(&spec, &p, true).unwrap_err().to_string();
+    assert!(
+        err.contains("devcontainer.json") && err.contains("berth trust"),
+        "{err}"
+    );
+    let user = ws.join("user.toml");
+    let trust = |file: &str| {
+        let f = ws.join(file).canonicalize().unwrap();
+        let d = crate::trust::digest(&std::fs::read(&f).unwrap());
+        crate::trust::record(&user, &f, Some(&d)).unwrap();
+    };
+    trust(".devcontainer/devcontainer.json");
+    let mut table: toml::Table = std::fs::read_to_string(&user).unwrap().parse().unwrap();
+    p.trusted = crate::trust::Trusted::take_from(&mut table, &user).unwrap();
+    let Choice::Build { build, why } = choose_image(&spec, &p, true).unwrap() else {
         panic!("a build")
     };
     assert_eq!(build.dockerfile, ws.join(".devcontainer/Dockerfile"));
@@ -80,17 +95,69 @@ fn dockerfiles_from_berth_toml_and_devcontainer() {
         "[image]\ndockerfile = \"docker/Dockerfile\"\n",
     )
     .unwrap();
-    let c = Config::load(ws, Default::default()).unwrap();
-    let Choice::Build { build, why } = choose_image(&spec, &c, true) else {
+    let user_env = user.to_string_lossy().into_owned();
+    let load = || {
+        Config::load_with(ws, Default::default(), |k| {
+            (k == crate::trust::USER_CONFIG_ENV).then(|| user_env.clone())
+        })
+        .unwrap()
+    };
+    // Untrusted, the berth.toml build is left out (and starts are refused).
+    let c = load();
+    assert_eq!(c.untrusted[0].key, "image.dockerfile");
+    trust("berth.toml");
+    let c = load();
+    let Choice::Build { build, why } = choose_image(&spec, &c, true).unwrap() else {
         panic!("a build")
     };
     assert_eq!(build.dockerfile, ws.join("docker/Dockerfile"));
     assert_eq!(build.context, ws.join("docker"));
     assert!(why.contains("berth.toml"), "{why}");
     // A name from the environment replaces the build.
-    let env = |k: &str| (k == "BERTH_IMAGE").then(|| "alpine:3".to_string());
+    let env = |k: &str| match k {
+        "BERTH_IMAGE" => Some("alpine:3".to_string()),
+        crate::trust::USER_CONFIG_ENV => Some(user_env.clone()),
+        _ => None,
+    };
     let c = Config::load_with(ws, Default::default(), env).unwrap();
-    assert_eq!(named(choose_image(&spec, &c, true)).name, "alpine:3");
+    assert_eq!(named(choose_image(&spec, &c, true).unwrap()).name, "alpine:3");
+}
+
+/// A devcontainer.json over the bound (a 500 MB sparse file) or that is
+/// not a regular file (a FIFO, which would block a read) is not read: the
+/// choice falls through and says why.
+#[test]
+fn oversized_or_odd_devcontainer_files_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir(ws.join(".devcontainer")).unwrap();
+    let path = ws.join(".devcontainer/devcontainer.json");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(500 << 20).unwrap();
+    let started = std::time::Instant::now();
+    let c = named(choose_image(&JobSpec::default(), &project(ws), true).unwrap());
+    assert_eq!(c.name, DEV_IMAGE);
+    assert!(
+        c.why
+            .contains("devcontainer.json was not read: it is 524288000 bytes, over the 1048576"),
+        "{}",
+        c.why
+    );
+    // Reading 500 MB of zeros would take far longer than a look at its size.
+    assert!(started.elapsed() < std::time::Duration::from_millis(200));
+    std::fs::remove_file(&path).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let c = named(choose_image(&JobSpec::default(), &project(ws), false).unwrap());
+    assert_eq!(c.name, DEFAULT_IMAGE);
+    assert!(c.why.contains("not a regular file"), "{}", c.why);
+    // Exactly at the bound it is read.
+    std::fs::remove_file(&path).unwrap();
+    let json = format!("{{\"image\": \"python:3.12\"}}{}", " ".repeat(1 << 20));
+    std::fs::write(&path, &json[..1 << 20]).unwrap();
+    assert_eq!(
+        named(choose_image(&JobSpec::default(), &project(ws), true).unwrap()).name,
+        "python:3.12"
+    );
 }
 
 #[test]

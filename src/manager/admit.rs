@@ -26,7 +26,7 @@ use super::Inner;
 use super::project::Project;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::{JobSpec, RunnerChoice, RunnerKind};
+use crate::model::{EngineAccess, JobSpec, RunnerChoice, RunnerKind};
 use crate::runner;
 use crate::watch::Watchers;
 
@@ -65,7 +65,66 @@ pub(super) async fn admit(
 ) -> Result<Admitted> {
     // The caller's project: its workspace, rules, runner, budget, image and limits.
     let project = inner.projects.resolve(&spec)?;
+    // A project file that loosens the sandbox without the user's trust: its
+    // values were not applied, and nothing starts until the user decides.
+    if let Some(l) = project.config.untrusted.first() {
+        let refusal = l.refusal();
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            format!("config:{}", l.key),
+            &spec,
+            at,
+            client,
+        );
+        return Err(refusal);
+    }
     spec.caller_env.clear();
+    // An agent's own words cannot loosen either: a host job through MCP
+    // only where the user's config (or a trusted file) says `runner = "host"`
+    // or `allow_host = true`.
+    let host_allowed = project.config.runner == RunnerChoice::Host || project.config.allow_host;
+    if client == "mcp" && spec.runner == RunnerChoice::Host && !host_allowed {
+        let refusal = Error::AgentLoosening {
+            key: "runner",
+            value: "\"host\"".into(),
+            switch: "allow_host",
+            env: "BERTH_ALLOW_HOST",
+        };
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            "mcp:runner".into(),
+            &spec,
+            at,
+            client,
+        );
+        return Err(refusal);
+    }
+    // A scoped engine likewise: only where the user's config (or a trusted
+    // file) says `engine = "scoped"` or `allow_engine = true`.
+    let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;
+    if client == "mcp" && spec.engine == Some(EngineAccess::Scoped) && !engine_allowed {
+        let refusal = Error::AgentLoosening {
+            key: "engine",
+            value: "\"scoped\"".into(),
+            switch: "allow_engine",
+            env: "BERTH_ALLOW_ENGINE",
+        };
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project.safety.record(
+            "untrusted_config",
+            refusal.to_string(),
+            "mcp:engine".into(),
+            &spec,
+            at,
+            client,
+        );
+        return Err(refusal);
+    }
+    let engine_asked = spec.engine.is_some();
     fill_defaults(&mut spec, &project.config, budget);
     spec.validate()?;
     // A job may ask for less egress than its project allows, never more.
@@ -105,6 +164,22 @@ pub(super) async fn admit(
     // with a deadline) and the workspace guard.
     project.safety.check_bounded(&spec, &real, client).await?;
     let (kind, runner_note) = resolve_runner(inner, spec.runner, project.config.fallback).await?;
+    // A container job must not reach the user's own config (the trust
+    // table): from there it could loosen every later job.
+    if kind == RunnerKind::Docker
+        && let Some(file) = &project.config.user_file
+        && let Some(dir) = file.parent()
+        && crate::trust::contains(workspace, dir)
+    {
+        return Err(Error::InvalidSpec(format!(
+            "the workspace `{}` contains your berth config ({}), which a job could rewrite to loosen its own sandbox; use a project directory as the workspace (run berth there, or set `workspace`)",
+            workspace.display(),
+            file.display()
+        )));
+    }
+    if spec.engine == Some(EngineAccess::Scoped) {
+        check_engine(&mut spec, kind, engine_asked, &project.config)?;
+    }
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
         project.safety.check_env(&spec, &real, client)?;
@@ -126,12 +201,39 @@ pub(super) fn fill_defaults(spec: &mut JobSpec, config: &Config, budget: Default
     if spec.runner == RunnerChoice::Auto {
         spec.runner = config.runner;
     }
+    if spec.engine.is_none() && config.engine == EngineAccess::Scoped {
+        spec.engine = Some(EngineAccess::Scoped);
+    }
     if !spec.background && spec.timeout.is_none() {
         spec.timeout = match budget {
             DefaultBudget::Project => Some(config.timeout_secs),
             DefaultBudget::Unlimited => None,
         };
     }
+}
+
+/// A scoped engine is for container jobs on a network of their own: a host
+/// job asked for one is refused (one that got it from its project goes
+/// without: a host job can reach whatever its user can), and so is a job on
+/// a shared network or none (its children could not be reached, or would
+/// be reached by others).
+fn check_engine(spec: &mut JobSpec, kind: RunnerKind, asked: bool, config: &Config) -> Result<()> {
+    if kind == RunnerKind::Host {
+        if asked {
+            return Err(Error::InvalidSpec(
+                "a scoped engine (--engine scoped) is for container jobs, and this job runs on the host; use --runner docker".into(),
+            ));
+        }
+        spec.engine = None;
+        return Ok(());
+    }
+    let network = spec.network.unwrap_or(config.network);
+    if network != crate::model::Network::Isolated {
+        return Err(Error::InvalidSpec(format!(
+            "a scoped engine needs the job's own network (network isolated), not {network}: its children are reached through it"
+        )));
+    }
+    Ok(())
 }
 
 /// What `auto` falls back to when no engine answers.

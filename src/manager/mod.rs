@@ -15,13 +15,16 @@
 //! session that ended).
 
 mod admit;
+mod finished;
 mod ids;
 mod owners;
+mod pages;
 mod ports;
 pub mod project;
 mod recover;
 mod retention;
 mod start;
+mod store_watch;
 mod supervise;
 #[cfg(test)]
 mod tests;
@@ -47,6 +50,7 @@ use crate::runner::Control;
 use crate::watch::Watchers;
 
 pub use admit::DefaultBudget;
+pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
@@ -145,6 +149,8 @@ pub(crate) struct Live {
     stop_tx: mpsc::UnboundedSender<StopRequest>,
     control: Option<Control>,
     internal_ip: Option<IpAddr>,
+    /// A job with a scoped engine: its children as they change.
+    children: Option<watch::Receiver<Vec<crate::model::ChildInfo>>>,
 }
 
 pub(crate) struct Entry {
@@ -230,6 +236,10 @@ pub(crate) struct Inner {
     store: Arc<crate::store::Store>,
     /// This manager as `pid:start_time`, the owner recorded on every run.
     owner: String,
+    /// What its host jobs carry to be found without records (`runner::tag`).
+    host_tag: String,
+    /// How many finished jobs were let go of memory (`finished.rs`).
+    let_go: std::sync::atomic::AtomicUsize,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
@@ -321,14 +331,22 @@ impl JobHandle {
     pub fn logs(&self, query: &LogQuery) -> Result<LogPage> {
         self.manager.logs(&self.id, query)
     }
-    /// Every output line so far (both streams, in seq order), as text.
+    /// Every output line so far (both streams, in seq order), as text,
+    /// read page by page.
     pub fn output_lines(&self) -> Result<Vec<String>> {
-        Ok(self
-            .logs(&LogQuery::default())?
-            .lines
-            .into_iter()
-            .map(|l| l.text)
-            .collect())
+        let mut out = Vec::new();
+        let mut since = 1;
+        loop {
+            let page = self.logs(&LogQuery {
+                since: Some(since),
+                ..Default::default()
+            })?;
+            out.extend(page.lines.into_iter().map(|l| l.text));
+            if !page.has_more {
+                return Ok(out);
+            }
+            since = page.next_seq;
+        }
     }
     pub async fn kill(&self) -> Result<KillOutcome> {
         self.manager.kill(&self.id, KillRequest::default()).await
@@ -339,9 +357,10 @@ impl Manager {
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
-        let store = crate::store::Store::open_capped(
+        let store = crate::store::Store::open_with(
             &config.instance_dir().join("berth.db"),
             config.max_output_bytes,
+            config.ring_bytes,
         )?;
         let safety = crate::safety::Safety::from_config(&config)?;
         let inner = Arc::new(Inner {
@@ -350,7 +369,13 @@ impl Manager {
             events: EventLog::with_store(store.clone())?,
             store,
             owner: crate::procinfo::owner_label(),
+            host_tag: crate::runner::tag::tag(
+                &crate::runner::docker::state_hash(&config.state_dir),
+                &config.instance,
+                &crate::procinfo::owner_label(),
+            ),
             orphans: Mutex::new(Vec::new()),
+            let_go: Default::default(),
             usage_cache: Default::default(),
             config,
             registry: Mutex::new(Registry::default()),
@@ -363,6 +388,7 @@ impl Manager {
             fake: Default::default(),
         });
         recover::load(&inner)?;
+        store_watch::watch(&inner);
         Ok(Manager {
             _guard: Arc::new(TeardownGuard(inner.clone())),
             inner,
@@ -467,28 +493,36 @@ impl Manager {
     }
 
     fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {
-        let reg = self.inner.registry.lock().unwrap();
-        let e = reg.get(id)?;
-        Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()))
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()));
+            }
+        }
+        Ok(self.inner.stored_watchers(&self.inner.stored(id)?))
     }
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        let reg = self.inner.registry.lock().unwrap();
-        Ok(reg.snapshot(reg.get(id)?))
-    }
-
-    pub fn list(&self, filter: ListFilter) -> Vec<JobInfo> {
-        let reg = self.inner.registry.lock().unwrap();
-        reg.jobs
-            .values()
-            .filter(|e| filter.admits(&e.info.status))
-            .map(|e| reg.snapshot(e))
-            .collect()
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok(reg.snapshot(e));
+            }
+        }
+        self.inner.stored(id)
     }
 
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
         let output = self.output(id)?;
         output.read(query)
+    }
+
+    /// The last `tail` lines (all, up to 1 MiB, when `None`) of the output
+    /// of child `name` of job `id` (a container it started through its
+    /// scoped engine), kept with the job while it runs and after.
+    pub fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
+        let output = self.output(id)?;
+        crate::runner::docker::read_child_log(output.dir(), id.as_str(), name, tail)
     }
 
     /// The last ~1.5 KiB of a job's output.
@@ -502,8 +536,13 @@ impl Manager {
     }
 
     pub(crate) fn output(&self, id: &JobId) -> Result<Arc<JobOutput>> {
-        let reg = self.inner.registry.lock().unwrap();
-        Ok(reg.get(id)?.output.clone())
+        {
+            let reg = self.inner.registry.lock().unwrap();
+            if let Ok(e) = reg.get(id) {
+                return Ok(e.output.clone());
+            }
+        }
+        Ok(self.inner.stored_output(&self.inner.stored(id)?))
     }
 
     /// Events with `seq >= since`.
@@ -524,20 +563,31 @@ impl Manager {
         }
         let target = {
             let reg = self.inner.registry.lock().unwrap();
-            let e = reg.get(id)?;
-            ready::Target {
+            reg.get(id).ok().map(|e| ready::Target {
                 output: e.output.clone(),
                 status: e.status_tx.subscribe(),
                 ports: e.info.ports.clone(),
                 internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
+            })
+        };
+        let target = match target {
+            Some(t) => t,
+            None => {
+                let info = self.inner.stored(id)?;
+                ready::Target {
+                    output: self.inner.stored_output(&info),
+                    status: self.inner.stored_watchers(&info).0,
+                    ports: info.ports.clone(),
+                    internal_ip: None,
+                }
             }
         };
         let outcome = ready::wait(target, conditions, timeout).await?;
         if let WaitOutcome::Ready { elapsed_ms, .. } = &outcome {
             let first = {
                 let mut reg = self.inner.registry.lock().unwrap();
-                let e = reg.get_mut(id)?;
-                !std::mem::replace(&mut e.ready_seen, true)
+                reg.get_mut(id)
+                    .is_ok_and(|e| !std::mem::replace(&mut e.ready_seen, true))
             };
             if first && !conditions.is_empty() {
                 self.inner.events.emit(
@@ -627,15 +677,22 @@ impl Manager {
         self.inner.runners.settle_removals(Duration::from_secs(10)).await;
         // Every container is removed by now: its job network can go too.
         self.inner.runners.release_networks().await;
-        // Every line and event reaches the disk before we say we are done.
+        // Every line and event reaches the disk before we say we are done,
+        // and the log is folded in: the next start has no log to doubt.
         self.inner.store.flush();
+        self.inner.store.checkpoint();
     }
 }
 
 /// The record with live figures filled in.
 fn snapshot(e: &Entry) -> JobInfo {
     let mut info = e.info.clone();
+    if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
+        info.children = children.borrow().clone();
+    }
     info.last_seq = e.output.progress().last_seq;
+    // A job read back from the store keeps its count; a live one counts on.
+    info.watch_hits_dropped = info.watch_hits_dropped.max(e.output.watch_hits_dropped());
     info
 }
 
@@ -644,7 +701,17 @@ impl Inner {
         {
             let order = self.record_order.lock().unwrap();
             let mut reg = self.registry.lock().unwrap();
-            let e = reg.get_mut(id)?;
+            let e = match reg.get_mut(id) {
+                Ok(e) => e,
+                Err(unknown) => {
+                    drop(reg);
+                    let info = self.stored(id).map_err(|_| unknown)?;
+                    return Err(Error::NotForeground {
+                        job: id.clone(),
+                        state: format!("{} ({})", info.status.name(), info.start_mode),
+                    });
+                }
+            };
             if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {
                 return Err(Error::NotForeground {
                     job: id.clone(),

@@ -18,6 +18,14 @@ impl Manager {
         self.end_active(Some(owner), cause).await
     }
 
+    /// True while a job of `owner` is queued, starting or running.
+    pub fn owns_active(&self, owner: &str) -> bool {
+        let reg = self.inner.registry.lock().unwrap();
+        reg.jobs
+            .values()
+            .any(|e| e.info.status.is_active() && e.info.spec.owner.as_deref() == Some(owner))
+    }
+
     /// Stop every active job (of `owner`, or all when `None`) as the system
     /// with `reason`, all at once; returns their ids once all have ended.
     pub(super) async fn end_active(&self, owner: Option<&str>, cause: StopCause) -> Vec<JobId> {

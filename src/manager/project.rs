@@ -12,9 +12,10 @@
 //! nothing is silently different. A job without a caller directory (library
 //! use) runs under the manager's own configuration.
 //!
-//! Resolutions are cached by directory, variables and the config file's
-//! modification stamp, so an edited `berth.toml` applies to the next job and
-//! an unchanged one costs a `stat`.
+//! Resolutions are cached by directory, variables and the modification
+//! stamps of the config file and the user's own config (where `berth trust`
+//! writes), so an edited `berth.toml` or a new trust applies to the next job
+//! and unchanged ones cost a `stat` each.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -46,11 +47,22 @@ pub struct Project {
     pub caller_dir: Option<PathBuf>,
 }
 
+/// A file as the cache sees it: path, modification time, size.
+type Stamp = (PathBuf, Option<SystemTime>, u64);
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     cwd: PathBuf,
     env: BTreeMap<String, String>,
-    file: Option<(PathBuf, Option<SystemTime>, u64)>,
+    file: Option<Stamp>,
+    /// The user's config: `berth trust` changes it, and with it what applies.
+    user: Option<Stamp>,
+}
+
+fn stamp(f: PathBuf) -> Stamp {
+    let meta = std::fs::metadata(&f).ok();
+    let modified = meta.as_ref().and_then(|m| m.modified().ok());
+    (f, modified, meta.map_or(0, |m| m.len()))
 }
 
 /// The manager's own project and the callers' projects it has resolved.
@@ -86,11 +98,8 @@ impl Projects {
             None => find_config_file(&cwd),
         };
         let key = Key {
-            file: file.map(|f| {
-                let meta = std::fs::metadata(&f).ok();
-                let stamp = meta.as_ref().and_then(|m| m.modified().ok());
-                (f, stamp, meta.map_or(0, |m| m.len()))
-            }),
+            file: file.map(stamp),
+            user: crate::trust::user_config_path(|n| env.get(n).cloned()).map(stamp),
             cwd,
             env: env.clone(),
         };
@@ -195,6 +204,8 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         recovery => "recovery",
         store_env => "store_env",
         pull_timeout_secs => "pull_timeout",
+        max_queued => "max_queued",
+        mcp_idle_secs => "mcp_idle",
     );
     // The security log is the instance's (one file, one rotation).
     project.safety.security_log = own.safety.security_log.clone();

@@ -13,6 +13,7 @@
 //! with it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -26,6 +27,9 @@ use crate::procinfo;
 use crate::runner::docker::Adoption;
 use crate::store::RunRow;
 use crate::watch::Watchers;
+
+/// How long taking over may spend removing what dead managers left.
+const SWEEP_LIMIT: Duration = Duration::from_secs(15);
 
 pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
     let rows = inner.store.runs()?;
@@ -41,9 +45,13 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             // manager) lived no longer than that session, which died with
             // its manager: it is reaped, not adopted, so no job is left
             // running that no live session can end.
+            // A job with a scoped engine too: its socket died with the
+            // manager that served it.
+            let scoped = row.info.spec.engine == Some(crate::model::EngineAccess::Scoped);
             if inner.config.recovery == Recovery::Adopt
                 && row.info.container_id.is_some()
                 && row.info.spec.owner.is_none()
+                && !scoped
             {
                 // Settled by `adopt_orphans` once this manager owns the instance.
                 inner.orphans.lock().unwrap().push(row);
@@ -55,6 +63,7 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
         insert_finished(inner, n, row, last_seq);
     }
     inner.ids.ensure_above(highest)?;
+    super::finished::trim(inner);
     Ok(())
 }
 
@@ -90,6 +99,10 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
         Some(session) => format!("its manager (pid {owner_pid}) died, and with it its session {session}"),
         None => format!("its manager (pid {owner_pid}) died"),
     };
+    if row.info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
+        let n = inner.runners.remove_children_blocking(&row.info.id);
+        tracing::debug!(job = %row.info.id, children = n, "removed the children of a reaped job");
+    }
     crate::teardown::reap_run(
         row,
         &reason,
@@ -100,11 +113,49 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
 }
 
 impl Manager {
-    /// Recovery mode `adopt`: follow the containers a dead manager left
-    /// running, continuing their output from the last stored line; a
-    /// container that is gone (or cannot be followed) is reaped as `lost`.
-    /// Call once this manager owns the instance (after binding its socket).
+    /// Take the instance over from managers that died: in recovery mode
+    /// `adopt`, follow the containers a dead manager left running,
+    /// continuing their output from the last stored line (a container that
+    /// is gone, or cannot be followed, is reaped as `lost`); then remove
+    /// whatever else dead managers left on the engine, labelled with this
+    /// instance and state dir (their jobs' and holders' containers,
+    /// networks), which their records may not name (a create that landed
+    /// late, a watchdog killed with its daemon). Call once this manager owns
+    /// the instance (after binding its socket), before serving.
     pub async fn adopt_orphans(&self) -> Result<Vec<crate::model::JobId>> {
+        let adopted = self.adopt().await?;
+        let keep: Vec<String> = {
+            let reg = self.inner.registry.lock().unwrap();
+            adopted
+                .iter()
+                .filter_map(|id| reg.get(id).ok()?.info.container_id.clone())
+                .collect()
+        };
+        let sweep = self.inner.runners.remove_dead_owners(&keep, !keep.is_empty());
+        match tokio::time::timeout(SWEEP_LIMIT, sweep).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                removed = n,
+                "removed containers that managers which died left behind"
+            ),
+            Err(_) => tracing::warn!(
+                "the engine did not answer the sweep of dead managers' containers within {SWEEP_LIMIT:?}"
+            ),
+        }
+        // Host jobs the same way, by their tag (no record needed).
+        let killed = tokio::task::spawn_blocking({
+            let config = self.inner.config.clone();
+            move || crate::teardown::reap_tagged(&config)
+        })
+        .await
+        .unwrap_or(0);
+        if killed > 0 {
+            tracing::info!(killed, "killed host jobs that managers which died left running");
+        }
+        Ok(adopted)
+    }
+
+    async fn adopt(&self) -> Result<Vec<crate::model::JobId>> {
         let inner = &self.inner;
         let orphans = std::mem::take(&mut *inner.orphans.lock().unwrap());
         let mut adopted = Vec::new();
@@ -158,6 +209,7 @@ impl Manager {
                                 stop_tx,
                                 control: Some(launched.control.clone()),
                                 internal_ip: launched.internal_ip,
+                                children: None,
                             }),
                             ready_seen: true,
                         };

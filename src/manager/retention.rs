@@ -91,7 +91,7 @@ impl Manager {
             });
         }
         let inner = &self.inner;
-        let finished: Vec<_> = {
+        let mut finished: Vec<_> = {
             let reg = inner.registry.lock().unwrap();
             reg.jobs
                 .values()
@@ -99,6 +99,14 @@ impl Manager {
                 .map(|e| (e.info.id.clone(), e.info.ended_at))
                 .collect()
         };
+        // And those only in the store (let go of memory, `finished.rs`).
+        let in_memory = |n| inner.registry.lock().unwrap().jobs.contains_key(&n);
+        finished.extend(
+            inner
+                .stored_finished(in_memory)
+                .into_iter()
+                .map(|i| (i.id, i.ended_at)),
+        );
         let total = finished.len();
         let ids = select(
             finished,

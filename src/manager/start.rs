@@ -28,6 +28,21 @@ pub(super) async fn start(
     if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Error::ShuttingDown);
     }
+    // A start that would wait in a full queue is refused before anything
+    // is read or checked (a flood of queued starts costs nothing).
+    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
+        return Err(Error::QueueFull {
+            max: inner.config.max_queued,
+        });
+    }
+    // A job whose output and record could not be kept is not started.
+    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
+        return Err(Error::StoreDegraded {
+            path: inner.store.path().to_path_buf(),
+            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            reason,
+        });
+    }
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -100,7 +115,11 @@ pub(super) async fn start(
             image: None,
             pulling: None,
             building: None,
+            setid_cleared: None,
+            store_note: None,
             recovered: false,
+            watch_hits_dropped: 0,
+            children: Vec::new(),
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
@@ -115,6 +134,7 @@ pub(super) async fn start(
                     stop_tx,
                     control: None,
                     internal_ip: None,
+                    children: None,
                 }),
                 ready_seen: false,
             },
@@ -241,6 +261,12 @@ fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
         return Ok(false);
     }
     if spec.queue {
+        // The queue holds each waiting job's record and task: bounded.
+        if reg.queue.len() >= inner.config.max_queued {
+            return Err(Error::QueueFull {
+                max: inner.config.max_queued,
+            });
+        }
         return Ok(true);
     }
     let names = running
@@ -275,7 +301,7 @@ async fn launch(
             let fake = inner.fake.get().expect("checked by the guard");
             fake.launch(id, spec, &output).await
         }
-        RunnerKind::Host => runner::host::launch(spec, cwd, &output).await,
+        RunnerKind::Host => runner::host::launch(spec, cwd, &output, &inner.host_tag).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
                 r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
@@ -308,13 +334,14 @@ async fn launch(
             }
         }
     };
-    let launched = match launched {
+    let mut launched = match launched {
         Ok(l) => l,
         Err(e) => {
             output.release_events();
             return Err(e);
         }
     };
+    let engine = launched.engine.take();
     let start_mode = {
         let order = inner.record_order.lock().unwrap();
         let mut reg = inner.registry.lock().unwrap();
@@ -328,6 +355,7 @@ async fn launch(
         if let Some(live) = e.live.as_mut() {
             live.control = Some(launched.control.clone());
             live.internal_ip = launched.internal_ip;
+            live.children = engine.as_ref().map(|h| h.children.clone());
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
         let (row, mode) = (inner.record(e), e.info.start_mode);
@@ -346,7 +374,28 @@ async fn launch(
     );
     // Watch hits of output that came during the launch follow `started`.
     output.release_events();
+    if let Some(engine) = engine {
+        follow_refusals(project, id, spec, cwd, engine.refusals);
+    }
     Ok(Some(launched))
+}
+
+/// Every request a job's scoped engine refused, in the security log (the
+/// job itself asked: its id is the client).
+fn follow_refusals(
+    project: &Project,
+    id: &JobId,
+    spec: &JobSpec,
+    cwd: &Path,
+    mut refusals: tokio::sync::mpsc::Receiver<crate::runner::docker::Refused>,
+) {
+    let safety = project.safety.clone();
+    let (job, command, cwd) = (id.to_string(), spec.display_command(), cwd.to_path_buf());
+    tokio::spawn(async move {
+        while let Some(r) = refusals.recv().await {
+            safety.log_engine(&job, &command, &cwd, &r.endpoint, &r.field, &r.reason);
+        }
+    });
 }
 
 /// Pull progress of job `id`: kept on its record (`starting (pulling)`) and

@@ -87,7 +87,10 @@ pub(super) async fn supervise(
     mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
 ) {
     let Launched {
-        control, mut exit, ..
+        control,
+        mut exit,
+        sweep,
+        ..
     } = launched;
     let far = Duration::from_secs(60 * 60 * 24 * 365);
     let secs = |s: Option<f64>| s.map(Duration::from_secs_f64);
@@ -145,10 +148,26 @@ pub(super) async fn supervise(
             }
         }
     };
+    // What it started through its scoped engine goes before the job counts
+    // as ended (children, one at a time; see runner/docker/scoped/).
+    control.end_children().await;
     // The container goes in the background (the engine's removals list it
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
     control.cleanup();
+    // Set-uid/set-gid bits the job left in the workspace go before the job
+    // counts as ended (its processes are gone; see runner/setuid.rs).
+    if let Some(sweep) = sweep {
+        let swept = tokio::task::spawn_blocking(move || sweep.run())
+            .await
+            .unwrap_or_default();
+        if swept.incomplete {
+            tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
+        }
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+            e.info.setid_cleared = Some(swept.cleared);
+        }
+    }
     let status = match (stop, exit) {
         (
             Some(StopRequest {
@@ -173,6 +192,17 @@ pub(super) async fn supervise(
             reason: StopCause::Oom,
         },
         (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
+    };
+    // Its process is gone, but its output could not all be kept: said as
+    // lost, with what the process did, rather than a clean end.
+    let status = match inner.store.unavailable() {
+        Some(why) => JobStatus::Lost {
+            reason: format!(
+                "store unavailable ({why}): its output could not all be kept; the process had ended ({})",
+                status.name()
+            ),
+        },
+        None => status,
     };
     finish(&inner, &id, status);
 }
@@ -202,6 +232,10 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         let Ok(e) = reg.get_mut(id) else { return };
         let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
+        // The children as they were left (removed, once the engine closed).
+        if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
+            e.info.children = children.borrow().clone();
+        }
         e.live = None;
         let (row, last_seq) = (inner.record(e), e.info.last_seq);
         drop(reg);
@@ -218,9 +252,11 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         }
     }
     inner.slot_freed.notify_waiters();
+    super::finished::trim(inner);
 }
 
 pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+    crate::job::check_reason(req.reason.as_deref())?;
     let signal = req.signal.unwrap_or(Signal::SIGTERM as i32);
     if Signal::try_from(signal).is_err() {
         return Err(Error::InvalidValue {
@@ -243,7 +279,11 @@ pub(super) async fn kill(inner: &Arc<Inner>, id: &JobId, req: KillRequest) -> Re
     let ended_by = req.ended_by.unwrap_or(EndedBy::Agent);
     let (tx, mut status_rx) = {
         let reg = inner.registry.lock().unwrap();
-        let e = reg.get(id)?;
+        let Ok(e) = reg.get(id) else {
+            drop(reg);
+            // A finished job only in the store (`finished.rs`).
+            return Ok(outcome(KillResult::AlreadyFinished, &inner.stored(id)?));
+        };
         match (&e.live, e.info.status.is_terminal()) {
             (Some(live), false) => (live.stop_tx.clone(), e.status_tx.subscribe()),
             _ => return Ok(outcome(KillResult::AlreadyFinished, &e.info)),

@@ -47,11 +47,16 @@ impl Manager {
     /// `list` with live resource usage for running jobs, sampled concurrently.
     pub async fn list_with_usage(&self, filter: ListFilter) -> Vec<JobInfo> {
         let mut infos = self.list(filter);
+        self.fill_usage(&mut infos).await;
+        infos
+    }
+
+    /// Sample the running jobs among `infos` (concurrently) into their `usage`.
+    pub async fn fill_usage(&self, infos: &mut [JobInfo]) {
         let samples = futures_util::future::join_all(infos.iter().map(|i| self.usage(i))).await;
         for (info, u) in infos.iter_mut().zip(samples) {
             info.usage = u;
         }
-        infos
     }
 
     async fn usage(&self, info: &JobInfo) -> Option<Usage> {

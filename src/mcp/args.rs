@@ -29,6 +29,27 @@ pub enum RunnerArg {
     Host,
 }
 
+/// Engine access a job asks for.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineArg {
+    /// No engine inside the job (default).
+    None,
+    /// An engine socket of the job's own at /var/run/docker.sock (DOCKER_HOST set): its tests
+    /// (testcontainers) start, reach and remove containers of the job's own, and nothing else.
+    /// Allowed only where the user's config says engine = "scoped" or allow_engine = true.
+    Scoped,
+}
+
+impl From<EngineArg> for crate::model::EngineAccess {
+    fn from(e: EngineArg) -> Self {
+        match e {
+            EngineArg::None => crate::model::EngineAccess::None,
+            EngineArg::Scoped => crate::model::EngineAccess::Scoped,
+        }
+    }
+}
+
 impl From<RunnerArg> for RunnerChoice {
     fn from(r: RunnerArg) -> Self {
         match r {
@@ -105,6 +126,8 @@ pub struct RunArgs {
     pub pull: Option<String>,
     /// auto (default: docker when available), docker or host.
     pub runner: Option<RunnerArg>,
+    /// Engine access for a container job: none (default) or scoped (testcontainers work inside).
+    pub engine: Option<EngineArg>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
     /// Extra environment variables.
@@ -159,6 +182,7 @@ impl RunArgs {
         if let Some(r) = self.runner {
             spec.runner = r.into();
         }
+        spec.engine = self.engine.map(Into::into);
         spec.cwd = self.cwd.as_ref().map(PathBuf::from);
         spec.env = self.env.clone();
         spec.watch = self.watch.clone();
@@ -374,6 +398,8 @@ pub struct ProjectArgs {
     pub timeout: Option<f64>,
     /// auto (default), docker or host.
     pub runner: Option<RunnerArg>,
+    /// Engine access: none (default) or scoped (the suite's testcontainers start containers of its own).
+    pub engine: Option<EngineArg>,
     /// Extra arguments appended to the command (e.g. a test name filter).
     #[serde(default)]
     pub args: Vec<String>,

@@ -140,7 +140,12 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     match &e.kind {
         // Running unsandboxed, or a request the sandbox refused, is never
         // news the agent may miss.
-        EventKind::WatchHit { .. } | EventKind::Fallback { .. } | EventKind::EgressDenied { .. } => true,
+        EventKind::WatchHit { .. }
+        | EventKind::WatchDropped { .. }
+        | EventKind::Fallback { .. }
+        | EventKind::EgressDenied { .. } => true,
+        // Lost output and refused starts are never news the agent may miss.
+        EventKind::StoreDegraded { .. } | EventKind::StoreRecovered => true,
         EventKind::Queued => !own,
         // Progress is on the job's own answer; the backlog would only be noise.
         EventKind::Pulling(_) | EventKind::Building(_) => false,
@@ -180,10 +185,18 @@ pub fn line(manager: &Manager, e: &Event) -> String {
             "watch /{pattern}/ matched line {line_seq}: {}",
             format::short(line, 200)
         ),
+        EventKind::WatchDropped { count, total } => format!(
+            "{count} more watch matches not reported (over {}/s; {total} in all): read the output with `logs`",
+            crate::watch::HITS_PER_SEC
+        ),
         EventKind::Promoted { reason, .. } => format!("promoted: {reason}"),
         EventKind::EgressDenied { request, reason } => {
             format!("egress denied: {request} ({reason}; allow hosts with egress_allow in berth.toml)")
         }
+        EventKind::StoreDegraded { reason } => format!(
+            "store cannot be written ({reason}): newest output held in memory, older lines may be lost, new jobs refused"
+        ),
+        EventKind::StoreRecovered => "store can be written again: held output stored".to_string(),
         EventKind::Ended {
             status,
             ended_by,

@@ -34,6 +34,8 @@ pub struct RunBackgroundArgs {
     pub cwd: Option<String>,
     /// auto (default: docker when available), docker or host.
     pub runner: Option<super::args::RunnerArg>,
+    /// Engine access for a container process: none (default) or scoped (testcontainers work inside).
+    pub engine: Option<super::args::EngineArg>,
     /// Docker image (default berth/sandbox:latest).
     pub image: Option<String>,
     /// CPU cores, e.g. 0.5.
@@ -114,6 +116,7 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                 if let Some(r) = a.runner {
                     spec.runner = r.into();
                 }
+                spec.engine = a.engine.map(Into::into);
                 spec.image = a.image;
                 spec.limits.cpus = a.cpus;
                 spec.limits.memory = a.memory.as_deref().map(crate::job::parse_size).transpose()?;

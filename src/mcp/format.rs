@@ -329,6 +329,9 @@ pub fn table(jobs: &[JobInfo]) -> String {
         cols.push(format!("`{}`", short(&j.command, 60)));
         out += &cols.join("  ");
         out.push('\n');
+        for c in &j.children {
+            out += &format!("  └ child {}\n", crate::inert::visible(&c.summary()));
+        }
     }
     out
 }

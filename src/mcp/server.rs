@@ -104,6 +104,15 @@ impl ServerHandler for BerthMcp {
                 lines.join("\n")
             )));
         }
+        // Job output, labels and reasons quoted in any answer reach the
+        // model (and whoever reads the transcript) inert: `\x1b`, `\u202e`.
+        for block in &mut result.content {
+            if let ContentBlock::Text(t) = block
+                && let std::borrow::Cow::Owned(inert) = crate::inert::visible_lines(&t.text)
+            {
+                t.text = inert;
+            }
+        }
         Ok(result.into())
     }
 

@@ -16,6 +16,12 @@
 //! The same [`serve`] runs the session of an in-process `berth mcp` (on its
 //! stdin/stdout) and every session attached over the instance socket (on the
 //! upgraded connection), with the line framing of `stdio.rs` in front.
+//!
+//! Attached sessions are bounded: at most [`MAX_SESSIONS`] at once
+//! ([`Sessions::enter`] refuses the next), and one whose client sent
+//! nothing for the manager's `mcp_idle` while none of its jobs is active
+//! gets a notice line and ends (a session of the process's own stdio lasts
+//! as long as its client).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,6 +40,9 @@ use crate::model::JobSpec;
 
 /// How long in-flight MCP answers get to go out after a session ends.
 pub const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
+/// Most MCP sessions attached to one manager at once (each holds a
+/// connection and a server task); more are refused with one clear answer.
+pub const MAX_SESSIONS: usize = 64;
 
 /// One MCP session's identity.
 #[derive(Debug, Clone)]
@@ -101,6 +110,15 @@ impl Default for Sessions {
 /// Counts one attached session while it lives.
 pub struct Attached(Sessions);
 
+/// Why a session could not attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The host is tearing down.
+    Closing,
+    /// [`MAX_SESSIONS`] are attached already.
+    Full,
+}
+
 impl Drop for Attached {
     fn drop(&mut self) {
         self.0.attached.send_modify(|n| *n -= 1);
@@ -113,13 +131,23 @@ impl Sessions {
         *self.attached.borrow()
     }
 
-    /// Count a new attached session; `None` once the host is tearing down.
-    pub fn enter(&self) -> Option<Attached> {
+    /// Count a new attached session: refused once the host is tearing
+    /// down, or when [`MAX_SESSIONS`] are attached.
+    pub fn enter(&self) -> Result<Attached, Refused> {
         if *self.closing.borrow() {
-            return None;
+            return Err(Refused::Closing);
         }
-        self.attached.send_modify(|n| *n += 1);
-        Some(Attached(self.clone()))
+        let entered = self.attached.send_if_modified(|n| {
+            let room = *n < MAX_SESSIONS;
+            if room {
+                *n += 1;
+            }
+            room
+        });
+        if !entered {
+            return Err(Refused::Full);
+        }
+        Ok(Attached(self.clone()))
     }
 
     /// Wait until no session is attached.
@@ -139,9 +167,11 @@ impl Sessions {
     }
 }
 
-/// Serve one MCP session on `input`/`output` until the input ends or the
-/// host tears down (`closing`). At the input's end the session's jobs are
-/// stopped (`session ended`) before its last answers go out.
+/// Serve one MCP session on `input`/`output` until the input ends, the
+/// host tears down (`closing`), or (with `idle`) the client sent nothing
+/// for that long while none of the session's jobs runs: then it gets one
+/// notice line saying so and the session ends. At the input's end the
+/// session's jobs are stopped (`session ended`) before its last answers go out.
 pub async fn serve<R, W>(
     manager: Manager,
     tools: ToolSet,
@@ -149,6 +179,7 @@ pub async fn serve<R, W>(
     input: R,
     output: W,
     mut closing: watch::Receiver<bool>,
+    idle: Option<Duration>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -157,6 +188,8 @@ pub async fn serve<R, W>(
         to_rmcp,
         from_rmcp,
         mut eof,
+        input_at,
+        notices,
     } = stdio::spawn(input, output, stdio::MAX_LINE);
     let owner = session.owner.clone();
     let server = BerthMcp::for_session(manager.clone(), tools, session);
@@ -179,7 +212,13 @@ pub async fn serve<R, W>(
             true
         }
         _ = closing.wait_for(|c| *c) => false,
+        secs = idle_out(&manager, &owner, idle, input_at) => {
+            tracing::info!(%owner, secs, "MCP session idle: closing it");
+            let _ = notices.send(idle_notice(secs));
+            true
+        }
     };
+    drop(notices);
     if ended {
         let stopped = manager
             .end_owner(&owner, crate::model::StopCause::SessionEnded)
@@ -195,9 +234,60 @@ pub async fn serve<R, W>(
     }
 }
 
+/// Resolves (with the idle seconds) once the client has sent nothing for
+/// `idle` and none of `owner`'s jobs is queued or running; never without
+/// `idle`. A session whose jobs run is looked at again every `idle`.
+async fn idle_out(
+    manager: &Manager,
+    owner: &str,
+    idle: Option<Duration>,
+    input_at: watch::Receiver<tokio::time::Instant>,
+) -> u64 {
+    let Some(idle) = idle.filter(|d| !d.is_zero()) else {
+        return std::future::pending().await;
+    };
+    loop {
+        let last = *input_at.borrow();
+        tokio::time::sleep_until(last + idle).await;
+        if *input_at.borrow() != last {
+            continue;
+        }
+        if !manager.owns_active(owner) {
+            return idle.as_secs();
+        }
+        tokio::time::sleep(idle).await;
+    }
+}
+
+/// The one line an idle session gets before it is closed: an MCP log
+/// notification saying why and what to do.
+fn idle_notice(secs: u64) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {
+            "level": "warning",
+            "logger": "berth",
+            "data": format!("berth: this MCP session sent nothing for {secs} s and runs no job: it is closed (mcp_idle); start a new session to go on"),
+        },
+    })
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past MAX_SESSIONS attached, the next is refused; one leaving makes room.
+    #[test]
+    fn sessions_are_bounded() {
+        let s = Sessions::default();
+        let mut held: Vec<Attached> = (0..MAX_SESSIONS).map(|_| s.enter().expect("room")).collect();
+        assert_eq!(s.enter().err(), Some(Refused::Full));
+        assert_eq!(s.attached(), MAX_SESSIONS);
+        held.pop();
+        assert!(s.enter().is_ok());
+    }
 
     #[test]
     fn sessions_have_distinct_owners_and_claim_their_jobs() {
@@ -225,6 +315,6 @@ mod tests {
         s.none_attached().await;
         s.close();
         assert!(*s.closing().borrow());
-        assert!(s.enter().is_none());
+        assert_eq!(s.enter().err(), Some(Refused::Closing));
     }
 }

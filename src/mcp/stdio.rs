@@ -14,18 +14,22 @@ use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
 };
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 /// Longest message line accepted (rmcp's own limit).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// Buffer of each in-memory pipe.
 const PIPE: usize = 256 * 1024;
 
-/// The pipe ends rmcp reads from and writes to, and a flag that turns true
-/// when the input ended (or failed).
+/// The pipe ends rmcp reads from and writes to, a flag that turns true
+/// when the input ended (or failed), when the input last sent a line, and a
+/// way to write a line of our own (a notice) between rmcp's answers.
 pub struct Framed {
     pub to_rmcp: DuplexStream,
     pub from_rmcp: DuplexStream,
     pub eof: watch::Receiver<bool>,
+    pub input_at: watch::Receiver<Instant>,
+    pub notices: mpsc::UnboundedSender<String>,
 }
 
 /// Start the pump between `input`/`output` and rmcp.
@@ -38,12 +42,16 @@ where
     let (rmcp_out, answers) = tokio::io::duplex(PIPE);
     let (eof_tx, eof) = watch::channel(false);
     let (err_tx, err_rx) = mpsc::unbounded_channel::<String>();
+    let (input_tx, input_at) = watch::channel(Instant::now());
+    let notices = err_tx.clone();
     tokio::spawn(async move {
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
         loop {
             line.clear();
-            match read_line(&mut input, &mut line, max_line).await {
+            let read = read_line(&mut input, &mut line, max_line).await;
+            input_tx.send_replace(Instant::now());
+            match read {
                 Ok(Line::Eof) | Err(_) => break,
                 Ok(Line::TooLong) => {
                     let _ = err_tx.send(error_line(
@@ -77,6 +85,8 @@ where
         to_rmcp: rmcp_in,
         from_rmcp: rmcp_out,
         eof,
+        input_at,
+        notices,
     }
 }
 

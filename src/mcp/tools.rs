@@ -20,7 +20,7 @@ use super::project::{ProjectTask, append_args, project_command};
 use super::service::BerthMcp;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::Result;
-use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter, newest_first};
+use crate::manager::{DEFAULT_LIST_LIMIT, KillOutcome, KillRequest, ListFilter};
 use crate::model::{EndedBy, JobSpec};
 use crate::ready::WaitOutcome;
 
@@ -222,38 +222,32 @@ impl BerthMcp {
         before: Option<&str>,
     ) -> Answer {
         let m = &self.core.manager;
-        let jobs = if usage {
-            m.list_with_usage(filter).await
-        } else {
-            m.list(filter)
-        };
+        // A page (by count and bytes) copied out of the registry, not every job.
+        let before = before.map(job_id);
+        let mut page = m.list_page(filter, before.as_ref(), limit.unwrap_or(DEFAULT_LIST_LIMIT));
+        if usage {
+            m.fill_usage(&mut page.jobs).await;
+        }
         let name = serde_json::to_value(filter)
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_default();
-        let before = before.map(job_id);
-        let older = newest_first(jobs, before.as_ref(), usize::MAX);
-        let page = &older[..older.len().min(limit.unwrap_or(DEFAULT_LIST_LIMIT).max(1))];
         let older_than = before.map(|b| format!(" older than {b}")).unwrap_or_default();
-        let Some(last) = page.last() else {
+        if page.jobs.is_empty() {
             return Answer::ok(format!("No {name} jobs{older_than}.\n"));
-        };
-        let mut text = if page.len() < older.len() {
-            format!(
-                "{} {name} job(s){older_than}, newest first; the {} newest:\n",
-                older.len(),
-                page.len()
-            )
-        } else {
-            format!("{} {name} job(s){older_than}, newest first:\n", older.len())
-        };
-        text += &format::table(page);
-        if page.len() < older.len() {
-            text += &format!(
-                "{} older: list again with \"before\": \"{}\".\n",
-                older.len() - page.len(),
-                last.id
-            );
+        }
+        let mut text = format!(
+            "{} {name} job(s){older_than}, newest first{}:\n",
+            page.jobs.len(),
+            if page.more.is_some() {
+                " (older ones follow)"
+            } else {
+                ""
+            }
+        );
+        text += &format::table(&page.jobs);
+        if let Some(last) = page.more {
+            text += &format!("More: list again with \"before\": \"{last}\".\n");
         }
         Answer::ok(text)
     }
@@ -330,6 +324,7 @@ impl BerthMcp {
         if let Some(r) = a.runner {
             spec.runner = r.into();
         }
+        spec.engine = a.engine.map(Into::into);
         self.core.run(spec, None, self.dialect).await
     }
 }

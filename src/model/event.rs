@@ -46,6 +46,13 @@ pub enum EventKind {
         line: String,
         pattern: String,
     },
+    /// Watch hits over the job's budget were counted, not stored: `count`
+    /// since the last such event, `total` for the job so far (at most one
+    /// a second while it lasts, and one when the output ends).
+    WatchDropped {
+        count: u64,
+        total: u64,
+    },
     Promoted {
         by: EndedBy,
         reason: String,
@@ -68,6 +75,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The store cannot be written (a full or failing disk): the job runs
+    /// on, its newest output held in memory; older lines may be lost (reads
+    /// say where). Sent to every job under way when it happens.
+    StoreDegraded {
+        reason: String,
+    },
+    /// The store can be written again: what was held is stored.
+    StoreRecovered,
 }
 
 impl EventKind {
@@ -80,9 +95,12 @@ impl EventKind {
             EventKind::Started { .. } => "started",
             EventKind::Ready { .. } => "ready",
             EventKind::WatchHit { .. } => "watch_hit",
+            EventKind::WatchDropped { .. } => "watch_dropped",
             EventKind::Promoted { .. } => "promoted",
             EventKind::EgressDenied { .. } => "egress_denied",
             EventKind::Ended { .. } => "ended",
+            EventKind::StoreDegraded { .. } => "store_degraded",
+            EventKind::StoreRecovered => "store_recovered",
         }
     }
 }

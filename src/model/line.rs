@@ -21,8 +21,24 @@ pub struct Line {
     pub text: String,
 }
 
-/// A page of lines read by seq.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Seqs `from..=to` whose lines are gone: the store could not be written
+/// when they came (a full or failing disk), and memory held only the newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    pub from: u64,
+    pub to: u64,
+}
+
+impl Gap {
+    /// How many lines the gap stands for.
+    pub fn lines(&self) -> u64 {
+        self.to + 1 - self.from
+    }
+}
+
+/// A page of lines read by seq. At most a page is ever answered (see
+/// `output::PAGE_LINES`, `output::PAGE_BYTES`): read on from `next_seq`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogPage {
     pub lines: Vec<Line>,
     /// Seq to ask for next (`since = next_seq`).
@@ -38,6 +54,11 @@ pub struct LogPage {
     /// (`max_output`), and the page starts here instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated_before: Option<u64>,
+    /// Seq ranges between the page's first seq and `next_seq` whose lines
+    /// were lost (never skipped silently): each gap is said once, in the
+    /// page whose range covers it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<Gap>,
 }
 
 /// What a reader can ask for.

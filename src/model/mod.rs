@@ -7,6 +7,7 @@
 //! (parsing, validation) lives beside the behaviour it belongs to (`job.rs`,
 //! `ready.rs`, `images/`).
 
+mod child;
 mod chunk;
 mod event;
 mod image;
@@ -16,10 +17,11 @@ mod ready;
 mod spec;
 mod status;
 
+pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
-pub use line::{Line, LogPage, LogQuery, Stream};
+pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, Publish};
 pub use ready::{HttpCheck, ReadyCondition};
 pub use spec::JobSpec;

@@ -282,6 +282,11 @@ pub struct JobSpec {
     /// project's or tighter: a looser one is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<super::Egress>,
+    /// Container jobs: `scoped` gives the job an engine socket of its own
+    /// (a filtering proxy: its own child containers and nothing else, see
+    /// `runner/docker/scoped/`); unset = the config's `engine` (default `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<super::EngineAccess>,
     /// The caller's working directory. A manager serving several projects
     /// (the daemon) resolves the project from it: the `berth.toml` found from
     /// here upwards gives the workspace, rules, image and limits of the job,

@@ -339,6 +339,25 @@ pub struct JobInfo {
     /// While starting: the project image build under way (status `starting (building)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub building: Option<super::BuildProgress>,
+    /// After a container job: files in the workspace whose set-uid/set-gid
+    /// bits berth cleared when the job ended (0 when there were none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setid_cleared: Option<u64>,
+    /// Watch hits over the job's budget (a few per second): counted here
+    /// and in `watch_dropped` events, not stored one by one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub watch_hits_dropped: u64,
+    /// Set when the store could not be written while the job ran: since
+    /// when, why, and that lines lost meanwhile are marked in its logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_note: Option<String>,
+    /// Containers the job started through its scoped engine, as last seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<super::ChildInfo>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobInfo {

@@ -4,6 +4,7 @@
 //! bounds a batch.
 
 use super::{ChunkPiece, Line, Stream};
+use crate::model::Gap;
 
 /// How much one batch of a follow holds, and of which stream.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,6 +25,9 @@ pub struct Batch {
     /// The output cap dropped the lines before this seq before the follower
     /// read them: this batch starts after that gap.
     pub truncated_before: Option<u64>,
+    /// Lines lost (the store could not be written) between the previous
+    /// batch and this one.
+    pub lost: Vec<Gap>,
 }
 
 impl Batch {
@@ -98,7 +102,7 @@ mod tests {
         let c = Arc::new(c.seal(4, Stream::Stderr, ts));
         let batch = Batch {
             pieces: vec![(a, 1..2), (b, 0..1), (c, 0..1)],
-            truncated_before: None,
+            ..Default::default()
         };
         let mut runs = Vec::new();
         batch

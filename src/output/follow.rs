@@ -96,7 +96,7 @@ impl JobOutput {
                 }
                 let batch = Batch {
                     pieces,
-                    truncated_before: None,
+                    ..Default::default()
                 };
                 return Ok((batch, next));
             }
@@ -122,6 +122,7 @@ impl JobOutput {
         let batch = Batch {
             pieces,
             truncated_before: page.truncated_before,
+            lost: page.lost,
         };
         Ok((batch, page.next_seq))
     }

@@ -1,11 +1,13 @@
 //! Lines in: each read's chunk gets the job's next seqs, is checked by the
 //! watchers, joins the ring (bounded in bytes: whole chunks leave it) and is
 //! queued for the store in seq order; the end of both streams closes the
-//! output and lets the ring go. Watch hits can be held back while the job is
-//! still launching, so its `started` event comes first.
+//! output and lets the ring go. Watch hits (within the job's budget: see
+//! `crate::watch`) can be held back while the job is still launching, so its
+//! `started` event comes first; the budget also bounds what is held.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::Utc;
 
@@ -105,24 +107,13 @@ impl JobOutput {
             return;
         }
         let ts = Utc::now();
-        let mut hits = Vec::new();
         let order = self.to_store.lock().unwrap();
-        let chunk = {
+        let (chunk, hits) = {
             let mut ring = self.ring.lock().unwrap();
             let chunk = Arc::new(lines.seal(ring.next_seq, stream, ts));
             ring.next_seq += chunk.len() as u64;
-            if !self.watchers.is_empty() {
-                for (seq, text) in chunk.iter() {
-                    for pattern in self.watchers.matches(text) {
-                        hits.push(EventKind::WatchHit {
-                            line_seq: seq,
-                            stream,
-                            line: text.to_string(),
-                            pattern,
-                        });
-                    }
-                }
-            }
+            // Within the job's budget of hits; the rest only counted.
+            let hits = self.watchers.hits(chunk.iter(), stream, Instant::now());
             ring.bytes += chunk_cost(&chunk);
             ring.chunks.push_back(chunk.clone());
             // Whole chunks leave: the ring may pass its bound by up to one
@@ -131,7 +122,7 @@ impl JobOutput {
                 let old = ring.chunks.pop_front().expect("ring not empty");
                 ring.bytes -= chunk_cost(&old);
             }
-            chunk
+            (chunk, hits)
         };
         let last_seq = chunk.last_seq();
         // Outside the ring's lock: this may wait when the store is behind
@@ -149,6 +140,8 @@ impl JobOutput {
             ring.open_streams == 0
         };
         if closed {
+            // What the watchers' budget dropped since its last report.
+            self.emit_hits(self.watchers.final_report(Instant::now()).into_iter().collect());
             // Every line is queued for the store: keep the snippet, let the
             // ring go, and read this job from the store from now on.
             let snippet = self.snippet();

@@ -49,6 +49,11 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 pub const DEFAULT_RING_BYTES: usize = 4 * 1024 * 1024;
 /// Size of a snippet (the tail shown on cards and in polls).
 pub const SNIPPET_BYTES: usize = 1536;
+/// Most lines one read answers (a page): a reader asks again from
+/// `next_seq`, so one read never holds a whole big job in memory.
+pub const PAGE_LINES: usize = 10_000;
+/// Most text one read answers (at least one line, so about this much).
+pub const PAGE_BYTES: usize = 2 * 1024 * 1024;
 
 impl std::str::FromStr for Stream {
     type Err = Error;
@@ -97,6 +102,11 @@ pub struct JobOutput {
 }
 
 impl JobOutput {
+    /// The job's private directory (raw logs, and files berth makes for it).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Create the job's output, its directory `dir` (`<state>/jobs/<id>`) and
     /// its first line number `first_seq` (1, or the next one when re-adopting).
     pub fn create(
@@ -179,6 +189,11 @@ impl JobOutput {
 
     pub fn progress(&self) -> Progress {
         *self.progress.borrow()
+    }
+
+    /// Watch hits over the job's budget, counted and not stored.
+    pub fn watch_hits_dropped(&self) -> u64 {
+        self.watchers.dropped()
     }
 
     /// Bytes held in the ring right now (for tests and memory checks).

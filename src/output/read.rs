@@ -1,15 +1,45 @@
 //! Lines out, by page: a [`LogQuery`] answered from the ring for recent
 //! lines and from the store for older ones (in one page when it spans both),
-//! a tail, and the snippet. Lines the output cap dropped are said
-//! (`truncated_before`), never skipped silently.
+//! a tail, and the snippet. Every answer is at most a page ([`PAGE_LINES`],
+//! [`PAGE_BYTES`]), whatever was asked. Lines the output cap dropped are
+//! said (`truncated_before`), lines lost while the store could not write
+//! are said as gaps (`lost`): never skipped silently.
 
-use super::{JobOutput, Line, LogPage, LogQuery, SNIPPET_BYTES, Stream};
+use super::{JobOutput, Line, LogPage, LogQuery, PAGE_BYTES, PAGE_LINES, SNIPPET_BYTES, Stream};
 use crate::error::Result;
+use crate::model::Gap;
+use crate::persist::StoredPage;
+
+/// A page being filled: lines, the gaps said, and its bounds.
+struct Page {
+    lines: Vec<Line>,
+    lost: Vec<Gap>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl Page {
+    fn full(&self) -> bool {
+        self.lines.len() >= self.limit || self.bytes >= PAGE_BYTES
+    }
+
+    /// Add gaps, joining one that continues the last.
+    fn add_lost(&mut self, gaps: Vec<Gap>) {
+        for g in gaps {
+            match self.lost.last_mut() {
+                Some(last) if last.to + 1 == g.from => last.to = g.to,
+                _ => self.lost.push(g),
+            }
+        }
+    }
+}
 
 impl JobOutput {
-    /// Read lines by seq or tail. Lines that left the ring are read from `lines.log`.
+    /// Read a page of lines by seq, or a tail: recent lines from the ring,
+    /// older ones from the store. At most [`PAGE_LINES`] lines (or `limit`)
+    /// and about [`PAGE_BYTES`] of text: read on from `next_seq`.
     pub fn read(&self, query: &LogQuery) -> Result<LogPage> {
-        let limit = query.limit.unwrap_or(usize::MAX).max(1);
+        let limit = query.limit.unwrap_or(PAGE_LINES).clamp(1, PAGE_LINES);
         let last_seq = self
             .progress()
             .last_seq
@@ -22,38 +52,43 @@ impl JobOutput {
             page.first_available_seq = first_available;
             return Ok(page);
         }
-        let asked = query.since.unwrap_or(1).max(1);
-        let from = asked;
-        let mut lines = Vec::new();
+        let from = query.since.unwrap_or(1).max(1);
+        let mut page = Page {
+            lines: Vec::new(),
+            lost: Vec::new(),
+            bytes: 0,
+            limit,
+        };
         let mut cursor = from;
         loop {
             let ring_first = self.ring_first();
             if cursor < ring_first {
-                // Older than the ring: page through the store up to the ring.
-                let (next, start) = self.read_store(cursor, ring_first, limit, query.stream, &mut lines)?;
+                // Older than the ring: from the store, up to the ring.
+                let stored = self.read_store(cursor, ring_first, &page, query.stream)?;
                 // The store's start, read with the lines: exact even while
                 // the writer is dropping old lines.
-                first_available = start.min(ring_first);
-                cursor = next;
-                if lines.len() >= limit {
+                first_available = stored.start.min(ring_first);
+                cursor = stored.next;
+                page.bytes += stored.lines.iter().map(|l| l.text.len()).sum::<usize>();
+                page.lines.extend(stored.lines);
+                page.add_lost(stored.lost);
+                if page.full() {
                     break;
                 }
-                // A store that could not be written leaves a gap; step over it
-                // rather than loop.
-                cursor = cursor.max(ring_first);
             }
             let ring = self.ring.lock().unwrap();
             if cursor < ring.first_seq() {
-                // Lines were evicted since we looked: go back to the spill.
+                // Lines were evicted since we looked: back to the store.
                 continue;
             }
             for (chunk, i) in ring.lines_from(cursor) {
-                if lines.len() >= limit {
+                if page.full() {
                     break;
                 }
                 cursor = chunk.first_seq + i as u64 + 1;
                 if query.stream.is_none_or(|s| s == chunk.stream) {
-                    lines.push(chunk.line(i));
+                    page.bytes += chunk.text(i).len();
+                    page.lines.push(chunk.line(i));
                 }
             }
             break;
@@ -61,32 +96,44 @@ impl JobOutput {
         Ok(LogPage {
             has_more: cursor <= last_seq,
             next_seq: cursor,
-            lines,
+            lines: page.lines,
             last_seq,
             first_available_seq: first_available,
             truncated_before: (from < first_available).then_some(first_available),
+            lost: page.lost,
         })
     }
 
     fn tail(&self, n: usize, stream: Option<Stream>, last_seq: u64) -> Result<LogPage> {
         let (mut lines, complete) = {
             let ring = self.ring.lock().unwrap();
+            let mut bytes = 0;
             let mut lines: Vec<Line> = ring
                 .newest_first()
                 .filter(|(c, _)| stream.is_none_or(|s| s == c.stream))
                 .take(n)
+                .take_while(|(c, i)| {
+                    let fits = bytes < PAGE_BYTES;
+                    bytes += c.text(*i).len();
+                    fits
+                })
                 .map(|(c, i)| c.line(i))
                 .collect();
             lines.reverse();
             (lines, ring.first_seq() <= 1)
         };
-        if lines.len() < n && !complete {
+        let mut lost = Vec::new();
+        let bytes: usize = lines.iter().map(|l| l.text.len()).sum();
+        if lines.len() < n && !complete && bytes < PAGE_BYTES {
             // The ring holds fewer than n matching lines: the rest are in the store.
             let until = lines.first().map(|l| l.seq).unwrap_or(last_seq + 1);
             self.store.flush();
-            let mut older = self.store.tail(&self.job, n - lines.len(), until, stream)?;
+            let (mut older, gaps) =
+                self.store
+                    .tail(&self.job, (n - lines.len(), until), PAGE_BYTES - bytes, stream)?;
             older.extend(lines);
             lines = older;
+            lost = gaps;
         }
         Ok(LogPage {
             lines,
@@ -95,40 +142,24 @@ impl JobOutput {
             last_seq,
             first_available_seq: 1,
             truncated_before: None,
+            lost,
         })
     }
 
-    /// Lines from the store with seq in `[from, until)`, until `out` holds
-    /// `limit`. Returns the cursor after the last line looked at and the
-    /// first seq the store still has.
-    fn read_store(
-        &self,
-        from: u64,
-        until: u64,
-        limit: usize,
-        stream: Option<Stream>,
-        out: &mut Vec<Line>,
-    ) -> Result<(u64, u64)> {
-        let want = limit.saturating_sub(out.len());
-        let mut read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
-        // Lines that just left the ring may still be queued for the store:
-        // wait for the writer only when the page came back short (a follower
-        // behind a busy job then reads at the store's pace, not the flush's).
-        let whole = |got: &Vec<Line>| {
-            got.len() >= want || (stream.is_none() && got.last().is_some_and(|l| l.seq + 1 >= until))
-        };
-        if !whole(&read.0) {
-            self.store.flush();
-            read = self.store.lines_and_start(&self.job, from, until, want, stream)?;
+    /// Lines from the store with seq in `[from, until)`, as many as `page`
+    /// has room for. A hole may only be lines still queued for the store:
+    /// the writer is waited for once before it is reported lost.
+    fn read_store(&self, from: u64, until: u64, page: &Page, stream: Option<Stream>) -> Result<StoredPage> {
+        let room = (
+            page.limit.saturating_sub(page.lines.len()),
+            PAGE_BYTES.saturating_sub(page.bytes),
+        );
+        let stored = self.store.page(&self.job, (from, until), room, stream)?;
+        if stored.lost.is_empty() {
+            return Ok(stored);
         }
-        let (got, start) = read;
-        let full = got.len() >= want;
-        let cursor = match (full, got.last()) {
-            (true, Some(last)) => last.seq + 1,
-            _ => until,
-        };
-        out.extend(got);
-        Ok((cursor, start))
+        self.store.flush();
+        self.store.page(&self.job, (from, until), room, stream)
     }
 
     /// The last ~[`SNIPPET_BYTES`] of output, whole lines, both streams.
@@ -140,7 +171,10 @@ impl JobOutput {
         if ring.is_empty() && ring.next_seq > 1 {
             // A job that ended before this manager started: from the store.
             drop(ring);
-            let lines = self.store.tail(&self.job, 64, u64::MAX, None).unwrap_or_default();
+            let (lines, _) = self
+                .store
+                .tail(&self.job, (64, u64::MAX), 64 * SNIPPET_BYTES, None)
+                .unwrap_or_default();
             return snippet_of(lines.iter().rev().map(|l| l.text.as_str()));
         }
         snippet_of(ring.newest_first().map(|(c, i)| c.text(i)))
@@ -252,3 +286,8 @@ mod tests {
         assert!(out.snippet().len() <= SNIPPET_BYTES + 3);
     }
 }
+
+/// A failing disk: batches the store cannot write leave gaps that every
+/// read says, page by page, exactly once.
+#[cfg(test)]
+mod lost_tests;

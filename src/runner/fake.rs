@@ -149,6 +149,8 @@ impl FakeRunner {
             exit
         });
         Ok(Launched {
+            sweep: None,
+            engine: None,
             pid: None,
             container_id: None,
             ports: Vec::new(),

@@ -144,8 +144,9 @@ fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
     Ok(out)
 }
 
-/// Start `spec` as a host process group writing into `output`.
-pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Result<Launched> {
+/// Start `spec` as a host process group writing into `output`, tagged
+/// `tag` (see [`super::tag`]).
+pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &str) -> Result<Launched> {
     let argv = spec.effective_argv();
     let program = argv[0].clone();
     if !cwd.is_dir() {
@@ -160,6 +161,8 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
         env.insert(format!("BERTH_PORT_{}", m.port), m.host_port.to_string());
     }
     env.extend(spec.env.clone());
+    // After the spec's: a job cannot pass for another manager's.
+    env.insert(super::tag::TAG_VAR.into(), tag.into());
     check_program(&program, cwd, env.get("PATH").map(String::as_str))?;
 
     let shim_exe = shim::executable();
@@ -301,6 +304,8 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>) -> Resu
             .push("pids: the host runner does not limit processes".into());
     }
     Ok(Launched {
+        sweep: None,
+        engine: None,
         pid: Some(pid),
         container_id: None,
         ports,

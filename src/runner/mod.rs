@@ -10,7 +10,9 @@ pub mod docker;
 #[cfg(test)]
 pub mod fake;
 pub mod host;
+pub mod setuid;
 pub mod shim;
+pub mod tag;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -40,6 +42,11 @@ pub struct Launched {
     pub internal_ip: Option<IpAddr>,
     pub control: Control,
     pub exit: BoxFuture<'static, Exit>,
+    /// Clear set-uid/set-gid bits the job leaves in this workspace once it
+    /// ended (container jobs; see `setuid.rs`).
+    pub sweep: Option<setuid::Sweep>,
+    /// A container job's scoped engine: its children and its refusals.
+    pub engine: Option<docker::EngineHandle>,
 }
 
 /// How to signal a running job.
@@ -70,6 +77,14 @@ impl Control {
             Control::Docker(d) => d.signal(libc_sigkill()).await,
             #[cfg(test)]
             Control::Fake(f) => f.signal(libc_sigkill()),
+        }
+    }
+
+    /// Remove what the job started through its scoped engine (children,
+    /// networks, volumes): before the job counts as ended.
+    pub async fn end_children(&self) {
+        if let Control::Docker(d) = self {
+            d.end_children().await;
         }
     }
 

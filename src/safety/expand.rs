@@ -11,77 +11,37 @@ pub const MAX_BRACE_WORDS: usize = 64;
 /// Longest unquoted text brace expansion is tried on; longer is undecidable.
 pub const MAX_BRACE_TEXT: usize = 4096;
 
-/// Bash brace expansion of unquoted text: `s{u,x}do` → `sudo`, `sxdo`.
-/// `None` when it would produce more than [`MAX_BRACE_WORDS`] words (or the
-/// text is longer than [`MAX_BRACE_TEXT`]).
-pub fn braces(s: &str) -> Option<Vec<String>> {
-    if s.len() > MAX_BRACE_TEXT {
-        return None;
-    }
-    // Each call produces at least one word or fails, so this bounds the work.
-    let mut calls = 4 * MAX_BRACE_WORDS;
-    braces_in(s, &mut calls)
-}
+pub mod braces;
+pub mod glob;
 
-fn braces_in(s: &str, calls: &mut usize) -> Option<Vec<String>> {
-    *calls = calls.checked_sub(1)?;
-    let b: Vec<char> = s.chars().collect();
-    // One pass: the first `{` whose matching `}` encloses a top-level comma.
-    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
-    let mut first: Option<(usize, usize, Vec<usize>)> = None;
-    for (j, &c) in b.iter().enumerate() {
-        match c {
-            '{' => stack.push((j, Vec::new())),
-            ',' => {
-                if let Some(top) = stack.last_mut() {
-                    top.1.push(j);
-                }
-            }
-            '}' => {
-                if let Some((open, commas)) = stack.pop()
-                    && !commas.is_empty()
-                    && first.as_ref().is_none_or(|f| open < f.0)
-                {
-                    first = Some((open, j, commas));
-                }
-            }
-            _ => {}
-        }
-    }
-    let Some((open, close, commas)) = first else {
-        return Some(vec![s.to_string()]);
-    };
-    let text = |a: usize, z: usize| b[a..z].iter().collect::<String>();
-    let (prefix, suffix) = (text(0, open), text(close + 1, b.len()));
-    let mut bounds = vec![open];
-    bounds.extend(&commas);
-    bounds.push(close);
-    let mut out = Vec::new();
-    for w in bounds.windows(2) {
-        for rest in braces_in(&format!("{prefix}{}{suffix}", text(w[0] + 1, w[1])), calls)? {
-            out.push(rest);
-            if out.len() > MAX_BRACE_WORDS {
-                return None;
-            }
-        }
-    }
-    Some(out)
-}
+pub use braces::braces;
+pub use glob::{ENGINE_SOCKETS, engine_socket_glob, glob_matches};
 
 /// Lexical clean-up of a path argument: `//`, `/./` and `..` resolved without
-/// touching the file system, `$HOME`'s value shown as `~`. Other text is
-/// returned unchanged.
+/// touching the file system, `$HOME`'s value shown as `~`, `~root` as
+/// `/root` and another user's home as `~name`. Other text is returned
+/// unchanged.
 pub fn clean_path(s: &str, home: Option<&str>) -> String {
-    let home_form = home
-        .filter(|h| h.len() > 1)
-        .and_then(|h| s.strip_prefix(h.trim_end_matches('/')))
-        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-        .map(|rest| format!("~{rest}"));
-    let s = home_form.as_deref().unwrap_or(s);
+    if let Some(rest) = s.strip_prefix("~root")
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return clean_path(&format!("/root{rest}"), home);
+    }
+    let home = home.filter(|h| h.len() > 1).map(|h| h.trim_end_matches('/'));
+    // `~` is the home directory: cleaned as the absolute path it is, so
+    // `~/..` climbs out of it.
+    if let (Some(h), Some(rest)) = (home, s.strip_prefix('~'))
+        && (rest.is_empty() || rest.starts_with('/'))
+    {
+        return clean_path(&format!("{h}{rest}"), Some(h));
+    }
+    let user_home = s
+        .strip_prefix('~')
+        .map(|r| r.find('/').map_or(r.len(), |i| i) + 1);
     let (root, rest) = if let Some(r) = s.strip_prefix('/') {
         ("/", r)
-    } else if s == "~" || s.starts_with("~/") {
-        ("~", &s[1..])
+    } else if let Some(end) = user_home.filter(|&e| is_user(&s[1..e])) {
+        (&s[..end], &s[end..])
     } else {
         return s.to_string();
     };
@@ -95,106 +55,33 @@ pub fn clean_path(s: &str, home: Option<&str>) -> String {
             p => parts.push(p),
         }
     }
-    match (root, parts.is_empty()) {
+    let clean = match (root, parts.is_empty()) {
         (r, true) => r.to_string(),
         ("/", false) => format!("/{}", parts.join("/")),
         (r, false) => format!("{r}/{}", parts.join("/")),
+    };
+    // `$HOME`'s value is shown as `~`, so rules see one form.
+    match home.and_then(|h| clean.strip_prefix(h)) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("~{rest}"),
+        _ => clean,
     }
 }
 
-/// Where container engines put their sockets; a glob matching one of these
-/// (`/var/run/d*.sock`) reaches the engine as surely as the name does.
-pub const ENGINE_SOCKETS: &[&str] = &[
-    "/var/run/docker.sock",
-    "/run/docker.sock",
-    "/run/containerd/containerd.sock",
-    "/run/podman/podman.sock",
-    "/var/run/podman/podman.sock",
-    "/run/crio/crio.sock",
-];
-
-/// The engine socket an absolute glob pattern matches, if any.
-pub fn engine_socket_glob(pattern: &str) -> Option<&'static str> {
-    if !pattern.starts_with('/') || pattern.len() > 4096 {
-        return None;
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    ENGINE_SOCKETS
-        .iter()
-        .copied()
-        .find(|s| glob_match(&p, &s.chars().collect::<Vec<_>>()))
+/// A user name as `~name` may spell it (empty: the caller's own home).
+fn is_user(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.-".contains(c))
 }
 
-/// Shell glob matching (`*`, `?`, `[…]`; `*` does not cross `/`), with
-/// the classic single back-track point per star: O(pattern × text).
-fn glob_match(p: &[char], t: &[char]) -> bool {
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() {
-            match p[pi] {
-                '*' => {
-                    star = Some((pi, ti));
-                    pi += 1;
-                    continue;
-                }
-                '?' if t[ti] != '/' => {
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-                '[' => {
-                    if let Some((ok, next)) = class(p, pi, t[ti])
-                        && ok
-                    {
-                        pi = next;
-                        ti += 1;
-                        continue;
-                    }
-                }
-                c if c == t[ti] => {
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-                _ => {}
-            }
+/// `clean_path` of an argument, or of the value of a `KEY=path` or
+/// `--option=path` argument (`of=/dev//sda`).
+pub fn clean_arg(s: &str, home: Option<&str>) -> String {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() && (v.starts_with('/') || v.starts_with('~')) && !k.contains('/') => {
+            format!("{k}={}", clean_path(v, home))
         }
-        match star {
-            Some((sp, st)) if t[st] != '/' => {
-                star = Some((sp, st + 1));
-                pi = sp + 1;
-                ti = st + 1;
-            }
-            _ => return false,
-        }
+        _ => clean_path(s, home),
     }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
-/// A `[…]` class at `p[i]`: whether `c` is in it, and where the class ends.
-fn class(p: &[char], i: usize, c: char) -> Option<(bool, usize)> {
-    let mut j = i + 1;
-    let negate = matches!(p.get(j), Some('!' | '^'));
-    if negate {
-        j += 1;
-    }
-    let mut hit = false;
-    let mut first = true;
-    while let Some(&x) = p.get(j) {
-        if x == ']' && !first {
-            return Some((hit != negate, j + 1));
-        }
-        first = false;
-        if p.get(j + 1) == Some(&'-') && p.get(j + 2).is_some_and(|&y| y != ']') {
-            hit |= (x..=p[j + 2]).contains(&c);
-            j += 3;
-        } else {
-            hit |= x == c;
-            j += 1;
-        }
-    }
-    None
 }
 
 /// Standard base64 (whitespace ignored); `None` if it is not base64.
@@ -363,16 +250,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn brace_expansion() {
-        assert_eq!(braces("{sudo,id}").unwrap(), vec!["sudo", "id"]);
-        assert_eq!(braces("s{u,x}do").unwrap(), vec!["sudo", "sxdo"]);
-        assert_eq!(braces("{a,b}{c,d}").unwrap(), vec!["ac", "ad", "bc", "bd"]);
-        assert_eq!(braces("{x}").unwrap(), vec!["{x}"]);
-        assert_eq!(braces("a{b,{c,d}}").unwrap(), vec!["ab", "ac", "ad"]);
-        assert!(braces(&"{a,b}".repeat(8)).is_none(), "2^8 words is too many");
-    }
-
-    #[test]
     fn paths_are_cleaned() {
         for (raw, clean) in [
             ("/", "/"),
@@ -386,26 +263,17 @@ mod tests {
             ("/home/me/src", "~/src"),
             ("/home/mer", "/home/mer"),
             ("rel/../x", "rel/../x"),
+            ("~root", "/root"),
+            ("~root/..", "/"),
+            ("~bob/", "~bob"),
+            ("~bob/../..", "~bob"),
+            ("~+", "~+"),
         ] {
             assert_eq!(clean_path(raw, Some("/home/me")), clean, "{raw}");
         }
-    }
-
-    #[test]
-    fn globs_that_match_the_engine_socket() {
-        assert_eq!(
-            engine_socket_glob("/var/run/d*.sock"),
-            Some("/var/run/docker.sock")
-        );
-        assert_eq!(engine_socket_glob("/???/docker.so?k"), Some("/run/docker.sock"));
-        assert_eq!(
-            engine_socket_glob("/run/[c-e]ocker.sock"),
-            Some("/run/docker.sock")
-        );
-        assert_eq!(engine_socket_glob("/var/*/*.sock"), Some("/var/run/docker.sock"));
-        assert_eq!(engine_socket_glob("/*"), None, "a star does not cross a slash");
-        assert_eq!(engine_socket_glob("/tmp/*.sock"), None);
-        assert_eq!(engine_socket_glob("src/*.rs"), None);
+        assert_eq!(clean_arg("of=/dev//sda", None), "of=/dev/sda");
+        assert_eq!(clean_arg("--output=/etc/./passwd", None), "--output=/etc/passwd");
+        assert_eq!(clean_arg("a=b/../c", None), "a=b/../c");
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //!
 //! The filter fails closed on what it cannot afford to read: a command over
 //! [`MAX_INPUT`] bytes, or one whose analysis hits the normaliser's caps or
-//! the deadline, is refused as `too long to check`.
+//! spends its [`Budget`], is refused as `too long to check`.
 
-use super::deadline::Deadline;
+use std::path::Path;
 
 use regex::{Regex, RegexSet};
+
+use super::budget::{Budget, Spent};
 
 use super::normalize;
 use super::rules::{DEFAULT_RULES, exception};
@@ -92,24 +94,33 @@ impl Filter {
         &self.rules
     }
 
-    /// The first rule (in order) that matches any view of `spec`.
+    /// The first rule (in order) that matches any view of `spec`, decided
+    /// on this thread within [`MAX_STEPS`](super::budget::MAX_STEPS) steps.
     pub fn check_spec(&self, spec: &JobSpec) -> Option<Hit> {
-        self.check_spec_by(spec, None)
+        self.check_spec_in(spec, None, &Budget::steps_only())
     }
 
-    /// [`check_spec`](Self::check_spec), giving up (a refusal) at `deadline`.
-    pub fn check_spec_by(&self, spec: &JobSpec, deadline: Option<Deadline>) -> Option<Hit> {
+    /// [`check_spec`](Self::check_spec) for a job run in `cwd` (paths that
+    /// climb out of it are resolved), spending `budget`: a spent or stopped
+    /// budget is a refusal.
+    pub fn check_spec_in(&self, spec: &JobSpec, cwd: Option<&Path>, budget: &Budget) -> Option<Hit> {
         if self.rules.is_empty() {
             return None;
         }
         if let Some(hit) = self.check_size(spec) {
             return Some(hit);
         }
-        let home = self.home.as_deref();
+        budget.start();
         let env: Vec<(String, String)> = spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let cwd = cwd.and_then(Path::to_str);
+        let place = normalize::Place {
+            home: self.home.as_deref(),
+            cwd,
+            env: &env,
+        };
         let mut analysis = match &spec.shell {
-            Some(line) => normalize::line_with(line, home, &env, deadline),
-            None => normalize::argv(&spec.argv, home),
+            Some(line) => normalize::analyse(line, &place, budget),
+            None => normalize::argv(&spec.argv, &place, budget),
         };
         // The environment can point a job at the engine (`DOCKER_HOST`) too.
         for (k, v) in &spec.env {
@@ -119,14 +130,15 @@ impl Filter {
         if analysis.stdin_is_script
             && let Some(input) = &spec.input
         {
-            let script = normalize::line_with(input, home, &env, deadline);
+            let script = normalize::analyse(input, &place, budget);
             analysis.incomplete |= script.incomplete;
             analysis.views.extend(script.views);
         }
         if analysis.incomplete {
-            return Some(too_long(
-                "more than the filter reads in its time and memory budget".into(),
-            ));
+            return Some(too_long(match budget.spent() {
+                Some(Spent::Cancelled) => "not decided in time".into(),
+                _ => "more than the filter reads in its time and memory budget".into(),
+            }));
         }
         self.first_hit(&analysis.views)
     }

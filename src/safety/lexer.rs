@@ -5,11 +5,19 @@
 //! the end of the input, which is what a conservative filter wants (the text is
 //! still looked at). It is not a shell parser; it keeps exactly what the
 //! normaliser needs to see through quoting tricks like `s'u'do`, `s\udo`,
-//! `"su""do"`, `$'\x73udo'` and `$(echo su)do`.
+//! `"su""do"`, `$'\x73udo'`, `$"sudo"` and `$(echo su)do`.
+//!
+//! Where the shell and a naive lexer disagree, it follows bash: a carriage
+//! return is an ordinary character (so a here-document delimiter `EOF\r`
+//! ends only at a line `EOF\r`), `((…) )` and `$((…) )` are subshells and
+//! command substitutions (only `((…))` with the two parentheses together is
+//! arithmetic), `$[…]` is arithmetic, and `<&3` is kept (a shell reading its
+//! script from another descriptor).
 
+mod dollar;
 mod scan;
-
-use super::expand::decode_escapes;
+#[cfg(test)]
+mod tests;
 
 /// One piece of a word.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +43,11 @@ pub struct Word(pub Vec<Part>);
 /// What separates commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sep {
-    /// `;`, `&&`, `||`, `&`, newline: the end of a pipeline.
+    /// `;`, `&`, newline: the end of a pipeline and of an and-or list.
     List,
+    /// `&&`, `||`: the end of a pipeline; the next one runs or not
+    /// depending on this one.
+    AndOr,
     /// `|` or `|&`: the next command reads this one's output.
     Pipe,
     /// `(`
@@ -52,8 +63,13 @@ pub enum Sep {
 pub enum Tok {
     Word(Word),
     Sep(Sep),
-    /// A redirection operator (`>`, `>>`, `<<<`, `&>`, …); its target is the next word.
+    /// A redirection operator (`>`, `>>`, `<<<`, `&>`, …); its target is the
+    /// next word, except for a descriptor duplication (`<&3`, `>&2`, `<&-`),
+    /// whose operator holds the descriptor (see [`is_dup`]).
     Redir(String),
+    /// The lexer gave up on the rest of the input (it would cost more than a
+    /// line is worth): what follows is unread, so the line is undecided.
+    Unreadable,
     /// The body of a here-document, in place of its delimiter word after a
     /// `<<`/`<<-`. `expand` when the delimiter was unquoted (the shell then
     /// runs the substitutions in the body).
@@ -72,9 +88,23 @@ struct PendingHeredoc {
     expand: bool,
 }
 
-/// Blanks that are not newlines: every Unicode space (U+00A0, U+2000…, U+3000).
+/// Blanks that are not newlines: every Unicode space (U+00A0, U+2000…,
+/// U+3000). A carriage return is not one: to the shell it is part of a word.
 fn is_blank(c: char) -> bool {
-    c != '\n' && c.is_whitespace()
+    c != '\n' && c != '\r' && c.is_whitespace()
+}
+
+/// A blank to this lexer that the shell reads as part of a word (U+00A0,
+/// vertical tab, …): splitting there shows the filter more words, never
+/// fewer, except in a here-document delimiter (see `scan.rs`).
+fn is_soft_blank(c: char) -> bool {
+    is_blank(c) && c != ' ' && c != '\t'
+}
+
+/// A redirection operator that duplicates a descriptor (`<&3`, `2>&1`,
+/// `<&-`): it takes no target word.
+pub fn is_dup(op: &str) -> bool {
+    op.contains('&') && op.ends_with(|c: char| c.is_ascii_digit() || c == '-')
 }
 
 /// Invisible characters that could hide inside a name (zero-width spaces and
@@ -88,11 +118,7 @@ fn is_invisible(c: char) -> bool {
 
 /// Lex `input` into tokens.
 pub fn lex(input: &str) -> Vec<Tok> {
-    let chars: Vec<char> = input
-        .chars()
-        .filter(|c| !is_invisible(*c))
-        .map(|c| if c == '\r' { '\n' } else { c })
-        .collect();
+    let chars: Vec<char> = input.chars().filter(|c| !is_invisible(*c)).collect();
     let mut lx = Lexer::new(chars);
     lx.run();
     lx.toks
@@ -127,10 +153,15 @@ struct Lexer {
     heredoc_next: Option<bool>,
     /// Here-documents whose bodies start after the next newline.
     heredocs: Vec<PendingHeredoc>,
+    /// Characters the lexer may still scan in vain looking for the `))` of
+    /// a `((` that turns out to be two subshells (each failed look is redone
+    /// as ordinary text, so without a bound `((((…` would be quadratic).
+    retry_budget: usize,
 }
 
 impl Lexer {
     fn new(s: Vec<char>) -> Self {
+        let len = s.len();
         Lexer {
             s,
             i: 0,
@@ -140,6 +171,7 @@ impl Lexer {
             started: false,
             heredoc_next: None,
             heredocs: Vec::new(),
+            retry_budget: 4 * len + 1024,
         }
     }
 }
@@ -217,26 +249,19 @@ impl Lexer {
                         self.i += 1;
                     }
                 }
-                '&' if self.peek(1) == Some('&') => self.sep(Sep::List, 2),
+                '&' if self.peek(1) == Some('&') => self.sep(Sep::AndOr, 2),
                 '&' if self.peek(1) == Some('>') => self.redir(),
                 '&' => self.sep(Sep::Amp, 1),
-                '|' if self.peek(1) == Some('|') => self.sep(Sep::List, 2),
+                '|' if self.peek(1) == Some('|') => self.sep(Sep::AndOr, 2),
                 '|' if self.peek(1) == Some('&') => self.sep(Sep::Pipe, 2),
                 '|' => self.sep(Sep::Pipe, 1),
                 // `(( … ))`: an arithmetic command, where `<<` is a shift, not a
                 // here-document. One word `((…))` whose substitutions are live.
+                // `((a) )` is two subshells (see `arithmetic_command`).
                 '(' if self.peek(1) == Some('(') && !self.started => {
-                    self.i += 2;
-                    let inner = self.until_close();
-                    if self.peek(0) == Some(')') {
-                        self.i += 1;
+                    if !self.arithmetic_command() {
+                        return;
                     }
-                    self.lit.push_str("((");
-                    self.started = true;
-                    self.flush_lit();
-                    self.word.0.extend(lex_quoted(&inner).0);
-                    self.lit.push_str("))");
-                    self.end_word();
                 }
                 '(' => self.sep(Sep::Open, 1),
                 ')' => self.sep(Sep::Close, 1),
@@ -264,13 +289,22 @@ impl Lexer {
         self.end_word();
         let mut op = String::new();
         while let Some(c) = self.peek(0).filter(|c| "<>&|-".contains(*c)) {
-            // `>&2`, `2>&1`, `<&-`: a descriptor duplication has no file target.
+            // `>&2`, `2>&1`, `<&3`, `<&-`: a descriptor duplication, kept
+            // whole (no target word); `>& file` sends both streams to a file.
             if c == '&' && op.ends_with(['<', '>']) {
                 self.i += 1;
-                while self.peek(0).is_some_and(|c| c.is_ascii_digit() || c == '-') {
+                op.push('&');
+                let mut fd = false;
+                while let Some(d) = self.peek(0).filter(|c| c.is_ascii_digit() || *c == '-') {
+                    op.push(d);
+                    fd = true;
                     self.i += 1;
                 }
-                return;
+                if fd {
+                    self.toks.push(Tok::Redir(op));
+                    return;
+                }
+                break;
             }
             if (c == '|' && !op.ends_with('>')) || (c == '-' && op != "<<") || op.len() >= 3 {
                 break;
@@ -341,61 +375,6 @@ impl Lexer {
             }
             c => {
                 self.lit.push(c);
-                self.started = true;
-                self.i += 1;
-            }
-        }
-    }
-
-    /// `$…` at `self.i`.
-    fn dollar(&mut self, dq: bool) {
-        match self.peek(1) {
-            Some('\'') if !dq => {
-                self.i += 2;
-                let raw = self.take_until_unescaped('\'');
-                self.part(Part::Quoted(decode_escapes(&raw, true)));
-            }
-            Some('(') if self.peek(2) == Some('(') => {
-                self.i += 3;
-                let inner = self.until_close();
-                // `$((…))`: the second `)` is still ahead.
-                if self.peek(0) == Some(')') {
-                    self.i += 1;
-                }
-                self.part(Part::Complex(format!("(({inner}))")));
-            }
-            Some('(') => {
-                self.i += 2;
-                let inner = self.until_close();
-                self.part(Part::Subst(inner));
-            }
-            Some('{') => {
-                self.i += 2;
-                let inner = self.until_brace();
-                let plain = !inner.is_empty()
-                    && (inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                        || (inner.len() == 1 && "@*#?$!-".contains(&inner)));
-                self.part(if plain {
-                    Part::Var(inner)
-                } else {
-                    Part::Complex(inner)
-                });
-            }
-            Some(c) if c.is_ascii_alphabetic() || c == '_' => {
-                self.i += 1;
-                let mut name = String::new();
-                while let Some(c) = self.peek(0).filter(|c| c.is_ascii_alphanumeric() || *c == '_') {
-                    name.push(c);
-                    self.i += 1;
-                }
-                self.part(Part::Var(name));
-            }
-            Some(c) if c.is_ascii_digit() || "@*#?$!-".contains(c) => {
-                self.i += 2;
-                self.part(Part::Var(c.to_string()));
-            }
-            _ => {
-                self.lit.push('$');
                 self.started = true;
                 self.i += 1;
             }

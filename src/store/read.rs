@@ -1,15 +1,18 @@
 //! Reading the store: output lines by seq (pages, tails, what the cap
-//! dropped), runs and events. Reads use the store's own reader connection,
-//! beside the writer thread (WAL), and never wait on it.
+//! dropped, what was lost; the scans are `scan.rs`), runs and events. Reads
+//! use the store's own reader connection, beside the writer thread (WAL),
+//! and never wait on it.
 
 use rusqlite::{Connection, params};
 
-use super::{RunRow, Store, blocks, db_err};
+use super::{RunRow, Store, blocks, db_err, scan};
 use crate::error::Result;
-use crate::model::{Event, JobId, JobInfo, Line, Stream};
+use crate::model::{Event, Gap, JobId, JobInfo, Line, Stream};
+use crate::persist::StoredPage;
 
 impl Store {
-    /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest first.
+    /// Lines of `job` with seq in `[from, until)`, at most `limit`, oldest
+    /// first (lines lost on the way are left out: [`Store::page`] says where).
     pub fn lines(
         &self,
         job: &JobId,
@@ -18,33 +21,56 @@ impl Store {
         limit: usize,
         stream: Option<Stream>,
     ) -> Result<Vec<Line>> {
-        Ok(self.lines_and_start(job, from, until, limit, stream)?.0)
+        Ok(self.page(job, (from, until), (limit, usize::MAX), stream)?.lines)
     }
 
-    /// [`Store::lines`] and, read in the same snapshot, the first seq still
-    /// stored ([`Store::dropped_before`]): the writer may drop older lines at
-    /// any moment, and a reader must say exactly where its page starts.
-    pub fn lines_and_start(
+    /// A page of `job`'s output (see [`crate::persist::OutputStore::page`]):
+    /// stored blocks, then output held in memory while the store cannot
+    /// write, every hole said as lost. The first seq still stored is read in
+    /// the same snapshot: the writer may drop older lines at any moment, and
+    /// a reader must say exactly where its page starts.
+    pub fn page(
         &self,
         job: &JobId,
-        from: u64,
-        until: u64,
-        limit: usize,
+        (from, until): (u64, u64),
+        (limit, max_bytes): (usize, usize),
         stream: Option<Stream>,
-    ) -> Result<(Vec<Line>, u64)> {
+    ) -> Result<StoredPage> {
+        // Taken before the snapshot: output written meanwhile is then in both
+        // (read once), never in neither.
+        let held = self.shared.held.of(job.as_str());
         let mut conn = self.reader.lock().unwrap();
         let err = |e| db_err(&self.path, e);
         let tx = conn.transaction().map_err(err)?;
         let start = dropped_before(&tx, job).map_err(err)?;
-        let lines = blocks::lines(&tx, job.as_str(), from.max(start), until, limit, stream).map_err(err)?;
+        let bounds = scan::Bounds {
+            limit,
+            max_bytes,
+            stream,
+        };
+        let page = scan::page(&tx, job.as_str(), &held, (from, until), start, bounds).map_err(err)?;
         tx.commit().map_err(err)?;
-        Ok((lines, start))
+        Ok(page)
     }
 
     /// The last `n` lines of `job` before seq `until`, oldest first.
     pub fn tail(&self, job: &JobId, n: usize, until: u64, stream: Option<Stream>) -> Result<Vec<Line>> {
+        Ok(self.tail_page(job, (n, until), usize::MAX, stream)?.0)
+    }
+
+    /// [`Store::tail`] of at most about `max_bytes` of text, with the gaps
+    /// among the lines (and up to `until`, unless it is `u64::MAX`).
+    pub fn tail_page(
+        &self,
+        job: &JobId,
+        (n, until): (usize, u64),
+        max_bytes: usize,
+        stream: Option<Stream>,
+    ) -> Result<(Vec<Line>, Vec<Gap>)> {
+        let held = self.shared.held.of(job.as_str());
         let conn = self.reader.lock().unwrap();
-        blocks::tail(&conn, job.as_str(), n, until, stream).map_err(|e| db_err(&self.path, e))
+        scan::tail(&conn, job.as_str(), &held, (n, until), max_bytes, stream)
+            .map_err(|e| db_err(&self.path, e))
     }
 
     /// The first seq of `job` still stored after the per-job cap dropped its
@@ -95,6 +121,36 @@ impl Store {
         Ok(out)
     }
 
+    /// One stored run by id.
+    pub fn run(&self, id: &JobId) -> Result<Option<RunRow>> {
+        let conn = self.reader.lock().unwrap();
+        let row = conn
+            .prepare_cached("SELECT info, instance, owner, pgid, pid_start_time FROM runs WHERE id = ?1")
+            .and_then(|mut stmt| {
+                let mut rows = stmt.query([id.as_str()])?;
+                let Some(r) = rows.next()? else {
+                    return Ok(None);
+                };
+                Ok(Some((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i32>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                )))
+            })
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(row.and_then(|(info, instance, owner, pgid, start)| {
+            Some(RunRow {
+                info: serde_json::from_str(&info).ok()?,
+                instance,
+                owner,
+                pgid,
+                pid_start_time: start.map(|s| s as u64),
+            })
+        }))
+    }
+
     /// Stored events with seq ≥ `since`, at most `limit`.
     pub fn events(&self, since: u64, limit: usize) -> Result<Vec<Event>> {
         let conn = self.reader.lock().unwrap();
@@ -136,5 +192,5 @@ pub(super) fn dropped_before(conn: &Connection, job: &JobId) -> rusqlite::Result
 
 /// Look up one stored run by id (for tests and tools).
 pub fn find_run(store: &Store, id: &JobId) -> Result<Option<RunRow>> {
-    Ok(store.runs()?.into_iter().find(|r| &r.info.id == id))
+    store.run(id)
 }

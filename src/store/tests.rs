@@ -15,6 +15,8 @@ fn info(n: u64) -> JobInfo {
         workspace: None,
         project_note: None,
         recovered: false,
+        watch_hits_dropped: 0,
+        children: Vec::new(),
         status: JobStatus::Exited { code: 0 },
         start_mode: StartMode::Background,
         created_at: Utc::now(),
@@ -38,6 +40,8 @@ fn info(n: u64) -> JobInfo {
         image: None,
         pulling: None,
         building: None,
+        setid_cleared: None,
+        store_note: None,
     }
 }
 
@@ -151,4 +155,133 @@ fn lines_after_a_jobs_recorded_end_continue_its_output() {
         (1..=8).collect::<Vec<_>>()
     );
     assert_eq!(store.last_seq(&job).unwrap(), 8);
+}
+
+// The writer: the cap, two writers on one database.
+
+fn numbered(seq: u64) -> Line {
+    Line {
+        seq,
+        stream: if seq.is_multiple_of(3) {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        },
+        ts: chrono::Utc::now(),
+        text: format!("{seq:0>99}"),
+    }
+}
+
+/// Under a small cap, whole blocks go and the recorded start is exactly
+/// the first line still readable; from there on nothing is missing.
+#[test]
+fn the_cap_drops_whole_blocks_and_says_exactly_where_output_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // 7/8 of 8 MiB for lines: about 53k of these 132-byte accounted lines.
+    let store = Store::open_capped(&dir.path().join("berth.db"), 8 << 20).unwrap();
+    let job = JobId::from_number(1);
+    let n = 200_000u64;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
+        store.put_lines(&job, chunk.iter().map(|&s| numbered(s)).collect());
+    }
+    store.flush();
+    let page = store
+        .page(&job, (1, u64::MAX), (usize::MAX, usize::MAX), None)
+        .unwrap();
+    let (lines, start) = (page.lines, page.start);
+    assert!(page.lost.is_empty(), "{:?}", page.lost);
+    assert!(start > 1, "the cap dropped something");
+    assert_eq!(lines.first().map(|l| l.seq), Some(start));
+    let seqs: Vec<u64> = lines.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, (start..=n).collect::<Vec<_>>());
+    assert!(lines.iter().all(|l| l.text == format!("{:0>99}", l.seq)));
+    assert_eq!(store.last_seq(&job).unwrap(), n);
+    let (out, err) = store.line_counts(&job).unwrap();
+    assert_eq!(out + err, n - start + 1);
+    // Tail and a stream filter read the same blocks.
+    let tail = store.tail(&job, 4, u64::MAX, Some(Stream::Stderr)).unwrap();
+    let tail: Vec<u64> = tail.iter().map(|l| l.seq).collect();
+    assert_eq!(tail, vec![n - 11, n - 8, n - 5, n - 2]);
+    // A replay of stored lines adds nothing.
+    store.put_lines(&job, ((n - 10)..=n).map(numbered).collect());
+    store.flush();
+    assert_eq!(store.last_seq(&job).unwrap(), n);
+    let again = store.lines(&job, n - 20, u64::MAX, 100, None).unwrap();
+    assert_eq!(again.len(), 21);
+}
+
+/// Two managers (a daemon and a `--no-daemon` run, or a test's several
+/// stores) writing one database at once: every line of both lands.
+/// Deferred transactions lost whole batches here (SQLITE_BUSY with no
+/// busy handler when the other writer committed between read and write).
+#[test]
+fn two_writers_on_one_database_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    let stores = [Store::open(&path).unwrap(), Store::open(&path).unwrap()];
+    let n = 3000u64;
+    std::thread::scope(|s| {
+        for (i, store) in stores.iter().enumerate() {
+            s.spawn(move || {
+                for k in 0..4u64 {
+                    let job = JobId::from_number(1 + i as u64 * 10 + k);
+                    for seq in 1..=n / 4 {
+                        store.put_lines(&job, vec![numbered(seq)]);
+                    }
+                }
+                store.flush();
+            });
+        }
+    });
+    for (i, store) in stores.iter().enumerate() {
+        for k in 0..4u64 {
+            let job = JobId::from_number(1 + i as u64 * 10 + k);
+            let got = store.lines(&job, 1, u64::MAX, usize::MAX, None).unwrap();
+            let seqs: Vec<u64> = got.iter().map(|l| l.seq).collect();
+            assert_eq!(seqs, (1..=n / 4).collect::<Vec<_>>(), "{job} from store {i}");
+        }
+    }
+}
+
+/// A writer that takes nothing (a hung disk) is not waited for for good:
+/// after the limit the store says it is stuck and writes stop waiting;
+/// once the writer takes writes again it is healthy.
+#[test]
+fn a_stuck_writer_is_reported_and_no_longer_waited_for() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("berth.db")).unwrap();
+    let job = JobId::from_number(1);
+    store.stall_writes(true, Duration::from_millis(300));
+    // The queue fills (16 writes); the next one waits the limit, then goes.
+    let started = Instant::now();
+    for seq in 1..=40 {
+        store.put_lines(&job, vec![numbered(seq)]);
+    }
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "later writes did not wait again: {waited:?}"
+    );
+    assert!(
+        store
+            .unavailable()
+            .is_some_and(|why| why.contains("took no write"))
+    );
+    assert!(store.health().is_degraded());
+    // A flush does not hang on it either.
+    let started = Instant::now();
+    store.flush();
+    assert!(started.elapsed() < Duration::from_secs(11));
+    store.stall_writes(false, STUCK_LIMIT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.health().is_degraded() {
+        assert!(Instant::now() < deadline, "never healthy again");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(store.unavailable().is_none());
+    store.put_lines(&job, vec![numbered(41)]);
+    store.flush();
+    assert_eq!(store.last_seq(&job).unwrap(), 41);
 }

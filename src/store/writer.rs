@@ -1,437 +1,302 @@
 //! The store's one writer thread: it takes whatever is queued and commits it
-//! as one transaction, so under load batches grow by themselves and under
-//! light load each write lands within a few milliseconds.
+//! as one transaction (`commit.rs`), so under load batches grow by
+//! themselves and under light load each write lands within a few
+//! milliseconds.
 //!
-//! Output goes into blocks (see `blocks.rs`). Each job with output in flight
-//! has one open block here; every commit writes it (inserting it the first
-//! time, replacing it with more lines after), so a line is durable as soon as
-//! its batch commits, as before blocks, while a busy job costs one row per
-//! ~64 KiB. A block is sealed — forgotten here, final on disk — when it is
-//! full or a second old, and open blocks idle that long are forgotten even
-//! when no more writes come, so an ended job holds nothing here.
+//! When a commit fails for good (a full or failing disk, a database locked
+//! longer than [`RETRY_FOR`]) the writer does not stop and drops nothing it
+//! can keep: it becomes degraded (`held.rs`). It keeps taking writes so that
+//! no job waits on it, holds each job's newest output in memory, keeps run
+//! records and events waiting, answers flushes at once (held output reads as
+//! stored) and refuses prunes, and tries everything again with backoff until
+//! one commit takes it all; then the store is healthy again. A panic in a
+//! commit is a failed commit too: the thread never dies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-use rusqlite::{Connection, TransactionBehavior, params};
-
-use super::blocks::{self, BLOCK_AGE, OpenBlock};
-use super::{LINE_OVERHEAD, Op, QUEUE_BOUND, Room, retention};
+use super::blocks::BLOCK_AGE;
+use super::commit::{Committer, PruneOutcome, is_transient};
+use super::held::Piece;
+use super::{Op, QUEUE_BOUND, RunRow, Shared, StoreHealth};
+use crate::model::Event;
 
 /// How long a batch is tried again while the database stays busy (on top of
-/// each attempt's own busy timeout), and the backoff between attempts.
-const RETRY_FOR: Duration = Duration::from_secs(60);
+/// each attempt's own busy timeout) before the store counts as degraded, and
+/// the backoff between attempts.
+const RETRY_FOR: Duration = Duration::from_secs(5);
 const RETRY_FIRST: Duration = Duration::from_millis(20);
 const RETRY_MAX_DELAY: Duration = Duration::from_secs(1);
 
-/// What the writer knows of a job's stored output.
+/// While degraded: the first pause before trying again, and the longest.
+const DEGRADED_FIRST: Duration = Duration::from_millis(100);
+const DEGRADED_MAX_DELAY: Duration = Duration::from_secs(2);
+
+/// Events kept waiting while degraded (the newest; the event log keeps
+/// its own recent ones in memory too).
+const MAX_WAITING_EVENTS: usize = 10_000;
+
+/// Why a commit failed, and whether waiting a little may fix it.
+struct Failure {
+    reason: String,
+    transient: bool,
+}
+
+/// Records that wait while the store cannot write.
 #[derive(Default)]
-struct JobState {
-    /// Highest seq stored (lines at or below it are replays, dropped).
-    last_seq: u64,
-    open: Option<OpenBlock>,
-    /// The open block has lines not yet written.
-    dirty: bool,
-    /// The open block was a [`BLOCK_AGE`] old when this batch of lines came
-    /// (looked at once per batch, not per line).
-    aged: bool,
+struct Waiting {
+    /// The newest record of each run.
+    runs: BTreeMap<String, Box<RunRow>>,
+    events: VecDeque<Box<Event>>,
+}
+
+/// When to try again while degraded.
+struct Retry {
+    at: Instant,
+    delay: Duration,
 }
 
 pub(super) struct Writer {
-    conn: Connection,
-    budgets: retention::Budgets,
-    jobs: HashMap<String, JobState>,
+    committer: Committer,
+    shared: Arc<Shared>,
+    waiting: Waiting,
+    /// Set while degraded.
+    retry: Option<Retry>,
 }
 
 impl Writer {
-    pub fn new(conn: Connection, cap: u64) -> Self {
+    pub fn new(conn: rusqlite::Connection, cap: u64, shared: Arc<Shared>) -> Self {
         Writer {
-            conn,
-            budgets: retention::Budgets::new(cap),
-            jobs: HashMap::new(),
+            committer: Committer::new(conn, cap),
+            shared,
+            waiting: Waiting::default(),
+            retry: None,
         }
     }
 
-    pub fn run(mut self, rx: Receiver<Op>, room: &Room, path: &Path) {
+    pub fn run(mut self, rx: Receiver<Op>, path: &Path) {
         loop {
-            let first = match rx.recv_timeout(BLOCK_AGE) {
-                Ok(op) => op,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.forget_idle();
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => return,
+            let wait = match &self.retry {
+                Some(r) => r.at.saturating_duration_since(Instant::now()),
+                None => BLOCK_AGE,
             };
-            let mut batch = vec![first];
+            #[cfg(test)]
+            while self.shared.stall_writes.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut batch = match rx.recv_timeout(wait) {
+                Ok(op) => vec![op],
+                Err(RecvTimeoutError::Timeout) => Vec::new(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    if self.retry.is_some() {
+                        self.try_again(path); // a last chance before the handle goes
+                    }
+                    return;
+                }
+            };
             // Take whatever else is queued: the busier the jobs, the bigger the batch.
-            while batch.len() < QUEUE_BOUND {
+            while !batch.is_empty() && batch.len() < QUEUE_BOUND {
                 match rx.try_recv() {
                     Ok(op) => batch.push(op),
                     Err(_) => break,
                 }
             }
-            room.taken(batch.len());
-            let result = self.write_with_retries(&batch, path);
-            let pruned_any = matches!(&result, Ok(p) if !p.is_empty());
-            if pruned_any && let Err(e) = retention::give_back_space(&self.conn) {
-                tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
+            if !batch.is_empty() {
+                self.shared.room.taken(batch.len());
+                self.unstick();
             }
-            let mut outcomes = match &result {
-                Ok(p) => p.clone().into_iter(),
-                Err(_) => Vec::new().into_iter(),
-            };
-            for op in batch {
-                match op {
-                    Op::Flush(f) => {
-                        let _ = f.send(());
+            if self.retry.is_some() {
+                self.keep(batch);
+                if self.retry.as_ref().is_some_and(|r| Instant::now() >= r.at) {
+                    self.try_again(path);
+                }
+                continue;
+            }
+            if batch.is_empty() {
+                self.committer.forget_idle();
+                continue;
+            }
+            match self.write_with_retries(&batch, path) {
+                Ok(outcomes) => {
+                    if batch.iter().any(|op| matches!(op, Op::Checkpoint(_)))
+                        && let Err(e) = self.committer.checkpoint()
+                    {
+                        tracing::warn!(path = %path.display(), error = %e, "could not fold the log into the store");
                     }
-                    Op::Prune(_, reply) => {
-                        let answer = match &result {
-                            Err(e) => Err(e.to_string()),
-                            Ok(_) => outcomes.next().unwrap_or(Ok(())),
-                        };
-                        let _ = reply.send(answer);
+                    if !outcomes.is_empty()
+                        && let Err(e) = self.committer.give_back_space()
+                    {
+                        tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
                     }
-                    _ => {}
+                    answer(batch, Some(outcomes));
+                }
+                Err(failure) => {
+                    self.degrade(&failure, path);
+                    self.keep(batch);
                 }
             }
-            self.forget_idle();
+            self.committer.forget_idle();
         }
     }
 
-    /// Commit `batch`, trying again while the database is busy or locked
-    /// (another berth process sharing the state dir holds the write lock
-    /// longer than the busy timeout): output is never dropped for a
-    /// contention that passes. Any other failure is logged and the batch is
-    /// lost (what is in memory may not be on disk: start over from the table).
-    fn write_with_retries(
-        &mut self,
-        batch: &[Op],
-        path: &Path,
-    ) -> Result<Vec<PruneOutcome>, rusqlite::Error> {
+    /// Commit `batch`, trying again for a while when the database is busy
+    /// or locked (another berth process sharing the state dir holds the
+    /// write lock longer than the busy timeout).
+    fn write_with_retries(&mut self, batch: &[Op], path: &Path) -> Result<Vec<PruneOutcome>, Failure> {
         let mut delay = RETRY_FIRST;
         let started = Instant::now();
         loop {
-            let result = self.write_batch(batch);
-            if let Err(e) = &result {
-                // In-memory block state may be ahead of the rolled-back table.
-                self.jobs.clear();
-                self.budgets = retention::Budgets::new(self.budgets.cap());
-                if is_transient(e) && started.elapsed() < RETRY_FOR {
-                    tracing::warn!(path = %path.display(), error = %e, "store busy; writing the batch again");
+            match self.commit(batch) {
+                Ok(outcomes) => return Ok(outcomes),
+                Err(f) if f.transient && started.elapsed() < RETRY_FOR => {
+                    tracing::warn!(path = %path.display(), error = %f.reason, "store busy; writing the batch again");
                     std::thread::sleep(delay);
                     delay = (delay * 2).min(RETRY_MAX_DELAY);
-                    continue;
                 }
-                tracing::error!(path = %path.display(), error = %e, "store write failed");
+                Err(f) => return Err(f),
             }
-            return result;
         }
     }
 
-    /// Seal open blocks that are a second old (they are on disk already),
-    /// and forget jobs that have nothing open.
-    fn forget_idle(&mut self) {
-        for state in self.jobs.values_mut() {
-            if !state.dirty
-                && state
-                    .open
-                    .as_ref()
-                    .is_some_and(|b| b.opened.elapsed() >= BLOCK_AGE)
-            {
-                state.open = None;
-            }
+    /// One commit; a failure (or a panic) leaves the table as it was.
+    fn commit(&mut self, batch: &[Op]) -> Result<Vec<PruneOutcome>, Failure> {
+        #[cfg(test)]
+        if self.shared.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            self.committer.reset();
+            return Err(Failure {
+                reason: "injected write failure".into(),
+                transient: false,
+            });
         }
-        self.jobs.retain(|_, s| s.open.is_some());
-    }
-
-    /// One transaction for the whole batch, taken IMMEDIATE: a deferred one
-    /// that reads first and then writes fails at once (SQLITE_BUSY, no busy
-    /// handler) when another connection wrote in between.
-    fn write_batch(&mut self, batch: &[Op]) -> rusqlite::Result<Vec<PruneOutcome>> {
-        let mut pruned = Vec::new();
-        let mut ended = Vec::new();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut known = Jobs {
-            budgets: &mut self.budgets,
-            jobs: &mut self.jobs,
-        };
-        {
-            let mut event = tx.prepare_cached(
-                "INSERT OR IGNORE INTO events (seq, job, ts, body) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            let mut run = tx.prepare_cached(
-                "INSERT INTO runs (id, number, status, info, updated_at, instance, owner, container_id, pid, pgid, pid_start_time)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (id) DO UPDATE SET status = ?3, info = ?4, updated_at = ?5, instance = ?6, owner = ?7,
-                   container_id = ?8, pid = ?9, pgid = ?10, pid_start_time = ?11",
-            )?;
-            for op in batch {
-                match op {
-                    Op::Lines(job, lines) => {
-                        let job = job.as_str();
-                        let state = known.state(&tx, job)?;
-                        let mut bytes = 0;
-                        for l in lines {
-                            let (code, ts) = (blocks::stream_code(l.stream), l.ts.timestamp_millis());
-                            bytes += state.push(&tx, job, (l.seq, code, ts, &l.text))?;
-                        }
-                        known.account(&tx, job, bytes)?;
-                    }
-                    Op::Chunk(job, chunk) => {
-                        let job = job.as_str();
-                        let state = known.state(&tx, job)?;
-                        let (code, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
-                        let mut bytes = 0;
-                        for (seq, text) in chunk.iter() {
-                            bytes += state.push(&tx, job, (seq, code, ts, text))?;
-                        }
-                        known.account(&tx, job, bytes)?;
-                    }
-                    Op::Event(e) => {
-                        let body = serde_json::to_string(e).unwrap_or_default();
-                        event.execute(params![e.seq as i64, e.job.as_str(), e.ts.to_rfc3339(), body])?;
-                    }
-                    Op::Run(r) => {
-                        if r.info.status.is_terminal() {
-                            ended.push(r.info.id.as_str());
-                        }
-                        let info = serde_json::to_string(&r.info).unwrap_or_default();
-                        let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
-                        run.execute(params![
-                            r.info.id.as_str(),
-                            number,
-                            r.info.status.name(),
-                            info,
-                            Utc::now().to_rfc3339(),
-                            r.instance,
-                            r.owner,
-                            r.info.container_id,
-                            r.info.pid,
-                            r.pgid,
-                            r.pid_start_time.map(|s| s as i64),
-                        ])?;
-                    }
-                    Op::Flush(_) => {}
-                    Op::Prune(jobs, _) => {
-                        // A failed prune is answered, not a failed batch.
-                        let result = retention::prune(&tx, jobs).map_err(|e| e.to_string());
-                        for j in jobs {
-                            known.budgets.forget(j);
-                            known.jobs.remove(j);
-                        }
-                        pruned.push(result);
-                    }
-                }
-            }
-            // Everything appended in this batch is written with it.
-            for (job, state) in known.jobs.iter_mut() {
-                if state.dirty
-                    && let Some(b) = &state.open
-                {
-                    b.write(&tx, job)?;
-                    state.dirty = false;
-                }
-            }
-        }
-        tx.commit()?;
-        // A finished job's output is complete (drained before its end is
-        // recorded) and on disk: its open block (~65 KiB) need not wait for
-        // the idle sweep, and its retention budget need not stay for ever
-        // (a finished job costs the writer nothing). A line that still came
-        // would be read back from the table first, as after a restart.
-        for job in ended {
-            self.jobs.remove(job);
-            self.budgets.forget(job);
-        }
-        Ok(pruned)
-    }
-}
-
-/// The writer's per-job knowledge (apart from its connection, which the
-/// open transaction holds).
-struct Jobs<'a> {
-    budgets: &'a mut retention::Budgets,
-    jobs: &'a mut HashMap<String, JobState>,
-}
-
-impl Jobs<'_> {
-    /// What the writer knows of `job`, read from the table the first time.
-    fn state(&mut self, tx: &Connection, job: &str) -> rusqlite::Result<&mut JobState> {
-        self.budgets.ensure(tx, job)?;
-        if !self.jobs.contains_key(job) {
-            let last_seq = blocks::last_seq(tx, job)?;
-            self.jobs.insert(
-                job.to_string(),
-                JobState {
-                    last_seq,
-                    ..Default::default()
-                },
-            );
-        }
-        let state = self.jobs.get_mut(job).expect("inserted above");
-        let now = Instant::now();
-        state.aged = state
-            .open
-            .as_ref()
-            .is_some_and(|b| now.duration_since(b.opened) >= BLOCK_AGE);
-        Ok(state)
-    }
-
-    /// Count `bytes` of new lines against `job`'s cap, dropping its oldest
-    /// blocks when it is over.
-    fn account(&mut self, tx: &Connection, job: &str, bytes: u64) -> rusqlite::Result<()> {
-        let Some(state) = self.jobs.get_mut(job) else {
-            return Ok(());
-        };
-        if bytes > 0
-            && let Some(cut) = self.budgets.add(job, state.last_seq, bytes)
-        {
-            // The open block's row must be current before blocks below the
-            // cut are chosen.
-            if let Some(b) = &state.open {
-                b.write(tx, job)?;
-                state.dirty = false;
-            }
-            retention::drop_before(tx, job, cut)?;
-        }
-        Ok(())
-    }
-}
-
-impl JobState {
-    /// Append one line to the job's open block (writing out the previous
-    /// block when this one cannot go on). Returns the bytes it counts
-    /// against the cap: 0 for a replay of a stored line.
-    fn push(
-        &mut self,
-        tx: &Connection,
-        job: &str,
-        (seq, stream, ts, text): (u64, u8, i64, &str),
-    ) -> rusqlite::Result<u64> {
-        if seq <= self.last_seq {
-            return Ok(0); // a replay of what is stored
-        }
-        let next = match self.open.take() {
-            Some(b) if b.last_seq + 1 == seq && !b.is_full() && !self.aged => b,
-            Some(b) => {
-                if self.dirty {
-                    b.write(tx, job)?;
-                }
-                self.aged = false;
-                OpenBlock::new(seq, ts)
-            }
-            None => OpenBlock::new(seq, ts),
-        };
-        self.open.insert(next).push(stream, ts, text);
-        self.last_seq = seq;
-        self.dirty = true;
-        Ok(text.len() as u64 + LINE_OVERHEAD)
-    }
-}
-
-/// What one prune in a batch came to (the database's message on failure).
-type PruneOutcome = Result<(), String>;
-
-/// Busy or locked: another connection holds the database; it will pass.
-fn is_transient(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::model::JobId;
-    use crate::model::{Line, Stream};
-    use crate::store::Store;
-
-    fn line(seq: u64) -> Line {
-        Line {
-            seq,
-            stream: if seq.is_multiple_of(3) {
-                Stream::Stderr
-            } else {
-                Stream::Stdout
+        let committer = &mut self.committer;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committer.write_batch(batch)));
+        let failure = match result {
+            Ok(Ok(outcomes)) => return Ok(outcomes),
+            Ok(Err(e)) => Failure {
+                transient: is_transient(&e),
+                reason: e.to_string(),
             },
-            ts: chrono::Utc::now(),
-            text: format!("{seq:0>99}"),
-        }
+            Err(panic) => Failure {
+                reason: panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .map_or_else(
+                        || "the writer panicked".into(),
+                        |p| format!("the writer panicked: {p}"),
+                    ),
+                transient: false,
+            },
+        };
+        self.committer.reset();
+        Err(failure)
     }
 
-    /// Under a small cap, whole blocks go and the recorded start is exactly
-    /// the first line still readable; from there on nothing is missing.
-    #[test]
-    fn the_cap_drops_whole_blocks_and_says_exactly_where_output_starts() {
-        let dir = tempfile::tempdir().unwrap();
-        // 7/8 of 8 MiB for lines: about 53k of these 132-byte accounted lines.
-        let store = Store::open_capped(&dir.path().join("berth.db"), 8 << 20).unwrap();
-        let job = JobId::from_number(1);
-        let n = 200_000u64;
-        for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
-            store.put_lines(&job, chunk.iter().map(|&s| line(s)).collect());
-        }
-        store.flush();
-        let (lines, start) = store
-            .lines_and_start(&job, 1, u64::MAX, usize::MAX, None)
-            .unwrap();
-        assert!(start > 1, "the cap dropped something");
-        assert_eq!(lines.first().map(|l| l.seq), Some(start));
-        let seqs: Vec<u64> = lines.iter().map(|l| l.seq).collect();
-        assert_eq!(seqs, (start..=n).collect::<Vec<_>>());
-        assert!(lines.iter().all(|l| l.text == format!("{:0>99}", l.seq)));
-        assert_eq!(store.last_seq(&job).unwrap(), n);
-        let (out, err) = store.line_counts(&job).unwrap();
-        assert_eq!(out + err, n - start + 1);
-        // Tail and a stream filter read the same blocks.
-        let tail = store.tail(&job, 4, u64::MAX, Some(Stream::Stderr)).unwrap();
-        let tail: Vec<u64> = tail.iter().map(|l| l.seq).collect();
-        assert_eq!(tail, vec![n - 11, n - 8, n - 5, n - 2]);
-        // A replay of stored lines adds nothing.
-        store.put_lines(&job, ((n - 10)..=n).map(line).collect());
-        store.flush();
-        assert_eq!(store.last_seq(&job).unwrap(), n);
-        let again = store.lines(&job, n - 20, u64::MAX, 100, None).unwrap();
-        assert_eq!(again.len(), 21);
+    /// The store cannot write: say so, and try again soon.
+    fn degrade(&mut self, failure: &Failure, path: &Path) {
+        tracing::error!(
+            path = %path.display(),
+            error = %failure.reason,
+            "the store cannot be written; holding new output in memory and trying again"
+        );
+        self.shared.health.send_replace(StoreHealth::Degraded {
+            since: chrono::Utc::now(),
+            reason: failure.reason.clone(),
+        });
+        self.retry = Some(Retry {
+            at: Instant::now() + DEGRADED_FIRST,
+            delay: DEGRADED_FIRST,
+        });
     }
 
-    /// Two managers (a daemon and a `--no-daemon` run, or a test's several
-    /// stores) writing one database at once: every line of both lands.
-    /// Deferred transactions lost whole batches here (SQLITE_BUSY with no
-    /// busy handler when the other writer committed between read and write).
-    #[test]
-    fn two_writers_on_one_database_lose_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("berth.db");
-        let stores = [Store::open(&path).unwrap(), Store::open(&path).unwrap()];
-        let n = 3000u64;
-        std::thread::scope(|s| {
-            for (i, store) in stores.iter().enumerate() {
-                s.spawn(move || {
-                    for k in 0..4u64 {
-                        let job = JobId::from_number(1 + i as u64 * 10 + k);
-                        for seq in 1..=n / 4 {
-                            store.put_lines(&job, vec![line(seq)]);
-                        }
+    /// While degraded: hold output, keep records waiting, answer flushes
+    /// (held output reads as stored) and refuse prunes.
+    fn keep(&mut self, batch: Vec<Op>) {
+        let held = &self.shared.held;
+        for op in batch {
+            match op {
+                Op::Lines(job, lines) => held.hold(job.as_str(), Piece::Lines(Arc::new(lines))),
+                Op::Chunk(job, chunk) => held.hold(job.as_str(), Piece::Chunk(chunk)),
+                Op::Event(e) => {
+                    if self.waiting.events.len() >= MAX_WAITING_EVENTS {
+                        self.waiting.events.pop_front();
                     }
-                    store.flush();
+                    self.waiting.events.push_back(e);
+                }
+                Op::Run(r) => {
+                    self.waiting.runs.insert(r.info.id.to_string(), r);
+                }
+                Op::Flush(f) | Op::Checkpoint(f) => {
+                    let _ = f.send(());
+                }
+                Op::Prune(_, reply) => {
+                    let why = match &*self.shared.health.borrow() {
+                        StoreHealth::Degraded { reason, .. } => reason.clone(),
+                        StoreHealth::Ok => "a write failed".into(),
+                    };
+                    let _ = reply.send(Err(format!(
+                        "the store cannot be written ({why}); nothing was pruned, try again once it recovers"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Write everything waiting and held in one commit; healthy again when
+    /// it takes, else try again later (backoff).
+    fn try_again(&mut self, path: &Path) {
+        let mut ops: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
+        ops.extend(self.waiting.events.iter().map(|e| Op::Event(e.clone())));
+        ops.extend(self.shared.held.ops());
+        match self.commit(&ops) {
+            Ok(_) => {
+                self.shared.held.clear();
+                self.waiting = Waiting::default();
+                self.retry = None;
+                self.shared.health.send_replace(StoreHealth::Ok);
+                tracing::warn!(path = %path.display(), "the store can be written again; held output and records are stored");
+            }
+            Err(f) => {
+                tracing::debug!(path = %path.display(), error = %f.reason, "the store still cannot be written");
+                if let Some(r) = &mut self.retry {
+                    r.delay = (r.delay * 2).min(DEGRADED_MAX_DELAY);
+                    r.at = Instant::now() + r.delay;
+                }
+                self.shared.health.send_if_modified(|h| match h {
+                    StoreHealth::Degraded { reason, .. } if *reason != f.reason => {
+                        *reason = f.reason;
+                        true
+                    }
+                    _ => false,
                 });
             }
-        });
-        for (i, store) in stores.iter().enumerate() {
-            for k in 0..4u64 {
-                let job = JobId::from_number(1 + i as u64 * 10 + k);
-                let got = store.lines(&job, 1, u64::MAX, usize::MAX, None).unwrap();
-                let seqs: Vec<u64> = got.iter().map(|l| l.seq).collect();
-                assert_eq!(seqs, (1..=n / 4).collect::<Vec<_>>(), "{job} from store {i}");
+        }
+    }
+
+    /// The writer takes writes again after a sender gave up waiting on it.
+    fn unstick(&self) {
+        use std::sync::atomic::Ordering;
+        if self.shared.room.stuck.swap(false, Ordering::SeqCst) && self.retry.is_none() {
+            self.shared.health.send_replace(StoreHealth::Ok);
+        }
+    }
+}
+
+/// Answer the flushes and prunes of a committed batch.
+fn answer(batch: Vec<Op>, outcomes: Option<Vec<PruneOutcome>>) {
+    let mut outcomes = outcomes.unwrap_or_default().into_iter();
+    for op in batch {
+        match op {
+            Op::Flush(f) | Op::Checkpoint(f) => {
+                let _ = f.send(());
             }
+            Op::Prune(_, reply) => {
+                let _ = reply.send(outcomes.next().unwrap_or(Ok(())));
+            }
+            _ => {}
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Text the panel shows for a job: the table's cells (time, badge, ports),
-//! clocks and sizes, and [`sanitize`], which every piece of job-controlled
-//! text (commands, labels, log lines) goes through before it reaches a cell.
+//! clocks and sizes, and [`sanitize`] (`crate::inert::for_cell`), which every
+//! piece of job-controlled text (commands, labels, log lines) goes through
+//! before it reaches a cell.
 //! Everything takes `now` as an argument so the same job always renders the
 //! same way in tests.
 
@@ -115,68 +116,13 @@ pub fn time_of_day(t: DateTime<Utc>, offset: FixedOffset) -> String {
     t.with_timezone(&offset).format("%H:%M:%S").to_string()
 }
 
-/// Make job-controlled text safe to put in a cell. Escape sequences (colour
-/// codes, cursor moves, OSC titles) would otherwise reach the real terminal
-/// and corrupt the screen; tabs would desync ratatui's idea of the width.
-/// So: ANSI sequences are dropped, tabs become spaces to the next stop of 8,
-/// other control characters are dropped.
-pub fn sanitize(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut col = 0usize;
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => match chars.next() {
-                // CSI: parameters and intermediates up to a final byte @..~.
-                Some('[') => {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                // OSC/DCS/…: up to BEL or ST (ESC \).
-                Some(']' | 'P' | 'X' | '^' | '_') => {
-                    while let Some(c) = chars.next() {
-                        if c == '\x07' {
-                            break;
-                        }
-                        if c == '\x1b' && chars.peek() == Some(&'\\') {
-                            chars.next();
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\t' => {
-                let pad = 8 - col % 8;
-                out.extend(std::iter::repeat_n(' ', pad));
-                col += pad;
-            }
-            c if c.is_control() => {}
-            c => {
-                out.push(c);
-                col += 1;
-            }
-        }
-    }
-    out
-}
+/// Job-controlled text made safe for a cell (one function for every
+/// face: `crate::inert`).
+pub use crate::inert::for_cell as sanitize;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sanitize_strips_what_would_reach_the_terminal() {
-        assert_eq!(sanitize("\x1b[31mred\x1b[0m plain"), "red plain");
-        assert_eq!(sanitize("a\tb"), "a       b");
-        assert_eq!(sanitize("\x1b]0;title\x07ok\r"), "ok");
-        assert_eq!(sanitize("\x1b]8;;http://x\x1b\\link"), "link");
-        assert_eq!(sanitize("bell\x07 and \u{9b}c1"), "bell and c1");
-        assert_eq!(sanitize("ünïcode → fine"), "ünïcode → fine");
-    }
 
     #[test]
     fn clocks_and_sizes() {

@@ -220,6 +220,7 @@ mod tests {
             has_more: false,
             first_available_seq: 1,
             truncated_before: None,
+            lost: Vec::new(),
         }
     }
 

@@ -58,6 +58,7 @@ pub fn noteworthy(kind: &EventKind) -> bool {
                 || !matches!(status.as_str(), "success" | "killed")
         }
         EventKind::Promoted { by, .. } => *by == EndedBy::System,
+        EventKind::StoreDegraded { .. } => true,
         _ => false,
     }
 }
@@ -96,6 +97,7 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
             info.exit_code = *exit_code;
             info.reason = reason.clone();
         }
+        EventKind::WatchDropped { total, .. } => info.watch_hits_dropped = *total,
         _ => {}
     }
 }

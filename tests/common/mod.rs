@@ -40,10 +40,24 @@ pub fn manager() -> TestManager {
     manager_with(|c| c)
 }
 
+/// The owner a root test process gives its workspaces. A root caller's
+/// container jobs run as the workspace's owner (nobody when root owns it,
+/// who could not write there), as a user's jobs run as that user.
+pub const TEST_OWNER: u32 = 4242;
+
+/// Make `ws` (and parents) as a workspace a job may write in: owned by
+/// [`TEST_OWNER`] when the tests run as root.
+pub fn workspace_dir(ws: &Path) {
+    std::fs::create_dir_all(ws).unwrap();
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(ws, Some(TEST_OWNER), Some(TEST_OWNER)).unwrap();
+    }
+}
+
 pub fn manager_with(f: impl FnOnce(Config) -> Config) -> TestManager {
     let dir = tempfile::tempdir().expect("temp dir");
     let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    workspace_dir(&ws);
     let config = Config::isolated(dir.path().join("state"), &instance_name("m"))
         .with_workspace(&ws)
         .with_grace_secs(2.0);
@@ -135,6 +149,10 @@ pub fn berth(state: &Path) -> Command {
         .env("BERTH_RUNNER", "host")
         .env("BERTH_INSTANCE", instance_name("cli"))
         .env("BERTH_WORKSPACE", state)
+        // Beside the workspace, not in it (a container job is refused where
+        // the workspace holds the user's config); never written unless a
+        // test trusts something.
+        .env("BERTH_USER_CONFIG", state.with_extension("user-config.toml"))
         .env_remove("BERTH_CONFIG")
         .env_remove("BERTH_LOG");
     cmd
@@ -156,7 +174,13 @@ impl Daemon {
     /// Start with extra environment (e.g. `BERTH_GRACE`).
     pub fn start_with(env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        Self::start_in(dir, env, std::process::Stdio::piped())
+    }
+
+    /// Start in `dir` (its `state` and `ws`), with extra environment and
+    /// the daemon's stderr going to `stderr`.
+    pub fn start_in(dir: tempfile::TempDir, env: &[(&str, &str)], stderr: std::process::Stdio) -> Daemon {
+        workspace_dir(&dir.path().join("ws"));
         let instance = instance_name("d");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
         cmd.arg("daemon");
@@ -167,7 +191,7 @@ impl Daemon {
         let child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn berth daemon");
         let d = Daemon { dir, instance, child };
@@ -180,6 +204,7 @@ impl Daemon {
             .env("BERTH_INSTANCE", instance)
             .env("BERTH_WORKSPACE", dir.join("ws"))
             .env("BERTH_GRACE", "2")
+            .env("BERTH_USER_CONFIG", dir.join("user-config.toml"))
             .env("BERTH_RUNNER", "host")
             .env_remove("BERTH_SOCKET")
             .env_remove("BERTH_CONFIG")

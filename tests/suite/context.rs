@@ -99,7 +99,7 @@ async fn a_container_job_gets_its_callers_workspace_image_and_limits() {
     let d = Daemon::start();
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("app");
-    std::fs::create_dir_all(&ws).unwrap();
+    crate::common::workspace_dir(&ws);
     std::fs::write(
         ws.join("berth.toml"),
         "runner = \"docker\"\nimage = \"berth/sandbox:latest\"\nmemory = \"96m\"\npids = 77\n",

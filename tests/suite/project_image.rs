@@ -21,6 +21,16 @@ struct Project {
     ws: PathBuf,
     state: PathBuf,
     repo: String,
+    /// The user's own config, where the project's files are trusted (a build
+    /// runs the project's RUN steps: only from a file the user trusted).
+    user: PathBuf,
+}
+
+/// Trust `file` (its current content) in the user config `user`.
+fn trust(user: &Path, file: &Path) {
+    let real = file.canonicalize().unwrap();
+    let digest = berth::trust::digest(&std::fs::read(&real).unwrap());
+    berth::trust::record(user, &real, Some(&digest)).unwrap();
 }
 
 impl Project {
@@ -28,19 +38,34 @@ impl Project {
         let dir = tempfile::tempdir().unwrap();
         let name = instance_name("proj");
         let ws = dir.path().join(&name);
-        std::fs::create_dir_all(&ws).unwrap();
+        crate::common::workspace_dir(&ws);
         Project {
             state: dir.path().join("state"),
             repo: format!("berth-project/{}", name.to_lowercase()),
+            user: dir.path().join("user.toml"),
             ws,
             _dir: dir,
         }
     }
 
+    /// Write a file of the project; config files are trusted as the user
+    /// would after reading them (`berth trust`).
     fn write(&self, rel: &str, text: &str) {
         let path = self.ws.join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        std::fs::write(&path, text).unwrap();
+        if rel.ends_with("berth.toml") || rel.ends_with("devcontainer.json") {
+            trust(&self.user, &path);
+        }
+    }
+
+    /// Trust the project's config files in another user config too (a daemon's).
+    fn trust_in(&self, user: &Path) {
+        for rel in ["berth.toml", ".devcontainer/devcontainer.json"] {
+            if self.ws.join(rel).is_file() {
+                trust(user, &self.ws.join(rel));
+            }
+        }
     }
 
     fn manager(&self) -> berth::Manager {
@@ -49,7 +74,12 @@ impl Project {
             instance: Some(instance_name("pi")),
             ..Default::default()
         };
-        berth::Manager::new(berth::Config::load(&self.ws, flags).unwrap()).unwrap()
+        let user = self.user.display().to_string();
+        let env = |k: &str| match k {
+            berth::trust::USER_CONFIG_ENV => Some(user.clone()),
+            _ => std::env::var(k).ok(),
+        };
+        berth::Manager::new(berth::Config::load_with(&self.ws, flags, env).unwrap()).unwrap()
     }
 
     /// Tags of this project's images on the engine.
@@ -215,6 +245,8 @@ fn cli(state: &Path, ws: &Path) -> Command {
         .env("BERTH_STATE_DIR", state)
         .env("BERTH_INSTANCE", instance_name("pc"))
         .env("BERTH_RUNNER", "docker")
+        // The user's config beside the state dir (`Project::user`).
+        .env("BERTH_USER_CONFIG", state.parent().unwrap().join("user.toml"))
         .env_remove("BERTH_WORKSPACE")
         .env_remove("BERTH_CONFIG")
         .env_remove("BERTH_LOG");
@@ -234,6 +266,7 @@ async fn a_devcontainer_build_through_the_daemon_shows_progress_and_is_reused() 
     );
     p.write("marker.txt", "from devcontainer\n");
     let d = Daemon::start();
+    p.trust_in(&d.dir.path().join("user-config.toml"));
     let run = |args: &[&str]| {
         let mut cmd = d.cli();
         cmd.current_dir(&p.ws)
@@ -343,4 +376,53 @@ async fn a_job_can_be_killed_while_its_image_builds() {
     })
     .await;
     m.shutdown().await;
+}
+
+/// A build runs the project's RUN steps (a job could have written them): it
+/// gets the project's memory limit and runs on the instance's own build
+/// bridge, not the engine's default bridge beside other containers.
+#[tokio::test]
+async fn a_build_is_confined_like_a_job() {
+    let p = Project::new();
+    p.write(
+        "berth.toml",
+        "memory = \"96m\"\n[image]\ndockerfile = \"Dockerfile\"\n",
+    );
+    p.write(
+        "Dockerfile",
+        "FROM berth/sandbox:latest\n\
+         RUN (cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max) > /mem.txt\n\
+         RUN ip -4 -o addr show eth0 | awk '{print $4}' > /net.txt\n",
+    );
+    let m = p.manager();
+    let (out, _tag, built, _) = run_cat(&m, &["/mem.txt", "/net.txt"]).await;
+    assert!(built);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some((96u64 << 20).to_string().as_str()), "{out}");
+    let addr = lines.next().unwrap_or_default().to_string();
+    let instance = m.config().instance.clone();
+    let o = Command::new("docker")
+        .args([
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=berth.instance={instance}"),
+        ])
+        .args(["--filter", "name=-net-build"])
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let net = crate::common::docker_inspect("network", &id).expect("the build network exists");
+    let subnet = net["IPAM"]["Config"][0]["Subnet"].as_str().unwrap().to_string();
+    let prefix: String = subnet.split('.').take(2).collect::<Vec<_>>().join(".");
+    assert!(
+        addr.starts_with(&prefix),
+        "built on {addr}, the build bridge is {subnet}"
+    );
+    m.shutdown().await;
+    assert!(
+        crate::common::docker_inspect("network", &id).is_none(),
+        "the build network goes with the manager"
+    );
 }

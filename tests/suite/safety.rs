@@ -6,6 +6,8 @@
 mod bounds;
 mod containers;
 mod corpus;
+mod cost;
+mod ordinary;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{PermissionsExt, symlink};

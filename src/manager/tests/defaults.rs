@@ -12,18 +12,121 @@ use crate::manager::{DefaultBudget, Foreground, ListFilter};
 use crate::model::{JobSpec, JobStatus, Network, RunnerChoice, RunnerKind, StartMode};
 
 /// A foreground spec that says nothing but its command, started from
-/// `caller` (whose berth.toml applies).
+/// `caller` (whose berth.toml applies; the caller's own config is
+/// `caller/user.toml`, see [`project`]).
 fn bare(program: &str, caller: &Path) -> JobSpec {
     let mut spec = JobSpec::argv([program]);
     spec.caller_cwd = Some(caller.to_path_buf());
+    let user = caller.join("user.toml").display().to_string();
+    spec.caller_env.insert(crate::trust::USER_CONFIG_ENV.into(), user);
     spec
 }
 
-/// A project directory whose berth.toml is `toml`.
+/// A project directory whose berth.toml is `toml`, trusted by the user
+/// (`user.toml` beside it is the user's config: `berth trust` was run).
 fn project(toml: &str) -> tempfile::TempDir {
+    let dir = untrusted_project(toml);
+    let file = dir.path().join("berth.toml").canonicalize().unwrap();
+    let digest = crate::trust::digest(toml.as_bytes());
+    crate::trust::record(&dir.path().join("user.toml"), &file, Some(&digest)).unwrap();
+    dir
+}
+
+/// A project directory whose berth.toml is `toml`, not trusted.
+fn untrusted_project(toml: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("berth.toml"), toml).unwrap();
     dir
+}
+
+/// A job wrote the project's berth.toml to get a host job next time: the
+/// next start is refused naming the key and `berth trust`, nothing is made,
+/// the refusal is in the security log; once the user trusts the file the
+/// same start runs on the host.
+#[tokio::test(start_paused = true)]
+async fn a_berth_toml_that_loosens_is_refused_until_the_user_trusts_it() {
+    let b = bench(2);
+    let m = &b.manager;
+    let proj = untrusted_project("runner = \"host\"\n[safety]\ndefault_blocklist = false\n");
+    let err = m.start(bare("compile", proj.path())).await.unwrap_err();
+    assert!(matches!(err, Error::Untrusted { key: "runner", .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("berth trust") && !text.contains('\n'), "{text}");
+    assert_eq!(
+        (err.code(), err.exit_code(), err.http_status()),
+        ("untrusted_config", 126, 403)
+    );
+    assert!(
+        m.list(ListFilter::All).is_empty(),
+        "no record for a refused start"
+    );
+    let log = std::fs::read_to_string(m.config().instance_dir().join("security.log")).unwrap();
+    assert!(
+        log.contains("untrusted_config") && log.contains("config:runner"),
+        "{log}"
+    );
+
+    let toml = std::fs::read_to_string(proj.path().join("berth.toml")).unwrap();
+    let file = proj.path().join("berth.toml").canonicalize().unwrap();
+    let user = proj.path().join("user.toml");
+    crate::trust::record(&user, &file, Some(&crate::trust::digest(toml.as_bytes()))).unwrap();
+    let handle = m.start(bare("compile", proj.path())).await.unwrap();
+    assert_eq!(handle.info().unwrap().runner, Some(RunnerKind::Host));
+    b.fake.next_launch().await.exit(0);
+    handle.wait_end().await.unwrap();
+}
+
+/// An agent cannot ask for a host job through MCP unless the user allows
+/// host jobs; a user's own CLI can.
+#[tokio::test(start_paused = true)]
+async fn an_agent_cannot_ask_for_a_host_job_the_user_did_not_allow() {
+    let b = bench(2);
+    let m = &b.manager;
+    let proj = untrusted_project("timeout = 5\n");
+    let mut spec = bare("compile", proj.path());
+    spec.runner = RunnerChoice::Host;
+    let err = m.start_from(spec.clone(), "mcp").await.unwrap_err();
+    assert!(
+        matches!(err, Error::AgentLoosening { key: "runner", .. }),
+        "{err:?}"
+    );
+    let handle = m.start_from(spec, "cli").await.unwrap();
+    assert_eq!(handle.info().unwrap().runner, Some(RunnerKind::Host));
+    b.fake.next_launch().await.exit(0);
+    handle.wait_end().await.unwrap();
+}
+
+/// A scoped engine is an agent's request like a host job: refused through
+/// MCP unless the user allows it (`allow_engine`), logged; and it is for
+/// container jobs only, whoever asks.
+#[tokio::test(start_paused = true)]
+async fn an_agent_cannot_ask_for_a_scoped_engine_the_user_did_not_allow() {
+    let b = bench(2);
+    let m = &b.manager;
+    let proj = untrusted_project("timeout = 5\n");
+    let mut spec = bare("pytest", proj.path());
+    spec.engine = Some(crate::model::EngineAccess::Scoped);
+    let err = m.start_from(spec.clone(), "mcp").await.unwrap_err();
+    assert!(
+        matches!(err, Error::AgentLoosening { key: "engine", .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("allow_engine = true"), "{err}");
+    let log = std::fs::read_to_string(m.config().instance_dir().join("security.log")).unwrap();
+    assert!(log.contains("mcp:engine"), "{log}");
+    // Allowed by the user's own config, it is still no host job's.
+    std::fs::write(
+        proj.path().join("user.toml"),
+        "allow_engine = true\nallow_host = true\n",
+    )
+    .unwrap();
+    spec.runner = RunnerChoice::Host;
+    let err = m.start_from(spec, "mcp").await.unwrap_err().to_string();
+    assert!(err.contains("container jobs"), "{err}");
+    assert!(
+        m.list(ListFilter::All).is_empty(),
+        "no record for a refused start"
+    );
 }
 
 #[tokio::test(start_paused = true)]

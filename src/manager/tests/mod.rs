@@ -32,6 +32,11 @@ struct Bench {
 }
 
 fn bench(max_jobs: usize) -> Bench {
+    bench_with(max_jobs, |c| c)
+}
+
+/// [`bench`] with more of the config changed by `f`.
+fn bench_with(max_jobs: usize, f: impl FnOnce(Config) -> Config) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap();
@@ -39,7 +44,7 @@ fn bench(max_jobs: usize) -> Bench {
         .with_workspace(&workspace)
         .with_max_jobs(max_jobs)
         .with_grace_secs(1.0);
-    let manager = Manager::new(config).unwrap();
+    let manager = Manager::new(f(config)).unwrap();
     let fake = FakeRunner::new();
     assert!(manager.inner.fake.set(fake.clone()).is_ok());
     Bench {

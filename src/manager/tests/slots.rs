@@ -1,9 +1,9 @@
-//! Slots: the cap and its refusal, the queue, a refused launch, a promoted
+//! Slots: the cap and its refusal, the queue and its bound, a refused launch, a promoted
 //! foreground job keeping its slot, and starts racing from several threads.
 
 use std::time::Duration;
 
-use super::{bench, ends, job, kill_by, kind_names, status};
+use super::{bench, bench_with, ends, job, kill_by, kind_names, status};
 use crate::error::Error;
 use crate::manager::{Foreground, ListFilter};
 use crate::model::{EndedBy, JobSpec, JobStatus, StartMode};
@@ -252,4 +252,43 @@ async fn concurrent_starts_never_exceed_the_cap() {
     }
     assert!(b.fake.most_alive() <= CAP, "{} ran at once", b.fake.most_alive());
     assert_eq!(b.fake.most_alive(), CAP, "the held jobs filled every slot");
+}
+
+/// The queue is bounded (`max_queued`): a start beyond it is refused with
+/// one line naming the bound, leaves no record, id or event, and a place
+/// freed in line can be taken again.
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_refuses_the_next_queued_start() {
+    let b = bench_with(1, |mut c| {
+        c.max_queued = 2;
+        c
+    });
+    let m = &b.manager;
+    let running = m.start(job("serve")).await.unwrap();
+    b.fake.next_launch().await;
+    let first = m.start(job("one").with_queue()).await.unwrap();
+    let second = m.start(job("two").with_queue()).await.unwrap();
+    let events_before = m.events(0, 1000).len();
+    let err = m.start(job("three").with_queue()).await.unwrap_err();
+    assert!(matches!(err, Error::QueueFull { max: 2 }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("2 starts already wait") && text.contains("max_queued") && !text.contains('\n'),
+        "{text}"
+    );
+    assert_eq!((err.code(), err.http_status()), ("queue_full", 409));
+    assert_eq!(
+        m.list(ListFilter::All).len(),
+        3,
+        "nothing of the refused start stays"
+    );
+    assert_eq!(m.events(0, 1000).len(), events_before, "no event for it");
+    // A queued job stopped frees its place in line.
+    m.kill(&second.id, kill_by(EndedBy::User)).await.unwrap();
+    let again = m.start(job("three").with_queue()).await.unwrap();
+    assert_eq!(status(m, &again.id), JobStatus::Queued);
+    assert_eq!(status(m, &first.id), JobStatus::Queued);
+    assert_eq!(status(m, &running.id), JobStatus::Running);
+    // The next id follows on: the refusal used none.
+    assert_eq!(again.id.as_str(), "job-4");
 }

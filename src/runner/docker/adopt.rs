@@ -155,6 +155,8 @@ pub(super) async fn adopt(
     };
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     Ok(Launched {
+        sweep: None,
+        engine: None,
         pid: None,
         container_id: Some(container_id.to_string()),
         ports,

@@ -8,6 +8,15 @@
 //! build per tag at a time in this process: a second job asking for the same
 //! context waits and then reuses it. After a build, older images of the same
 //! workspace are removed (unless a container still uses them).
+//!
+//! A build runs the project's `RUN` steps, which a job could have written:
+//! it is sandboxed like a job (and only ever starts from a file the user
+//! trusted, see `crate::trust`). Its steps get the project's CPU and memory
+//! limits, and no network at all when the Dockerfile runs nothing; one that
+//! does runs on the instance's own build bridge (`…-net-build`, no traffic
+//! between its containers, removed with the job networks), never on the
+//! engine's default bridge beside other containers. The classic builder's
+//! API has no process limit and no capability list: SECURITY.md says so.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -20,10 +29,12 @@ use bollard::query_parameters::{BuildImageOptions, ListImagesOptions};
 use bytes::Bytes;
 
 use super::throttle::Throttle;
+use super::{Engine, network};
 use crate::error::{Error, Result};
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
 use crate::images::context::{self, Context};
 use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
+use crate::model::Limits;
 
 /// Shortest time between two progress reports.
 /// Bytes per chunk of the context sent to the engine.
@@ -50,14 +61,60 @@ pub async fn walk(workspace: &Path, build: &ProjectBuild) -> Result<Context> {
         })?
 }
 
+/// Whether a Dockerfile runs commands (then its build may need a network).
+pub fn runs_commands(dockerfile: &[u8]) -> bool {
+    String::from_utf8_lossy(dockerfile).lines().any(|l| {
+        let word = l.split_whitespace().next().unwrap_or("");
+        // ONBUILD RUN triggers run in builds FROM this image, not this one.
+        word.eq_ignore_ascii_case("RUN")
+    })
+}
+
+/// The network and limits a build's steps get (see the module doc).
+struct Confined {
+    network: String,
+    memory: Option<i32>,
+    cpu_quota: Option<i32>,
+}
+
+async fn confine(engine: &Engine, docker: &DockerClient, ctx: &Context, limits: &Limits) -> Result<Confined> {
+    let network = match runs_commands(ctx.dockerfile_text()) {
+        false => "none".to_string(),
+        true => {
+            static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+            let _one = LOCK.lock().await;
+            engine
+                .used_network
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let name = format!("{}-build", engine.pool.prefix());
+            // A build's RUN steps fetch packages: a NAT'd network, not an internal one.
+            network::ensure(docker, &name, &engine.ownership, false).await?;
+            name
+        }
+    };
+    // The engine's build API takes 32-bit sizes: at most 2 GiB − 1 byte.
+    let memory = limits.memory.map(|m| m.min(i32::MAX as u64) as i32);
+    let cpu_quota = limits
+        .cpus
+        .map(|c| (c * 100_000.0).round().clamp(1_000.0, i32::MAX as f64) as i32);
+    Ok(Confined {
+        network,
+        memory,
+        cpu_quota,
+    })
+}
+
 /// Make the project image of `build` present: reused when its tag exists,
-/// else built. `reason` says why this build applies (for the card).
+/// else built, confined to `limits` (see the module doc). `reason` says why
+/// this build applies (for the card).
 pub async fn ensure(
+    engine: &Engine,
     docker: &DockerClient,
     workspace: &Path,
     build: &ProjectBuild,
     reason: &str,
     progress: &BuildProgressFn,
+    limits: &Limits,
 ) -> Result<ImageChoice> {
     let ctx = walk(workspace, build).await?;
     let tag = project_tag(workspace, &ctx.hash);
@@ -72,7 +129,8 @@ pub async fn ensure(
         return Ok(choice);
     }
     let started = Instant::now();
-    run_build(docker, workspace, build, ctx, &tag, progress).await?;
+    let confined = confine(engine, docker, &ctx, limits).await?;
+    run_build(docker, workspace, build, ctx, &tag, progress, confined).await?;
     choice.build_ms = Some(started.elapsed().as_millis() as u64);
     remove_older(docker, workspace, &tag).await;
     Ok(choice)
@@ -125,6 +183,7 @@ async fn run_build(
     ctx: Context,
     tag: &str,
     progress: &BuildProgressFn,
+    confined: Confined,
 ) -> Result<()> {
     let failed = |reason: String| Error::ImageBuildFailed {
         dockerfile: build.dockerfile.clone(),
@@ -154,6 +213,12 @@ async fn run_build(
             (WORKSPACE_LABEL.to_string(), workspace.display().to_string()),
             ("berth.project.hash".to_string(), hash),
         ])),
+        networkmode: Some(confined.network),
+        memory: confined.memory,
+        // No swap on top of the limit, as for jobs.
+        memswap: confined.memory,
+        cpuperiod: confined.cpu_quota.map(|_| 100_000),
+        cpuquota: confined.cpu_quota,
         ..Default::default()
     };
     let mut p = BuildProgress {

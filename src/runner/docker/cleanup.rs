@@ -2,7 +2,8 @@
 //! what carries this instance's and state dir's labels when the id comes
 //! from elsewhere (recovery), the removals still under way after a job was
 //! answered ([`Removals`]), the labelled sweeps (`remove_labelled`, the
-//! crash watchdog's `remove_owned`), the instance networks' teardown, and a
+//! crash watchdog's `remove_owned`, and `remove_dead_owners` when a manager
+//! takes the instance over), the instance networks' teardown, and a
 //! blocking remove for synchronous callers (`Drop`).
 
 use std::collections::BTreeSet;
@@ -186,6 +187,7 @@ impl Engine {
         };
         let n = self.remove_matching(&owner.filters()).await;
         if let Ok(docker) = self.client().await {
+            remove_volumes(docker, &owner.filters()).await;
             network::release_all(docker, &owner).await;
         }
         n
@@ -198,9 +200,56 @@ impl Engine {
         labels.push(format!("{LABEL_OWNER}={owner}"));
         let n = self.remove_matching(&labels).await;
         if let Ok(docker) = self.client().await {
+            remove_volumes(docker, &labels).await;
             network::release_all(docker, &self.ownership).await;
         }
         n
+    }
+
+    /// When a manager takes the instance over (before it serves): remove
+    /// every container of this instance and state dir whose owner is no
+    /// live manager — a dead daemon's jobs, network holders and creates that
+    /// landed after its watchdog's sweeps (or with the watchdog killed too)
+    /// — except `keep` (containers just adopted) and, with `keep_holders`,
+    /// network holders (an adopted job may share one's namespace); then the
+    /// instance's networks nothing uses any more. A live manager's objects
+    /// (a `berth run` beside the daemon) are left alone. Returns how many
+    /// containers were removed (0 without an engine).
+    pub async fn remove_dead_owners(&self, keep: &[String], keep_holders: bool) -> usize {
+        let Ok(docker) = self.client().await else {
+            return 0;
+        };
+        let filters = std::collections::HashMap::from([("label".to_string(), self.ownership.filters())]);
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let list = match docker.list_containers(opts).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the instance's containers");
+                return 0;
+            }
+        };
+        let me = crate::procinfo::owner_label();
+        let dead = list.iter().filter(|c| {
+            let labels = c.labels.as_ref();
+            let owner = labels.and_then(|l| l.get(LABEL_OWNER));
+            let holder = labels.is_some_and(|l| l.contains_key(super::holder::LABEL_HOLDER));
+            owner.is_none_or(|o| *o != me && !crate::procinfo::owner_alive(o))
+                && !(keep_holders && holder)
+                && c.id.as_ref().is_some_and(|id| {
+                    !keep
+                        .iter()
+                        .any(|k| id.starts_with(k.as_str()) || k.starts_with(id.as_str()))
+                })
+        });
+        let removed = remove_all(docker, dead.filter_map(|c| c.id.as_deref())).await;
+        if !keep_holders {
+            network::release_all(docker, &self.ownership).await;
+        }
+        removed
     }
 
     async fn remove_matching(&self, labels: &[String]) -> usize {
@@ -220,7 +269,38 @@ impl Engine {
                 return 0;
             }
         };
-        remove_all(docker, list.iter().filter_map(|c| c.id.as_deref())).await
+        // Children of a scoped engine go one at a time, after the rest:
+        // several containers leaving one network at once (children on a
+        // network their job made) can deadlock this engine (network.rs).
+        let child = |c: &&bollard::models::ContainerSummary| {
+            c.labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(super::LABEL_PARENT))
+        };
+        let mut n = remove_all(
+            docker,
+            list.iter().filter(|c| !child(c)).filter_map(|c| c.id.as_deref()),
+        )
+        .await;
+        for id in list.iter().filter(child).filter_map(|c| c.id.as_deref()) {
+            n += usize::from(remove_container(docker, id).await);
+        }
+        n
+    }
+}
+
+/// Remove the volumes labelled with every one of `labels` (a scoped
+/// engine's job volumes); those still in use stay.
+pub(super) async fn remove_volumes(docker: &DockerClient, labels: &[String]) {
+    let Ok(names) = docker.list_volumes(labels).await else {
+        return;
+    };
+    for name in names {
+        if let Err(e) = docker.remove_volume(&name).await
+            && !matches!(e.engine_status(), Some(404 | 409))
+        {
+            tracing::warn!(volume = %name, error = %e, "could not remove volume");
+        }
     }
 }
 
@@ -300,7 +380,7 @@ pub(super) fn blocking_remove(endpoint: String, id: String, owner: Option<Owners
 /// thread we block, or winding down) removes them all at once, waited for at
 /// most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container whose labels say
 /// otherwise is left alone. For each id: true when it was removed (or gone).
-pub(super) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
+pub(crate) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
     let (tx, rx) = std::sync::mpsc::channel();
     let n = ids.len();
     let work = move || {

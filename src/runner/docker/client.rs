@@ -18,13 +18,14 @@ use bollard::container::{AttachContainerResults, LogOutput};
 use bollard::models::{
     BuildInfo, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
     ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo, ImageInspect,
-    ImageSummary, Network as EngineNetwork, NetworkCreateRequest, NetworkCreateResponse, NetworkInspect,
+    ImageSummary, Network as EngineNetwork, NetworkConnectRequest, NetworkCreateRequest,
+    NetworkCreateResponse, NetworkInspect, Volume, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
     InspectNetworkOptions, KillContainerOptions, ListContainersOptions, ListImagesOptions,
-    ListNetworksOptions, LogsOptions, RemoveContainerOptions, RemoveImageOptions, StatsOptions,
-    WaitContainerOptions,
+    ListNetworksOptions, ListVolumesOptions, LogsOptions, RemoveContainerOptions, RemoveImageOptions,
+    RemoveVolumeOptions, StatsOptions, WaitContainerOptions,
 };
 use futures_util::{Stream, StreamExt};
 
@@ -185,6 +186,31 @@ impl DockerClient {
             .map_err(fail(EngineOp::RemoveContainer, id))
     }
 
+    /// Whether the engine reported an OOM kill in container `id` (its event
+    /// log, which it keeps for a while after the container exited).
+    pub async fn had_oom(&self, id: &str) -> Result<bool> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let opts = bollard::query_parameters::EventsOptions {
+            since: Some(now.saturating_sub(24 * 3600).to_string()),
+            until: Some((now + 1).to_string()),
+            filters: Some(HashMap::from([
+                ("type".to_string(), vec!["container".to_string()]),
+                ("container".to_string(), vec![id.to_string()]),
+                ("event".to_string(), vec!["oom".to_string()]),
+            ])),
+        };
+        let mut events = Box::pin(self.docker.events(Some(opts)));
+        // `until` ends the stream; the timeout bounds an engine that does not.
+        let first = tokio::time::timeout(Duration::from_secs(2), events.next()).await;
+        match first {
+            Ok(Some(Ok(_))) => Ok(true),
+            Ok(Some(Err(e))) => Err(fail(EngineOp::Events, id)(e)),
+            Ok(None) | Err(_) => Ok(false),
+        }
+    }
+
     pub async fn inspect_container(&self, id: &str) -> Result<ContainerInspectResponse> {
         self.docker
             .inspect_container(id, None)
@@ -265,5 +291,47 @@ impl DockerClient {
             .list_networks(Some(opts))
             .await
             .map_err(fail(EngineOp::ListNetworks, what))
+    }
+
+    pub async fn connect_network(&self, network: &str, request: NetworkConnectRequest) -> Result<()> {
+        self.docker
+            .connect_network(network, request)
+            .await
+            .map_err(fail(EngineOp::ConnectNetwork, network))
+    }
+
+    // Volumes.
+
+    pub async fn create_volume(&self, request: VolumeCreateRequest) -> Result<Volume> {
+        let name = request.name.clone().unwrap_or_default();
+        self.docker
+            .create_volume(request)
+            .await
+            .map_err(fail(EngineOp::CreateVolume, &name))
+    }
+
+    pub async fn remove_volume(&self, name: &str) -> Result<()> {
+        self.docker
+            .remove_volume(name, Some(RemoveVolumeOptions { force: true }))
+            .await
+            .map_err(fail(EngineOp::RemoveVolume, name))
+    }
+
+    /// Names of the volumes whose labels match every `key=value` of `labels`.
+    pub async fn list_volumes(&self, labels: &[String]) -> Result<Vec<String>> {
+        let opts = ListVolumesOptions {
+            filters: Some(HashMap::from([("label".to_string(), labels.to_vec())])),
+        };
+        let list = self
+            .docker
+            .list_volumes(Some(opts))
+            .await
+            .map_err(fail(EngineOp::ListVolumes, "of this instance"))?;
+        Ok(list
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect())
     }
 }

@@ -2,15 +2,16 @@
 //! it, remove it (now, in the background once the job was answered, or
 //! blocking from `Drop`), give its pool network back (with a holder made
 //! on it when the engine keeps warm), and close what berth ran for the job
-//! on this machine (its forwarded ports, its egress proxy) when it ends.
+//! on this machine (its forwarded ports, its egress proxy, its scoped engine
+//! and that engine's children) when it ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bollard::query_parameters::KillContainerOptions;
 
-use super::cleanup::{Removals, blocking_remove, remove_container};
-use super::{DockerClient, Engine, holder, pool, reach};
+use super::cleanup::{Removals, blocking_remove_all, remove_container};
+use super::{DockerClient, Engine, holder, pool, reach, scoped};
 
 /// Signals and removes one job's container.
 #[derive(Clone)]
@@ -32,6 +33,8 @@ pub struct DockerControl {
     pub(super) warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
     /// berth's forwarder and egress proxy of this job: closed when it ends.
     net: Arc<reach::JobNet>,
+    /// The job's scoped engine: closed (its children removed) when the job ends.
+    pub(super) scope: Option<Arc<scoped::Scope>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -59,6 +62,15 @@ impl DockerControl {
             removals: engine.removals.clone(),
             warm: None,
             net: Arc::new(net),
+            scope: None,
+        }
+    }
+
+    /// Stop the job's scoped engine and remove its children, networks and
+    /// volumes (one child at a time); nothing when it has none.
+    pub async fn end_children(&self) {
+        if let Some(scope) = &self.scope {
+            scope.close().await;
         }
     }
 
@@ -103,6 +115,7 @@ impl DockerControl {
     /// Force-remove the container (after its output was drained). Gone already is fine.
     pub async fn remove(&self) {
         self.close_net();
+        self.end_children().await;
         let removed = remove_container(&self.docker, &self.container_id).await;
         self.free_slot(removed);
     }
@@ -126,6 +139,10 @@ impl DockerControl {
         }
         self.removals
             .remove_later(self.docker.clone(), self.container_id.clone());
+        // The supervisor closed it already; any other path closes it here.
+        if let Some(scope) = self.scope.clone() {
+            tokio::spawn(async move { scope.close().await });
+        }
     }
 
     /// Force-remove from a synchronous context (`Drop`), even inside a tokio
@@ -134,8 +151,12 @@ impl DockerControl {
     /// which may be the very thread we block). Waits at most ~3 s.
     pub fn remove_blocking(&self) {
         self.close_net();
-        let removed = blocking_remove(self.endpoint.clone(), self.container_id.clone(), None);
-        self.free_slot(removed);
+        let mut ids = vec![self.container_id.clone()];
+        if let Some(scope) = &self.scope {
+            ids.extend(scope.child_ids());
+        }
+        let removed = blocking_remove_all(self.endpoint.clone(), ids, None);
+        self.free_slot(removed.first().copied().unwrap_or(false));
     }
 }
 

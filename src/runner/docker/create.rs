@@ -104,6 +104,12 @@ pub struct Context<'a> {
     pub cwd: &'a Path,
     /// What the job's network gives the container (`reach.rs`).
     pub attach: &'a Attach,
+    /// The project asks every job for a read-only root (`read_only = true`).
+    pub read_only: bool,
+    /// Read-only bind mounts over project files (berth.toml, .devcontainer/ …).
+    pub protected: &'a [Mount],
+    /// The job's scoped engine: its socket's mount and variables.
+    pub engine: Option<&'a super::scoped::Setup>,
 }
 
 /// The container name: `berth-<instance>-<state hash>-<job id>`, so two
@@ -156,6 +162,17 @@ fn mount_plan(workspace: &Path, cwd: &Path) -> Result<(PathBuf, PathBuf)> {
         ));
     }
     Ok((ws, cwd))
+}
+
+/// HOME for a job whose workspace is `ws`: [`HOME_DIR`], unless the
+/// workspace contains it (`workspace = "/home"`), where the engine would make
+/// the mount point inside the workspace, on the host, as root.
+fn home_dir(ws: &Path) -> String {
+    [HOME_DIR, "/run/berth-home", "/var/lib/berth-home"]
+        .into_iter()
+        .find(|h| !Path::new(h).starts_with(ws))
+        .unwrap_or(HOME_DIR)
+        .to_string()
 }
 
 /// The create body and the limits it applies.
@@ -225,7 +242,11 @@ pub fn body(
     // PORT/BERTH_PORT_N name the container port: inside the container the
     // server binds its own port; the host side is the engine's business.
     // The job's own env wins, as on the host runner.
-    let mut env: Vec<(String, String)> = vec![("HOME".into(), HOME_DIR.into())];
+    let home = home_dir(&ws);
+    let mut env: Vec<(String, String)> = vec![("HOME".into(), home.clone())];
+    if let Some(engine) = ctx.engine {
+        env.extend(engine.env.iter().cloned());
+    }
     if let Some(first) = ports.first() {
         env.push(("PORT".into(), first.port.to_string()));
     }
@@ -243,8 +264,9 @@ pub fn body(
         (LABEL_JOB.to_string(), ctx.id.to_string()),
         (LABEL_STATE.to_string(), ctx.state.to_string()),
     ]);
-    let mut tmpfs = HashMap::from([(HOME_DIR.to_string(), format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
-    if spec.read_only {
+    let mut tmpfs = HashMap::from([(home, format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
+    // A tmpfs over the workspace (or above it) would hide it.
+    if (spec.read_only || ctx.read_only) && !Path::new("/tmp").starts_with(&ws) {
         tmpfs.insert("/tmp".to_string(), READ_ONLY_TMPFS.to_string());
     }
 
@@ -260,6 +282,8 @@ pub fn body(
         }),
         ..Default::default()
     }];
+    mounts.extend(ctx.protected.iter().cloned());
+    mounts.extend(ctx.engine.map(|e| e.mount.clone()));
     mounts.extend(ctx.attach.mounts.iter().cloned());
     // The job's own name on its own endpoint (a joined job has none).
     let networking_config = match (&ctx.attach.alias, network_mode.starts_with("container:")) {
@@ -297,7 +321,7 @@ pub fn body(
         // bits inert inside, so a setuid copy grants nobody more than the caller.)
         mounts: Some(mounts),
         // Opt-in: the image cannot be changed, only the workspace and /tmp.
-        readonly_rootfs: Some(spec.read_only),
+        readonly_rootfs: Some(spec.read_only || ctx.read_only),
         tmpfs: Some(tmpfs),
         network_mode: Some(network_mode),
         ..Default::default()

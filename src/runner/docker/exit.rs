@@ -31,6 +31,9 @@ const FALLBACK_POLL: Duration = Duration::from_millis(250);
 const FIRST_LINE_MAX: usize = 4096;
 /// After the engine reported the exit, how long the output may take to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+/// How long an exit 137 berth did not cause waits for the engine to say it
+/// was an OOM kill (its OOM event can trail the exit).
+const OOM_SETTLE: Duration = Duration::from_millis(500);
 
 pub(super) use super::client::OutputStream;
 
@@ -201,11 +204,32 @@ async fn observe(
     }
     let code = code.unwrap_or(-1);
     if code > 128 {
-        // A kill by the kernel's OOM killer also ends in 137; only inspect tells.
-        if let Ok(i) = docker.inspect_container(&cid).await
-            && i.state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false)
-        {
-            return Exit::Oom;
+        // A kill by the kernel's OOM killer also ends in 137; only inspect
+        // tells, and the engine learns of the OOM from its own event, which
+        // can come a moment after the exit: a 137 berth did not send is
+        // looked at a few times over OOM_SETTLE.
+        let unexplained = code == 137 && !control.was_sent(9);
+        let deadline = tokio::time::Instant::now() + OOM_SETTLE;
+        loop {
+            let oom = match docker.inspect_container(&cid).await {
+                Ok(i) => i.state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false),
+                Err(_) => break,
+            };
+            if oom {
+                return Exit::Oom;
+            }
+            if !unexplained {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                // The engine can record the OOM event and then let the exit
+                // overwrite its flag: its event log still says so.
+                if docker.had_oom(&cid).await.unwrap_or(false) {
+                    return Exit::Oom;
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let signal = (code - 128) as i32;
         if control.was_sent(signal) {

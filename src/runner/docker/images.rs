@@ -27,10 +27,19 @@ impl Engine {
         let docker = self.client().await?;
         let dev_present =
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
-        let mut choice = match crate::images::choose_image(spec, project, dev_present) {
+        let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(c) => c,
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(docker, &project.workspace, &build, &why, &building).await;
+                return build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await;
             }
         };
         let policy = spec.pull.unwrap_or(project.pull);
@@ -47,9 +56,21 @@ impl Engine {
         building: BuildProgressFn,
     ) -> Result<Option<crate::images::ImageChoice>> {
         let docker = self.client().await?;
-        match crate::images::choose_image(&JobSpec::default(), project, false) {
+        if let Some(l) = project.untrusted.first() {
+            return Err(l.refusal());
+        }
+        match crate::images::choose_image(&JobSpec::default(), project, false)? {
             crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(docker, &project.workspace, &build, &why, &building).await?,
+                build::ensure(
+                    self,
+                    docker,
+                    &project.workspace,
+                    &build,
+                    &why,
+                    &building,
+                    &project.limits,
+                )
+                .await?,
             )),
             crate::images::Choice::Image(_) => Ok(None),
         }

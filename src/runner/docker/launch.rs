@@ -43,6 +43,8 @@ use crate::net::{Upstream, Want, forward};
 use crate::output::{JobOutput, Stream as OutStream};
 use crate::runner::{Control, Launched};
 
+/// Launch `spec` as a container; a job with a scoped engine gets its
+/// socket served first (`scoped/`), closed again if the launch fails.
 pub(super) async fn launch(
     engine: &Engine,
     docker: DockerClient,
@@ -52,6 +54,80 @@ pub(super) async fn launch(
     output: &Arc<JobOutput>,
     project: &Project<'_>,
 ) -> Result<Launched> {
+    if spec.engine != Some(crate::model::EngineAccess::Scoped) {
+        return launch_one(engine, docker, id, spec, cwd, output, project, None).await;
+    }
+    let (scope, handle) =
+        super::scoped::Scope::open(scoped_opening(engine, &docker, id, spec, output, project)).await?;
+    match launch_one(engine, docker, id, spec, cwd, output, project, Some(&scope)).await {
+        Ok(mut launched) => {
+            if let Control::Docker(d) = &mut launched.control {
+                d.scope = Some(scope);
+            }
+            launched.engine = Some(handle);
+            Ok(launched)
+        }
+        Err(e) => {
+            scope.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// What a job's scoped engine is opened with: its socket in the job's
+/// directory, for its user; its limits as its children's budget.
+fn scoped_opening<'a>(
+    engine: &'a Engine,
+    docker: &DockerClient,
+    id: &'a JobId,
+    spec: &JobSpec,
+    output: &'a Arc<JobOutput>,
+    project: &'a Project<'_>,
+) -> super::scoped::Opening<'a> {
+    let limits = |ask: Option<f64>, default: Option<f64>, fallback: f64| ask.or(default).unwrap_or(fallback);
+    super::scoped::Opening {
+        job: id,
+        parent: create::container_name(&engine.instance, engine.state(), id),
+        docker: docker.clone(),
+        endpoint: &engine.endpoint,
+        job_dir: output.dir(),
+        user: &project.user,
+        workspace: project.workspace,
+        cpus: limits(
+            spec.limits.cpus,
+            project.defaults.cpus,
+            crate::model::host_cpus() as f64,
+        ),
+        memory: spec
+            .limits
+            .memory
+            .or(project.defaults.memory)
+            .unwrap_or(crate::config::DEFAULT_MEMORY),
+        pids: spec
+            .limits
+            .pids
+            .or(project.defaults.pids)
+            .unwrap_or(crate::config::DEFAULT_PIDS),
+        max_children: project.max_children,
+        ownership: engine.ownership.clone(),
+        owner: &engine.owner,
+        pool: engine.pool.clone(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn launch_one(
+    engine: &Engine,
+    docker: DockerClient,
+    id: &JobId,
+    spec: &JobSpec,
+    cwd: &Path,
+    output: &Arc<JobOutput>,
+    project: &Project<'_>,
+    scope: Option<&super::scoped::Scope>,
+) -> Result<Launched> {
+    // Before the create: anything the job changes has a later change time.
+    let since = std::time::SystemTime::now();
     let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
     if !project.prepared {
         // The manager makes the image present first (`Engine::prepare`, with
@@ -59,7 +135,7 @@ pub(super) async fn launch(
         let quiet: super::pull::ProgressFn = Arc::new(|_| {});
         super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
     }
-    let name = create::container_name(&engine.instance, engine.state(), id);
+    let mut name = create::container_name(&engine.instance, engine.state(), id);
 
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs; internal unless the
@@ -91,6 +167,18 @@ pub(super) async fn launch(
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let mut proxy: Option<crate::net::Proxy> = None;
+    // Copies of the project's config files, mounted read-only over them.
+    let protect_dir = output.dir().join("protected");
+    let (protected, protect_warnings) = match crate::store::private::own_dir(&protect_dir) {
+        Ok(()) => {
+            let extra: Vec<&Path> = project.protect.iter().map(|p| p.as_path()).collect();
+            super::protect::mounts(project.workspace, &extra, &protect_dir)
+        }
+        Err(e) => (
+            Vec::new(),
+            vec![format!("project files are not protected from the job: {e}")],
+        ),
+    };
     let mut network_retries = 2;
     let mut cleared = false;
     let (started, joined) = loop {
@@ -126,6 +214,16 @@ pub(super) async fn launch(
             (None, Some(s)) => s.id.clone(),
             (None, None) => String::new(),
         };
+        // The scoped engine's socket and variables, for this attempt's network.
+        let engine_setup = match (scope, &slot) {
+            (Some(scope), Some(s)) => Some(scope.setup(&s.id).await?),
+            (Some(_), None) => {
+                return Err(Error::InvalidSpec(
+                    "a scoped engine needs the job's own network (network isolated)".into(),
+                ));
+            }
+            (None, _) => None,
+        };
         let ctx = Context {
             id,
             image: &image,
@@ -139,6 +237,9 @@ pub(super) async fn launch(
             workspace: project.workspace,
             cwd,
             attach: &attach,
+            read_only: project.read_only,
+            protected: &protected,
+            engine: engine_setup.as_ref(),
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
@@ -184,7 +285,12 @@ pub(super) async fn launch(
                 // Ids are never reused, so this is rare (a state dir reset
                 // while its containers stayed): checked only when it happens.
                 cleared = true;
-                clear_leftover(engine, &docker, id, &name).await?;
+                if !clear_leftover(engine, &docker, &name).await? {
+                    // Someone else's container squats the name (a job can
+                    // guess the next id): never touch it, take another name.
+                    tracing::warn!(job = %id, %name, "a container that is not berth's has this job's name; using another");
+                    name = format!("{name}-{}", unique_suffix());
+                }
             }
             Err(AttemptError::NameTaken) => {
                 return Err(Error::Docker {
@@ -292,6 +398,7 @@ pub(super) async fn launch(
         }
     };
     note_warnings(&mut applied, &warnings);
+    applied.not_enforced.extend(protect_warnings);
 
     let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
     // The container's main process as the engine's host sees it: the `pid`
@@ -310,6 +417,11 @@ pub(super) async fn launch(
         internal_ip,
         control: Control::Docker(control),
         exit,
+        sweep: Some(crate::runner::setuid::Sweep {
+            root: project.workspace.to_path_buf(),
+            since,
+        }),
+        engine: None,
     })
 }
 
@@ -335,7 +447,8 @@ fn wants(plan: &[PortPlan]) -> Vec<Want> {
 /// A container with this job's name is a leftover of this instance and
 /// state dir (ids are never reused) and is cleared; one whose labels say
 /// otherwise is never touched: the launch fails naming it.
-async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name: &str) -> Result<()> {
+/// `Ok(false)`: the container with the name is someone else's (left alone).
+async fn clear_leftover(engine: &Engine, docker: &DockerClient, name: &str) -> Result<bool> {
     match docker.inspect_container(name).await {
         Ok(c)
             if engine
@@ -343,18 +456,20 @@ async fn clear_leftover(engine: &Engine, docker: &DockerClient, id: &JobId, name
                 .owns(c.config.as_ref().and_then(|c| c.labels.as_ref())) =>
         {
             remove_container(docker, name).await;
-            Ok(())
+            Ok(true)
         }
-        Ok(_) => Err(Error::Docker {
-            action: "create container",
-            job: id.to_string(),
-            message: format!(
-                "a container named {name} exists and is not this berth instance's; remove it (docker rm -f {name})"
-            ),
-        }),
-        Err(e) if e.engine_status() == Some(404) => Ok(()),
+        Ok(_) => Ok(false),
+        Err(e) if e.engine_status() == Some(404) => Ok(true),
         Err(e) => Err(e),
     }
+}
+
+/// A suffix no one can have guessed: time and process, in hex.
+fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs());
+    format!("{:x}", nanos ^ ((std::process::id() as u64) << 32))
 }
 
 /// The container's address on its network, for probes that must reach the

@@ -23,6 +23,8 @@
 //! ones for `egress = "all"`); how it is reached (berth's port forwarder)
 //! and what it reaches (the egress proxy) is `reach.rs`, its own `/etc`
 //! files `etc.rs`.
+//! A job with `engine = "scoped"` also gets an engine socket of its own,
+//! through which it starts children of its own (`scoped/`).
 
 mod adopt;
 mod attempt;
@@ -39,8 +41,10 @@ mod launch;
 mod network;
 mod ownership;
 mod pool;
+mod protect;
 mod pull;
 pub mod reach;
+mod scoped;
 #[cfg(test)]
 mod tests;
 mod throttle;
@@ -71,6 +75,7 @@ pub use create::{
 pub use network::NO_ICC;
 pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;
+pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
 pub use usage::UsageTarget;
 
 use cleanup::{Removals, blocking_remove, remove_container};
@@ -127,8 +132,9 @@ pub struct Engine {
     /// making a network costs ~0.2 s.
     used_network: std::sync::atomic::AtomicBool,
     /// The internal job networks (`<prefix>-net-N`) and which of them this
-    /// engine's containers hold.
-    pool: pool::Pool,
+    /// engine's containers hold (shared with the scoped engines, whose
+    /// children take networks too).
+    pool: Arc<pool::Pool>,
     /// The NAT'd job networks (`<prefix>-nat-N`: `egress = "all"`).
     nat_pool: pool::Pool,
     client: OnceCell<DockerClient>,
@@ -138,6 +144,8 @@ pub struct Engine {
     precheck_ports: bool,
     /// Keep network holders (holder.rs): a long-lived manager only.
     warm: std::sync::atomic::AtomicBool,
+    /// The config's child limit of a scoped engine, for `launch` without a project.
+    max_children: usize,
 }
 
 /// What a job's project decides about its container.
@@ -155,6 +163,13 @@ pub(super) struct Project<'a> {
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
+    /// Every job gets a read-only root (`read_only = true`).
+    pub read_only: bool,
+    /// Config files inside the workspace that jobs must not change, beyond
+    /// the usual names (`protect.rs`): the project's, the user's.
+    pub protect: Vec<std::path::PathBuf>,
+    /// Most children of a job with a scoped engine.
+    pub max_children: usize,
 }
 
 impl Engine {
@@ -170,7 +185,11 @@ impl Engine {
             grace: config.grace(),
             pull_timeout: Duration::from_secs_f64(config.pull_timeout_secs),
             owner: owner_label(),
-            pool: pool::Pool::new(network::name(&clean, &state), true, networks.join("networks")),
+            pool: Arc::new(pool::Pool::new(
+                network::name(&clean, &state),
+                true,
+                networks.join("networks"),
+            )),
             nat_pool: pool::Pool::new(
                 network::nat_name(&clean, &state),
                 false,
@@ -192,6 +211,7 @@ impl Engine {
             removals: Arc::default(),
             precheck_ports: true,
             warm: std::sync::atomic::AtomicBool::new(false),
+            max_children: config.max_children,
         }
     }
 
@@ -330,6 +350,9 @@ impl Engine {
             publish: self.publish,
             defaults: &self.defaults,
             prepared: false,
+            read_only: false,
+            protect: Vec::new(),
+            max_children: self.max_children,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -359,6 +382,14 @@ impl Engine {
             publish: config.publish,
             defaults: &config.limits,
             prepared: true,
+            read_only: config.read_only,
+            protect: config
+                .project_file
+                .iter()
+                .chain(&config.user_file)
+                .cloned()
+                .collect(),
+            max_children: config.max_children,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await

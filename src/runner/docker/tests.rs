@@ -33,7 +33,14 @@ struct Fixture {
     instance: String,
     dir: tempfile::TempDir,
     workspace: PathBuf,
+    /// Who the jobs run as (`Config::container_user`).
+    user: String,
 }
+
+/// The owner a root test process gives its workspaces: a root caller's jobs
+/// run as the workspace's owner, as a user's would (and as nobody when root
+/// owns it, which could not write there).
+pub const TEST_OWNER: u32 = 4242;
 
 impl Fixture {
     async fn new(tag: &str) -> Self {
@@ -46,7 +53,11 @@ impl Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = dir.path().join("ws");
         std::fs::create_dir_all(&workspace).unwrap();
+        if nix::unistd::getuid().is_root() {
+            std::os::unix::fs::chown(&workspace, Some(TEST_OWNER), Some(TEST_OWNER)).unwrap();
+        }
         let config = Config::isolated(dir.path().join("state"), &instance).with_workspace(&workspace);
+        let user = config.container_user();
         let engine = Engine::new(&config);
         if let Err(e) = engine.resolve(RunnerChoice::Docker).await {
             panic!(
@@ -65,6 +76,7 @@ impl Fixture {
             instance,
             dir,
             workspace,
+            user,
         }
     }
 
@@ -209,9 +221,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             memory: Some(64 << 20),
             pids: Some(100),
             not_enforced: vec![],
-            user: Some(crate::config::caller_user())
-                .filter(|u| u != "0:0")
-                .or(Some("root".into())),
+            user: Some(fx.user.clone()),
             // The default: the first network of the instance's pool.
             network: Some(format!("{}-0", fx.engine.network_name())),
             egress: Some("proxy".into()),
@@ -288,6 +298,9 @@ async fn the_job_runs_in_its_cwd_inside_the_mounted_workspace() {
     let fx = Fixture::new("cwd").await;
     let sub = fx.workspace.join("sub dir");
     std::fs::create_dir_all(&sub).unwrap();
+    if nix::unistd::getuid().is_root() {
+        std::os::unix::fs::chown(&sub, Some(TEST_OWNER), Some(TEST_OWNER)).unwrap();
+    }
     let id = JobId::from_number(1);
     let output = fx.output(&id);
     let spec = JobSpec::shell("pwd; echo written > out.txt; echo \"$PORT $BERTH_PORT_3000 $GREETING\"");

@@ -2,12 +2,22 @@
 //! insides of `${…}` and `$(…)`, quoted strings. Each moves forward only, so
 //! lexing stays linear in the input however the brackets nest.
 
-use super::{Lexer, Tok};
+use super::{Lexer, Tok, is_soft_blank};
+
+/// Whether `line` ends a here-document whose delimiter this lexer read as
+/// `delimiter` (see `heredoc_bodies`).
+fn ends_heredoc(line: &[char], delimiter: &str) -> bool {
+    let d: Vec<char> = delimiter.chars().collect();
+    line.starts_with(&d) && line.get(d.len()).is_none_or(|c| is_soft_blank(*c))
+}
 
 impl Lexer {
     /// After a newline: the bodies of the here-documents opened on that line,
     /// each up to a line that is exactly its delimiter (after leading tabs for
     /// `<<-`), as the shell reads them; an unterminated one runs to the end.
+    /// A delimiter this lexer cut at a blank the shell keeps in the word
+    /// (`EOF⟨U+00A0⟩X`) also ends at a line that starts with it and such a
+    /// blank: the body then never runs past the shell's.
     pub(super) fn heredoc_bodies(&mut self) {
         for h in std::mem::take(&mut self.heredocs) {
             let mut body = String::new();
@@ -23,7 +33,7 @@ impl Lexer {
                         line = rest;
                     }
                 }
-                if line.iter().copied().eq(h.delimiter.chars()) {
+                if ends_heredoc(line, &h.delimiter) {
                     break;
                 }
                 body.extend(line);

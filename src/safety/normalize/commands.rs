@@ -1,17 +1,31 @@
-//! Simple commands: peeling wrappers (`env`, `timeout 5`, `xargs`, …) and
-//! keywords off the front, and following the commands that run other
-//! commands (`sh -c`, `eval`, `find -exec`, `watch`, `trap`, here-strings).
+//! Simple commands: peeling wrappers (`env`, `timeout 5`, `xargs`,
+//! `setarch`, `start-stop-daemon`, …) and keywords off the front, then
+//! handing the command to what knows it: shells (`sh -c`, and where a
+//! shell reads its script from), builtins (`builtins.rs`), programs that run
+//! commands from their arguments (`payloads.rs`) and interpreters
+//! (`code.rs`). Every simple command ends as one view.
 
-use super::words::{Scope, Text, Val, is_name, program, skip_options};
+use super::line::At;
+use super::scope::{Scope, Val};
+use super::words::{Text, is_name, program, skip_options};
 use super::wrappers::{WRAPPERS, unreadable_script};
 use super::{DYNAMIC, MAX_WRAPPERS, Walker};
 
-const SHELLS: &[&str] = &[
+pub(super) const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "ash", "mksh", "fish", "rbash", "yash", "posh", "csh", "tcsh",
 ];
 const KEYWORDS: &[&str] = &[
     "!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc",
 ];
+
+/// How a command came to be run, as far as its stdin and arguments go.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Via {
+    /// `xargs`/`parallel` append arguments read from stdin.
+    pub(super) stdin_args: bool,
+    /// `coproc`: its stdin is a pipe from this shell.
+    pub(super) coproc: bool,
+}
 
 impl Walker<'_> {
     /// One simple command after expansion: wrappers peeled, payloads followed.
@@ -21,31 +35,27 @@ impl Walker<'_> {
         redirs: &[String],
         here: &[String],
         scope: &mut Scope,
-        depth: usize,
-        reads_input: bool,
+        at: At,
     ) -> Option<String> {
+        let pending = self.files.pending_mark();
+        let mut own: Vec<String> = Vec::new();
         let mut w = words;
         let mut peeled = 0;
+        let mut via = Via::default();
+        // After `env` (a program, not a builtin) nothing touches this shell.
+        let mut local: Option<Scope> = None;
         while let Some(first) = w.first() {
-            let name = program(first);
+            let name = self.program_name(first);
             if KEYWORDS.contains(&name.as_str()) {
                 w = &w[1..];
-                // Assignments after a keyword (`do i=$((i+1))`) were not seen as
-                // such before the keyword came off: they name no program.
-                while let Some(var) = w
-                    .first()
-                    .and_then(|t| t.s.split_once('='))
-                    .map(|(n, _)| n.to_string())
-                    .filter(|n| is_name(n))
-                {
-                    w = &w[1..];
-                    scope.insert(var, Val::Unknown);
+                if name == "coproc" {
+                    via.coproc = true;
+                    // `coproc NAME { …; }`: NAME is the coprocess's name.
+                    if w.len() > 1 && w[1].s == "{" && is_name(&w[0].s) {
+                        scope.unknown(&w[0].s);
+                        w = &w[1..];
+                    }
                 }
-                continue;
-            }
-            // `function NAME { BODY`: the body's first command follows.
-            if name == "function" {
-                w = &w[2.min(w.len())..];
                 continue;
             }
             peeled += 1;
@@ -54,145 +64,129 @@ impl Walker<'_> {
                 self.push(v.clone());
                 return Some(v);
             }
+            let whole = self.render(&name, &w[1..], redirs);
             if name == "env" {
-                let whole = self.render(&name, &w[1..], redirs);
                 self.push(whole.clone());
+                own.push(whole.clone());
                 w = &w[1..];
-                if self.env_options(&mut w, scope, depth) {
+                let child = local.get_or_insert_with(|| scope.clone());
+                if self.env_options(&mut w, child, at.depth) {
                     return Some(whole);
                 }
                 continue;
             }
+            if let Some(rest) = self.special_wrapper(&name, &w[1..], redirs, scope, at) {
+                self.push(whole.clone());
+                own.push(whole);
+                via.stdin_args |= name == "parallel";
+                match rest {
+                    Some(rest) => {
+                        w = rest;
+                        continue;
+                    }
+                    None => return None,
+                }
+            }
             let Some(wrapper) = WRAPPERS.iter().find(|x| x.name == name) else {
                 break;
             };
-            let whole = self.render(&name, &w[1..], redirs);
             self.push(whole.clone());
+            own.push(whole.clone());
             // `command -v sudo` only asks where sudo is.
             if name == "command" && w.get(1).is_some_and(|a| a.s == "-v" || a.s == "-V") {
                 return Some(whole);
             }
+            via.stdin_args |= name == "xargs";
+            // `exec <FILE` with no command: the script's stdin is no longer the job's input.
+            if name == "exec"
+                && w.len() == 1
+                && redirs.iter().any(|r| r.starts_with('<') && !r.starts_with("<<"))
+            {
+                self.stdin_moved = true;
+            }
             w = &w[1..];
             skip_options(&mut w, wrapper.with_value);
             w = &w[wrapper.operands.min(w.len())..];
+            // `setarch ARCH -R cmd`: options may follow the operands too.
+            skip_options(&mut w, wrapper.with_value);
             // `flock FILE -c STRING`, `runuser -u me -c STRING`: a shell payload.
             if w.first().is_some_and(|a| a.s == "-c" || a.s == "--command") {
-                let payload = w.get(1).map(|a| a.s.clone()).unwrap_or_default();
-                self.line(&payload, &mut scope.clone(), depth + 1);
+                match w.get(1) {
+                    Some(p) if !p.dynamic => self.line(&p.s.clone(), &mut scope.clone(), at.depth + 1, true),
+                    _ => self.push(format!(
+                        "{DYNAMIC} {name} -c with a payload the filter cannot read"
+                    )),
+                }
                 return Some(whole);
             }
         }
+        let sc: &mut Scope = match local.as_mut() {
+            Some(l) => l,
+            None => scope,
+        };
         let Some(first) = w.first() else {
             let v = redirs.join(" ");
             self.push(v.clone());
             return (!v.is_empty()).then_some(v);
         };
-        // A program this line wrote itself (`printf … > x.sh; ./x.sh`) is unreadable.
-        let name = if self.was_written(&first.s) {
-            DYNAMIC.to_string()
-        } else {
-            program(first)
-        };
+        let name = self.program_name(first);
         let args = &w[1..];
-        match name.as_str() {
-            s if SHELLS.contains(&s) => self.shell(&name, args, redirs, here, scope, depth, reads_input),
-            "source" | "." => {
-                if let Some(f) = args
-                    .first()
-                    .filter(|f| unreadable_script(&f.s) || self.was_written(&f.s))
-                {
-                    self.push(format!("{DYNAMIC} {name} {}", f.s));
-                }
-            }
-            "eval" => {
-                let text = args.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
-                self.line(&text, &mut scope.clone(), depth + 1);
-            }
-            "trap" => {
-                if let Some(a) = args.first() {
-                    self.line(&a.s, &mut scope.clone(), depth + 1);
-                }
-            }
-            // An alias's value is code (with `shopt -s expand_aliases` it runs).
-            "alias" => {
-                for a in args {
-                    if let Some((_, value)) = a.s.split_once('=') {
-                        self.line(value, &mut scope.clone(), depth + 1);
-                    }
-                }
-            }
-            // `sg GROUP [-c] STRING`: STRING is a shell payload.
-            "sg" => {
-                let rest: Vec<&str> = args
-                    .iter()
-                    .skip(1)
-                    .map(|a| a.s.as_str())
-                    .filter(|a| *a != "-c")
-                    .collect();
-                self.line(&rest.join(" "), &mut scope.clone(), depth + 1);
-            }
-            "watch" | "script" => {
-                let mut rest = args;
-                skip_options(&mut rest, &["-n", "--interval", "-q", "-t", "-E", "-I", "-O"]);
-                let text = rest.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
-                self.line(&text, &mut scope.clone(), depth + 1);
-                if let Some(i) = args.iter().position(|a| a.s == "-c" || a.s == "--command") {
-                    let payload = args.get(i + 1).map(|a| a.s.clone()).unwrap_or_default();
-                    self.line(&payload, &mut scope.clone(), depth + 1);
-                }
-            }
-            "find" => {
-                let mut i = 0;
-                while i < args.len() {
-                    if ["-exec", "-execdir", "-ok", "-okdir"].contains(&args[i].s.as_str()) {
-                        let end = (i + 1..args.len())
-                            .find(|&j| args[j].s == ";" || args[j].s == "+")
-                            .unwrap_or(args.len());
-                        self.simple(&args[i + 1..end], &[], &[], &mut scope.clone(), depth + 1, false);
-                        i = end;
-                    }
-                    i += 1;
-                }
-            }
-            "tee" => {
-                for a in args.iter().filter(|a| !a.s.starts_with('-')) {
-                    self.wrote(&a.s);
-                }
-            }
-            "cp" | "mv" | "install" | "ln" => {
-                if let Some(a) = args.last() {
-                    self.wrote(&a.s);
-                }
-            }
-            "git" => self.git(args, scope, depth),
-            s if s.starts_with("python")
-                || [
-                    "perl", "ruby", "node", "nodejs", "php", "awk", "gawk", "mawk", "nawk", "sed",
-                ]
-                .contains(&s) =>
-            {
-                self.interpreter(s, args, scope, depth)
-            }
-            "tar" => self.tar(args, scope, depth),
-            _ => {}
+        self.runs_program(first, &name);
+        // Where relative paths point for this command (before a `cd` moves it).
+        let resolved = self.resolved_views(&name, args, redirs, sc);
+        if SHELLS.contains(&name.as_str()) {
+            self.shell(&name, args, redirs, here, sc, at, via);
+        } else if !self.builtin(&name, w, sc, at) {
+            self.program(&name, args, sc, at);
+        }
+        // A function or alias the line defined may change any variable.
+        if self.functions.contains(&name) {
+            sc.poison();
         }
         let view = self.render(&name, args, redirs);
         self.push(view.clone());
+        own.push(view.clone());
+        if self.captured && view.contains(".sock") {
+            self.push(format!("¦ {view}"));
+        }
+        for view in resolved {
+            self.push(view.clone());
+            own.push(view);
+        }
+        self.files.settle(pending, own);
         Some(view)
     }
 
-    /// `env`'s options and assignments; true when `-S` handed the rest to a nested line.
-    fn env_options(&mut self, w: &mut &[Text], scope: &mut Scope, depth: usize) -> bool {
+    /// The program a word names, after `hash -p` renames.
+    fn program_name(&self, t: &Text) -> String {
+        let name = program(t);
+        match self.renames.get(&name) {
+            Some(to) => to.clone(),
+            None => name,
+        }
+    }
+
+    /// `env`'s options and assignments (for the command only, in `child`);
+    /// true when `-S` handed the rest to a nested line.
+    fn env_options(&mut self, w: &mut &[Text], child: &mut Scope, depth: usize) -> bool {
         while let Some(a) = w.first().map(|t| t.s.clone()) {
-            let split = a.strip_prefix("--split-string=").or_else(|| a.strip_prefix("-S"));
-            if let Some(inline) = split.or((a == "--split-string").then_some("")) {
+            // `-S STRING`, `-SSTRING`, `-iS STRING`, `--split-string[=]STRING`.
+            let short_s = (a.starts_with('-') && !a.starts_with("--"))
+                .then(|| a.find('S').map(|k| a[k + 1..].to_string()))
+                .flatten();
+            let split = a
+                .strip_prefix("--split-string=")
+                .map(str::to_string)
+                .or(short_s)
+                .or((a == "--split-string").then(String::new));
+            if let Some(inline) = split {
                 *w = &w[1..];
                 let payload = if inline.is_empty() && !w.is_empty() {
                     let p = w[0].s.clone();
                     *w = &w[1..];
                     p
                 } else {
-                    inline.to_string()
+                    inline
                 };
                 // `env -S` has its own quoting and `${VAR}` expansion: the
                 // filter reads what it can but does not trust its reading.
@@ -200,20 +194,22 @@ impl Walker<'_> {
                 let rest: Vec<String> = w.iter().map(|t| t.s.clone()).collect();
                 self.line(
                     &format!("{payload} {}", rest.join(" ")),
-                    &mut scope.clone(),
+                    &mut child.clone(),
                     depth + 1,
+                    true,
                 );
                 return true;
             }
             if let Some((n, v)) = a.split_once('=').filter(|(n, _)| is_name(n)) {
-                self.push(format!("{n}={v}"));
-                scope.insert(n.to_string(), Val::Known(v.to_string()));
+                let value = Text::plain(v);
+                self.assign(n, &value, false, true, child, depth);
             } else if a == "--" {
                 *w = &w[1..];
                 return false;
             } else if !a.starts_with('-') {
                 return false;
-            } else if ["-u", "--unset", "-C", "--chdir"].contains(&a.as_str()) && w.len() > 1 {
+            } else if ["-u", "--unset", "-C", "--chdir", "-a", "--argv0"].contains(&a.as_str()) && w.len() > 1
+            {
                 *w = &w[1..];
             }
             *w = &w[1..];
@@ -222,9 +218,11 @@ impl Walker<'_> {
     }
 
     /// A shell: follow `-c PAYLOAD` (with `$0`, `$1`… bound to the operands
-    /// after it) or a here-string; note when it reads its script from stdin.
-    /// A script file the line wrote, or `/dev/stdin`, is code the filter
-    /// cannot read: the command becomes undecided.
+    /// after it) or a here-string, and decide where a shell without either
+    /// reads its script: the job's own input (checked as the script), a
+    /// file (the workspace's, unless this line wrote it), or anything else
+    /// (a pipe, a coprocess, a process substitution, `/dev/stdin`, another
+    /// descriptor), which is code the filter cannot read.
     #[allow(clippy::too_many_arguments)]
     fn shell(
         &mut self,
@@ -233,14 +231,17 @@ impl Walker<'_> {
         redirs: &[String],
         here: &[String],
         scope: &Scope,
-        depth: usize,
-        reads_input: bool,
+        at: At,
+        via: Via,
     ) {
         let mut i = 0;
         let mut has_c = false;
+        // `-s`: the script is stdin, the operands are its arguments.
+        let mut has_s = false;
         while let Some(a) = args.get(i).map(|t| t.s.as_str()) {
             i += 1;
             if a == "--" || a == "-" {
+                has_s |= a == "-";
                 break;
             }
             if ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"].contains(&a) {
@@ -251,38 +252,74 @@ impl Walker<'_> {
             } else if !(a.len() > 1 && (a.starts_with('-') || a.starts_with('+'))) {
                 i -= 1;
                 break;
+            } else if a.starts_with('-') && !a.starts_with("--") && a[1..].contains('s') {
+                has_s = true;
             }
         }
         if has_c {
-            let Some(payload) = args.get(i) else { return };
+            let Some(payload) = args.get(i) else {
+                // `xargs sh -c`: the payload comes from stdin.
+                if via.stdin_args {
+                    self.push(format!("{DYNAMIC} {name} -c with its code from stdin"));
+                }
+                return;
+            };
             let mut inner = scope.clone();
             let operands = &args[(i + 1).min(args.len())..];
             for (n, t) in operands.iter().enumerate() {
                 inner.insert(n.to_string(), t.value());
             }
             let all: Vec<&str> = operands.iter().skip(1).map(|t| t.s.as_str()).collect();
-            inner.insert("@".into(), Val::Known(all.join(" ")));
-            inner.insert("*".into(), Val::Known(all.join(" ")));
-            self.line(&payload.s, &mut inner, depth + 1);
-        } else if let Some(file) = args.get(i) {
-            if unreadable_script(&file.s)
-                || self.was_written(&file.s)
-                || (file.dynamic && !file.s.starts_with("<(?)"))
-            {
+            let rest = if via.stdin_args || operands.iter().any(|t| t.dynamic) {
+                Val::Unknown
+            } else {
+                Val::Known(all.join(" "))
+            };
+            inner.insert("@".into(), rest.clone());
+            inner.insert("*".into(), rest);
+            if payload.dynamic {
+                self.push(format!("{DYNAMIC} {name} -c {}", payload.s));
+            }
+            self.line(&payload.s, &mut inner, at.depth + 1, true);
+        } else if let Some(file) = args.get(i).filter(|_| !has_s) {
+            let unknown = file.dynamic && !file.s.starts_with("<(?)") && !via.stdin_args;
+            if unreadable_script(&file.s) || unknown {
                 self.push(format!("{DYNAMIC} {name} {}", file.s));
+            } else {
+                self.files.runs(&file.s);
+            }
+        } else if !here.is_empty() {
+            for h in here {
+                self.line(h, &mut scope.clone(), at.depth + 1, true);
             }
         } else {
-            for h in here {
-                self.line(h, &mut scope.clone(), depth + 1);
+            self.stdin_script(name, redirs, at, via);
+        }
+    }
+
+    /// A shell with no `-c`, script file or here-document reads its script
+    /// from stdin: where does that come from?
+    fn stdin_script(&mut self, name: &str, redirs: &[String], at: At, via: Via) {
+        let from_file = redirs.iter().rev().find_map(|r| {
+            r.strip_prefix("< ")
+                .or_else(|| r.strip_prefix("<> "))
+                .map(|f| Some(f.to_string()))
+                .or_else(|| (r.starts_with("<&") && r != "<&0").then_some(None))
+        });
+        match from_file {
+            Some(Some(f)) if !(unreadable_script(&f) || f.contains("<(?)") || f.contains(DYNAMIC)) => {
+                self.files.runs(&f);
             }
-            let from_written = redirs
-                .iter()
-                .filter_map(|r| r.strip_prefix("< "))
-                .any(|f| unreadable_script(f) || self.was_written(f));
-            if from_written {
-                self.push(format!("{DYNAMIC} {name} < (a file this line wrote)"));
-            }
-            self.stdin_is_script |= here.is_empty() && reads_input;
+            Some(_) => self.push(format!(
+                "{DYNAMIC} {name} reads its script from a stream the filter cannot read"
+            )),
+            // `xargs sh`: the script's name comes from stdin (data, like a loop variable).
+            None if via.stdin_args => {}
+            None if at.reads_input && !via.coproc => self.stdin_is_script = true,
+            // A pipe, a coprocess, a process substitution: shown as data
+            // piped into a shell (the rules for downloads and decoded data
+            // piped into one still name those first).
+            None => self.push(format!("| {name}")),
         }
     }
 }

@@ -1,66 +1,23 @@
-//! Words after expansion: what a variable, a substitution or a brace list
+//! Words after expansion: what a brace list, a variable or a substitution
 //! becomes (as far as the filter can tell cheaply), and the small helpers the
 //! normaliser uses to read words (assignments, option skipping, program names).
+//!
+//! Brace expansion works on the whole word (quoted parts and expansions are
+//! fixed pieces, see `expand/braces.rs`), and each part of a word is
+//! resolved once however many words the braces make of it: a substitution
+//! inside `{a..p}$(…)` is walked once, not sixteen times per level.
 
-use std::collections::HashMap;
-use std::rc::Rc;
-
+use super::scope::{Scope, Val};
 use super::{DYNAMIC, MAX_DEPTH, MAX_OUTPUT, Walker};
-use crate::safety::expand;
+use crate::safety::expand::{self, braces::Piece};
 use crate::safety::lexer::{self, Part, Sep, Tok, Word};
-
-/// What a variable holds, as far as the filter knows.
-#[derive(Debug, Clone)]
-pub(super) enum Val {
-    Known(String),
-    Unknown,
-}
-
-/// Most variables a scope tracks; past that every unknown name is undecided.
-pub(super) const MAX_VARS: usize = 256;
-/// Longest value a variable is known to hold; longer ones are undecided
-/// (`a=$a$a` doubling would otherwise grow without bound).
-pub(super) const MAX_VALUE: usize = 4096;
-
-/// Variables assigned so far on this line (and `$0`, `$1`… inside `sh -c`).
-/// Cloning is cheap (shared until written): every substitution and nested
-/// line gets its own copy, and a deep copy per copy would make the walk
-/// quadratic.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Scope {
-    vars: Rc<HashMap<String, Val>>,
-    /// More than [`MAX_VARS`] names were assigned: unknown names are undecided.
-    full: bool,
-}
-
-impl Scope {
-    pub(super) fn new() -> Self {
-        Scope::default()
-    }
-
-    pub(super) fn insert(&mut self, name: String, val: Val) {
-        let val = match val {
-            Val::Known(v) if v.len() > MAX_VALUE => Val::Unknown,
-            v => v,
-        };
-        if self.vars.len() >= MAX_VARS && !self.vars.contains_key(&name) {
-            self.full = true;
-            return;
-        }
-        Rc::make_mut(&mut self.vars).insert(name, val);
-    }
-
-    pub(super) fn get(&self, name: &str) -> Option<&Val> {
-        const UNKNOWN: &Val = &Val::Unknown;
-        self.vars.get(name).or(self.full.then_some(UNKNOWN))
-    }
-}
 
 /// A word after expansion.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Text {
     pub(super) s: String,
-    /// Holds something not evaluated (`$(…)` the filter could not run).
+    /// Holds something not evaluated (`$(…)` the filter could not run), or
+    /// something whose value depends on more than literal assignments.
     pub(super) dynamic: bool,
     /// Has an unquoted glob character.
     pub(super) glob: bool,
@@ -79,10 +36,29 @@ impl Text {
         }
     }
     /// Append a part the filter could not evaluate, shown as `marker`.
-    fn undecided(&mut self, marker: &str) {
+    pub(super) fn undecided(&mut self, marker: &str) {
         self.s.push_str(marker);
+        self.mark_dynamic();
+    }
+    /// What is in `s` so far depends on something the filter cannot vouch for.
+    pub(super) fn mark_dynamic(&mut self) {
         self.dynamic = true;
         self.dynamic_end = self.s.len();
+    }
+    /// Append another resolved piece of the same word.
+    fn append(&mut self, other: &Text) {
+        let at = self.s.len();
+        self.s.push_str(&other.s);
+        if other.dynamic {
+            self.dynamic = true;
+            self.dynamic_end = at + other.dynamic_end;
+        }
+        self.glob |= other.glob;
+        self.expanded |= other.expanded;
+    }
+    fn lit(&mut self, s: &str) {
+        self.glob |= s.contains(['*', '?', '[']);
+        self.s.push_str(s);
     }
     pub(super) fn value(&self) -> Val {
         if self.dynamic {
@@ -118,13 +94,28 @@ pub(super) fn is_name(s: &str) -> bool {
         && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// `NAME=value` at the start of a word, split into the name and the value's parts.
-pub(super) fn assignment(w: &Word) -> Option<(String, Word)> {
+/// An assignment word: the name, the value's parts, and whether it was `+=`.
+pub(super) struct Assignment {
+    pub(super) name: String,
+    pub(super) value: Word,
+    pub(super) append: bool,
+}
+
+/// `NAME=value`, `NAME+=value` or `NAME[sub]=value` at the start of a word.
+pub(super) fn assignment(w: &Word) -> Option<Assignment> {
     let Some(Part::Lit(first)) = w.0.first() else {
         return None;
     };
     let (name, rest) = first.split_once('=')?;
-    let name = name.strip_suffix('+').unwrap_or(name);
+    let (name, append) = match name.strip_suffix('+') {
+        Some(n) => (n, true),
+        None => (name, false),
+    };
+    // `a[$(…)]=x`: the subscript is arithmetic, the name is `a`, its value unknown.
+    let (name, subscript) = match name.split_once('[') {
+        Some((n, _)) if name.ends_with(']') => (n, true),
+        _ => (name, false),
+    };
     if !is_name(name) {
         return None;
     }
@@ -133,17 +124,11 @@ pub(super) fn assignment(w: &Word) -> Option<(String, Word)> {
         value.0.push(Part::Lit(rest.to_string()));
     }
     value.0.extend(w.0[1..].iter().cloned());
-    Some((name.to_string(), value))
-}
-
-/// `NAME:-word`, `NAME-word`, `NAME:=word`, `NAME=word` (the body of `${…}`)
-/// as the name and its default.
-pub(super) fn default_of(body: &str) -> Option<(&str, &str)> {
-    let end = body.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-    let (name, rest) = body.split_at(end);
-    let rest = rest.strip_prefix(':').unwrap_or(rest);
-    let default = rest.strip_prefix('-').or_else(|| rest.strip_prefix('='))?;
-    is_name(name).then_some((name, default))
+    Some(Assignment {
+        name: name.to_string(),
+        value,
+        append: append || subscript,
+    })
 }
 
 /// The literal text of a word, expansions shown as written.
@@ -178,32 +163,24 @@ pub(super) fn skip_options(w: &mut &[Text], with_value: &[&str]) {
 impl Walker<'_> {
     /// A word, brace-expanded and word-split: possibly several words.
     pub(super) fn expand(&mut self, w: &Word, scope: &mut Scope, depth: usize) -> Vec<Text> {
-        let mut variants = vec![w.clone()];
-        if let Some(i) =
-            w.0.iter()
-                .position(|p| matches!(p, Part::Lit(s) if s.contains('{')))
-        {
-            let Part::Lit(s) = &w.0[i] else { unreachable!() };
-            match expand::braces(s) {
-                Some(alts) => {
-                    variants = alts
-                        .into_iter()
-                        .map(|a| {
-                            let mut v = w.clone();
-                            v.0[i] = Part::Lit(a);
-                            v
-                        })
-                        .collect()
-                }
-                None => return vec![self.dynamic()],
-            }
-        }
         if !self.tick() {
             return vec![self.dynamic()];
         }
+        let braced = w.0.iter().any(|p| matches!(p, Part::Lit(s) if s.contains('{')));
+        let texts = if braced {
+            match self.brace_words(w, scope, depth) {
+                Some(t) => t,
+                None => return vec![self.dynamic()],
+            }
+        } else {
+            vec![self.join(w, scope, depth)]
+        };
         let mut out = Vec::new();
-        for v in &variants {
-            let t = self.join(v, scope, depth);
+        for mut t in texts {
+            // With IFS changed, how an expansion splits is unknown.
+            if scope.ifs && t.expanded {
+                t.mark_dynamic();
+            }
             if t.expanded && !t.dynamic && t.s.contains(char::is_whitespace) {
                 out.extend(t.s.split_whitespace().map(|s| Text {
                     s: s.to_string(),
@@ -218,6 +195,48 @@ impl Walker<'_> {
         out
     }
 
+    /// The words brace expansion makes of `w`, each part resolved once.
+    fn brace_words(&mut self, w: &Word, scope: &mut Scope, depth: usize) -> Option<Vec<Text>> {
+        let mut pieces = Vec::new();
+        for (i, p) in w.0.iter().enumerate() {
+            match p {
+                Part::Lit(s) => pieces.extend(s.chars().map(Piece::Live)),
+                _ => pieces.push(Piece::Fixed(i)),
+            }
+        }
+        let words = expand::braces::expand(&pieces)?;
+        let cost = (words.len() * pieces.len()) as u64;
+        if !self.budget.charge(cost / 64 + 1) {
+            self.incomplete = true;
+            return None;
+        }
+        let mut parts: Vec<Option<Text>> = vec![None; w.0.len()];
+        let mut out = Vec::new();
+        for word in words {
+            let mut t = Text::default();
+            let mut run = String::new();
+            for p in word {
+                match p {
+                    Piece::Live(c) => run.push(c),
+                    Piece::Fixed(i) => {
+                        t.lit(&std::mem::take(&mut run));
+                        if parts[i].is_none() {
+                            let mut part = Text::default();
+                            self.join_part(&mut part, &w.0[i], scope, depth);
+                            parts[i] = Some(part);
+                        }
+                        if let Some(part) = &parts[i] {
+                            t.append(part);
+                        }
+                    }
+                }
+            }
+            t.lit(&run);
+            out.push(t);
+        }
+        Some(out)
+    }
+
     pub(super) fn dynamic(&self) -> Text {
         let mut t = Text::default();
         t.undecided(DYNAMIC);
@@ -225,7 +244,7 @@ impl Walker<'_> {
     }
 
     /// A word's parts resolved into one text (no splitting).
-    pub(super) fn join(&mut self, w: &Word, scope: &Scope, depth: usize) -> Text {
+    pub(super) fn join(&mut self, w: &Word, scope: &mut Scope, depth: usize) -> Text {
         let mut t = Text::default();
         if depth > MAX_DEPTH {
             t.undecided(DYNAMIC);
@@ -237,52 +256,44 @@ impl Walker<'_> {
                 t.undecided(DYNAMIC);
                 return t;
             }
-            match p {
-                Part::Lit(s) => {
-                    t.glob |= s.contains(['*', '?', '[']);
-                    t.s.push_str(s);
-                }
-                Part::Quoted(s) => t.s.push_str(s),
-                Part::Var(name) => var(&mut t, scope, name, None),
-                // `${NAME:-word}` and friends: the default when NAME is not
-                // known here. Any other `${…}` or `$((…))` is not evaluated,
-                // but the substitutions inside it run, so they are walked.
-                Part::Complex(c) => match default_of(c) {
-                    Some((name, default)) => {
-                        let d = self.join(&lexer::lex_quoted(default), scope, depth + 1);
-                        var(&mut t, scope, name, Some(&d));
-                    }
-                    None => {
-                        self.join(&lexer::lex_quoted(c), scope, depth + 1);
-                        t.undecided(DYNAMIC);
-                    }
-                },
-                Part::Subst(inner) => {
-                    if !self.scratch {
-                        self.line(inner, &mut scope.clone(), depth + 1);
-                    }
-                    match self.eval(inner, scope, depth + 1) {
-                        Some(v) => {
-                            t.s.push_str(v.trim_end_matches('\n'));
-                            t.expanded = true;
-                        }
-                        None => t.undecided(DYNAMIC),
-                    }
-                }
-                Part::Proc(inner) => {
-                    if !self.scratch {
-                        self.line(inner, &mut scope.clone(), depth + 1);
-                    }
-                    t.undecided("<(?)");
-                }
-            }
+            self.join_part(&mut t, p, scope, depth);
         }
         t
     }
 
+    /// One part of a word, resolved onto the end of `t`.
+    fn join_part(&mut self, t: &mut Text, p: &Part, scope: &mut Scope, depth: usize) {
+        match p {
+            Part::Lit(s) => t.lit(s),
+            Part::Quoted(s) => t.s.push_str(s),
+            Part::Var(name) => self.var(t, scope, name, None),
+            Part::Complex(c) => self.complex(t, c, scope, depth),
+            Part::Subst(inner) => {
+                if !self.scratch {
+                    let captured = std::mem::replace(&mut self.captured, true);
+                    self.line(inner, &mut scope.clone(), depth + 1, true);
+                    self.captured = captured;
+                }
+                match self.output_of(inner, scope, depth + 1) {
+                    Some(v) => {
+                        t.s.push_str(v.trim_end_matches('\n'));
+                        t.expanded = true;
+                    }
+                    None => t.undecided(DYNAMIC),
+                }
+            }
+            Part::Proc(inner) => {
+                if !self.scratch {
+                    self.line(inner, &mut scope.clone(), depth + 1, true);
+                }
+                t.undecided("<(?)");
+            }
+        }
+    }
+
     /// What a command substitution prints, when that is cheap to know:
     /// `echo`/`printf` of known words, optionally through `base64 -d`/`rev`.
-    pub(super) fn eval(&mut self, inner: &str, scope: &Scope, depth: usize) -> Option<String> {
+    pub(super) fn output_of(&mut self, inner: &str, scope: &Scope, depth: usize) -> Option<String> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -299,9 +310,8 @@ impl Walker<'_> {
         }
         // A scratch walker: the views of these words were already collected,
         // and it must not walk their substitutions again (each level would
-        // double the work).
-        let mut scratch = Walker::new(self.home, self.deadline);
-        scratch.scratch = true;
+        // double the work). It shares this check's budget.
+        let mut scratch = self.scratch_walker();
         let mut out = String::new();
         for (n, stage) in stages.iter().enumerate() {
             let mut texts = Vec::new();
@@ -314,49 +324,27 @@ impl Walker<'_> {
             if texts.is_empty() || texts.iter().any(|t| t.dynamic) || out.len() > MAX_OUTPUT {
                 return None;
             }
-            let args: Vec<String> = texts[1..].iter().map(|t| t.s.clone()).collect();
+            // A glob is expanded before the program sees it: only one that
+            // matches the engine's socket is known to print that path.
+            let mut args = Vec::new();
+            for t in &texts[1..] {
+                if t.glob {
+                    args.push(expand::engine_socket_glob(&t.s)?.to_string());
+                } else {
+                    args.push(t.s.clone());
+                }
+            }
             out = match (n, program(&texts[0]).as_str()) {
                 (0, "echo") => expand::echo(&args),
                 (0, "printf") => expand::printf(&args)?,
                 // `$(which python3)`: some path ending in the name asked for.
                 (0, "which") => args.iter().rfind(|a| !a.starts_with('-'))?.clone(),
+                (0, "pwd") => self.cwd_of(scope)?,
                 (0, "command") if args.first().is_some_and(|a| a == "-v") => args.last()?.clone(),
                 (0, _) => return None,
                 (_, p) => expand::filter(p, &args, &out)?,
             };
         }
         Some(out)
-    }
-}
-
-/// `$name` (or `${name:-default}`) appended to `t`: its value when the line
-/// assigned it, `~` for `$HOME`, a blank for `$IFS`; otherwise the default,
-/// or the name marked undecided (a program name from the caller's
-/// environment is one the filter cannot read).
-fn var(t: &mut Text, scope: &Scope, name: &str, default: Option<&Text>) {
-    match scope.get(name) {
-        Some(Val::Known(v)) => {
-            t.s.push_str(v);
-            t.expanded = true;
-        }
-        Some(Val::Unknown) => t.undecided(DYNAMIC),
-        None if name == "HOME" => t.s.push('~'),
-        None if name == "IFS" => {
-            t.s.push(' ');
-            t.expanded = true;
-        }
-        None => match default {
-            Some(d) if d.dynamic => t.undecided(DYNAMIC),
-            Some(d) => {
-                t.s.push_str(&d.s);
-                t.expanded |= d.expanded;
-            }
-            None => {
-                t.s.push('$');
-                t.s.push_str(name);
-                t.dynamic = true;
-                t.dynamic_end = t.s.len();
-            }
-        },
     }
 }

@@ -204,6 +204,15 @@ pub(super) const WRAPPERS: &[Wrapper] = &[
         0,
     ),
     wrapper("ssh-agent", &["-a", "-E", "-t", "-P"], 0),
+    // busybox's applet that gives the command a controlling terminal.
+    wrapper("cttyhack", &[], 0),
+    // Init shims that run their arguments.
+    wrapper("tini", &["-s", "-p", "-e", "-l"], 0),
+    wrapper("dumb-init", &["-r", "--rewrite"], 0),
+    wrapper("catatonit", &[], 0),
+    wrapper("daemonize", &["-a", "-c", "-e", "-o", "-p", "-l", "-u", "-E"], 0),
+    wrapper("runcon", &["-u", "-r", "-t", "-l"], 0),
+    wrapper("sshpass", &["-p", "-f", "-d", "-e", "-P"], 0),
 ];
 
 /// Where a shell, told to run a file, reads code nobody wrote down.

@@ -47,6 +47,8 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         workspace: None,
         project_note: None,
         recovered: false,
+        watch_hits_dropped: 0,
+        children: Vec::new(),
         exit_code: status.exit_code(),
         ended_by: status.ended_by(),
         reason: status.reason(),
@@ -71,6 +73,8 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         image: None,
         pulling: None,
         building: None,
+        setid_cleared: None,
+        store_note: None,
     }
 }
 
@@ -206,5 +210,6 @@ pub fn log_page(lines: std::ops::RangeInclusive<u64>) -> LogPage {
         last_seq: last,
         first_available_seq: 1,
         truncated_before: None,
+        lost: Vec::new(),
     }
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
+mod inert;
 mod late_port;
 mod list;
 mod project_image;
@@ -93,7 +94,7 @@ impl Mcp {
     /// Start with extra environment (e.g. `BERTH_RUNNER`) and files in the workspace.
     async fn start_with(tools: &str, env: &[(&str, &str)], prepare_ws: impl FnOnce(&std::path::Path)) -> Mcp {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        crate::common::workspace_dir(&dir.path().join("ws"));
         prepare_ws(&dir.path().join("ws"));
         let instance = instance_name("mcp");
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
@@ -125,6 +126,9 @@ impl Mcp {
             .env("BERTH_INSTANCE", instance)
             .env("BERTH_WORKSPACE", dir.join("ws"))
             .env("BERTH_GRACE", "2")
+            // The user (who starts `berth mcp`) lets the agent ask for host jobs.
+            .env("BERTH_ALLOW_HOST", "1")
+            .env("BERTH_USER_CONFIG", dir.join("user-config.toml"))
             .env_remove("BERTH_SOCKET")
             .env_remove("BERTH_CONFIG")
             .env_remove("BERTH_LOG");
@@ -533,6 +537,29 @@ async fn wait_resume_background_and_events_tools() {
         e.contains("started (host") && e.contains("ended: failed (exit 3)"),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn an_agent_gets_a_host_job_only_when_the_user_allows_it() {
+    let mcp = Mcp::start_with("canonical", &[("BERTH_ALLOW_HOST", "0")], |_| {}).await;
+    let r = mcp
+        .call("run", json!({"command": "echo on the host", "runner": "host"}))
+        .await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text.contains("untrusted_config") && r.text.contains("allow_host"),
+        "{}",
+        r.text
+    );
+    let log = std::fs::read_to_string(
+        mcp.dir
+            .path()
+            .join("state")
+            .join(&mcp.instance)
+            .join("security.log"),
+    )
+    .unwrap();
+    assert!(log.contains("mcp:runner"), "{log}");
 }
 
 #[tokio::test]

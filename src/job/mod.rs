@@ -5,6 +5,13 @@
 
 use std::str::FromStr;
 
+mod sizes;
+
+pub use sizes::{
+    MAX_ENV_NAME_BYTES, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_LABEL_BYTES, MAX_NAME_BYTES, MAX_PORTS,
+    MAX_READY, MAX_REASON_BYTES, check_reason,
+};
+
 use crate::error::{Error, Result};
 use crate::model::{
     Egress, EndedBy, JobSpec, Limits, MAX_PIDS, MIN_MEMORY, Network, PortSpec, Proto, Publish, RunnerChoice,
@@ -22,6 +29,22 @@ impl FromStr for RunnerChoice {
                 what: "runner",
                 input: s.into(),
                 message: "expected auto, docker or host".into(),
+            }),
+        }
+    }
+}
+
+impl FromStr for crate::model::EngineAccess {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(crate::model::EngineAccess::None),
+            "scoped" => Ok(crate::model::EngineAccess::Scoped),
+            _ => Err(Error::InvalidValue {
+                what: "engine",
+                input: s.into(),
+                message: "expected none (default: no engine in the job) or scoped (a socket of the job's own: its own child containers, nothing else)"
+                    .into(),
             }),
         }
     }
@@ -218,15 +241,14 @@ impl JobSpec {
                 });
             }
         }
+        crate::watch::check_count(&self.watch)?;
         for p in &self.watch {
-            regex::Regex::new(p).map_err(|e| Error::InvalidRegex {
-                pattern: p.clone(),
-                message: e.to_string(),
-            })?;
+            crate::watch::compile_one(p)?;
         }
         for c in &self.ready {
             c.validate()?;
         }
+        self.validate_sizes()?;
         self.validate_isolation()
     }
 

@@ -1,0 +1,142 @@
+//! `berth doctor`: is the instance's state sound, and if not, make it so.
+//!
+//! It says whether a daemon serves the instance and whether its store can
+//! be written (`degraded`, since when, why), checks the store (its
+//! write-ahead log frame by frame and the database's integrity, see
+//! `store::damage`), and the size of the daemon's log. With no manager
+//! using the store it also repairs: a damaged store is moved aside under a
+//! dated name and a fresh one made, and what dead managers left running
+//! (containers by label, host jobs by tag) is removed. While a daemon runs
+//! it only reports (the daemon checked the store when it started, and a
+//! store in use is not moved): `berth down`, then `berth doctor`.
+
+use clap::Args;
+
+use super::Global;
+use super::out::outln;
+use crate::api::client::Client;
+use crate::store::damage;
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Only report: move nothing aside, remove nothing.
+    #[arg(long)]
+    pub check: bool,
+}
+
+fn size(path: &std::path::Path) -> String {
+    let n = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn side(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
+    let config = global.config()?;
+    let db = config.instance_dir().join("berth.db");
+    let mut sound = true;
+    outln!(
+        "instance  {} ({})",
+        config.instance,
+        config.instance_dir().display()
+    );
+    let daemon = match Client::connect(&config).await {
+        Ok(c) => c.health().await.ok(),
+        Err(_) => None,
+    };
+    match &daemon {
+        Some(h) => {
+            outln!("daemon    pid {}, {}", h.pid, h.status);
+            if let Some(t) = &h.store {
+                sound = false;
+                outln!(
+                    "          the store cannot be written since {} ({}); {} of output held in memory; new jobs are refused until it can",
+                    t.since.format("%Y-%m-%d %H:%M:%S UTC"),
+                    t.reason,
+                    t.held_bytes
+                );
+            }
+            if let Some(n) = &h.notice {
+                outln!("          at its start: {n}");
+            }
+        }
+        None => outln!("daemon    none answers"),
+    }
+    if !db.exists() {
+        outln!("store     none yet ({})", db.display());
+        return Ok(0);
+    }
+    outln!(
+        "store     {} ({}, log {})",
+        db.display(),
+        size(&db),
+        size(&side(&db, "-wal"))
+    );
+    // Alone with the store, or not: only then is its log read whole and a
+    // damaged one moved.
+    let lock = damage::lock_file(&db)?;
+    let alone = daemon.is_none() && lock.try_lock().is_ok();
+    let verdict = if alone {
+        damage::check(&db)
+    } else {
+        damage::quick_check(&db)
+    };
+    match verdict {
+        Ok(()) => outln!(
+            "          sound (integrity check passed{})",
+            if alone { ", log checked frame by frame" } else { "" }
+        ),
+        Err(damage::Damage(what)) => {
+            outln!("          DAMAGED: {what}");
+            if !alone {
+                sound = false;
+                outln!(
+                    "          in use: stop its manager (`berth down`), then run `berth doctor` to repair it"
+                );
+            } else if a.check {
+                sound = false;
+                outln!(
+                    "          run `berth doctor` (without --check) to move it aside and start a fresh one"
+                );
+            } else {
+                let aside = damage::move_aside(&db)?;
+                // The new store takes the lock itself (a second hold here would wait on ours).
+                lock.unlock()?;
+                crate::store::Store::open(&db)?;
+                outln!(
+                    "          moved aside to {}; a fresh store was made",
+                    aside.display()
+                );
+            }
+        }
+    }
+    if alone && !a.check {
+        // What dead managers left running, whose records may be gone.
+        let engine = crate::runner::docker::Engine::new(&config);
+        let containers = engine.remove_dead_owners(&[], false).await;
+        let config2 = config.clone();
+        let hosts = tokio::task::spawn_blocking(move || crate::teardown::reap_tagged(&config2)).await?;
+        outln!(
+            "leftovers removed {containers} container(s) and killed {hosts} host job(s) of managers that died"
+        );
+    }
+    drop(lock);
+    let log = config.instance_dir().join("daemon.log");
+    if log.exists() {
+        outln!(
+            "log       {} ({}, capped at {} MiB and rotated to .1)",
+            log.display(),
+            size(&log),
+            crate::logfile::MAX_LOG_BYTES >> 20
+        );
+    }
+    Ok(if sound { 0 } else { 1 })
+}

@@ -1,0 +1,380 @@
+//! Which values of a project file loosen the sandbox, and what happens to
+//! them when the user has not trusted the file.
+//!
+//! The baseline is what the user's own say gives (defaults ← the user's
+//! config); a project value loosens when it gives a job more than that:
+//! - `runner = "host"` (or `auto` where the user asked for `docker`): no container;
+//! - `fallback = true` where the user said false: a host job when the engine is down;
+//! - `allow_host = true`: agents may ask for host jobs;
+//! - `user` other than the caller's own: root, or another uid's set-uid files;
+//! - `network`: `bridge` over `isolated` over `none`;
+//! - `read_only = false` where the user set true;
+//! - `workspace` outside the file's own directory: the job sees more of the disk;
+//! - `state_dir`: where berth writes its records and security log;
+//! - `[safety]`: the default blocklist off, `allow_env` additions, another `security_log`;
+//! - `[image] dockerfile`: a build that runs the project's `RUN` steps;
+//! - `engine = "scoped"`, `allow_engine = true` and a larger `max_children`:
+//!   jobs (or agents) start containers of their own through the engine.
+//!
+//! A loosening that only the `BERTH_*` variables or flags set again is the
+//! user's say, not the file's: only values whose source is still the file
+//! count. Untrusted ones are put back to the baseline (nothing loose can
+//! leak into a job that skips admission) and listed, so a start is refused
+//! with one line naming the key and `berth trust`.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::{Config, Source, caller_user};
+use crate::model::{EngineAccess, Network, RunnerChoice};
+use crate::safety::SafetyLayer;
+use crate::trust::Loosening;
+
+/// Compare `config` (all layers applied) with `baseline` (defaults and the
+/// user's config) for the values `file` (holding `bytes`) set; untrusted
+/// loosenings are reverted and recorded in `config.untrusted`.
+pub(super) fn settle(
+    config: &mut Config,
+    baseline: &Config,
+    file: &Path,
+    bytes: &[u8],
+    safety: Option<&SafetyLayer>,
+) {
+    let file_real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let found = loosenings(config, baseline, &file_real, file, safety);
+    if found.is_empty() || config.trusted.allows(&file_real, bytes) {
+        return;
+    }
+    for l in &found {
+        revert(config, baseline, l.key);
+    }
+    config.untrusted = found;
+}
+
+fn loosenings(
+    c: &Config,
+    base: &Config,
+    file_real: &Path,
+    file: &Path,
+    safety: Option<&SafetyLayer>,
+) -> Vec<Loosening> {
+    let from_file = |key: &str| matches!(c.sources.get(key), Some(Source::File(p)) if p == file);
+    let mut out = Vec::new();
+    let mut add = |key: &'static str, value: String| {
+        out.push(Loosening {
+            file: file_real.to_path_buf(),
+            key,
+            value,
+        })
+    };
+    let quoted = |s: &str| format!("\"{s}\"");
+    let runner_loose = match c.runner {
+        RunnerChoice::Host => base.runner != RunnerChoice::Host,
+        RunnerChoice::Auto => base.runner == RunnerChoice::Docker,
+        RunnerChoice::Docker => false,
+    };
+    if from_file("runner") && runner_loose {
+        add("runner", quoted(&format!("{:?}", c.runner).to_lowercase()));
+    }
+    if from_file("allow_host") && c.allow_host && !base.allow_host {
+        add("allow_host", "true".into());
+    }
+    if from_file("fallback") && c.fallback && !base.fallback {
+        add("fallback", "true".into());
+    }
+    if from_file("user") && c.user != base.user {
+        let own = c.user.as_deref() == Some(caller_user().as_str()) && !nix::unistd::getuid().is_root();
+        if !own {
+            add("user", quoted(c.user.as_deref().unwrap_or("")));
+        }
+    }
+    let rank = |n: Network| match n {
+        Network::None => 0,
+        Network::Isolated => 1,
+        Network::Bridge => 2,
+    };
+    if from_file("network") && rank(c.network) > rank(base.network) {
+        add("network", quoted(&c.network.to_string()));
+    }
+    if from_file("engine") && c.engine == EngineAccess::Scoped && base.engine != EngineAccess::Scoped {
+        add("engine", quoted(c.engine.as_str()));
+    }
+    if from_file("allow_engine") && c.allow_engine && !base.allow_engine {
+        add("allow_engine", "true".into());
+    }
+    if from_file("max_children") && c.max_children > base.max_children {
+        add("max_children", c.max_children.to_string());
+    }
+    if from_file("read_only") && !c.read_only && base.read_only {
+        add("read_only", "false".into());
+    }
+    if from_file("state_dir") && c.state_dir != base.state_dir {
+        add("state_dir", quoted(&c.state_dir.display().to_string()));
+    }
+    let dir = file_real.parent().unwrap_or(Path::new("/"));
+    let ws_set = matches!(c.sources.get("workspace"), Some(Source::File(p)) if p == file);
+    if ws_set && !inside(&c.workspace, dir) {
+        add("workspace", quoted(&c.workspace.display().to_string()));
+    }
+    if from_file("image") && c.image_build.is_some() {
+        add("image.dockerfile", "(a project image build)".into());
+    }
+    if let Some(s) = safety {
+        if s.default_blocklist == Some(false) && base.safety.default_blocklist {
+            add("safety.default_blocklist", "false".into());
+        }
+        let more: Vec<&String> = s
+            .allow_env
+            .iter()
+            .filter(|v| !base.safety.allow_env.contains(v))
+            .collect();
+        if !more.is_empty() {
+            add(
+                "safety.allow_env",
+                format!(
+                    "[{}]",
+                    more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        if s.security_log.is_some() && c.safety.security_log != base.safety.security_log {
+            add("safety.security_log", "(another file)".into());
+        }
+    }
+    out
+}
+
+/// Put `key` back to the baseline's value and source.
+fn revert(c: &mut Config, base: &Config, key: &str) {
+    let source = |c: &mut Config, k: &'static str| match base.sources.get(k) {
+        Some(s) => {
+            c.sources.insert(k, s.clone());
+        }
+        None => {
+            c.sources.remove(k);
+        }
+    };
+    match key {
+        "runner" => {
+            c.runner = base.runner;
+            source(c, "runner");
+        }
+        "fallback" => {
+            c.fallback = base.fallback;
+            source(c, "fallback");
+        }
+        "allow_host" => {
+            c.allow_host = base.allow_host;
+            source(c, "allow_host");
+        }
+        "user" => {
+            c.user = base.user.clone();
+            source(c, "user");
+        }
+        "network" => {
+            c.network = base.network;
+            source(c, "network");
+        }
+        "engine" => {
+            c.engine = base.engine;
+            source(c, "engine");
+        }
+        "allow_engine" => {
+            c.allow_engine = base.allow_engine;
+            source(c, "allow_engine");
+        }
+        "max_children" => {
+            c.max_children = base.max_children;
+            source(c, "max_children");
+        }
+        "read_only" => {
+            c.read_only = base.read_only;
+            source(c, "read_only");
+        }
+        "state_dir" => {
+            c.state_dir = base.state_dir.clone();
+            source(c, "state_dir");
+        }
+        // The project's own directory stays the workspace: the file's
+        // directory is where a job may work.
+        "workspace" => {
+            if let Some(Source::File(f)) = c.sources.get("workspace").cloned() {
+                c.workspace = f.parent().map(Path::to_path_buf).unwrap_or_default();
+            }
+        }
+        "image.dockerfile" => {
+            c.image_build = None;
+            c.image = base.image.clone();
+            source(c, "image");
+        }
+        "safety.default_blocklist" => c.safety.default_blocklist = base.safety.default_blocklist,
+        "safety.allow_env" => c.safety.allow_env = base.safety.allow_env.clone(),
+        "safety.security_log" => c.safety.security_log = base.safety.security_log.clone(),
+        _ => {}
+    }
+}
+
+/// Whether `path` lies inside `dir` (both resolved: symlinks followed where
+/// they exist, `..` taken lexically where they do not).
+fn inside(path: &Path, dir: &Path) -> bool {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| lexical(p));
+    real(path).starts_with(real(dir))
+}
+
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Layer;
+    use super::*;
+
+    /// A project at `dir` with `berth.toml` holding `text`, loaded with a
+    /// user config at `user` (may be missing).
+    fn load(dir: &Path, text: &str, user: &Path) -> Config {
+        std::fs::write(dir.join("berth.toml"), text).unwrap();
+        let user = user.to_string_lossy().into_owned();
+        Config::load_with(dir, Layer::default(), |k| {
+            (k == crate::trust::USER_CONFIG_ENV).then(|| user.clone())
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_untrusted_file_cannot_loosen_and_a_trusted_one_can() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        let text = "runner = \"host\"\nuser = \"root\"\nnetwork = \"bridge\"\nworkspace = \"/usr/local/share\"\n\
+                    fallback = true\n[safety]\ndefault_blocklist = false\nallow_env = [\"LD_PRELOAD\"]\n";
+        let c = load(&dir, text, &user);
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        // fallback = true is the default already: no loosening.
+        assert_eq!(
+            keys,
+            [
+                "runner",
+                "user",
+                "network",
+                "workspace",
+                "safety.default_blocklist",
+                "safety.allow_env"
+            ]
+        );
+        assert_eq!(c.runner, RunnerChoice::Auto);
+        assert_eq!(c.user, None);
+        assert_eq!(c.network, Network::Isolated);
+        assert_eq!(c.workspace, dir);
+        assert!(c.safety.default_blocklist && c.safety.allow_env.is_empty());
+        let err = c.untrusted[0].refusal().to_string();
+        assert!(
+            err.contains("runner = \"host\"") && err.contains("berth trust"),
+            "{err}"
+        );
+
+        let file = std::fs::canonicalize(dir.join("berth.toml")).unwrap();
+        crate::trust::record(&user, &file, Some(&crate::trust::digest(text.as_bytes()))).unwrap();
+        let c = load(&dir, text, &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.runner, RunnerChoice::Host);
+        assert_eq!(c.user.as_deref(), Some("root"));
+        assert!(!c.safety.default_blocklist);
+
+        // One byte changed: untrusted again.
+        let c = load(&dir, &format!("{text}\n"), &user);
+        assert_eq!(c.untrusted.len(), 6);
+    }
+
+    #[test]
+    fn tightening_needs_no_trust_and_the_users_own_say_is_not_the_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let user = tmp.path().join("user.toml");
+        let c = load(
+            &dir,
+            "runner = \"docker\"\nnetwork = \"none\"\nread_only = true\nfallback = false\nworkspace = \"sub\"\n\
+             image = \"x:1\"\n[safety]\nblocked = [{ pattern = \"x\", reason = \"y\" }]\n",
+            &user,
+        );
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.workspace, dir.join("sub"));
+        // The user's config allows what the project then repeats.
+        std::fs::write(&user, "runner = \"host\"\nnetwork = \"bridge\"\n").unwrap();
+        let c = load(&dir, "runner = \"host\"\nnetwork = \"bridge\"\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.runner, RunnerChoice::Host);
+        // The user's read_only = true cannot be undone by the project.
+        std::fs::write(&user, "read_only = true\n").unwrap();
+        let c = load(&dir, "read_only = false\n", &user);
+        assert_eq!(
+            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+            ["read_only"]
+        );
+        assert!(c.read_only);
+    }
+
+    #[test]
+    fn a_scoped_engine_from_a_project_file_needs_trust() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        let text = "engine = \"scoped\"\nallow_engine = true\nmax_children = 20\n";
+        let c = load(&dir, text, &user);
+        assert_eq!(
+            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+            ["engine", "allow_engine", "max_children"]
+        );
+        assert_eq!(c.engine, EngineAccess::None);
+        assert!(!c.allow_engine);
+        assert_eq!(c.max_children, crate::config::DEFAULT_MAX_CHILDREN);
+        // Fewer children, or none, only tightens.
+        let c = load(&dir, "engine = \"none\"\nmax_children = 2\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.max_children, 2);
+        // The user's own config says scoped: the project repeating it is fine.
+        std::fs::write(&user, "engine = \"scoped\"\n").unwrap();
+        let c = load(&dir, "engine = \"scoped\"\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.engine, EngineAccess::Scoped);
+        let err = Config::load_with(&dir, Layer::default(), |k| {
+            (k == "BERTH_ENGINE").then(|| "all".to_string())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("engine") && err.contains("scoped") && !err.contains('\n'),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_workspace_escaping_by_dotdot_or_symlink_is_outside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink("/home", dir.join("link")).unwrap();
+        let user = tmp.path().join("user.toml");
+        for ws in ["..", "sub/../..", "link", "/home"] {
+            let c = load(&dir, &format!("workspace = \"{ws}\"\n"), &user);
+            assert_eq!(
+                c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+                ["workspace"],
+                "{ws}"
+            );
+            assert_eq!(c.workspace, dir, "{ws}");
+        }
+    }
+}

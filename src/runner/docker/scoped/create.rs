@@ -1,0 +1,197 @@
+//! `POST /containers/create` through a job's scoped engine: the body
+//! checked (`check.rs`) and the child reserved under the registry's lock
+//! (limit and budget), then given a pool network of its own, copies of its
+//! workspace binds and its volumes, made under berth's name for it, and
+//! joined to the job's networks it asked for. Anything that fails on the
+//! way gives the reservation and the network back.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::check::{self, Rules};
+use super::handle::{param, send_json};
+use super::proxy::{self, Body};
+use super::route::Routed;
+use super::{Shared, objects};
+
+/// Where a child's network goes in a checked body until its slot is known.
+const NETWORK_PLACEHOLDER: &str = "berth-child-network";
+
+/// `POST /containers/create`: checked, given a network, copies of its
+/// binds and its volumes, then made under berth's name for it.
+pub async fn create(
+    s: &Arc<Shared>,
+    req: Request<Incoming>,
+    routed: &Routed,
+    line: &str,
+    query: Option<&str>,
+) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let bytes = match proxy::read_body(body).await {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
+        return s.refuse(line, "body", "the body is not JSON");
+    };
+    let image = value
+        .as_object()
+        .and_then(|o| o.iter().find(|(k, _)| k.eq_ignore_ascii_case("Image")))
+        .and_then(|(_, v)| v.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let asked = param(query, "name");
+    // Checked and reserved under the registry's lock: two creates at once
+    // cannot pass the child limit or the budget together.
+    let reserved = {
+        let Ok(mut reg) = s.registry.lock() else {
+            return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
+        };
+        if reg.count() >= reg.max_children {
+            let reason = format!(
+                "the job has {} children, the most `max_children` allows; remove one first (or raise max_children in your berth config)",
+                reg.max_children
+            );
+            drop(reg);
+            return s.refuse(line, "max_children", &reason);
+        }
+        match reg.name_for(asked.as_deref(), &image) {
+            Err(why) => Err(("name".to_string(), why)),
+            Ok(name) => {
+                let labels = s.child_labels(&name);
+                let rules = Rules {
+                    workspace: &s.workspace,
+                    budget: reg.budget(),
+                    labels: &labels,
+                    network: NETWORK_PLACEHOLDER,
+                };
+                match check::create(value, &rules, &*reg) {
+                    Ok(plan) => {
+                        reg.reserve(name.clone(), image.clone(), plan.memory, plan.pids, None);
+                        Ok((name, plan))
+                    }
+                    Err(r) => Err((r.field, r.reason)),
+                }
+            }
+        }
+    };
+    let (name, mut plan) = match reserved {
+        Ok(r) => r,
+        Err((field, why)) => return s.refuse(line, &field, &why),
+    };
+    let undo = || {
+        let child = s.registry.lock().ok().and_then(|mut r| r.unreserve(&name));
+        if let Some(slot) = child.and_then(|c| c.slot) {
+            slot.vacate();
+        }
+    };
+    // A network of its own, from the pool.
+    if plan.own_network {
+        match s.pool.acquire(&s.docker, &s.ownership, false).await {
+            Ok(slot) => {
+                plan.body["HostConfig"]["NetworkMode"] = json!(slot.name.clone());
+                if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
+                    c.slot = Some(slot);
+                }
+            }
+            Err(e) => {
+                undo();
+                return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("berth: {e}"));
+            }
+        }
+    }
+    // Workspace binds become read-only copies made now.
+    let into = s.dir.join("copies").join(&name);
+    for copy in plan.copies.clone() {
+        let (root, rel, to) = (
+            s.workspace.clone(),
+            copy.rel.clone(),
+            into.join(copy.index.to_string()),
+        );
+        let made = tokio::task::spawn_blocking(move || {
+            crate::store::private::create_dir(to.parent().unwrap_or(&to)).map_err(|e| e.to_string())?;
+            super::super::protect::copy_beneath(&root, &rel, &to).map(|()| to)
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        match made {
+            Ok(to) => {
+                plan.body["HostConfig"]["Mounts"][copy.index]["Source"] = json!(to.to_string_lossy());
+            }
+            Err(why) => {
+                undo();
+                let what = s.workspace.join(&copy.rel);
+                return s.refuse(line, "HostConfig.Mounts", &format!("`{}`: {why}", what.display()));
+            }
+        }
+    }
+    // The job's volumes it names, made (labelled) if they are not yet.
+    for (asked, real) in plan.volumes.clone() {
+        if let Err(resp) = objects::ensure_volume(s, &asked, &real).await {
+            undo();
+            return resp;
+        }
+    }
+    let engine_name = s
+        .registry
+        .lock()
+        .ok()
+        .and_then(|mut r| r.pending(&name).map(|c| c.engine_name.clone()))
+        .unwrap_or_default();
+    let mut q = vec![("name".to_string(), engine_name)];
+    if let Some(p) = param(query, "platform") {
+        q.push(("platform".into(), p));
+    }
+    let path = format!(
+        "{}?{}",
+        routed.path(),
+        serde_urlencoded::to_string(&q).unwrap_or_default()
+    );
+    let resp = match send_json(s, Method::POST, &path, &parts.headers, &plan.body).await {
+        Ok(r) => r,
+        Err(e) => {
+            undo();
+            return e;
+        }
+    };
+    if resp.status() != StatusCode::CREATED {
+        undo();
+        return proxy::passed(resp);
+    }
+    let (head, bytes) = match proxy::read_answer(resp).await {
+        Ok(a) => a,
+        Err(e) => {
+            undo();
+            return e;
+        }
+    };
+    let id = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default();
+    if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
+        c.id = id.clone();
+    }
+    s.publish();
+    // Networks of the job's the child was asked onto.
+    for (net, settings) in &plan.connect {
+        let body = json!({"Container": id, "EndpointConfig": settings});
+        let path = format!("{}/networks/{net}/connect", routed.prefix);
+        let ok = matches!(
+            send_json(s, Method::POST, &path, &parts.headers, &body).await,
+            Ok(r) if r.status().is_success()
+        );
+        if !ok {
+            let removed = super::super::cleanup::remove_container(&s.docker, &id).await;
+            s.forget_child(&id, removed);
+            return proxy::error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "berth: the child could not join the job's network it asked for; it was removed",
+            );
+        }
+    }
+    proxy::answer(head, bytes)
+}

@@ -1,0 +1,399 @@
+//! One request to the scoped engine, end to end: routed, checked, resolved
+//! against the job's own objects, forwarded, and its effect recorded
+//! (a child made, started, stopped, removed). Containers and execs here;
+//! networks and volumes in `objects.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+
+use super::check;
+use super::proxy::{self, Body};
+use super::relay::Relay;
+use super::route::{self, ContainerOp, Endpoint};
+use super::{Shared, logs, objects, requests, respond};
+use crate::model::ChildState;
+
+/// How long a killed child may take to stop before the next one leaves.
+const STOP_SETTLE: Duration = Duration::from_secs(10);
+
+/// Answer one request.
+pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    let line = route::line(&method, &path);
+    let routed = match route::route(&method, &path) {
+        Ok(r) => r,
+        Err(r) => return s.refuse(&line, "path", &r.reason),
+    };
+    let with_query = |p: String| match &query {
+        Some(q) => format!("{p}?{q}"),
+        None => p,
+    };
+    match routed.endpoint.clone() {
+        Endpoint::Ping | Endpoint::Version | Endpoint::ImageList | Endpoint::ImageInspect => {
+            forward(&s, req, &with_query(routed.path())).await
+        }
+        Endpoint::ImagePull => match requests::image_pull(query.as_deref()) {
+            Ok(()) => forward(&s, req, &with_query(routed.path())).await,
+            Err(r) => s.refuse(&line, &r.field, &r.reason),
+        },
+        Endpoint::Info => rewrite(&s, req, &with_query(routed.path()), respond::info).await,
+        Endpoint::ContainerCreate => super::create::create(&s, req, &routed, &line, query.as_deref()).await,
+        Endpoint::ContainerList => {
+            let narrowed = match requests::narrowed(query.as_deref(), &s.label_filter()) {
+                Ok(q) => q,
+                Err(r) => return s.refuse(&line, &r.field, &r.reason),
+            };
+            let s2 = s.clone();
+            rewrite(&s, req, &format!("{}?{narrowed}", routed.path()), move |v| {
+                respond::container_list(v, |id| (relayed(&s2, id), name_of(&s2, id)))
+            })
+            .await
+        }
+        Endpoint::Container(r, op) => {
+            let id = s
+                .registry
+                .lock()
+                .ok()
+                .and_then(|reg| reg.find(&r).map(|c| c.id.clone()));
+            let Some(id) = id else {
+                return s.not_found(&line, "container", &r);
+            };
+            container(&s, req, &line, &with_query(routed.path_with(1, &id)), &id, op).await
+        }
+        Endpoint::ExecInspect(id) | Endpoint::ExecStart(id) => {
+            let ours = s.registry.lock().is_ok_and(|reg| reg.execs.contains(&id));
+            if !ours {
+                return s.not_found(&line, "exec instance", &id);
+            }
+            let upgrade = method == Method::POST;
+            match upgrade {
+                true => upgraded(&s, req, &with_query(routed.path())).await,
+                false => forward(&s, req, &with_query(routed.path())).await,
+            }
+        }
+        Endpoint::NetworkCreate
+        | Endpoint::NetworkList
+        | Endpoint::Network(..)
+        | Endpoint::VolumeCreate
+        | Endpoint::VolumeRemove(_) => objects::handle(&s, req, &routed, &line, query.as_deref()).await,
+    }
+}
+
+/// Forward as it is, the answer streamed back.
+pub async fn forward(s: &Shared, req: Request<Incoming>, path: &str) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let body = http_body_util::BodyExt::boxed(body);
+    match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        false,
+        &s.tasks,
+    )
+    .await
+    {
+        Ok(resp) => proxy::passed(resp),
+        Err(e) => e,
+    }
+}
+
+/// Forward, and rewrite a successful JSON answer with `f`.
+pub async fn rewrite(
+    s: &Shared,
+    req: Request<Incoming>,
+    path: &str,
+    f: impl FnOnce(Value) -> Value,
+) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let body = http_body_util::BodyExt::boxed(body);
+    let resp = match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        false,
+        &s.tasks,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    if !resp.status().is_success() {
+        return proxy::passed(resp);
+    }
+    let (head, bytes) = match proxy::read_answer(resp).await {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => proxy::json(head.status, &f(v)),
+        Err(_) => proxy::error(StatusCode::BAD_GATEWAY, "the engine's answer was not JSON"),
+    }
+}
+
+/// Send a JSON `body` made here.
+pub async fn send_json(
+    s: &Shared,
+    method: Method,
+    path: &str,
+    headers: &hyper::HeaderMap,
+    body: &Value,
+) -> Result<Response<Incoming>, Response<Body>> {
+    let bytes = body.to_string();
+    let headers = proxy::json_headers(headers, bytes.len());
+    proxy::send(
+        &s.upstream,
+        method,
+        path,
+        &headers,
+        proxy::full(bytes),
+        false,
+        &s.tasks,
+    )
+    .await
+}
+
+/// An exchange that may take the connection over (attach, exec start).
+async fn upgraded(s: &Shared, mut req: Request<Incoming>, path: &str) -> Response<Body> {
+    let wants = req.headers().contains_key(hyper::header::UPGRADE);
+    let job_side = hyper::upgrade::on(&mut req);
+    let (parts, body) = req.into_parts();
+    let body = http_body_util::BodyExt::boxed(body);
+    match proxy::send(
+        &s.upstream,
+        parts.method,
+        path,
+        &parts.headers,
+        body,
+        wants,
+        &s.tasks,
+    )
+    .await
+    {
+        Ok(resp) => proxy::spliced(resp, job_side, &s.tasks, s.stop.clone()),
+        Err(e) => e,
+    }
+}
+
+/// The name the job knows child `id` by.
+fn name_of(s: &Shared, id: &str) -> Option<String> {
+    s.registry.lock().ok()?.find(id).map(|c| c.name.clone())
+}
+
+/// Where the job reaches child `id`'s ports.
+fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
+    s.registry
+        .lock()
+        .ok()
+        .and_then(|reg| {
+            reg.find(id)
+                .and_then(|c| c.relay.as_ref())
+                .map(|r| r.ports().to_vec())
+        })
+        .unwrap_or_default()
+}
+
+/// A query parameter's value.
+pub fn param(query: Option<&str>, key: &str) -> Option<String> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).ok()?;
+    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// A request on one of the job's children (`id`, resolved).
+async fn container(
+    s: &Arc<Shared>,
+    req: Request<Incoming>,
+    line: &str,
+    path: &str,
+    id: &str,
+    op: ContainerOp,
+) -> Response<Body> {
+    match op {
+        ContainerOp::Inspect => {
+            let relays = relayed(s, id);
+            let name = name_of(s, id);
+            rewrite(s, req, path, move |v| {
+                respond::container(v, &relays, name.as_deref())
+            })
+            .await
+        }
+        ContainerOp::Wait | ContainerOp::Logs | ContainerOp::Archive => forward(s, req, path).await,
+        ContainerOp::Attach => upgraded(s, req, path).await,
+        ContainerOp::Start => {
+            let resp = forward(s, req, path).await;
+            if matches!(resp.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED) {
+                started(s, id).await;
+            }
+            resp
+        }
+        ContainerOp::Stop | ContainerOp::Kill | ContainerOp::Remove => {
+            let _one = s.leaving.lock().await;
+            let resp = forward(s, req, path).await;
+            let status = resp.status();
+            match op {
+                ContainerOp::Remove if status.is_success() || status == StatusCode::NOT_FOUND => {
+                    s.forget_child(id, true);
+                }
+                ContainerOp::Kill if status.is_success() => {
+                    // Let it leave its network before another may.
+                    let deadline = tokio::time::Instant::now() + STOP_SETTLE;
+                    while settle(s, id).await == Some(ChildState::Running)
+                        && tokio::time::Instant::now() < deadline
+                    {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                ContainerOp::Stop if status.is_success() => {
+                    settle(s, id).await;
+                }
+                _ => {}
+            }
+            resp
+        }
+        ContainerOp::ExecCreate => {
+            let (parts, body) = req.into_parts();
+            let bytes = match proxy::read_body(body).await {
+                Ok(b) => b,
+                Err(e) => return e,
+            };
+            let checked = serde_json::from_slice::<Value>(&bytes)
+                .map_err(|_| check::Refusal::new("body", "the body is not JSON"))
+                .and_then(requests::exec_create);
+            let body = match checked {
+                Ok(b) => b,
+                Err(r) => return s.refuse(line, &r.field, &r.reason),
+            };
+            let resp = match send_json(s, Method::POST, path, &parts.headers, &body).await {
+                Ok(r) => r,
+                Err(e) => return e,
+            };
+            if resp.status() != StatusCode::CREATED {
+                return proxy::passed(resp);
+            }
+            let (head, bytes) = match proxy::read_answer(resp).await {
+                Ok(a) => a,
+                Err(e) => return e,
+            };
+            if let Some(exec) = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
+                && let Ok(mut reg) = s.registry.lock()
+            {
+                reg.execs.insert(exec);
+            }
+            proxy::answer(head, bytes)
+        }
+    }
+}
+
+/// The engine's view of child `id` (raw JSON), or `None` when it is gone.
+async fn inspect(s: &Shared, id: &str) -> Option<Value> {
+    let path = format!("/containers/{id}/json");
+    let resp = proxy::send(
+        &s.upstream,
+        Method::GET,
+        &path,
+        &hyper::HeaderMap::new(),
+        proxy::full(""),
+        false,
+        &s.tasks,
+    )
+    .await
+    .ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let (_, bytes) = proxy::read_answer(resp).await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Read child `id`'s state back into the registry; the state now.
+async fn settle(s: &Shared, id: &str) -> Option<ChildState> {
+    let Some(v) = inspect(s, id).await else {
+        // Gone (auto-removed, or removed by the engine).
+        s.forget_child(id, true);
+        return Some(ChildState::Removed);
+    };
+    let state = {
+        let mut reg = s.registry.lock().ok()?;
+        let child = reg.find_mut(id)?;
+        if v["State"]["Running"].as_bool() == Some(true) {
+            child.state = ChildState::Running;
+        } else {
+            child.state = ChildState::Exited;
+            child.exit_code = v["State"]["ExitCode"].as_i64();
+        }
+        child.state
+    };
+    s.publish();
+    Some(state)
+}
+
+/// Child `id` started: relay its ports from the job's gateway, keep its output.
+async fn started(s: &Arc<Shared>, id: &str) {
+    let Some(v) = inspect(s, id).await else { return };
+    let network = s.registry.lock().ok().and_then(|r| {
+        r.find(id)
+            .and_then(|c| c.slot.as_ref().map(|slot| slot.name.clone()))
+    });
+    let ip = network
+        .and_then(|n| {
+            v["NetworkSettings"]["Networks"][n.as_str()]["IPAddress"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .and_then(|ip| ip.parse().ok());
+    let ports: Vec<u16> = v["Config"]["ExposedPorts"]
+        .as_object()
+        .map(|p| {
+            p.keys()
+                .filter_map(|k| k.strip_suffix("/tcp").and_then(|n| n.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let net = s.net.lock().ok().and_then(|n| *n);
+    let relay = match (ip, net) {
+        (Some(ip), Some((gateway, subnet))) if !ports.is_empty() => {
+            match Relay::open(gateway, subnet, ip, &ports, &s.tasks).await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(job = %s.job, error = %e, "a child's ports are not relayed");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let name = {
+        let Ok(mut reg) = s.registry.lock() else { return };
+        let Some(child) = reg.find_mut(id) else { return };
+        child.state = ChildState::Running;
+        child.ip = ip;
+        if let Some(r) = relay
+            && let Some(old) = child.relay.replace(r)
+        {
+            old.close();
+        }
+        child.name.clone()
+    };
+    s.publish();
+    let since = chrono::Utc::now().timestamp() - 1;
+    let file = logs::path(&s.job_dir, &name);
+    let (shared, id) = (s.clone(), id.to_string());
+    s.tasks.spawn(async move {
+        logs::follow(shared.docker.clone(), id.clone(), file, since).await;
+        if !shared.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            settle(&shared, &id).await;
+        }
+    });
+}

@@ -1,0 +1,52 @@
+//! A dead manager's scoped-engine children, removed from synchronous code:
+//! recovery reaps a job that had a scoped engine (its socket died with the
+//! manager that served it) together with its children, found by the
+//! `berth.parent` label its job's container name gives them.
+
+use bollard::query_parameters::ListContainersOptions;
+
+use super::super::cleanup::{remove_container, remove_volumes};
+use super::super::{BLOCKING_REMOVE_LIMIT, Engine, connect};
+
+impl Engine {
+    /// From synchronous code (recovery's reaping of a run): remove the
+    /// children job `id` started through its scoped engine.
+    pub fn remove_children_blocking(&self, id: &crate::model::JobId) -> usize {
+        let parent = super::super::create::container_name(&self.instance, self.state(), id);
+        let mut labels = self.ownership.filters();
+        labels.push(format!("{}={parent}", super::LABEL_PARENT));
+        let (endpoint, this) = (self.endpoint.clone(), labels);
+        let work = move || -> usize {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return 0;
+            };
+            rt.block_on(async {
+                let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await else {
+                    return 0;
+                };
+                let filters = std::collections::HashMap::from([("label".to_string(), this.clone())]);
+                let opts = ListContainersOptions {
+                    all: true,
+                    filters: Some(filters),
+                    ..Default::default()
+                };
+                let ids: Vec<String> = match docker.list_containers(opts).await {
+                    Ok(l) => l.into_iter().filter_map(|c| c.id).collect(),
+                    Err(_) => return 0,
+                };
+                let mut n = 0;
+                for id in &ids {
+                    n += usize::from(remove_container(&docker, id).await);
+                }
+                remove_volumes(&docker, &this).await;
+                n
+            })
+        };
+        std::thread::Builder::new()
+            .name("berth-docker-remove".into())
+            .spawn(work)
+            .ok()
+            .and_then(|h| h.join().ok())
+            .unwrap_or(0)
+    }
+}

@@ -1,0 +1,249 @@
+//! The store knows when it is damaged. Before a manager writes to it, the
+//! database is checked: its write-ahead log frame by frame (SQLite skips a
+//! log whose header or frames fail their checksums without a word, which
+//! silently rewinds history: runs gone, ended runs shown running), then
+//! `PRAGMA quick_check` on the database itself (a truncated or garbled file).
+//! A damaged store is moved aside under a dated name (nothing is deleted)
+//! and a fresh one started; whoever opens it says so loudly, and what the
+//! lost records owned is reaped by label (containers) and by tag (host
+//! jobs). Only a process that holds the store alone checks it (an exclusive
+//! lock on `berth.db.lock`; every writer holds it shared): a log being
+//! written by another process cannot be read whole.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags};
+
+/// What is wrong with a store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Damage(pub String);
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// The lock every writer of the store at `db` holds shared (see the module doc).
+pub fn lock_file(db: &Path) -> std::io::Result<File> {
+    super::private::open(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true),
+        &with_suffix(db, ".lock"),
+    )
+}
+
+/// Check the store at `db` (a missing one is fine): its log, then the
+/// database. Errors that are not damage (a busy database, no permission)
+/// are not reported as damage.
+pub fn check(db: &Path) -> Result<(), Damage> {
+    if !db.exists() {
+        return Ok(());
+    }
+    check_wal(&with_suffix(db, "-wal"))?;
+    quick_check(db)
+}
+
+/// `PRAGMA quick_check` alone, through a read-only connection: safe while
+/// another process writes the store (the log is read as SQLite reads it).
+pub fn quick_check(db: &Path) -> Result<(), Damage> {
+    let conn = match Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        Ok(c) => c,
+        Err(e) => return damage_of(&e).map_or(Ok(()), Err),
+    };
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    let rows: rusqlite::Result<Vec<String>> = conn
+        .prepare("PRAGMA quick_check(5)")
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect());
+    match rows {
+        Ok(rows) if rows == ["ok"] => Ok(()),
+        Ok(rows) => Err(Damage(format!(
+            "the database fails its integrity check: {}",
+            rows.join("; ")
+        ))),
+        Err(e) => damage_of(&e).map_or(Ok(()), Err),
+    }
+}
+
+/// The damage an SQLite error stands for, if it is one.
+fn damage_of(e: &rusqlite::Error) -> Option<Damage> {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    matches!(e.sqlite_error_code(), Some(DatabaseCorrupt | NotADatabase))
+        .then(|| Damage(format!("the database cannot be read: {e}")))
+}
+
+/// WAL header magic (checksums little-endian; `+1`: big-endian).
+const WAL_MAGIC: u32 = 0x377f_0682;
+const WAL_HEADER: usize = 32;
+const FRAME_HEADER: usize = 24;
+
+/// SQLite's WAL checksum over `data` (a multiple of 8 bytes), continued from `s`.
+fn wal_checksum(data: &[u8], big_endian: bool, mut s: (u32, u32)) -> (u32, u32) {
+    let word = |b: &[u8]| {
+        let b: [u8; 4] = b.try_into().expect("4 bytes");
+        if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    };
+    for pair in data.chunks_exact(8) {
+        s.0 = s.0.wrapping_add(word(&pair[..4])).wrapping_add(s.1);
+        s.1 = s.1.wrapping_add(word(&pair[4..])).wrapping_add(s.0);
+    }
+    s
+}
+
+/// Check the log at `wal`: a header that fails its checksum, a first frame
+/// of another generation (it is written with the header), or a frame of
+/// the current log (its salts) that fails its checksum, is damage. A short
+/// last frame (a write cut off) and later frames of an older generation
+/// (other salts) are not.
+fn check_wal(wal: &Path) -> Result<(), Damage> {
+    let mut bytes = Vec::new();
+    match File::open(wal).and_then(|mut f| f.read_to_end(&mut bytes)) {
+        Ok(_) => {}
+        Err(_) => return Ok(()),
+    }
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let garbled = |what: String| {
+        Err(Damage(format!(
+            "the write-ahead log {} is garbled: {what}",
+            wal.display()
+        )))
+    };
+    if bytes.len() < WAL_HEADER {
+        return garbled(format!("{} bytes, shorter than its header", bytes.len()));
+    }
+    let magic = be(0);
+    if magic & !1 != WAL_MAGIC {
+        return garbled("its header is not a log header".into());
+    }
+    let big = magic & 1 == 1;
+    let page = be(8) as usize;
+    if !(512..=65536).contains(&page) || !page.is_power_of_two() {
+        return garbled(format!("its header names a page size of {page}"));
+    }
+    let sum = wal_checksum(&bytes[..24], big, (0, 0));
+    if sum != (be(24), be(28)) {
+        return garbled("its header fails its checksum".into());
+    }
+    let salts = (be(16), be(20));
+    let mut running = sum;
+    let mut at = WAL_HEADER;
+    let mut frame = 1;
+    while at + FRAME_HEADER + page <= bytes.len() {
+        if (be(at + 8), be(at + 12)) != salts {
+            // An older generation of the log, not part of the database; but
+            // the first frame is always written with its header.
+            if frame == 1 {
+                return garbled("its first frame does not belong to it (salts)".into());
+            }
+            break;
+        }
+        running = wal_checksum(&bytes[at..at + 8], big, running);
+        running = wal_checksum(&bytes[at + FRAME_HEADER..at + FRAME_HEADER + page], big, running);
+        if running != (be(at + 16), be(at + 20)) {
+            return garbled(format!("frame {frame} fails its checksum"));
+        }
+        at += FRAME_HEADER + page;
+        frame += 1;
+    }
+    Ok(())
+}
+
+/// Move the store at `db` (with its log and shared memory) aside under a
+/// dated name; returns the new name of the database.
+pub fn move_aside(db: &Path) -> std::io::Result<PathBuf> {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    let aside = with_suffix(db, &format!(".damaged-{stamp}"));
+    std::fs::rename(db, &aside)?;
+    for side in ["-wal", "-shm", "-journal"] {
+        let from = with_suffix(db, side);
+        if from.exists() {
+            let _ = std::fs::rename(&from, with_suffix(&aside, side));
+        }
+    }
+    Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobId, Line, Stream};
+    use crate::store::Store;
+
+    /// A store left as a crash leaves it: its last writes only in the log.
+    fn crashed_store(dir: &Path) -> PathBuf {
+        let db = dir.join("berth.db");
+        let store = Store::open(&db).unwrap();
+        let line = |seq| Line {
+            seq,
+            stream: Stream::Stdout,
+            ts: chrono::Utc::now(),
+            text: format!("line {seq}"),
+        };
+        store.put_lines(&JobId::from_number(1), (1..=100).map(line).collect());
+        store.flush();
+        // Copied while open: the log holds the lines, as after a SIGKILL.
+        let copy = dir.join("copy");
+        std::fs::create_dir(&copy).unwrap();
+        for f in ["berth.db", "berth.db-wal"] {
+            std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+        }
+        copy.join("berth.db")
+    }
+
+    #[test]
+    fn a_sound_log_and_database_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path());
+        assert!(std::fs::metadata(with_suffix(&db, "-wal")).unwrap().len() > 0);
+        assert_eq!(check(&db), Ok(()));
+    }
+
+    #[test]
+    fn a_garbled_log_frame_or_header_is_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path());
+        let wal = with_suffix(&db, "-wal");
+        let sound = std::fs::read(&wal).unwrap();
+        for at in [3, 40, sound.len() / 2] {
+            let mut bytes = sound.clone();
+            bytes[at] ^= 0x5a;
+            std::fs::write(&wal, &bytes).unwrap();
+            let Err(Damage(what)) = check(&db) else {
+                panic!("a byte flipped at {at} was not seen")
+            };
+            assert!(what.contains("write-ahead log"), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_database_is_damage_and_moves_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crashed_store(dir.path());
+        // Everything into the database file, then most of it cut off.
+        Connection::open(&db)
+            .unwrap()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let len = std::fs::metadata(&db).unwrap().len();
+        assert!(len > 3 * 16384, "{len}");
+        let f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+        f.set_len(len / 3).unwrap();
+        assert!(check(&db).is_err(), "a truncated database passed");
+        let aside = move_aside(&db).unwrap();
+        assert!(!db.exists() && aside.exists());
+        assert!(aside.to_string_lossy().contains("berth.db.damaged-"));
+    }
+}

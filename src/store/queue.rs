@@ -1,0 +1,261 @@
+//! The writer's queue, seen from the store's handle: queueing writes with
+//! backpressure that never waits for good, the room an async producer waits
+//! for, flushes and checkpoints that wait a bounded time, and what the store
+//! says about its health. A write that finds the queue full waits for the
+//! writer; one that waited [`STUCK_LIMIT`] in vain (a hung disk) marks the
+//! store stuck, and from then on writes that find the queue full are dropped
+//! (their lines said as lost) until the writer takes writes again.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::TrySendError;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{FLUSH_LIMIT, Op, QUEUE_BOUND, RunRow, STUCK_LIMIT, Store, StoreHealth, held};
+use crate::error::{Error, Result};
+use crate::model::{Chunk, Event, JobId, Line};
+
+/// How many writes are queued, so that an async producer can wait for room
+/// without blocking its thread (see [`Store::room`]), and a blocking one
+/// for at most [`STUCK_LIMIT`].
+#[derive(Default)]
+pub(crate) struct Room {
+    pub(super) queued: AtomicUsize,
+    pub(super) freed: tokio::sync::Notify,
+    /// Held by a blocked sender between its try and its wait, and by the
+    /// writer to tell it: no wake-up falls in between.
+    pub(super) lock: Mutex<()>,
+    pub(super) taken: Condvar,
+    /// A write waited [`STUCK_LIMIT`] in vain: writes stop waiting.
+    pub(super) stuck: AtomicBool,
+}
+
+impl Room {
+    /// The writer took `n` writes off the queue.
+    pub(super) fn taken(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::SeqCst);
+        self.freed.notify_waiters();
+        let _wake = self.lock.lock();
+        self.taken.notify_all();
+    }
+}
+
+/// What the store's handle and its writer thread share.
+pub(crate) struct Shared {
+    pub(super) room: Room,
+    pub(super) held: held::Held,
+    pub(super) health: tokio::sync::watch::Sender<StoreHealth>,
+    /// How long a write waits for room before the store counts as stuck
+    /// ([`STUCK_LIMIT`]; shorter in unit tests).
+    pub(super) stuck_after: std::sync::atomic::AtomicU64,
+    /// Unit tests: every commit fails while set (a failing disk on demand).
+    #[cfg(test)]
+    pub(super) fail_writes: AtomicBool,
+    /// Unit tests: the writer takes nothing while set (a hung disk).
+    #[cfg(test)]
+    pub(super) stall_writes: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn new(held_per_job: usize) -> Shared {
+        Shared {
+            room: Room::default(),
+            held: held::Held::new(held_per_job),
+            health: tokio::sync::watch::channel(StoreHealth::Ok).0,
+            stuck_after: (STUCK_LIMIT.as_millis() as u64).into(),
+            #[cfg(test)]
+            fail_writes: AtomicBool::new(false),
+            #[cfg(test)]
+            stall_writes: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Store {
+    /// Whether the store can write (see [`StoreHealth`]).
+    pub fn health(&self) -> StoreHealth {
+        self.shared.health.borrow().clone()
+    }
+
+    /// Told of every change of [`Store::health`].
+    pub fn watch_health(&self) -> tokio::sync::watch::Receiver<StoreHealth> {
+        self.shared.health.subscribe()
+    }
+
+    /// Why writes are being dropped right now (the writer took none for
+    /// [`STUCK_LIMIT`]), if they are: unlike a degraded store that holds
+    /// output, a stuck one keeps nothing.
+    pub fn unavailable(&self) -> Option<String> {
+        if !self.shared.room.stuck.load(Ordering::SeqCst) {
+            return None;
+        }
+        match self.health() {
+            StoreHealth::Degraded { reason, .. } => Some(reason),
+            StoreHealth::Ok => Some("the store takes no writes".into()),
+        }
+    }
+
+    /// Bytes of output held in memory because the store could not write.
+    pub fn held_bytes(&self) -> usize {
+        self.shared.held.bytes()
+    }
+
+    /// Unit tests: make every commit fail (`true`) or succeed again.
+    #[cfg(test)]
+    pub fn fail_writes(&self, fail: bool) {
+        self.shared.fail_writes.store(fail, Ordering::SeqCst);
+    }
+
+    /// Unit tests: the writer takes nothing (`true`, a hung disk) or takes
+    /// again; a write then counts the store stuck after `after`.
+    #[cfg(test)]
+    pub fn stall_writes(&self, stall: bool, after: Duration) {
+        self.shared
+            .stuck_after
+            .store(after.as_millis() as u64, Ordering::SeqCst);
+        self.shared.stall_writes.store(stall, Ordering::SeqCst);
+    }
+
+    /// Queue `op`, waiting (without stalling other tasks) while the queue is
+    /// full, but never for good: after [`STUCK_LIMIT`] without room the
+    /// store is reported stuck and `op` is dropped (as are later writes that
+    /// find the queue full, until the writer takes writes again).
+    fn send(&self, op: Op) {
+        let room = &self.shared.room;
+        room.queued.fetch_add(1, Ordering::SeqCst);
+        let op = match self.tx.try_send(op) {
+            Ok(()) => return,
+            Err(TrySendError::Full(op)) => op,
+            Err(TrySendError::Disconnected(_)) => {
+                room.taken(1);
+                tracing::error!("store writer is gone");
+                return;
+            }
+        };
+        // The writer is its own thread: blocking here cannot deadlock.
+        let sent = wait_for_writer(|| {
+            let limit = Duration::from_millis(self.shared.stuck_after.load(Ordering::SeqCst));
+            let deadline = Instant::now() + limit;
+            let mut op = op;
+            let mut wake = room.lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                match self.tx.try_send(op) {
+                    Ok(()) => return true,
+                    Err(TrySendError::Disconnected(_)) => return false,
+                    Err(TrySendError::Full(back)) => op = back,
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || room.stuck.load(Ordering::SeqCst) {
+                    return false;
+                }
+                wake = match room.taken.wait_timeout(wake, left) {
+                    Ok((w, _)) => w,
+                    Err(e) => e.into_inner().0,
+                };
+            }
+        });
+        if !sent {
+            room.taken(1);
+            if !room.stuck.swap(true, Ordering::SeqCst) {
+                tracing::error!(path = %self.path.display(), "the store writer took no write for {STUCK_LIMIT:?}; writes are dropped until it does");
+                self.shared.health.send_replace(StoreHealth::Degraded {
+                    since: chrono::Utc::now(),
+                    reason: format!(
+                        "the store took no write for {}s (a hung disk?)",
+                        STUCK_LIMIT.as_secs()
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Wait until the write queue has room. An async producer (a pipe's
+    /// reader) waits here, so that its next write rarely finds the queue
+    /// full: blocking then takes its worker thread out of the runtime, and
+    /// the threads started in its place each grew a malloc arena of their
+    /// own that a long-lived daemon kept.
+    pub async fn room(&self) {
+        let room = &self.shared.room;
+        loop {
+            let freed = room.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if room.queued.load(Ordering::SeqCst) < QUEUE_BOUND || room.stuck.load(Ordering::SeqCst) {
+                return;
+            }
+            // Looked at again now and then: a stuck writer never frees room.
+            let _ = tokio::time::timeout(Duration::from_secs(1), freed).await;
+        }
+    }
+
+    pub fn put_lines(&self, job: &JobId, lines: Vec<Line>) {
+        if !lines.is_empty() {
+            self.send(Op::Lines(job.clone(), lines));
+        }
+    }
+
+    /// Queue a chunk of lines (the live path: the ring keeps sharing it).
+    pub fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
+        if !chunk.is_empty() {
+            self.send(Op::Chunk(job.clone(), chunk));
+        }
+    }
+
+    pub fn put_event(&self, event: &Event) {
+        self.send(Op::Event(Box::new(event.clone())));
+    }
+
+    pub fn put_run(&self, row: RunRow) {
+        self.send(Op::Run(Box::new(row)));
+    }
+
+    /// Wait until everything queued so far is committed, or held in memory
+    /// while the store cannot write (readable either way); at most
+    /// [`FLUSH_LIMIT`], so that no reader or shutdown waits on a hung disk.
+    pub fn flush(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Op::Flush(tx));
+        if wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT)).is_err() {
+            tracing::warn!(path = %self.path.display(), "the store did not finish its writes within {FLUSH_LIMIT:?}");
+        }
+    }
+
+    /// Fold the write-ahead log into the database and truncate it, after
+    /// everything queued so far (at a clean shutdown); at most [`FLUSH_LIMIT`].
+    pub fn checkpoint(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.send(Op::Checkpoint(tx));
+        let _ = wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT));
+    }
+
+    /// Delete the runs `jobs` and everything stored for them (lines, events).
+    pub fn prune(&self, jobs: &[JobId]) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ids = jobs.iter().map(|j| j.to_string()).collect();
+        self.send(Op::Prune(ids, tx));
+        let answer = wait_for_writer(|| rx.recv());
+        let message = match answer {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(message)) => message,
+            Err(_) => "the store writer is gone".into(),
+        };
+        Err(Error::Store {
+            path: self.path.clone(),
+            message,
+        })
+    }
+}
+
+/// Run `wait` (a blocking wait on the writer thread) without stalling the
+/// other tasks of a multi-threaded runtime.
+pub(super) fn wait_for_writer<T>(wait: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
+}

@@ -1,0 +1,142 @@
+//! Who may loosen the sandbox, played as the attacker did: a container job
+//! writes the project's `berth.toml` to get the next job out of the sandbox
+//! (host runner, root, no blocklist); the next start is refused, naming the
+//! key and `berth trust`, until the user trusts that exact file. A job
+//! cannot change a file the user trusted (it is mounted read-only).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{Daemon, SANDBOX, workspace_dir};
+
+/// `berth` in `dir` as the daemon's user would run it there (no runner forced).
+fn at(d: &Daemon, dir: &Path) -> Command {
+    let mut cmd = d.cli();
+    cmd.current_dir(dir)
+        .env_remove("BERTH_WORKSPACE")
+        .env_remove("BERTH_RUNNER");
+    cmd
+}
+
+fn run(mut cmd: Command, args: &[&str]) -> (i32, String, String) {
+    let o = cmd.args(args).output().expect("run berth");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_job_written_berth_toml_cannot_take_the_next_job_out_of_the_sandbox_until_trusted() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("proj");
+    workspace_dir(&ws);
+    let ws = ws.canonicalize().unwrap();
+    // The attacker's job, in a container, writes the project's config.
+    let payload = "printf 'runner = \"host\"\\nuser = \"root\"\\nworkspace = \"/usr/local/share\"\\n[safety]\\ndefault_blocklist = false\\n' > berth.toml && echo written";
+    let (code, out, err) = run(
+        at(&d, &ws),
+        &[
+            "run", "--runner", "docker", "--image", SANDBOX, "--shell", "--", payload,
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "written"), "{err}");
+    assert!(ws.join("berth.toml").is_file());
+
+    // The next start is refused before anything runs: one line, exit 126.
+    let (code, out, err) = run(at(&d, &ws), &["run", "--", "id", "-u"]);
+    assert_eq!(code, 126, "{out}{err}");
+    assert!(
+        err.contains("runner = \"host\"") && err.contains("berth trust") && err.lines().count() == 1,
+        "{err}"
+    );
+    let log =
+        std::fs::read_to_string(d.dir.path().join("state").join(&d.instance).join("security.log")).unwrap();
+    assert!(log.contains("\"kind\":\"untrusted_config\""), "{log}");
+    // `berth config` says what is not applied and why.
+    let (_, out, _) = run(at(&d, &ws), &["config"]);
+    assert!(out.contains("NOT applied") && out.contains("runner"), "{out}");
+
+    // The user reads the file and trusts it: now it applies (a host job as root).
+    let (code, out, err) = run(at(&d, &ws), &["trust"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("trusted:") && out.contains("runner = \"host\""),
+        "{out}"
+    );
+    let (code, out, err) = run(at(&d, &ws), &["run", "--", "id", "-u"]);
+    assert_eq!((code, out.trim()), (0, "0"), "{err}");
+
+    // One byte changed by anyone: untrusted again.
+    std::fs::write(
+        ws.join("berth.toml"),
+        std::fs::read_to_string(ws.join("berth.toml")).unwrap() + "\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(at(&d, &ws), &["run", "--", "true"]);
+    assert_eq!(code, 126, "{err}");
+}
+
+#[test]
+fn a_container_job_cannot_change_the_projects_config_files() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("proj");
+    workspace_dir(&ws);
+    std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+    let toml = format!("image = \"{SANDBOX}\"\n");
+    std::fs::write(ws.join("berth.toml"), &toml).unwrap();
+    std::fs::write(ws.join(".devcontainer/devcontainer.json"), "{}\n").unwrap();
+    let script = "cat berth.toml; echo 'runner = \"host\"' >> berth.toml || echo refused-1; \
+                  rm -f berth.toml || echo refused-2; mv berth.toml b.toml || echo refused-3; \
+                  echo x > .devcontainer/devcontainer.json || echo refused-4; touch made-here && echo ok";
+    let (code, out, err) = run(
+        at(&d, &ws),
+        &["run", "--runner", "docker", "--shell", "--", script],
+    );
+    assert_eq!(code, 0, "{err}");
+    for expect in [
+        "image = ",
+        "refused-1",
+        "refused-2",
+        "refused-3",
+        "refused-4",
+        "ok",
+    ] {
+        assert!(out.contains(expect), "{expect}: {out}");
+    }
+    assert_eq!(std::fs::read_to_string(ws.join("berth.toml")).unwrap(), toml);
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".devcontainer/devcontainer.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(
+        ws.join("made-here").exists(),
+        "the rest of the workspace stays writable"
+    );
+}
+
+/// A workspace holding the user's own berth config (`workspace = $HOME`)
+/// would let a container job rewrite the trust table: such jobs are refused.
+#[test]
+fn a_workspace_holding_the_users_config_gets_no_container_jobs() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    workspace_dir(&home);
+    let user = home.join(".config/berth/config.toml");
+    let mut cmd = at(&d, &home);
+    cmd.env("BERTH_USER_CONFIG", &user);
+    let (code, _, err) = run(
+        cmd,
+        &["run", "--runner", "docker", "--image", SANDBOX, "--", "true"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("contains your berth config") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!user.exists(), "nothing was written there");
+}
