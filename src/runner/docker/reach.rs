@@ -34,7 +34,9 @@ use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec, Network, Publish};
 use crate::net::{Allowlist, DenialFn, Forwarder, Policy, Proxy};
 
-/// What the proxy variables name besides the proxy: never proxied.
+/// What the proxy variables name besides the proxy: never proxied (and
+/// the job network's gateway, this machine's address the job reaches
+/// directly: a scoped engine's children are relayed there).
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
 /// The kernel hostname of a job that joins a holder: the engine copies the
 /// holder's and a job cannot set its own, so it is the same neutral word
@@ -110,14 +112,17 @@ pub struct Attach {
     pub alias: Option<String>,
 }
 
-/// The proxy variables for `url` (upper and lower case: tools read either).
-pub fn proxy_env(url: &str) -> Vec<(String, String)> {
+/// The proxy variables for the proxy at `at` (upper and lower case: tools
+/// read either); its own address, the gateway, is not proxied.
+pub fn proxy_env(at: SocketAddr) -> Vec<(String, String)> {
+    let url = format!("http://{at}");
+    let direct = format!("{NO_PROXY},{}", at.ip());
     let mut env = Vec::new();
     for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-        env.push((k.to_string(), url.to_string()));
+        env.push((k.to_string(), url.clone()));
     }
     for k in ["NO_PROXY", "no_proxy"] {
-        env.push((k.to_string(), NO_PROXY.to_string()));
+        env.push((k.to_string(), direct.clone()));
     }
     env
 }
@@ -212,7 +217,7 @@ pub fn attach(
 ) -> Result<Attach> {
     let mut env = vec![("HOSTNAME".to_string(), id.to_string())];
     if let Some(p) = proxy {
-        env.extend(proxy_env(&p.url()));
+        env.extend(proxy_env(p.addr()));
     }
     let mounts = match decision.network {
         Network::Bridge => Vec::new(),
@@ -307,9 +312,9 @@ mod tests {
 
     #[test]
     fn proxy_variables_and_the_engine_endpoint() {
-        let env = proxy_env("http://172.18.0.1:4000");
+        let env = proxy_env("172.18.0.1:4000".parse().unwrap());
         assert!(env.contains(&("https_proxy".into(), "http://172.18.0.1:4000".into())));
-        assert!(env.contains(&("NO_PROXY".into(), NO_PROXY.into())));
+        assert!(env.contains(&("NO_PROXY".into(), format!("{NO_PROXY},172.18.0.1"))));
         assert_eq!(
             endpoint_addr("tcp://10.0.0.5:2376"),
             ["10.0.0.5:2376".parse::<SocketAddr>().unwrap()]
