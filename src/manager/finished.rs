@@ -131,7 +131,7 @@ impl Manager {
         jobs
     }
 
-    fn in_registry(&self, n: u64) -> bool {
+    pub(super) fn in_registry(&self, n: u64) -> bool {
         self.inner.registry.lock().unwrap().jobs.contains_key(&n)
     }
 }

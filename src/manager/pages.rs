@@ -97,17 +97,34 @@ impl Manager {
     /// Jobs that `filter` admits, newest first, numbered below `before`: at
     /// most `limit` (and [`MAX_PAGE_ITEMS`]) and [`MAX_PAGE_BYTES`] of JSON.
     /// Only the jobs of the page are copied out of the registry.
+    /// Finished jobs let go of memory (`finished.rs`) are read back from the
+    /// store and listed in their place.
     pub fn list_page(&self, filter: ListFilter, before: Option<&JobId>, limit: usize) -> JobPage {
         let below = before.and_then(number).unwrap_or(u64::MAX);
-        let reg = self.inner.registry.lock().unwrap();
-        let admitted = reg
-            .jobs
-            .range(..below)
-            .rev()
-            .map(|(_, e)| e)
-            .filter(|e| filter.admits(&e.info.status))
-            .map(|e| reg.snapshot(e));
-        job_page(admitted, None, limit)
+        if filter == ListFilter::Running || !self.inner.some_let_go() {
+            let reg = self.inner.registry.lock().unwrap();
+            let admitted = reg
+                .jobs
+                .range(..below)
+                .rev()
+                .map(|(_, e)| e)
+                .filter(|e| filter.admits(&e.info.status))
+                .map(|e| reg.snapshot(e));
+            return job_page(admitted, None, limit);
+        }
+        let mut jobs: Vec<JobInfo> = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.jobs
+                .range(..below)
+                .map(|(_, e)| e)
+                .filter(|e| filter.admits(&e.info.status))
+                .map(|e| reg.snapshot(e))
+                .collect()
+        };
+        let stored = self.inner.stored_finished(|n| n >= below || self.in_registry(n));
+        jobs.extend(stored.into_iter().filter(|i| filter.admits(&i.status)));
+        jobs.sort_by_key(|j| std::cmp::Reverse(number(&j.id).unwrap_or(0)));
+        job_page(jobs, None, limit)
     }
 
     /// Events with `seq >= since`, oldest first: at most `limit` (and
