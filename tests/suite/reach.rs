@@ -146,7 +146,9 @@ async fn a_ported_job_joins_a_holder_and_its_port_closes_when_it_ends() {
 async fn a_no_daemon_run_forwards_from_its_own_process() {
     let dir = tempfile::tempdir().unwrap();
     let host_port = portpicker::pick_unused_port().unwrap();
+    let instance = crate::common::instance_name("fwd");
     let mut run = berth(dir.path())
+        .env("BERTH_INSTANCE", &instance)
         .args([
             "run",
             "--no-daemon",
@@ -163,15 +165,19 @@ async fn a_no_daemon_run_forwards_from_its_own_process() {
         .unwrap();
     let answers = || try_http_get(host_port).is_some_and(|p| p.contains("hello from berth"));
     eventually(Duration::from_secs(30), "the run's port answers", answers).await;
-    // The run is stopped (SIGTERM, as a terminal's hangup): its job and
-    // its forwarder end with it.
+    // The run is interrupted (^C): its job and its forwarder end with it.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(run.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
     run.wait().unwrap();
     assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
+    assert_eq!(
+        crate::common::containers_of(&instance),
+        0,
+        "the run left its container"
+    );
 }
 
 /// A UDP port is forwarded too: datagrams to 127.0.0.1:PORT reach the job
