@@ -13,6 +13,9 @@
 //! - `state_dir`: where berth writes its records and security log;
 //! - `[safety]`: the default blocklist off, `allow_env` additions, another `security_log`;
 //! - `[image] dockerfile`: a build that runs the project's `RUN` steps;
+//! - `egress` wider than yours (`all` over `proxy` over `none`), hosts added
+//!   to `egress_allow`, `publish = "engine"` (the engine's published ports
+//!   take traffic from other machines that route to the job);
 //! - `engine = "scoped"`, `allow_engine = true` and a larger `max_children`:
 //!   jobs (or agents) start containers of their own through the engine.
 //!
@@ -25,7 +28,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::{Config, Source, caller_user};
-use crate::model::{EngineAccess, Network, RunnerChoice};
+use crate::model::{Egress, EngineAccess, Network, Publish, RunnerChoice};
 use crate::safety::SafetyLayer;
 use crate::trust::Loosening;
 
@@ -94,6 +97,24 @@ fn loosenings(
     };
     if from_file("network") && rank(c.network) > rank(base.network) {
         add("network", quoted(&c.network.to_string()));
+    }
+    let reach = |e: Egress| match e {
+        Egress::None => 0,
+        Egress::Proxy => 1,
+        Egress::All => 2,
+    };
+    if from_file("egress") && reach(c.egress) > reach(base.egress) {
+        add("egress", quoted(c.egress.as_str()));
+    }
+    let more: Vec<&String> = c.egress_allow.iter().filter(|h| !base.egress_allow.contains(h)).collect();
+    if from_file("egress_allow") && !more.is_empty() {
+        add(
+            "egress_allow",
+            format!("[{}]", more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")),
+        );
+    }
+    if from_file("publish") && c.publish == Publish::Engine && base.publish != Publish::Engine {
+        add("publish", quoted(c.publish.as_str()));
     }
     if from_file("engine") && c.engine == EngineAccess::Scoped && base.engine != EngineAccess::Scoped {
         add("engine", quoted(c.engine.as_str()));
@@ -173,6 +194,18 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "network" => {
             c.network = base.network;
             source(c, "network");
+        }
+        "egress" => {
+            c.egress = base.egress;
+            source(c, "egress");
+        }
+        "egress_allow" => {
+            c.egress_allow = base.egress_allow.clone();
+            source(c, "egress_allow");
+        }
+        "publish" => {
+            c.publish = base.publish;
+            source(c, "publish");
         }
         "engine" => {
             c.engine = base.engine;
@@ -358,6 +391,28 @@ mod tests {
             err.contains("engine") && err.contains("scoped") && !err.contains('\n'),
             "{err}"
         );
+    }
+
+    #[test]
+    fn wider_egress_and_engine_publishing_need_trust() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        let c = load(
+            &dir,
+            "egress = \"all\"\negress_allow = [\"evil.example\"]\npublish = \"engine\"\n",
+            &user,
+        );
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        assert_eq!(keys, ["egress", "egress_allow", "publish"]);
+        assert_eq!(c.egress, Egress::Proxy);
+        assert!(!c.egress_allow.iter().any(|h| h == "evil.example"));
+        assert_eq!(c.publish, Publish::Berth);
+        // Narrower is fine without trust.
+        let c = load(&dir, "egress = \"none\"\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.egress, Egress::None);
     }
 
     #[test]
