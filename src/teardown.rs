@@ -66,13 +66,16 @@ pub fn reap_tagged(config: &crate::config::Config) -> usize {
     orphans.len()
 }
 
-/// SIGINT or SIGTERM.
+/// SIGINT, SIGTERM or SIGHUP (the terminal went away): each one a reason
+/// to tear down cleanly rather than die with jobs still running.
 pub async fn signals() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+        _ = hup.recv() => {}
     }
 }

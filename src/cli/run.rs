@@ -3,7 +3,8 @@
 //! Without a daemon there is no background to promote to, so this runs its
 //! own in-process manager: output is streamed live, `--timeout` kills the
 //! process group (exit 124, partial output kept), `--keep-alive` runs, feeds
-//! the input, waits, kills and exits 0, and Ctrl+C stops the job (exit 130).
+//! the input, waits, kills and exits 0, and Ctrl+C (or SIGTERM, SIGHUP)
+//! stops the job (exit 130).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -85,7 +86,9 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     };
     let info = tokio::select! {
         info = handle.wait_end() => info?,
-        _ = tokio::signal::ctrl_c() => {
+        // SIGTERM (a CI step's timeout) and SIGHUP (a closed terminal) too:
+        // this process is the job's manager, and must not die leaving it.
+        _ = crate::teardown::signals() => {
             manager.kill(&handle.id, stop(StopCause::Interrupted)).await?;
             handle.wait_end().await?
         }

@@ -141,43 +141,43 @@ async fn a_ported_job_joins_a_holder_and_its_port_closes_when_it_ends() {
 }
 
 /// `berth run --no-daemon -p HOST:8080` forwards from its own process while
-/// the job runs, and the port is gone with it.
+/// the job runs, and the port is gone with it; interrupted by ^C, a CI
+/// step's SIGTERM or a closed terminal's SIGHUP, the run stops its job and
+/// leaves no container (SIGTERM used to kill the run and leave the job).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_daemon_run_forwards_from_its_own_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let host_port = portpicker::pick_unused_port().unwrap();
-    let instance = crate::common::instance_name("fwd");
-    let mut run = berth(dir.path())
-        .env("BERTH_INSTANCE", &instance)
-        .args([
-            "run",
-            "--no-daemon",
-            "--runner",
-            "docker",
-            "--image",
-            crate::common::SANDBOX,
-        ])
-        .args(["-p", &format!("{host_port}:8080"), "--"])
-        .args(["sh", "-c", "httpd -p 8080 -h /www; sleep 30"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let answers = || try_http_get(host_port).is_some_and(|p| p.contains("hello from berth"));
-    eventually(Duration::from_secs(30), "the run's port answers", answers).await;
-    // The run is interrupted (^C): its job and its forwarder end with it.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(run.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    run.wait().unwrap();
-    assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
-    assert_eq!(
-        crate::common::containers_of(&instance),
-        0,
-        "the run left its container"
-    );
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let host_port = portpicker::pick_unused_port().unwrap();
+        let instance = crate::common::instance_name("fwd");
+        let mut run = berth(dir.path())
+            .env("BERTH_INSTANCE", &instance)
+            .args([
+                "run",
+                "--no-daemon",
+                "--runner",
+                "docker",
+                "--image",
+                crate::common::SANDBOX,
+            ])
+            .args(["-p", &format!("{host_port}:8080"), "--"])
+            .args(["sh", "-c", "httpd -p 8080 -h /www; sleep 30"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let answers = || try_http_get(host_port).is_some_and(|p| p.contains("hello from berth"));
+        eventually(Duration::from_secs(30), "the run's port answers", answers).await;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(run.id() as i32), signal).unwrap();
+        run.wait().unwrap();
+        assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_err());
+        assert_eq!(
+            crate::common::containers_of(&instance),
+            0,
+            "the run left its container after {signal}"
+        );
+    }
 }
 
 /// A UDP port is forwarded too: datagrams to 127.0.0.1:PORT reach the job
