@@ -106,11 +106,18 @@ fn loosenings(
     if from_file("egress") && reach(c.egress) > reach(base.egress) {
         add("egress", quoted(c.egress.as_str()));
     }
-    let more: Vec<&String> = c.egress_allow.iter().filter(|h| !base.egress_allow.contains(h)).collect();
+    let more: Vec<&String> = c
+        .egress_allow
+        .iter()
+        .filter(|h| !base.egress_allow.contains(h))
+        .collect();
     if from_file("egress_allow") && !more.is_empty() {
         add(
             "egress_allow",
-            format!("[{}]", more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")),
+            format!(
+                "[{}]",
+                more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")
+            ),
         );
     }
     if from_file("publish") && c.publish == Publish::Engine && base.publish != Publish::Engine {
