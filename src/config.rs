@@ -12,10 +12,12 @@ use crate::error::{Error, Result};
 use crate::job::parse_size;
 use crate::model::{Egress, Limits, Network, Publish, RunnerChoice, host_cpus};
 use crate::output::DEFAULT_RING_BYTES;
-use crate::safety::{SafetyConfig, SafetyLayer};
 use crate::trust::{Loosening, Trusted};
 
 mod loosen;
+pub mod safety;
+
+pub use safety::{BlockedPattern, SafetyConfig, SafetyLayer};
 
 /// Default background job cap.
 pub const DEFAULT_MAX_JOBS: usize = 3;
@@ -1089,14 +1091,24 @@ mod tests {
             "egress = \"none\"\negress_allow = [\"defaults\", \"example.com\"]\npublish = \"engine\"\n",
         )
         .unwrap();
-        let c = Config::load(dir.path(), Layer::default()).unwrap();
+        let user = dir.path().join("user.toml");
+        let user_env = |k: &str| (k == crate::trust::USER_CONFIG_ENV).then(|| user.display().to_string());
+        // Untrusted: the narrowing key applies, the widening ones are reverted.
+        let c = Config::load_with(dir.path(), Layer::default(), user_env).unwrap();
+        assert_eq!((c.egress, c.publish), (Egress::None, Publish::Berth));
+        assert_eq!(c.egress_allow, ["defaults"]);
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        assert_eq!(keys, ["egress_allow", "publish"]);
+        let bytes = std::fs::read(&file).unwrap();
+        crate::trust::record(&user, &file, Some(&crate::trust::digest(&bytes))).unwrap();
+        let c = Config::load_with(dir.path(), Layer::default(), user_env).unwrap();
         assert_eq!((c.egress, c.publish), (Egress::None, Publish::Engine));
         assert_eq!(c.egress_allow, ["defaults", "example.com"]);
         assert!(matches!(c.sources["egress_allow"], Source::File(_)));
         let env = |n: &str| match n {
             "BERTH_EGRESS" => Some("all".to_string()),
             "BERTH_EGRESS_ALLOW" => Some("pypi.org, *.corp.net".to_string()),
-            _ => None,
+            _ => user_env(n),
         };
         let c = Config::load_with(dir.path(), Layer::default(), env).unwrap();
         assert_eq!(c.egress, Egress::All);

@@ -27,9 +27,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::SafetyLayer;
 use super::{Config, Source, caller_user};
 use crate::model::{Egress, EngineAccess, Network, Publish, RunnerChoice};
-use crate::safety::SafetyLayer;
 use crate::trust::Loosening;
 
 /// Compare `config` (all layers applied) with `baseline` (defaults and the

@@ -15,7 +15,7 @@ use super::budget::{Budget, Spent};
 
 use super::normalize;
 use super::rules::{DEFAULT_RULES, exception};
-use super::settings::SafetyConfig;
+use crate::config::SafetyConfig;
 use crate::error::{Error, Result};
 use crate::model::JobSpec;
 

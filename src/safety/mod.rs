@@ -38,7 +38,6 @@ pub mod lexer;
 pub mod log;
 pub mod normalize;
 pub mod rules;
-pub mod settings;
 pub mod workspace;
 
 #[cfg(test)]
@@ -52,9 +51,9 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+pub use crate::config::{BlockedPattern, SafetyConfig, SafetyLayer};
 pub use budget::Budget;
 pub use filter::{Filter, Hit};
-pub use settings::{BlockedPattern, SafetyConfig, SafetyLayer};
 
 use crate::config::Config;
 use crate::error::{Error, Result};

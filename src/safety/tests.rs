@@ -9,7 +9,7 @@ use pretty_assertions::assert_eq;
 
 use super::filter::{Filter, Hit};
 use super::normalize;
-use super::settings::SafetyConfig;
+use crate::config::SafetyConfig;
 use crate::model::JobSpec;
 
 /// Compiled once: compiling the rules is the slow part (in debug builds).

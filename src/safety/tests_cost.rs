@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::budget::Budget;
 use super::filter::{Filter, MAX_INPUT, TOO_LONG};
-use super::settings::SafetyConfig;
+use crate::config::SafetyConfig;
 use crate::model::JobSpec;
 
 /// Repeat `unit` (after `head`) until the command is just under the cap.

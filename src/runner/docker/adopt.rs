@@ -96,7 +96,7 @@ pub(super) async fn adopt(
         None => None,
     };
     let on_network = holder.as_ref().unwrap_or(&inspected);
-    let internal_ip = super::launch::container_ip(on_network);
+    let internal_ip = super::client::container_ip(on_network);
     // On a pool network: hold its slot until the container is removed.
     let slot = claim(engine, on_network);
     if slot.is_some() {

@@ -12,31 +12,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::DockerClient;
-use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
+use bollard::query_parameters::ListContainersOptions;
 
+pub(super) use super::client::{remove_all, remove_container};
 use super::ownership::Ownership;
 use super::{BLOCKING_REMOVE_LIMIT, Engine, LABEL_OWNER, connect, network};
 use crate::error::Result;
 
 /// How long teardown may spend removing the instance's networks.
 const NETWORK_TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-pub(super) async fn remove_container(docker: &DockerClient, id: &str) -> bool {
-    let opts = RemoveContainerOptions {
-        force: true,
-        v: true,
-        link: false,
-    };
-    match docker.remove_container(id, opts).await {
-        Ok(()) => true,
-        // 404: already gone; 409: a removal is already in progress.
-        Err(e) if matches!(e.engine_status(), Some(404 | 409)) => true,
-        Err(e) => {
-            tracing::warn!(error = %e, "could not remove container");
-            false
-        }
-    }
-}
 
 /// Containers whose job was answered while their removal still runs.
 ///
@@ -236,7 +220,7 @@ impl Engine {
         let dead = list.iter().filter(|c| {
             let labels = c.labels.as_ref();
             let owner = labels.and_then(|l| l.get(LABEL_OWNER));
-            let holder = labels.is_some_and(|l| l.contains_key(super::holder::LABEL_HOLDER));
+            let holder = labels.is_some_and(|l| l.contains_key(super::ownership::LABEL_HOLDER));
             owner.is_none_or(|o| *o != me && !crate::procinfo::owner_alive(o))
                 && !(keep_holders && holder)
                 && c.id.as_ref().is_some_and(|id| {
@@ -302,16 +286,6 @@ pub(super) async fn remove_volumes(docker: &DockerClient, labels: &[String]) {
             tracing::warn!(volume = %name, error = %e, "could not remove volume");
         }
     }
-}
-
-/// Force-remove `ids` all at once (each removal waits on the engine, not on
-/// the others); returns how many were removed or gone already.
-pub(super) async fn remove_all<'a>(docker: &DockerClient, ids: impl Iterator<Item = &'a str>) -> usize {
-    futures_util::future::join_all(ids.map(|id| remove_container(docker, id)))
-        .await
-        .into_iter()
-        .filter(|ok| *ok)
-        .count()
 }
 
 impl Engine {

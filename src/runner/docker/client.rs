@@ -335,3 +335,46 @@ impl DockerClient {
             .collect())
     }
 }
+
+/// Force-remove container `id` with its anonymous volumes; `true` when it
+/// is gone (already gone or being removed counts).
+pub(super) async fn remove_container(docker: &DockerClient, id: &str) -> bool {
+    let opts = RemoveContainerOptions {
+        force: true,
+        v: true,
+        link: false,
+    };
+    match docker.remove_container(id, opts).await {
+        Ok(()) => true,
+        // 404: already gone; 409: a removal is already in progress.
+        Err(e) if matches!(e.engine_status(), Some(404 | 409)) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not remove container");
+            false
+        }
+    }
+}
+
+/// Force-remove `ids` all at once (each removal waits on the engine, not on
+/// the others); returns how many were removed or gone already.
+pub(super) async fn remove_all<'a>(docker: &DockerClient, ids: impl Iterator<Item = &'a str>) -> usize {
+    futures_util::future::join_all(ids.map(|id| remove_container(docker, id)))
+        .await
+        .into_iter()
+        .filter(|ok| *ok)
+        .count()
+}
+
+/// The container's address on its network, for probes that must reach the
+/// server itself (a published port is answered by the userland proxy even
+/// when nothing listens inside).
+pub(super) fn container_ip(
+    inspected: &bollard::models::ContainerInspectResponse,
+) -> Option<std::net::IpAddr> {
+    let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
+    // A job is on one network (its berth bridge): any address it has will do.
+    networks
+        .values()
+        .filter_map(|ep| ep.ip_address.as_deref())
+        .find_map(|ip| ip.parse().ok())
+}

@@ -11,7 +11,8 @@ use bollard::models::{
     MountBindOptionsPropagationEnum, MountType, NetworkingConfig, PortBinding,
 };
 
-use super::ownership::{LABEL_STATE, short};
+use super::ownership::LABEL_STATE;
+pub use super::ownership::{clean_name, container_name};
 use super::reach::Attach;
 use crate::error::{Error, Result};
 use crate::model::{AppliedLimits, JobId, JobSpec, Limits, Network, PortMapping, Proto};
@@ -110,27 +111,6 @@ pub struct Context<'a> {
     pub protected: &'a [Mount],
     /// The job's scoped engine: its socket's mount and variables.
     pub engine: Option<&'a super::scoped::Setup>,
-}
-
-/// The container name: `berth-<instance>-<state hash>-<job id>`, so two
-/// managers with one instance name never pick the same name.
-pub fn container_name(instance: &str, state: &str, id: &JobId) -> String {
-    format!("berth-{}-{}-{id}", clean_name(instance), short(state))
-}
-
-/// `name` restricted to the characters the engine accepts in names
-/// (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`).
-pub fn clean_name(instance: &str) -> String {
-    instance
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// The engine's `User` and the uid/gid for HOME's tmpfs. `root` is `0:0`.

@@ -30,7 +30,6 @@
 //! crash watchdog (the labelled sweeps), before the networks they sit on.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,26 +37,18 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
 
 use super::DockerClient;
-use super::cleanup::{remove_all, remove_container};
+use super::client::{remove_all, remove_container};
 use super::ownership::{LABEL_STATE, Ownership};
-use super::pool::Slot;
+pub use super::slot::Holder;
+use super::slot::Slot;
 use super::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use crate::error::Result;
 
-/// The label naming the pool network a holder holds.
-pub const LABEL_HOLDER: &str = "berth.holder";
+pub use super::ownership::LABEL_HOLDER;
 /// How long teardown waits for holders still being made.
 const WARMING_LIMIT: Duration = Duration::from_secs(5);
 /// How long a job that can join a holder waits for one being made.
 pub const JOIN_WAIT: Duration = Duration::from_secs(2);
-
-/// A running holder: the container and its address on the pool network
-/// (what readiness probes of a job that joined it connect to).
-#[derive(Clone, Debug)]
-pub struct Holder {
-    pub id: String,
-    pub ip: Option<IpAddr>,
-}
 
 /// The holders of one engine, by pool slot.
 #[derive(Default)]
@@ -247,7 +238,7 @@ async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Hol
     let ready = async {
         docker.start_container(&created.id).await?;
         let inspected = docker.inspect_container(&created.id).await?;
-        Ok::<_, crate::Error>(super::launch::container_ip(&inspected))
+        Ok::<_, crate::Error>(super::client::container_ip(&inspected))
     }
     .await;
     match ready {

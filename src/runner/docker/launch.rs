@@ -24,12 +24,10 @@
 //! is `exit.rs`; the container is removed after the job was answered
 //! (`cleanup.rs`, `Removals`).
 
-use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::DockerClient;
-use bollard::models::ContainerInspectResponse;
 
 use super::attempt::{AttemptError, Started, attempt, feed, note_warnings};
 use super::create::{self, Context, PortPlan};
@@ -373,7 +371,7 @@ async fn launch_one(
     // A job in its holder's namespace has the holder's address.
     let internal_ip = match &joined {
         Some(h) => h.ip,
-        None => container_ip(&inspected),
+        None => super::client::container_ip(&inspected),
     };
     let ports = match bound {
         None => create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref())),
@@ -470,16 +468,4 @@ fn unique_suffix() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64 ^ d.as_secs());
     format!("{:x}", nanos ^ ((std::process::id() as u64) << 32))
-}
-
-/// The container's address on its network, for probes that must reach the
-/// server itself (a published port is answered by the userland proxy even
-/// when nothing listens inside).
-pub(super) fn container_ip(inspected: &ContainerInspectResponse) -> Option<IpAddr> {
-    let networks = inspected.network_settings.as_ref()?.networks.as_ref()?;
-    // A job is on one network (its berth bridge): any address it has will do.
-    networks
-        .values()
-        .filter_map(|ep| ep.ip_address.as_deref())
-        .find_map(|ip| ip.parse().ok())
 }

@@ -45,6 +45,7 @@ mod protect;
 mod pull;
 pub mod reach;
 mod scoped;
+mod slot;
 #[cfg(test)]
 mod tests;
 mod throttle;

@@ -8,8 +8,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::model::JobId;
+
 /// Label key: hash of the canonical state dir of the manager that made it.
 pub const LABEL_STATE: &str = "berth.state";
+/// The label naming the pool network a holder holds (the sweeps keep or
+/// remove holders by it).
+pub const LABEL_HOLDER: &str = "berth.holder";
 
 /// The `berth.state` value for `state_dir`: 16 hex digits of FNV-1a over the
 /// canonical path (stable across processes and builds, unlike std's hasher).
@@ -29,6 +34,27 @@ pub fn state_hash(state_dir: &Path) -> String {
 /// The part of the hash that goes into names.
 pub fn short(state: &str) -> &str {
     &state[..state.len().min(8)]
+}
+
+/// The container name: `berth-<instance>-<state hash>-<job id>`, so two
+/// managers with one instance name never pick the same name.
+pub fn container_name(instance: &str, state: &str, id: &JobId) -> String {
+    format!("berth-{}-{}-{id}", clean_name(instance), short(state))
+}
+
+/// `name` restricted to the characters the engine accepts in names
+/// (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`).
+pub fn clean_name(instance: &str) -> String {
+    instance
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Who owns an engine object, by the labels berth put on it.

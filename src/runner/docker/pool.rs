@@ -11,49 +11,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use bollard::models::NetworkInspect;
-
 use super::DockerClient;
-use super::holder::{self, Holder, Holders};
+use super::holder::{self, Holders};
 use super::network::ensure;
 use super::ownership::Ownership;
+pub use super::slot::{NetAddr, Slot};
 use crate::error::{Error, Result};
 use crate::store::private;
 
 /// More slots than this means something keeps every network busy.
 const MAX_SLOTS: u32 = 4096;
-
-/// Where a pool network is, as the engine's IPAM gave it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NetAddr {
-    /// The bridge's own address on the network (this machine's side).
-    pub gateway: Option<IpAddr>,
-    /// (network address, prefix length).
-    pub subnet: Option<(IpAddr, u8)>,
-}
-
-impl NetAddr {
-    /// Read from an inspected network (its first IPv4 config).
-    pub fn of(inspected: &NetworkInspect) -> NetAddr {
-        let configs = inspected.ipam.as_ref().and_then(|i| i.config.as_ref());
-        let mut addr = NetAddr::default();
-        for c in configs.into_iter().flatten() {
-            let gateway = c.gateway.as_deref().and_then(|g| g.parse::<IpAddr>().ok());
-            let subnet = c.subnet.as_deref().and_then(|s| {
-                let (net, len) = s.split_once('/')?;
-                Some((net.parse::<IpAddr>().ok()?, len.parse::<u8>().ok()?))
-            });
-            if gateway.is_some_and(|g| g.is_ipv4()) || addr.gateway.is_none() {
-                addr = NetAddr { gateway, subnet };
-            }
-        }
-        addr
-    }
-}
 
 #[derive(Clone)]
 struct Known {
@@ -86,46 +56,6 @@ pub struct Pool {
     one: tokio::sync::Mutex<()>,
     /// The slots' network holders (holder.rs).
     pub holders: Arc<Holders>,
-}
-
-/// Slot N, held by one container until it was removed; dropping it gives
-/// the slot back to the pool.
-pub struct Slot {
-    n: u32,
-    pub id: String,
-    pub name: String,
-    pub addr: NetAddr,
-    /// The network is internal (see `network.rs`).
-    pub internal: bool,
-    /// The network's holder when the slot was taken: the job joins its namespace.
-    pub holder: Option<Holder>,
-    busy: Arc<Mutex<BTreeSet<u32>>>,
-    vacant: Arc<Mutex<BTreeSet<u32>>>,
-    /// The slot's flock, released when the file closes.
-    _lock: Option<File>,
-}
-
-impl Slot {
-    /// The slot's number in the pool.
-    pub fn index(&self) -> u32 {
-        self.n
-    }
-
-    /// Give the slot back after its container exited or was removed (as the
-    /// engine reported): the next acquire may skip inspecting the network.
-    pub fn vacate(self) {
-        if let Ok(mut v) = self.vacant.lock() {
-            v.insert(self.n);
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Ok(mut busy) = self.busy.lock() {
-            busy.remove(&self.n);
-        }
-    }
 }
 
 /// The network name of slot `n`.

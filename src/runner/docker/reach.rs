@@ -28,8 +28,7 @@ use bollard::models::Mount;
 
 use super::Project;
 use super::etc;
-use super::holder::Holder;
-use super::pool::Slot;
+use super::slot::{Holder, Slot};
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec, Network, Publish};
 use crate::net::{Allowlist, DenialFn, Forwarder, Policy, Proxy};

@@ -23,23 +23,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+pub use super::fields::Refusal;
 use super::fields::{array, canonical, int, join, object, text, unset};
-
-/// Why a request was refused: the field and one line a client library prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub field: String,
-    pub reason: String,
-}
-
-impl Refusal {
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Refusal {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// The job's own objects, as its registry knows them.
 pub trait Lookup {

@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::check::{self, Rules};
-use super::handle::{param, send_json};
+use super::exchange::{param, send_json};
 use super::proxy::{self, Body};
 use super::route::Routed;
 use super::{Shared, objects};

@@ -7,7 +7,21 @@
 
 use serde_json::{Map, Value};
 
-use super::check::Refusal;
+/// Why a request was refused: the field and one line a client library prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub field: String,
+    pub reason: String,
+}
+
+impl Refusal {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Refusal {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
 
 /// `obj` (at `path`, e.g. `HostConfig`) with its keys in the spelling of
 /// `known`; unknown or doubled keys are refused.

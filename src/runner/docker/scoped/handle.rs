@@ -1,16 +1,25 @@
-//! One request to the scoped engine, end to end: routed, checked, resolved
+//! The job's engine socket served (hyper's HTTP/1 server, upgrades on, at
+//! most [`proxy::MAX_CONNECTIONS`] connections), and one request to the
+//! scoped engine, end to end: routed, checked, resolved
 //! against the job's own objects, forwarded, and its effect recorded
 //! (a child made, started, stopped, removed). Containers and execs here;
 //! networks and volumes in `objects.rs`.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
+use tokio::net::UnixListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use super::check;
+use super::exchange::{forward, rewrite, send_json};
 use super::proxy::{self, Body};
 use super::relay::Relay;
 use super::route::{self, ContainerOp, Endpoint};
@@ -19,6 +28,48 @@ use crate::model::ChildState;
 
 /// How long a killed child may take to stop before the next one leaves.
 const STOP_SETTLE: Duration = Duration::from_secs(10);
+
+/// Serve the job's socket until `stop`.
+pub async fn serve(listener: UnixListener, shared: Arc<Shared>, stop: CancellationToken) {
+    let room = Arc::new(Semaphore::new(proxy::MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = room.clone().try_acquire_owned() else {
+            tracing::warn!(job = %shared.job, "scoped engine: every connection is busy; one closed");
+            continue;
+        };
+        let (shared, stop) = (shared.clone(), stop.clone());
+        let tasks = shared.tasks.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            let service = {
+                let shared = shared.clone();
+                hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                })
+            };
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(proxy::HEADER_LIMIT);
+            let served = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            tokio::select! {
+                _ = served => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+}
 
 /// Answer one request.
 pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
@@ -85,84 +136,6 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-/// Forward as it is, the answer streamed back.
-pub async fn forward(s: &Shared, req: Request<Incoming>, path: &str) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let body = http_body_util::BodyExt::boxed(body);
-    match proxy::send(
-        &s.upstream,
-        parts.method,
-        path,
-        &parts.headers,
-        body,
-        false,
-        &s.tasks,
-    )
-    .await
-    {
-        Ok(resp) => proxy::passed(resp),
-        Err(e) => e,
-    }
-}
-
-/// Forward, and rewrite a successful JSON answer with `f`.
-pub async fn rewrite(
-    s: &Shared,
-    req: Request<Incoming>,
-    path: &str,
-    f: impl FnOnce(Value) -> Value,
-) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let body = http_body_util::BodyExt::boxed(body);
-    let resp = match proxy::send(
-        &s.upstream,
-        parts.method,
-        path,
-        &parts.headers,
-        body,
-        false,
-        &s.tasks,
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    if !resp.status().is_success() {
-        return proxy::passed(resp);
-    }
-    let (head, bytes) = match proxy::read_answer(resp).await {
-        Ok(a) => a,
-        Err(e) => return e,
-    };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(v) => proxy::json(head.status, &f(v)),
-        Err(_) => proxy::error(StatusCode::BAD_GATEWAY, "the engine's answer was not JSON"),
-    }
-}
-
-/// Send a JSON `body` made here.
-pub async fn send_json(
-    s: &Shared,
-    method: Method,
-    path: &str,
-    headers: &hyper::HeaderMap,
-    body: &Value,
-) -> Result<Response<Incoming>, Response<Body>> {
-    let bytes = body.to_string();
-    let headers = proxy::json_headers(headers, bytes.len());
-    proxy::send(
-        &s.upstream,
-        method,
-        path,
-        &headers,
-        proxy::full(bytes),
-        false,
-        &s.tasks,
-    )
-    .await
-}
-
 /// An exchange that may take the connection over (attach, exec start).
 async fn upgraded(s: &Shared, mut req: Request<Incoming>, path: &str) -> Response<Body> {
     let wants = req.headers().contains_key(hyper::header::UPGRADE);
@@ -201,12 +174,6 @@ fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
                 .map(|r| r.ports().to_vec())
         })
         .unwrap_or_default()
-}
-
-/// A query parameter's value.
-pub fn param(query: Option<&str>, key: &str) -> Option<String> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).ok()?;
-    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// A request on one of the job's children (`id`, resolved).

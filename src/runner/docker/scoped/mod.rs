@@ -31,6 +31,7 @@
 
 mod check;
 mod create;
+mod exchange;
 mod fields;
 mod handle;
 mod logs;
@@ -200,7 +201,7 @@ impl Scope {
         });
         shared
             .tasks
-            .spawn(proxy::serve(listener, shared.clone(), stop.clone()));
+            .spawn(handle::serve(listener, shared.clone(), stop.clone()));
         let scope = Arc::new(Scope {
             shared,
             stop,

@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::handle::{forward, rewrite, send_json};
+use super::exchange::{forward, rewrite, send_json};
 use super::proxy::{self, Body};
 use super::registry::JobNetwork;
 use super::route::{Endpoint, NetworkOp, Routed};

@@ -1,6 +1,6 @@
-//! The scoped engine's HTTP plumbing: the job's socket served with hyper's
-//! HTTP/1 server (upgrades on: attach and exec hand the connection over),
-//! and each forwarded request sent to the engine's own socket on a
+//! The scoped engine's HTTP plumbing (the job's socket is served in
+//! `handle.rs`, upgrades on: attach and exec hand the connection over):
+//! each forwarded request sent to the engine's own socket on a
 //! connection of its own, streaming both ways (a pull's progress, a
 //! follow of logs, an archive) or, for attach and exec, splicing the two
 //! upgraded connections together.
@@ -12,7 +12,6 @@
 
 use std::convert::Infallible;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,19 +19,15 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, UPGRADE};
-use hyper::server::conn::http1;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
-
-use super::Shared;
 
 /// Most connections one job may hold on its engine socket.
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long a request's head may take to arrive.
-const HEADER_LIMIT: Duration = Duration::from_secs(30);
+pub const HEADER_LIMIT: Duration = Duration::from_secs(30);
 /// How long an upgraded stream waits after its `101` head (see [`spliced`]).
 const HEAD_FIRST: Duration = Duration::from_millis(100);
 /// Most bytes of a body berth reads to check or rewrite (creates, lists, inspects).
@@ -66,46 +61,6 @@ pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
         .header(CONTENT_TYPE, "application/json")
         .body(full(value.to_string()))
         .unwrap_or_else(|_| Response::new(full("")))
-}
-
-/// Serve the job's socket until `stop`.
-pub async fn serve(listener: UnixListener, shared: Arc<Shared>, stop: CancellationToken) {
-    let room = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(permit) = room.clone().try_acquire_owned() else {
-            tracing::warn!(job = %shared.job, "scoped engine: every connection is busy; one closed");
-            continue;
-        };
-        let (shared, stop) = (shared.clone(), stop.clone());
-        let tasks = shared.tasks.clone();
-        tasks.spawn(async move {
-            let _permit = permit;
-            let service = {
-                let shared = shared.clone();
-                hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(super::handle::handle(shared, req).await) }
-                })
-            };
-            let mut builder = http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_LIMIT);
-            let served = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            tokio::select! {
-                _ = served => {}
-                _ = stop.cancelled() => {}
-            }
-        });
-    }
 }
 
 /// Read a request's body for a check: at most [`MAX_BODY`].

@@ -12,7 +12,7 @@ impl Engine {
     /// From synchronous code (recovery's reaping of a run): remove the
     /// children job `id` started through its scoped engine.
     pub fn remove_children_blocking(&self, id: &crate::model::JobId) -> usize {
-        let parent = super::super::create::container_name(&self.instance, self.state(), id);
+        let parent = super::super::ownership::container_name(&self.instance, self.state(), id);
         let mut labels = self.ownership.filters();
         labels.push(format!("{}={parent}", super::LABEL_PARENT));
         let (endpoint, this) = (self.endpoint.clone(), labels);

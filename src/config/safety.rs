@@ -1,7 +1,8 @@
 //! The `[safety]` section of `berth.toml` and its effective value in
 //! [`crate::Config`]: extra blocked patterns, whether the default blocklist
-//! applies, and where the security log goes. Kept here rather than in
-//! `config.rs` so the safety layer owns its own settings.
+//! applies, and where the security log goes. Kept with the rest of the
+//! settings (the safety layer reads them from `Config` and re-exports them)
+//! so that `config` does not depend on the layer that depends on it.
 //!
 //! ```toml
 //! [safety]
