@@ -40,8 +40,9 @@ pub struct ProjectArgs {
     /// containers of the job's own through it).
     #[arg(long, value_name = "ACCESS", value_parser = ["none", "scoped"])]
     pub engine: Option<String>,
-    /// Extra arguments appended to the command (after `--`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Extra arguments appended to the command (after `--`; a misspelled
+    /// flag before it is an error).
+    #[arg(trailing_var_arg = true)]
     pub args: Vec<String>,
 }
 

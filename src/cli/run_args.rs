@@ -109,13 +109,10 @@ pub struct RunArgs {
     /// Readiness: GET PATH answers 2xx/3xx.
     #[arg(long, value_name = "PATH")]
     pub ready_http: Option<String>,
-    /// The command and its arguments (after `--`).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command and its arguments: it starts at the first word that is
+    /// not a flag, or after `--` (so a misspelled flag is an error, not a
+    /// command to run, as with `docker run`).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 

@@ -230,3 +230,86 @@ fn run_network_flag_picks_the_containers_network() {
         "{stderr}"
     );
 }
+
+/// A misspelled flag is a usage error naming the flag (with clap's
+/// suggestion), for every verb, and starts nothing: before, `berth run
+/// --detatch -- echo hi` ran a job whose command was `--detatch`.
+#[test]
+fn a_misspelled_flag_is_refused_by_every_verb() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    let verbs: &[&[&str]] = &[
+        &["run"],
+        &["run", "-d"],
+        &["daemon"],
+        &["watchdog"],
+        &["up"],
+        &["down"],
+        &["ps"],
+        &["status"],
+        &["logs"],
+        &["wait"],
+        &["kill"],
+        &["resume"],
+        &["bg"],
+        &["events"],
+        &["prune"],
+        &["mcp"],
+        &["tui"],
+        &["test"],
+        &["build"],
+        &["images", "build"],
+        &["completions", "bash"],
+        &["doctor"],
+        &["config"],
+        &["trust"],
+    ];
+    // Every verb `--help` lists is walked (a new one must be added above).
+    let help = berth(dir.path()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let listed: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .and_then(|s| s.split("Options:").next())
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|v| *v != "help")
+        .collect();
+    assert!(listed.len() > 20, "{help}");
+    for v in &listed {
+        assert!(verbs.iter().any(|w| w[0] == *v), "verb `{v}` is not walked");
+    }
+    for verb in verbs {
+        for typo in ["--detatch", "-x"] {
+            let o = berth(dir.path())
+                .args(*verb)
+                .arg(typo)
+                .args(touch)
+                .output()
+                .unwrap();
+            let (_, stderr) = out(&o);
+            assert_eq!(o.status.code(), Some(2), "{verb:?} {typo}: {stderr}");
+            assert!(
+                stderr.contains(&format!("unexpected argument '{typo}'")),
+                "{verb:?} {typo}: {stderr}"
+            );
+        }
+    }
+    let o = berth(dir.path())
+        .args(["run", "--detatch", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out(&o).1.contains("a similar argument exists: '--detach'"),
+        "{o:?}"
+    );
+    assert!(!marker.exists(), "a misspelled flag ran the command");
+    // A command's own flags after its first word still reach it.
+    let o = berth(dir.path())
+        .args(["run", "sh", "-c", "exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7), "{o:?}");
+}
