@@ -154,6 +154,11 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     }
     let ports = pick_ports(spec)?;
     let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in super::LINE_BUFFERED {
+        if std::env::var_os(k).is_none() {
+            env.insert(k.to_string(), v.to_string());
+        }
+    }
     if let Some(first) = ports.first() {
         env.insert("PORT".into(), first.host_port.to_string());
     }

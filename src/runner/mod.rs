@@ -21,6 +21,14 @@ use futures_util::future::BoxFuture;
 
 use crate::model::{AppliedLimits, PortMapping};
 
+/// Variables that make common runtimes write each line as it comes rather
+/// than in 4-8 KiB blocks when their output is a pipe (Python's is block
+/// buffered there): without them a server's "Serving on …" banner reaches
+/// berth only when the buffer fills or the job ends, and a `--ready-log`
+/// wait times out on the most common banner. Set in every job unless the
+/// job's own env (or, on the host, the caller's) names the variable.
+pub const LINE_BUFFERED: &[(&str, &str)] = &[("PYTHONUNBUFFERED", "1")];
+
 /// How a job's process ended, as the runner saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Exit {

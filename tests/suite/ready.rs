@@ -189,3 +189,45 @@ async fn wait_for_port_works_for_ports_no_job_owns() {
         .unwrap();
     assert!(out.is_ready());
 }
+
+/// Python block-buffers its output when it is a pipe: a server's banner
+/// would reach berth only when the job ends. Jobs get `PYTHONUNBUFFERED=1`
+/// (unless they set it), so `--ready-log` sees the banner at once, on the
+/// host and in a container; a job that sets it keeps its own value.
+#[tokio::test]
+async fn a_python_banner_is_seen_while_the_job_runs() {
+    let t = manager();
+    let banner = "import time; print('Serving HTTP on 0.0.0.0 port 8000'); time.sleep(120)";
+    let specs = [
+        host(JobSpec::argv(["python3", "-c", banner])),
+        JobSpec::argv(["python3", "-c", banner])
+            .with_runner(RunnerChoice::Docker)
+            .with_image("berth/dev:latest")
+            .background(),
+    ];
+    for spec in specs {
+        let job = t.manager.start(spec).await.unwrap();
+        let out = job
+            .wait(&[ReadyCondition::log("Serving HTTP")], Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert!(matches!(out, WaitOutcome::Ready { .. }), "{out:?}");
+        job.kill().await.unwrap();
+    }
+    // The job's own value wins.
+    let mut own = host(JobSpec::shell(
+        "echo \"unbuffered=[$PYTHONUNBUFFERED]\"; sleep 30",
+    ));
+    own.env.insert("PYTHONUNBUFFERED".into(), String::new());
+    let job = t.manager.start(own).await.unwrap();
+    let out = job
+        .wait(&[ReadyCondition::log(r"unbuffered=\[")], Duration::from_secs(10))
+        .await
+        .unwrap();
+    match out {
+        WaitOutcome::Ready { matched_line, .. } => {
+            assert_eq!(matched_line.as_deref(), Some("unbuffered=[]"))
+        }
+        other => panic!("{other:?}"),
+    }
+}

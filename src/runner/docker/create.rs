@@ -224,6 +224,11 @@ pub fn body(
     // The job's own env wins, as on the host runner.
     let home = home_dir(&ws);
     let mut env: Vec<(String, String)> = vec![("HOME".into(), home.clone())];
+    env.extend(
+        crate::runner::LINE_BUFFERED
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     if let Some(engine) = ctx.engine {
         env.extend(engine.env.iter().cloned());
     }
