@@ -60,6 +60,10 @@ pub async fn status(global: &Global, a: IdArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `berth wait ID` with no condition and no `--timeout`: as long as the
+/// job runs (the API takes seconds below 1e9; this is ~3 years).
+const UNTIL_END_SECS: f64 = 1e8;
+
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Job id (`job-3` or `3`).
@@ -76,15 +80,18 @@ pub struct WaitArgs {
     /// Expected HTTP status for --http.
     #[arg(long)]
     pub status: Option<u16>,
-    /// Seconds to wait (default 60).
-    #[arg(long, default_value_t = crate::config::DEFAULT_WAIT_SECS)]
-    pub timeout: f64,
+    /// Seconds to wait (default 60 with a condition; with none, until the
+    /// job ends).
+    #[arg(long)]
+    pub timeout: Option<f64>,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Exit 0 when ready; 1 when the job ended first or the timeout passed.
+/// With a condition: exit 0 when ready; 1 when the job ended first or the
+/// timeout passed. With none (as `docker wait`, `pueue wait`): wait for the
+/// end and exit with the job's code (1 when it has none: killed, lost).
 pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
     let mut conditions = Vec::new();
     if let Some(p) = a.port {
@@ -100,10 +107,16 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
             port: a.port,
         }));
     }
+    let until_end = conditions.is_empty();
+    let timeout = match a.timeout {
+        Some(t) => t,
+        None if until_end => UNTIL_END_SECS,
+        None => crate::config::DEFAULT_WAIT_SECS,
+    };
     let c = client(global).await?;
     let req = WaitRequest {
         conditions,
-        timeout: Some(a.timeout),
+        timeout: Some(timeout),
     };
     let out = c.wait(&JobId::from(a.id.as_str()), &req).await?;
     if a.json {
@@ -128,18 +141,27 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
             reason,
             ..
         } => {
-            if !a.json {
-                let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
-                let why = reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
-                let line = format!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
-                eprintln!("{}", crate::inert::visible(&line));
+            let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
+            let why = reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
+            if until_end {
+                if !a.json {
+                    let line = format!("{} ended: {status}{code}{why}", a.id);
+                    outln!("{}", crate::inert::visible(&line));
+                }
+                exit_code.unwrap_or(1)
+            } else {
+                if !a.json {
+                    let line = format!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
+                    eprintln!("{}", crate::inert::visible(&line));
+                }
+                1
             }
-            1
         }
         WaitOutcome::TimedOut { elapsed_ms, pending } => {
             if !a.json {
+                let what = if until_end { "still running" } else { "not ready" };
                 eprintln!(
-                    "berth: {} not ready after {elapsed_ms} ms; still waiting for: {}",
+                    "berth: {} {what} after {elapsed_ms} ms; still waiting for: {} (the job runs on)",
                     a.id,
                     pending.join(", ")
                 );

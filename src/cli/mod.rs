@@ -82,7 +82,7 @@ pub enum Command {
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
     Logs(logs::LogsArgs),
-    /// Wait until a job is ready (port, log line, HTTP) or ends.
+    /// Wait until a job is ready (port, log line, HTTP); with no condition, until it ends (exits with its code).
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
     Kill(jobs::KillArgs),

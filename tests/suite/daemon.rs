@@ -493,3 +493,26 @@ async fn logs_follow_prints_every_line_once_live_and_returns_when_the_job_ends()
     let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in seq order");
 }
+
+/// `berth wait ID` with no condition waits for the end and exits with the
+/// job's code, as `docker wait` and `pueue wait` do (it used to say "ended
+/// before it was ready" and exit 1 for a job that succeeded).
+#[test]
+fn wait_without_a_condition_waits_for_the_end_and_gives_its_code() {
+    let d = Daemon::start();
+    for (cmd, want) in [("sleep 1; exit 0", 0), ("sleep 1; exit 3", 3)] {
+        let v = d.json(&["run", "-d", "--shell", "--", cmd]);
+        let id = v["job"]["id"].as_str().unwrap().to_string();
+        let (code, out, err) = d.run(&["wait", &id]);
+        assert_eq!(code, want, "{cmd}: {out}{err}");
+        assert!(out.contains(&format!("{id} ended")), "{out}{err}");
+        assert_eq!(d.json(&["status", &id])["status"]["state"], "exited", "{cmd}");
+    }
+    // Bounded on request: the job runs on and the line says so.
+    let v = d.json(&["run", "-d", "--", "sleep", &unique_sleep()]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = d.run(&["wait", &id, "--timeout", "0.5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("still running") && err.contains("runs on"), "{err}");
+    assert_eq!(d.json(&["kill", &id])["result"], "killed");
+}
