@@ -176,7 +176,8 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
 pub struct KillArgs {
     /// Job id (`job-3` or `3`).
     pub id: String,
-    /// Who is stopping it: agent (default) or user.
+    /// Who is stopping it: agent or user (default: user when typed at a
+    /// terminal, agent otherwise).
     #[arg(long = "as", value_name = "WHO")]
     pub ended_by: Option<String>,
     /// First signal number (default 15, TERM).
@@ -194,7 +195,12 @@ pub struct KillArgs {
 }
 
 pub async fn kill(global: &Global, a: KillArgs) -> anyhow::Result<i32> {
-    let ended_by: Option<EndedBy> = a.ended_by.as_deref().map(str::parse).transpose()?;
+    let mut ended_by: Option<EndedBy> = a.ended_by.as_deref().map(str::parse).transpose()?;
+    // A person at a terminal typed it; agents and scripts run berth without
+    // one (they say `--as user` when a user asked them to stop the job).
+    if ended_by.is_none() && std::io::stdin().is_terminal() {
+        ended_by = Some(EndedBy::User);
+    }
     let req = KillRequest {
         ended_by,
         reason: a.reason,

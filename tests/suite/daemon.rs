@@ -516,3 +516,35 @@ fn wait_without_a_condition_waits_for_the_end_and_gives_its_code() {
     assert!(err.contains("still running") && err.contains("runs on"), "{err}");
     assert_eq!(d.json(&["kill", &id])["result"], "killed");
 }
+
+/// A `berth kill` typed at a terminal is recorded as the user's; one run by
+/// an agent or a script (no terminal) as the agent's; `--as` wins.
+#[test]
+fn a_kill_typed_at_a_terminal_is_the_users() {
+    let d = Daemon::start();
+    let start = || {
+        let v = d.json(&["run", "-d", "--", "sleep", &unique_sleep()]);
+        v["job"]["id"].as_str().unwrap().to_string()
+    };
+    let (typed, piped, said) = (start(), start(), start());
+    // `script` gives the command a pseudo-terminal, as a shell would.
+    let exe = env!("CARGO_BIN_EXE_berth");
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &format!("{exe} kill {typed}"), "/dev/null"]);
+    for (k, v) in d.cli().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let o = cmd.output().expect("script (util-linux) runs");
+    assert!(o.status.success(), "{o:?}");
+    let (code, _, err) = d.run(&["kill", &piped]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = d.run(&["kill", &said, "--as", "user"]);
+    assert_eq!(code, 0, "{err}");
+    for (id, want) in [(&typed, "user"), (&piped, "agent"), (&said, "user")] {
+        let v = d.json(&["status", id]);
+        assert_eq!(v["status"]["ended_by"], want, "{id}: {v}");
+    }
+}
