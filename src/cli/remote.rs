@@ -15,7 +15,7 @@ use crate::api::frames as wire;
 use crate::card;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::manager::{Foreground, KillRequest};
-use crate::model::{EndedBy, JobInfo, JobSpec, OnTimeout, StopCause};
+use crate::model::{EndedBy, JobId, JobInfo, JobSpec, OnTimeout, StopCause};
 use crate::ready::WaitOutcome;
 
 fn color() -> bool {
@@ -223,7 +223,10 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
     } else {
         let progress = Progress::start(client, &mut spec, !args.json && !args.quiet);
         let created = client
-            .create_ready(&spec, args.timeout.unwrap_or(DEFAULT_WAIT_SECS))
+            .create_ready(
+                &spec,
+                args.ready_timeout.or(args.timeout).unwrap_or(DEFAULT_WAIT_SECS),
+            )
             .await;
         progress
             .stop(created.as_ref().ok().and_then(|c| c.job.info.image.as_ref()))
@@ -249,14 +252,57 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
         }
         print_card(&view.info, &view.snippet)?;
     }
-    Ok(Some(match waited {
-        None | Some(WaitOutcome::Ready { .. }) => 0,
-        Some(other) => {
-            eprintln!(
-                "berth: {id} did not become ready: {}",
-                crate::inert::visible(&serde_json::to_string(&other)?)
-            );
-            1
+    let Some(outcome) = waited.filter(|w| !matches!(w, WaitOutcome::Ready { .. })) else {
+        return Ok(Some(0));
+    };
+    let running = matches!(outcome, WaitOutcome::TimedOut { .. });
+    let stopped = running && args.ready_kill && {
+        let req = KillRequest {
+            ended_by: Some(EndedBy::User),
+            reason: Some("not ready in time (--ready-kill)".into()),
+            ..Default::default()
+        };
+        client.kill(&id, &req).await.is_ok()
+    };
+    if !args.json {
+        let line = not_ready(&id, &outcome, &view.snippet, stopped);
+        eprintln!("berth: {}", crate::inert::visible(&line));
+    }
+    Ok(Some(1))
+}
+
+/// One line for a `-d` start whose ready conditions did not hold: what was
+/// awaited, the last output line, and whether the job still runs.
+fn not_ready(id: &JobId, outcome: &WaitOutcome, snippet: &str, stopped: bool) -> String {
+    let last = snippet
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!("; last output: {}", l.trim()))
+        .unwrap_or_else(|| "; no output yet".into());
+    match outcome {
+        WaitOutcome::Exited {
+            status,
+            exit_code,
+            reason,
+            ..
+        } => {
+            let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
+            let why = reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+            format!("{id} ended before it was ready: {status}{code}{why}{last}")
         }
-    }))
+        WaitOutcome::TimedOut { elapsed_ms, pending } => {
+            let then = if stopped {
+                "it was stopped (--ready-kill)".to_string()
+            } else {
+                format!("it is still running (`berth kill {id}` stops it)")
+            };
+            format!(
+                "{id} not ready after {:.1} s; still waiting for: {}{last}; {then}",
+                *elapsed_ms as f64 / 1000.0,
+                pending.join(", ")
+            )
+        }
+        WaitOutcome::Ready { .. } => format!("{id} is ready"),
+    }
 }

@@ -109,6 +109,12 @@ pub struct RunArgs {
     /// Readiness: GET PATH answers 2xx/3xx.
     #[arg(long, value_name = "PATH")]
     pub ready_http: Option<String>,
+    /// Seconds `-d` waits for the ready conditions (default: --timeout, else 60).
+    #[arg(long, value_name = "SECS")]
+    pub ready_timeout: Option<f64>,
+    /// Stop the job when it is not ready in time (by default it runs on).
+    #[arg(long)]
+    pub ready_kill: bool,
     /// The command and its arguments: it starts at the first word that is
     /// not a flag, or after `--` (so a misspelled flag is an error, not a
     /// command to run, as with `docker run`).

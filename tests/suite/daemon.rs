@@ -548,3 +548,46 @@ fn a_kill_typed_at_a_terminal_is_the_users() {
         assert_eq!(v["status"]["ended_by"], want, "{id}: {v}");
     }
 }
+
+/// `run -d --ready-…` that is not ready in time: one line naming what was
+/// awaited and the last output, saying the job runs on (and it does), or
+/// that it was stopped with `--ready-kill`; `--ready-timeout` bounds it.
+#[test]
+fn a_start_that_is_not_ready_in_time_says_so_in_one_line() {
+    let d = Daemon::start();
+    let job = format!("echo warming up; sleep {}", unique_sleep());
+    for kill in [false, true] {
+        let mut args = vec!["run", "-d", "--ready-log", "^never$", "--ready-timeout", "1"];
+        if kill {
+            args.push("--ready-kill");
+        }
+        args.extend(["--shell", "--", &job]);
+        let started = Instant::now();
+        let (code, out, err) = d.run(&args);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "--ready-timeout 1 held"
+        );
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("berth: ")).collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        let line = lines[0];
+        assert!(
+            line.contains("not ready after") && line.contains("log /^never$/"),
+            "{line}"
+        );
+        assert!(line.contains("last output: warming up"), "{line}");
+        let id = out.lines().next().unwrap().trim().to_string();
+        let state = d.json(&["status", &id])["status"]["state"].clone();
+        if kill {
+            assert!(line.contains("stopped (--ready-kill)"), "{line}");
+            assert_eq!(state, "killed", "{line}");
+        } else {
+            assert!(
+                line.contains("still running") && line.contains(&format!("berth kill {id}")),
+                "{line}"
+            );
+            assert_eq!(state, "running", "{line}");
+        }
+    }
+}
