@@ -131,10 +131,13 @@ pub struct Layer {
     /// Most starts waiting in the queue for a slot (`--queue`).
     pub max_queued: Option<usize>,
     /// Seconds an attached MCP session may sit idle (nothing sent, no job running); 0 = never closed.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
     pub mcp_idle: Option<f64>,
     /// Foreground budget in seconds.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
     pub timeout: Option<f64>,
     /// Grace between SIGTERM and SIGKILL, in seconds.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
     pub grace: Option<f64>,
     pub ring_size: Option<SizeValue>,
     /// `image = "name:tag"`, or `[image] dockerfile = …` (+ `context`, `args`).
@@ -142,6 +145,7 @@ pub struct Layer {
     /// When a job's image is pulled: `missing` (default), `always`, `never`.
     pub pull: Option<crate::model::PullPolicy>,
     /// Longest one image pull may take, in seconds.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
     pub pull_timeout: Option<f64>,
     pub runner: Option<RunnerChoice>,
     pub test_command: Option<String>,
@@ -733,7 +737,7 @@ impl Config {
             ("mcp_idle", format!("{}s", self.mcp_idle_secs)),
             ("timeout", format!("{}s", self.timeout_secs)),
             ("grace", format!("{}s", self.grace_secs)),
-            ("ring_size", self.ring_bytes.to_string()),
+            ("ring_size", size_text(self.ring_bytes as u64)),
             (
                 "image",
                 match &self.image_build {
@@ -747,7 +751,7 @@ impl Config {
             ("test_command", opt(&self.test_command)),
             ("build_command", opt(&self.build_command)),
             ("recovery", self.recovery.as_str().into()),
-            ("max_output", self.max_output_bytes.to_string()),
+            ("max_output", size_text(self.max_output_bytes)),
             ("keep_runs", self.keep_runs.to_string()),
             ("keep_days", self.keep_days.to_string()),
             (
@@ -765,10 +769,7 @@ impl Config {
                 "cpus",
                 self.limits.cpus.map(|c| c.to_string()).unwrap_or_default(),
             ),
-            (
-                "memory",
-                self.limits.memory.map(|m| m.to_string()).unwrap_or_default(),
-            ),
+            ("memory", self.limits.memory.map(size_text).unwrap_or_default()),
             (
                 "pids",
                 self.limits.pids.map(|p| p.to_string()).unwrap_or_default(),
@@ -841,6 +842,17 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
             })
             .transpose()
     };
+    let secs = |k: &'static str| -> Result<Option<f64>> {
+        get(k)
+            .map(|v| {
+                crate::job::parse_secs(&v).map_err(|message| Error::InvalidValue {
+                    what: k,
+                    input: v.clone(),
+                    message: format!("{}: {message}", env_name(k)),
+                })
+            })
+            .transpose()
+    };
     let flag = |k: &'static str| -> Result<Option<bool>> {
         get(k)
             .map(|v| match v.as_str() {
@@ -860,13 +872,13 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         workspace: get("workspace").map(PathBuf::from),
         max_jobs: num("max_jobs")?.map(|v| v as usize),
         max_queued: num("max_queued")?.map(|v| v as usize),
-        mcp_idle: num("mcp_idle")?,
-        timeout: num("timeout")?,
-        grace: num("grace")?,
+        mcp_idle: secs("mcp_idle")?,
+        timeout: secs("timeout")?,
+        grace: secs("grace")?,
         ring_size: get("ring_size").map(SizeValue::Text),
         image: get("image").map(crate::model::ImageValue::Name),
         pull: get("pull").map(|v| v.parse()).transpose()?,
-        pull_timeout: num("pull_timeout")?,
+        pull_timeout: secs("pull_timeout")?,
         runner: get("runner").map(|v| v.parse()).transpose()?,
         test_command: get("test_command"),
         build_command: get("build_command"),
@@ -892,6 +904,16 @@ fn env_layer(env: &impl Fn(&str) -> Option<String>) -> Result<Layer> {
         max_children: num("max_children")?.map(|v| v as usize),
         allow_engine: flag("allow_engine")?,
     })
+}
+
+/// A size as a config file takes it back: `2g`, `512m`, `64k`, else bytes.
+fn size_text(n: u64) -> String {
+    for (shift, unit) in [(40, 't'), (30, 'g'), (20, 'm'), (10, 'k')] {
+        if n != 0 && n.is_multiple_of(1u64 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
 }
 
 /// The user's own config: its settings and its `[trust]` table; `None` when
@@ -1124,6 +1146,46 @@ mod tests {
                 .to_string();
             assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
         }
+    }
+
+    /// `berth config` prints seconds as `60s`; a file and the environment
+    /// take that form back (and plain numbers, as before).
+    #[test]
+    fn durations_are_read_as_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(CONFIG_FILE);
+        std::fs::write(&file, "timeout = \"30s\"\ngrace = \"500ms\"\npull_timeout = 90\n").unwrap();
+        let env = |n: &str| (n == "BERTH_MCP_IDLE").then(|| "2h".to_string());
+        let c = Config::load_with(dir.path(), Layer::default(), env).unwrap();
+        assert_eq!(
+            (c.timeout_secs, c.grace_secs, c.pull_timeout_secs),
+            (30.0, 0.5, 90.0)
+        );
+        assert_eq!(c.mcp_idle_secs, 7200.0);
+        // Sizes print as a file takes them back.
+        for (n, text) in [
+            (2u64 << 30, "2g"),
+            (3 << 29, "1536m"),
+            (1000, "1000"),
+            (64 << 10, "64k"),
+        ] {
+            assert_eq!(size_text(n), text);
+            assert_eq!(parse_size(text).unwrap(), n);
+        }
+        std::fs::write(&file, "timeout = \"30 parsecs\"\n").unwrap();
+        let err = Config::load_with(dir.path(), Layer::default(), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a duration") && !err.contains("parsecs"),
+            "{err}"
+        );
+        std::fs::remove_file(&file).unwrap();
+        let env = |n: &str| (n == "BERTH_TIMEOUT").then(|| "soon".to_string());
+        let err = Config::load_with(dir.path(), Layer::default(), env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("BERTH_TIMEOUT"), "{err}");
     }
 
     #[test]

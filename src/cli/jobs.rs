@@ -263,25 +263,7 @@ pub struct PruneArgs {
 
 /// `90s`, `30m`, `12h`, `7d`, or plain seconds → seconds.
 fn parse_age(s: &str) -> Result<f64, String> {
-    let (num, unit) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
-        _ => (s, 's'),
-    };
-    let factor = match unit {
-        's' => 1.0,
-        'm' => 60.0,
-        'h' => 3600.0,
-        'd' => 86_400.0,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{s}`: use s, m, h or d (e.g. 7d)"
-            ));
-        }
-    };
-    match num.trim().parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * factor),
-        _ => Err(format!("`{s}` is not an age: use e.g. 90s, 30m, 12h or 7d")),
-    }
+    crate::job::parse_secs(s)
 }
 
 pub async fn prune(global: &Global, a: PruneArgs) -> anyhow::Result<i32> {

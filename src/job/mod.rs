@@ -5,8 +5,10 @@
 
 use std::str::FromStr;
 
+mod duration;
 mod sizes;
 
+pub use duration::{parse_secs, secs_value};
 pub use sizes::{
     MAX_ENV_NAME_BYTES, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_LABEL_BYTES, MAX_NAME_BYTES, MAX_PORTS,
     MAX_READY, MAX_REASON_BYTES, check_reason,

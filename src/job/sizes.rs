@@ -68,6 +68,15 @@ impl JobSpec {
                 });
             }
         }
+        if self.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
+            return Err(Error::InvalidValue {
+                what: "image",
+                input: String::new(),
+                message:
+                    "is empty: name an image (e.g. berth/sandbox:latest) or leave it out for the project's"
+                        .into(),
+            });
+        }
         for (what, text) in [("client_ref", &self.client_ref), ("image", &self.image)] {
             if let Some(t) = text.as_deref().filter(|t| t.len() > MAX_NAME_BYTES) {
                 return Err(too_big(what, t, MAX_NAME_BYTES, "use a shorter one"));

@@ -146,6 +146,7 @@ fn bad_input_gets_one_clear_line_and_the_right_code() {
             "/definitely/not/here",
         ),
         (&["run", "--runner", "vm", "--", "true"], 2, "invalid runner `vm`"),
+        (&["run", "--image", "", "--", "true"], 2, "is empty"),
         // Checked by the manager that would run it; with -d and no daemon
         // (no manager at all) still named as bad input, not a missing daemon.
         (&["run", "--timeout=0", "--", "true"], 2, "timeout"),
