@@ -44,6 +44,10 @@ pub async fn up(global: &Global) -> anyhow::Result<i32> {
                 h.pid,
                 client.socket().display()
             );
+            outln!(
+                "  docker engine: {}",
+                crate::runner::docker::Endpoint::current().describe()
+            );
             if let Some(notice) = &h.notice {
                 eprintln!("berth: {notice}");
             }

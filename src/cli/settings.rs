@@ -29,9 +29,9 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let config = global.config()?;
     // The image a job without --image gets, and why (asks the engine
     // whether berth/dev is built).
-    let dev = crate::runner::docker::Engine::new(&config)
-        .has_image(crate::images::DEV_IMAGE)
-        .await;
+    let engine = crate::runner::docker::Engine::new(&config);
+    let dev = engine.has_image(crate::images::DEV_IMAGE).await;
+    let endpoint = engine.endpoint_info();
     let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
         Err(e) => crate::images::ImageChoice {
             name: "(refused)".into(),
@@ -75,12 +75,19 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             .map(|l| serde_json::json!({"file": l.file, "key": l.key, "value": l.value}))
             .collect();
         v["user_config"] = serde_json::json!(config.user_file);
+        v["engine_endpoint"] = serde_json::json!({
+            "host": endpoint.host,
+            "remote": matches!(endpoint.place(), crate::runner::docker::Place::Remote { .. }),
+            "tls": endpoint.tls.is_some(),
+            "source": endpoint.source,
+        });
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for (k, v, s) in config.describe() {
             outln!("{k:<14} = {v:<40} ({s})");
         }
         outln!("{:<14} = {:<40} ({})", "job image", chosen.name, chosen.why);
+        outln!("{:<14} = {}", "docker engine", endpoint.describe());
         for l in &config.untrusted {
             outln!(
                 "{:<14} = {:<40} (NOT applied: {} is not trusted; starts are refused until `berth trust`)",

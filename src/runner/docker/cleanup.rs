@@ -15,6 +15,7 @@ use super::DockerClient;
 use bollard::query_parameters::ListContainersOptions;
 
 pub(super) use super::client::{remove_all, remove_container};
+use super::endpoint::Endpoint;
 use super::ownership::Ownership;
 use super::{BLOCKING_REMOVE_LIMIT, Engine, LABEL_OWNER, connect, network};
 use crate::error::Result;
@@ -343,7 +344,7 @@ impl Drop for Engine {
 /// Force-remove container `id` from synchronous code (`Drop`, recovery) that
 /// may itself run inside a tokio runtime; see [`blocking_remove_all`].
 /// True when the container was removed (or already gone).
-pub(super) fn blocking_remove(endpoint: String, id: String, owner: Option<Ownership>) -> bool {
+pub(super) fn blocking_remove(endpoint: Endpoint, id: String, owner: Option<Ownership>) -> bool {
     blocking_remove_all(endpoint, vec![id], owner)
         .into_iter()
         .all(|removed| removed)
@@ -354,7 +355,11 @@ pub(super) fn blocking_remove(endpoint: String, id: String, owner: Option<Owners
 /// thread we block, or winding down) removes them all at once, waited for at
 /// most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container whose labels say
 /// otherwise is left alone. For each id: true when it was removed (or gone).
-pub(crate) fn blocking_remove_all(endpoint: String, ids: Vec<String>, owner: Option<Ownership>) -> Vec<bool> {
+pub(crate) fn blocking_remove_all(
+    endpoint: Endpoint,
+    ids: Vec<String>,
+    owner: Option<Ownership>,
+) -> Vec<bool> {
     let (tx, rx) = std::sync::mpsc::channel();
     let n = ids.len();
     let work = move || {

@@ -31,6 +31,7 @@ use futures_util::{Stream, StreamExt};
 
 use std::time::Duration;
 
+use super::endpoint::Endpoint;
 use crate::error::{EngineOp, Error, Result};
 
 /// A container's output as the engine sends it (attach or logs).
@@ -59,13 +60,13 @@ impl DockerClient {
     /// under `limit`. For the default socket this is exactly
     /// `Docker::connect_with_local_defaults()`; naming the endpoint explicitly
     /// also covers `tcp://`/`ssh://` hosts and lets errors say what was tried.
-    pub async fn connect(endpoint: &str, limit: Duration) -> Result<Self> {
+    pub async fn connect(endpoint: &Endpoint, limit: Duration) -> Result<Self> {
         let unavailable = |message: String| Error::EngineUnavailable {
-            endpoint: endpoint.to_string(),
+            endpoint: endpoint.host.clone(),
             message,
         };
         let attempt = async {
-            let docker = Docker::connect_with_host(endpoint).map_err(|e| unavailable(e.to_string()))?;
+            let docker = endpoint.client().map_err(unavailable)?;
             let docker = docker
                 .negotiate_version()
                 .await

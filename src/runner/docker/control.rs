@@ -19,7 +19,7 @@ pub struct DockerControl {
     pub container_id: String,
     docker: DockerClient,
     /// For `remove_blocking`, which must make its own connection.
-    endpoint: String,
+    endpoint: std::sync::Arc<super::endpoint::Endpoint>,
     /// Bit N set = signal N was sent; lets the exit mapping tell "died of the
     /// signal we sent" (exit 128+N from the init) from an ordinary exit code.
     sent: Arc<AtomicU64>,
@@ -56,7 +56,7 @@ impl DockerControl {
         DockerControl {
             container_id,
             docker,
-            endpoint: engine.endpoint.clone(),
+            endpoint: std::sync::Arc::new(engine.endpoint.clone()),
             sent: Arc::new(AtomicU64::new(0)),
             slot: Arc::new(std::sync::Mutex::new(slot)),
             removals: engine.removals.clone(),
@@ -155,7 +155,7 @@ impl DockerControl {
         if let Some(scope) = &self.scope {
             ids.extend(scope.child_ids());
         }
-        let removed = blocking_remove_all(self.endpoint.clone(), ids, None);
+        let removed = blocking_remove_all((*self.endpoint).clone(), ids, None);
         self.free_slot(removed.first().copied().unwrap_or(false));
     }
 }

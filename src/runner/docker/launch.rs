@@ -87,7 +87,7 @@ fn scoped_opening<'a>(
         job: id,
         parent: create::container_name(&engine.instance, engine.state(), id),
         docker: docker.clone(),
-        endpoint: &engine.endpoint,
+        endpoint: &engine.endpoint.host,
         job_dir: output.dir(),
         user: &project.user,
         workspace: project.workspace,

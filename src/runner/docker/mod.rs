@@ -33,6 +33,7 @@ mod cleanup;
 mod client;
 mod control;
 mod create;
+pub mod endpoint;
 mod etc;
 mod exit;
 mod holder;
@@ -73,6 +74,7 @@ pub use control::DockerControl;
 pub use create::{
     DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
 };
+pub use endpoint::{Endpoint, Place};
 pub use network::NO_ICC;
 pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;
@@ -82,20 +84,19 @@ pub use usage::UsageTarget;
 use cleanup::{Removals, blocking_remove, remove_container};
 
 /// How long the engine gets to answer a ping before `auto` picks the host.
+/// How long connecting to a remote engine may take (TLS or ssh handshakes).
+const REMOTE_CONNECT_LIMIT: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long a blocking remove (from `Drop`) may hold its caller.
 const BLOCKING_REMOVE_LIMIT: Duration = Duration::from_secs(3);
 
-/// The endpoint to use: `DOCKER_HOST`, else the local socket.
-fn default_endpoint() -> String {
-    std::env::var("DOCKER_HOST")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unix:///var/run/docker.sock".into())
-}
-
-/// Connect to `endpoint` under `limit` (see [`DockerClient::connect`]).
-async fn connect(endpoint: &str, limit: Duration) -> Result<DockerClient> {
+/// Connect to `endpoint` under `limit` (see [`DockerClient::connect`]); a
+/// remote engine gets longer (a TLS or ssh handshake over a network).
+async fn connect(endpoint: &Endpoint, limit: Duration) -> Result<DockerClient> {
+    let limit = match endpoint.place() {
+        Place::Local => limit,
+        Place::Remote { .. } => limit.max(REMOTE_CONNECT_LIMIT),
+    };
     DockerClient::connect(endpoint, limit).await
 }
 
@@ -108,7 +109,7 @@ pub fn owner_label() -> String {
 
 /// The engine connection, made lazily on first use and shared by all jobs.
 pub struct Engine {
-    endpoint: String,
+    endpoint: Endpoint,
     instance: String,
     image: String,
     workspace: PathBuf,
@@ -179,7 +180,7 @@ impl Engine {
         let clean = create::clean_name(&config.instance);
         let networks = config.instance_dir();
         Engine {
-            endpoint: default_endpoint(),
+            endpoint: Endpoint::current().clone(),
             instance: config.instance.clone(),
             image: config.image.clone(),
             workspace: config.workspace.clone(),
@@ -248,8 +249,13 @@ impl Engine {
     pub fn grace(&self) -> Duration {
         self.grace
     }
-    /// The endpoint tried (DOCKER_HOST or the default socket).
+    /// The endpoint tried (DOCKER_HOST, the Docker context, or the default socket).
     pub fn endpoint(&self) -> &str {
+        &self.endpoint.host
+    }
+
+    /// The endpoint with where it came from and whether it is remote.
+    pub fn endpoint_info(&self) -> &Endpoint {
         &self.endpoint
     }
 
@@ -284,11 +290,11 @@ impl Engine {
                 match tokio::time::timeout(PING_TIMEOUT, docker.ping()).await {
                     Ok(Ok(_)) => Ok(RunnerKind::Docker),
                     Ok(Err(e)) => Err(Error::EngineUnavailable {
-                        endpoint: self.endpoint.clone(),
+                        endpoint: self.endpoint.host.clone(),
                         message: e.engine_reason(),
                     }),
                     Err(_) => Err(Error::EngineUnavailable {
-                        endpoint: self.endpoint.clone(),
+                        endpoint: self.endpoint.host.clone(),
                         message: format!("no answer within {PING_TIMEOUT:?}"),
                     }),
                 }
@@ -400,7 +406,7 @@ impl Engine {
     fn rules(&self, allow: crate::net::Allowlist, on_denial: crate::net::DenialFn) -> reach::EgressRules {
         reach::EgressRules {
             allow,
-            deny: reach::endpoint_addr(&self.endpoint),
+            deny: reach::endpoint_addr(&self.endpoint.host),
             on_denial,
         }
     }

@@ -578,7 +578,7 @@ async fn an_unreachable_engine_is_a_clear_error_and_auto_falls_back() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = Engine::new(&Config::isolated(dir.path(), "unreachable"));
     // Set on the engine, not in the environment: other tests run in parallel.
-    engine.endpoint = "unix:///nonexistent/docker.sock".into();
+    engine.endpoint = Endpoint::plain("unix:///nonexistent/docker.sock");
     let t = Instant::now();
     assert_eq!(
         engine.resolve(RunnerChoice::Auto).await.unwrap(),
