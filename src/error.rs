@@ -320,6 +320,8 @@ pub enum EngineOp {
     CreateVolume,
     RemoveVolume,
     ListVolumes,
+    UploadArchive,
+    DownloadArchive,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -331,6 +333,8 @@ impl std::fmt::Display for EngineOp {
             EngineOp::PullImage => "pull image",
             EngineOp::BuildImage => "build image",
             EngineOp::RemoveImage => "remove image",
+            EngineOp::UploadArchive => "copy files into container",
+            EngineOp::DownloadArchive => "copy files out of container",
             EngineOp::CreateContainer => "create container",
             EngineOp::StartContainer => "start container",
             EngineOp::WaitContainer => "wait for container",

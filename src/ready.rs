@@ -111,6 +111,10 @@ pub struct Target {
     pub ports: Vec<PortMapping>,
     /// The container's own address (Docker jobs), for `port` conditions.
     pub internal_ip: Option<IpAddr>,
+    /// The ports are relayed to a server this machine cannot reach directly
+    /// (a remote engine's job): a relay accepts even when nothing listens
+    /// inside, so a `port` condition also waits to see the connection stay.
+    pub relayed: bool,
 }
 
 impl Target {
@@ -225,7 +229,11 @@ pub async fn wait(
             p.done = match &p.cond {
                 ReadyCondition::Log(_) => log_done[log_index.expect("log condition")],
                 ReadyCondition::Port(port) => {
-                    let ok = port_open(target.listen_addr(*port)).await;
+                    let addr = target.listen_addr(*port);
+                    let ok = match target.relayed {
+                        true => relayed_port_open(addr).await,
+                        false => port_open(addr).await,
+                    };
                     if ok {
                         host_port = host_port
                             .or_else(|| target.ports.iter().find(|m| m.port == *port).map(|m| m.host_port));
@@ -319,6 +327,26 @@ pub async fn wait_for_port(host: &str, port: u16, timeout: Duration) -> Result<W
             });
         }
         tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// How long a relayed connection must stay open (or answer) to count: the
+/// engine's proxy on a remote host closes it at once when nothing listens
+/// behind it.
+const RELAY_SETTLE: Duration = Duration::from_millis(500);
+
+/// A connection through a relay that is neither closed nor reset within
+/// [`RELAY_SETTLE`] (or that sends something first).
+async fn relayed_port_open(addr: SocketAddr) -> bool {
+    use tokio::io::AsyncReadExt;
+    let Ok(Ok(mut stream)) = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await else {
+        return false;
+    };
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(RELAY_SETTLE, stream.read(&mut byte)).await {
+        Err(_) => true,
+        Ok(Ok(n)) => n > 0,
+        Ok(Err(_)) => false,
     }
 }
 

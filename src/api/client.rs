@@ -144,6 +144,12 @@ impl Client {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    /// The tar of `path` in running job `id` (`berth cp`).
+    pub async fn copy_out(&self, id: &JobId, path: &str) -> Result<super::Archive> {
+        let q = serde_urlencoded::to_string([("path", path)]).unwrap_or_default();
+        self.get(&format!("/v1/jobs/{id}/archive?{q}")).await
+    }
+
     pub async fn health(&self) -> Result<Health> {
         self.get("/v1/health").await
     }

@@ -47,6 +47,16 @@ pub struct McpAttachQuery {
     pub tools: Option<String>,
 }
 
+/// Files of a running container job, as `GET /v1/jobs/{id}/archive`
+/// answers: the engine's tar of `path`, base64 in `tar`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Archive {
+    pub job: crate::model::JobId,
+    pub path: String,
+    pub bytes: u64,
+    pub tar: String,
+}
+
 /// A job record plus its recent output, as `GET /v1/jobs/{id}` answers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobView {

@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(parse_age("30m"), Ok(1800.0));
         assert_eq!(parse_age("7d"), Ok(604_800.0));
         assert!(parse_age("7w").unwrap_err().contains("unknown unit"));
-        assert!(parse_age("-1h").unwrap_err().contains("not an age"));
+        assert!(parse_age("-1h").unwrap_err().contains("not a duration"));
         assert!(parse_age("").is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! verb lives in its own file; this one turns global flags into a [`Config`],
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
+mod copy;
 mod daemon;
 mod doctor;
 mod images;
@@ -82,6 +83,8 @@ pub enum Command {
     Status(jobs::IdArgs),
     /// Read a job's output by tail or by seq; --follow to stream.
     Logs(logs::LogsArgs),
+    /// Copy files out of a running container job: `berth cp job-3:report.xml .`
+    Cp(copy::CpArgs),
     /// Wait until a job is ready (port, log line, HTTP); with no condition, until it ends (exits with its code).
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -234,6 +237,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Ps(a) => lists::ps(&cli.global, a).await,
         Command::Status(a) => jobs::status(&cli.global, a).await,
         Command::Logs(a) => logs::logs(&cli.global, a).await,
+        Command::Cp(a) => copy::cp(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,

@@ -10,7 +10,7 @@
 //! an engine, and run off the async workers by the Docker runner.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -196,15 +196,6 @@ pub fn walk(
     };
     let dir_rel = rel(dir, "the context")?;
     let df_rel = rel(dockerfile, "the Dockerfile")?;
-    let open_dir = ws.dir(&dir_rel).map_err(|e| {
-        bad(
-            dir,
-            format!(
-                "the context directory (inside the workspace {}, no symlinks): {e}",
-                root.display()
-            ),
-        )
-    })?;
     let dockerfile_text = read_small(&ws, &df_rel).map_err(|e| {
         bad(
             dockerfile,
@@ -214,14 +205,46 @@ pub fn walk(
             ),
         )
     })?;
-    let dir = root.join(&dir_rel);
+    let mut ctx = gather(&root, &ws, &dir_rel, dir, "the build does not need")?;
+    ctx.dockerfile_in_tar = match df_rel.strip_prefix(&dir_rel) {
+        Ok(rel) if ctx.entries.iter().any(|e| Path::new(&e.rel) == rel) => rel.to_string_lossy().into_owned(),
+        // Outside the context, or excluded by .dockerignore: sent under a name of its own.
+        _ => OUTSIDE_DOCKERFILE.to_string(),
+    };
+    ctx.dockerfile_text = dockerfile_text;
+    ctx.hash = ctx.digest(args)?;
+    Ok(ctx)
+}
+
+/// The whole `workspace` minus what its `.dockerignore` excludes, walked
+/// the same way (no symlink followed, bounded): what a job on a remote
+/// engine gets in place of the bind mount. No Dockerfile, no hash.
+pub fn walk_workspace(workspace: &Path) -> Result<Context> {
+    let root = std::fs::canonicalize(workspace).map_err(|e| bad(workspace, e.to_string()))?;
+    let ws = beneath::Dir::open_root(&root).map_err(|e| bad(&root, e.to_string()))?;
+    gather(&root, &ws, Path::new(""), workspace, "the job does not need")
+}
+
+/// The entries under `dir_rel` of the workspace `ws` (at `root`), with
+/// `.dockerignore` applied; `need` ends the over-size refusal.
+fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str) -> Result<Context> {
+    let open_dir = ws.dir(dir_rel).map_err(|e| {
+        bad(
+            dir,
+            format!(
+                "the context directory (inside the workspace {}, no symlinks): {e}",
+                root.display()
+            ),
+        )
+    })?;
+    let dir = root.join(dir_rel);
     let rules = ignore_rules(&open_dir);
     let mut entries = Vec::new();
     let mut bytes = 0;
     // The walk reads the context through its own handle (a directory's
     // listing position is per handle); files are read later through `open_dir`.
     let mut stack = vec![(
-        ws.dir(&dir_rel).map_err(|e| bad(&dir, e.to_string()))?,
+        ws.dir(dir_rel).map_err(|e| bad(&dir, e.to_string()))?,
         String::new(),
     )];
     let open_dir = Arc::new(open_dir);
@@ -259,7 +282,7 @@ pub fn walk(
                         return Err(bad(
                             &dir,
                             format!(
-                                "more than {} MiB to send; exclude what the build does not need in {}",
+                                "more than {} MiB to send; exclude what {need} in {}",
                                 MAX_CONTEXT_BYTES >> 20,
                                 dir.join(".dockerignore").display()
                             ),
@@ -282,22 +305,16 @@ pub fn walk(
         }
     }
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-    let dockerfile_in_tar = match df_rel.strip_prefix(&dir_rel) {
-        Ok(rel) if entries.iter().any(|e| Path::new(&e.rel) == rel) => rel.to_string_lossy().into_owned(),
-        // Outside the context, or excluded by .dockerignore: sent under a name of its own.
-        _ => OUTSIDE_DOCKERFILE.to_string(),
-    };
-    let mut ctx = Context {
+    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(Context {
         dir,
         root: open_dir,
         entries,
-        dockerfile_in_tar,
-        dockerfile_text,
+        dockerfile_in_tar: String::new(),
+        dockerfile_text: Vec::new(),
         hash: String::new(),
         bytes,
-    };
-    ctx.hash = ctx.digest(args)?;
-    Ok(ctx)
+    })
 }
 
 /// Largest Dockerfile read (a Dockerfile is text of a few KiB).
@@ -346,48 +363,9 @@ impl Context {
         }
         Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
-
-    /// Write the context as a tar (owned by root, as `docker build` sends it).
-    pub fn write_tar<W: Write>(&self, out: W) -> std::io::Result<()> {
-        let mut tar = tar::Builder::new(out);
-        tar.follow_symlinks(false);
-        let header = |e: &Entry, kind: tar::EntryType, size: u64| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(kind);
-            h.set_mode(e.mode);
-            h.set_mtime(e.mtime);
-            h.set_uid(0);
-            h.set_gid(0);
-            h.set_size(size);
-            h
-        };
-        for e in &self.entries {
-            match &e.kind {
-                Kind::Dir => {
-                    let mut h = header(e, tar::EntryType::Directory, 0);
-                    tar.append_data(&mut h, &e.rel, std::io::empty())?;
-                }
-                Kind::Link { target } => {
-                    let mut h = header(e, tar::EntryType::Symlink, 0);
-                    tar.append_link(&mut h, &e.rel, target)?;
-                }
-                Kind::File { size, ident, .. } => {
-                    let f = self.root.file(Path::new(&e.rel), Some(*ident))?;
-                    // Exactly the size hashed: a file that grew meanwhile is cut, not overrun.
-                    let mut h = header(e, tar::EntryType::Regular, *size);
-                    tar.append_data(&mut h, &e.rel, f.take(*size))?;
-                }
-            }
-        }
-        if self.dockerfile_in_tar == OUTSIDE_DOCKERFILE {
-            let mut h = tar::Header::new_gnu();
-            h.set_mode(0o644);
-            h.set_size(self.dockerfile_text.len() as u64);
-            tar.append_data(&mut h, OUTSIDE_DOCKERFILE, self.dockerfile_text.as_slice())?;
-        }
-        tar.into_inner()?.flush()
-    }
 }
+
+mod pack;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@
 //! session that ended).
 
 mod admit;
+mod copy;
 mod finished;
 mod ids;
 mod owners;
@@ -568,6 +569,8 @@ impl Manager {
                 status: e.status_tx.subscribe(),
                 ports: e.info.ports.clone(),
                 internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
+                relayed: e.info.runner == Some(crate::model::RunnerKind::Docker)
+                    && e.live.as_ref().is_some_and(|l| l.internal_ip.is_none()),
             })
         };
         let target = match target {
@@ -579,6 +582,7 @@ impl Manager {
                     status: self.inner.stored_watchers(&info).0,
                     ports: info.ports.clone(),
                     internal_ip: None,
+                    relayed: false,
                 }
             }
         };

@@ -11,8 +11,9 @@
 //!
 //! [`Upstream`] is the seam: how a connection reaches the job's port. A
 //! local engine's container is reached at its address on its own network
-//! ([`Upstream::Address`]); a remote engine would relay through the engine
-//! connection instead, behind the same listeners.
+//! ([`Upstream::Address`]); a remote engine's job is reached where that
+//! engine published its port on its host ([`Upstream::Published`]), behind
+//! the same listeners.
 //!
 //! Lifecycle: [`bind`] takes the host ports before the container is made
 //! (an asked host port when free, else one the kernel picks, with a note),
@@ -41,11 +42,14 @@ pub const MAX_CONNECTIONS: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How a connection reaches a job's port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Upstream {
     /// The job's address on its network, reachable from this machine (a
     /// container of the local engine).
     Address(IpAddr),
+    /// A remote engine's host at `ip`, where the engine published each
+    /// (job port, host port) pair.
+    Published { ip: IpAddr, ports: Vec<(u16, u16)> },
 }
 
 impl Upstream {
@@ -53,15 +57,18 @@ impl Upstream {
     pub fn addr(&self, port: u16) -> SocketAddr {
         match self {
             Upstream::Address(ip) => SocketAddr::new(*ip, port),
+            Upstream::Published { ip, ports } => {
+                let host = ports.iter().find(|(p, _)| *p == port).map_or(port, |(_, h)| *h);
+                SocketAddr::new(*ip, host)
+            }
         }
     }
+}
 
-    async fn connect(&self, port: u16) -> std::io::Result<TcpStream> {
-        let addr = self.addr(port);
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-            Ok(r) => r,
-            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
-        }
+async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
     }
 }
 
@@ -174,7 +181,8 @@ impl Bound {
                 Socket::Tcp(l) => {
                     l.set_nonblocking(true).map_err(fail)?;
                     let l = TcpListener::from_std(l).map_err(fail)?;
-                    tracker.spawn_on(accept_loop(l, upstream, port, token.clone(), tracker.clone()), rt);
+                    let target = upstream.addr(port);
+                    tracker.spawn_on(accept_loop(l, target, port, token.clone(), tracker.clone()), rt);
                 }
                 Socket::Udp(u) => {
                     u.set_nonblocking(true).map_err(fail)?;
@@ -227,7 +235,7 @@ impl Drop for Forwarder {
 /// Accept on one port and relay each connection until the job ends.
 async fn accept_loop(
     listener: TcpListener,
-    upstream: Upstream,
+    target: SocketAddr,
     port: u16,
     token: CancellationToken,
     tracker: TaskTracker,
@@ -259,15 +267,15 @@ async fn accept_loop(
             let _permit = permit;
             tokio::select! {
                 _ = token.cancelled() => {}
-                _ = relay_one(client, upstream, port) => {}
+                _ = relay_one(client, target, port) => {}
             }
         });
     }
 }
 
-async fn relay_one(client: TcpStream, upstream: Upstream, port: u16) {
+async fn relay_one(client: TcpStream, target: SocketAddr, port: u16) {
     let _ = client.set_nodelay(true);
-    let server = match upstream.connect(port).await {
+    let server = match connect(target).await {
         Ok(s) => s,
         Err(e) => {
             // Nothing listens inside (yet): the client sees a reset, as

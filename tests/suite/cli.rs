@@ -250,6 +250,7 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         &["ps"],
         &["status"],
         &["logs"],
+        &["cp"],
         &["wait"],
         &["kill"],
         &["resume"],

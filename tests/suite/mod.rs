@@ -23,6 +23,7 @@ mod project_image;
 mod reach;
 mod ready;
 mod recovery;
+mod remote;
 mod retention;
 mod safety;
 mod scoped;

@@ -158,3 +158,43 @@ fn a_directory_flipped_to_a_symlink_never_sends_the_outside_file() {
     flipper.join().unwrap();
     assert!(sent + refused >= 100);
 }
+
+/// A remote engine's job gets the workspace minus `.dockerignore`, under
+/// the workspace's own path, owned by the job's user; links stay links.
+#[test]
+fn the_workspace_upload_is_the_tree_under_its_path_owned_by_the_job() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    std::fs::write(w.join(".dockerignore"), "target\n*.log\n").unwrap();
+    std::fs::create_dir_all(w.join("src")).unwrap();
+    std::fs::create_dir_all(w.join("target")).unwrap();
+    std::fs::write(w.join("src/main.py"), "print('hi')\n").unwrap();
+    std::fs::write(w.join("target/big.bin"), "x").unwrap();
+    std::fs::write(w.join("run.log"), "noise").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", w.join("link")).unwrap();
+    let ctx = walk_workspace(w).unwrap();
+    let mut bytes = Vec::new();
+    ctx.write_tar_under(&mut bytes, "home/u/proj", (4242, 4243))
+        .unwrap();
+    let mut names = Vec::new();
+    for e in tar::Archive::new(bytes.as_slice()).entries().unwrap() {
+        let e = e.unwrap();
+        let h = e.header();
+        assert_eq!((h.uid().unwrap(), h.gid().unwrap()), (4242, 4243));
+        if h.entry_type() == tar::EntryType::Symlink {
+            assert_eq!(e.link_name().unwrap().unwrap().to_str(), Some("/etc/passwd"));
+        }
+        names.push(e.path().unwrap().display().to_string());
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "home/u/proj",
+            "home/u/proj/.dockerignore",
+            "home/u/proj/link",
+            "home/u/proj/src",
+            "home/u/proj/src/main.py",
+        ]
+    );
+}

@@ -73,6 +73,14 @@ pub(super) async fn attempt(
         }
     })?;
     let cid = created.id;
+    if let Some(remote) = ctx.remote {
+        // Into the workspace volume of the created container, before it runs.
+        let tar = bytes::Bytes::from((*remote.upload).clone());
+        if let Err(e) = docker.upload_archive(&cid, "/", tar).await {
+            remove_container(docker, &cid).await;
+            return Err(AttemptError::Other(e));
+        }
+    }
 
     // Asked before start (see the file docs); polled by its own task so the
     // request is on the wire while we attach.

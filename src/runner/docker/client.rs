@@ -318,6 +318,38 @@ impl DockerClient {
             .map_err(fail(EngineOp::RemoveVolume, name))
     }
 
+    /// Unpack the tar `tar` at `path` in container `id` (created or running).
+    pub async fn upload_archive(&self, id: &str, path: &str, tar: bytes::Bytes) -> Result<()> {
+        let opts = bollard::query_parameters::UploadToContainerOptions {
+            path: path.into(),
+            ..Default::default()
+        };
+        self.docker
+            .upload_to_container(id, Some(opts), bollard::body_full(tar))
+            .await
+            .map_err(fail(EngineOp::UploadArchive, id))
+    }
+
+    /// `path` of container `id` as a tar, streamed (at most `limit` bytes:
+    /// more is an error, not a truncated archive).
+    pub async fn download_archive(&self, id: &str, path: &str, limit: u64) -> Result<Vec<u8>> {
+        let opts = bollard::query_parameters::DownloadFromContainerOptions { path: path.into() };
+        let mut stream = self.docker.download_from_container(id, Some(opts));
+        let mut out = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(fail(EngineOp::DownloadArchive, id))?;
+            if out.len() as u64 + chunk.len() as u64 > limit {
+                return Err(Error::InvalidValue {
+                    what: "copy",
+                    input: path.into(),
+                    message: format!("is more than {} MiB; copy a smaller part", limit >> 20),
+                });
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
     /// Names of the volumes whose labels match every `key=value` of `labels`.
     pub async fn list_volumes(&self, labels: &[String]) -> Result<Vec<String>> {
         let opts = ListVolumesOptions {

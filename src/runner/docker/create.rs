@@ -111,6 +111,10 @@ pub struct Context<'a> {
     pub protected: &'a [Mount],
     /// The job's scoped engine: its socket's mount and variables.
     pub engine: Option<&'a super::scoped::Setup>,
+    /// A remote engine's job: the workspace is a volume of its own (filled
+    /// by the attempt before the start), ports are published on the engine
+    /// host (`remote.rs`).
+    pub remote: Option<&'a super::remote::RemoteJob>,
 }
 
 /// The engine's `User` and the uid/gid for HOME's tmpfs. `root` is `0:0`.
@@ -212,8 +216,9 @@ pub fn body(
         bindings.insert(
             p.key(),
             Some(vec![PortBinding {
-                // Never on all interfaces: a job's server is for this machine only.
-                host_ip: Some("127.0.0.1".into()),
+                // Never on all interfaces: a job's server is for this machine
+                // only (a remote engine's: for the address berth relays from).
+                host_ip: Some(ctx.remote.map_or("127.0.0.1", |r| r.publish_ip.as_str()).into()),
                 host_port: Some(p.host_port.map(|h| h.to_string()).unwrap_or_default()),
             }]),
         );
@@ -256,16 +261,25 @@ pub fn body(
     }
 
     let ws_str = ws.to_string_lossy().into_owned();
-    let mut mounts = vec![Mount {
-        target: Some(ws_str.clone()),
-        source: Some(ws_str),
-        typ: Some(MountType::BIND),
-        read_only: Some(false),
-        bind_options: Some(MountBindOptions {
-            propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+    let mut mounts = vec![match ctx.remote {
+        // Anonymous: removed with the container (`v: true`), by whoever removes it.
+        Some(_) => Mount {
+            target: Some(ws_str),
+            typ: Some(MountType::VOLUME),
+            read_only: Some(false),
             ..Default::default()
-        }),
-        ..Default::default()
+        },
+        None => Mount {
+            target: Some(ws_str.clone()),
+            source: Some(ws_str),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
     }];
     mounts.extend(ctx.protected.iter().cloned());
     mounts.extend(ctx.engine.map(|e| e.mount.clone()));

@@ -33,6 +33,7 @@ use super::attempt::{AttemptError, Started, attempt, feed, note_warnings};
 use super::create::{self, Context, PortPlan};
 use super::exit::{exit_future, pump};
 use super::reach::{self, JobNet};
+use super::remote::RemoteJob;
 use super::{DockerControl, Engine, Project, holder, remove_container};
 use crate::error::{Error, Result};
 use crate::images::PullPolicy;
@@ -138,18 +139,35 @@ async fn launch_one(
     // A pool network of its own (`isolated`, the default): one running
     // container per berth network, see network.rs; internal unless the
     // job's egress is `all` (reach.rs decides).
-    let decision = project.decide(spec);
+    // A remote engine's job (remote.rs): the workspace uploaded, its ports
+    // published on the engine host and relayed from berth's listeners.
+    let remote = match super::remote::remote_host(&engine.endpoint) {
+        Some(_) => Some(RemoteJob::prepare(id, &engine.endpoint, project.workspace, &project.user).await?),
+        None => None,
+    };
+    let decision = match &remote {
+        None => project.decide(spec),
+        Some(_) => super::remote::decide(spec, project.network, project.egress),
+    };
     let isolated = decision.network == Network::Isolated;
-    let mut plan = create::plan_ports(spec, engine.precheck_ports && decision.engine_publishes);
+    let mut plan = create::plan_ports(
+        spec,
+        engine.precheck_ports && decision.engine_publishes && remote.is_none(),
+    );
     // berth's own listeners, before anything is made: released again if
     // the launch fails.
-    let bound = match decision.engine_publishes || plan.is_empty() {
+    let bound = match (decision.engine_publishes && remote.is_none()) || plan.is_empty() {
         true => None,
         false => Some(forward::bind(id.as_str(), &wants(&plan))?),
     };
+    if remote.is_some() {
+        // The asked host port is berth's listener here; the engine picks its own.
+        plan.iter_mut().for_each(|p| p.host_port = None);
+    }
     // Unless the engine publishes its ports, the job may join the
-    // network's holder (holder.rs): the engine then sets up no network for it.
-    let may_join = !decision.engine_publishes || plan.is_empty();
+    // network's holder (holder.rs): the engine then sets up no network for
+    // it. A remote engine's jobs never do (a holder's files are this machine's).
+    let may_join = remote.is_none() && (!decision.engine_publishes || plan.is_empty());
     let mut slot = match isolated {
         true => Some(
             engine
@@ -168,6 +186,8 @@ async fn launch_one(
     // Copies of the project's config files, mounted read-only over them.
     let protect_dir = output.dir().join("protected");
     let (protected, protect_warnings) = match crate::store::private::own_dir(&protect_dir) {
+        // The job's copy of the workspace is read back by nothing of the caller's.
+        Ok(()) if remote.is_some() => (Vec::new(), Vec::new()),
         Ok(()) => {
             let extra: Vec<&Path> = project.protect.iter().map(|p| p.as_path()).collect();
             super::protect::mounts(project.workspace, &extra, &protect_dir)
@@ -206,7 +226,11 @@ async fn launch_one(
                 Err(e) => return Err(e),
             }
         }
-        let attach = reach::attach(id, &decision, joined.as_ref(), &job_dir, proxy.as_ref())?;
+        let mut attach = reach::attach(id, &decision, joined.as_ref(), &job_dir, proxy.as_ref())?;
+        if remote.is_some() {
+            // Files of this machine's: the engine's own /etc files instead.
+            attach.mounts.clear();
+        }
         let network = match (&joined, &slot) {
             (Some(h), _) => format!("container:{}", h.id),
             (None, Some(s)) => s.id.clone(),
@@ -238,6 +262,7 @@ async fn launch_one(
             read_only: project.read_only,
             protected: &protected,
             engine: engine_setup.as_ref(),
+            remote: remote.as_ref(),
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
@@ -314,6 +339,9 @@ async fn launch_one(
     }
     applied.egress = Some(decision.egress.to_string());
     applied.not_enforced.extend(decision.notes.iter().cloned());
+    if let Some(r) = &remote {
+        applied.not_enforced.extend(r.notes.iter().cloned());
+    }
     // A pool network without a holder gets one once this job exited, when
     // the job could join one: jobs whose ports the engine publishes never
     // do, and warming their networks would only grow the pool by a network
@@ -369,12 +397,35 @@ async fn launch_one(
     };
     let settings = inspected.network_settings.as_ref();
     // A job in its holder's namespace has the holder's address.
-    let internal_ip = match &joined {
-        Some(h) => h.ip,
-        None => super::client::container_ip(&inspected),
+    // A remote engine's container address is on its host: not for probes here.
+    let internal_ip = match (&joined, &remote) {
+        (_, Some(_)) => None,
+        (Some(h), None) => h.ip,
+        (None, None) => super::client::container_ip(&inspected),
     };
     let ports = match bound {
         None => create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref())),
+        // Relayed to where the remote engine published them.
+        Some(bound) if remote.is_some() => {
+            let published = create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
+            let upstream = Upstream::Published {
+                ip: remote.as_ref().map(|r| r.reach).expect("checked above"),
+                ports: published.iter().map(|m| (m.port, m.host_port)).collect(),
+            };
+            match bound.serve(upstream) {
+                Ok(forwarder) => {
+                    let ports = forwarder.mappings().to_vec();
+                    control.set_forwarder(forwarder);
+                    ports
+                }
+                Err(e) => {
+                    wait.abort();
+                    control.remove().await;
+                    let _ = pump_task.await;
+                    return Err(e);
+                }
+            }
+        }
         // Ended already (its address went with its network endpoint):
         // nothing to forward to, the ports as they were bound.
         Some(bound) if internal_ip.is_none() => bound.mappings().to_vec(),
@@ -415,7 +466,8 @@ async fn launch_one(
         internal_ip,
         control: Control::Docker(control),
         exit,
-        sweep: Some(crate::runner::setuid::Sweep {
+        // A remote job changes only its copy of the workspace.
+        sweep: remote.is_none().then(|| crate::runner::setuid::Sweep {
             root: project.workspace.to_path_buf(),
             since,
         }),

@@ -45,6 +45,7 @@ mod pool;
 mod protect;
 mod pull;
 pub mod reach;
+mod remote;
 mod scoped;
 mod slot;
 #[cfg(test)]
@@ -414,6 +415,11 @@ impl Engine {
     /// The pool of `internal` or NAT'd networks.
     fn pool_of(&self, internal: bool) -> &pool::Pool {
         if internal { &self.pool } else { &self.nat_pool }
+    }
+
+    /// The tar of `path` in container `id`, at most `limit` bytes.
+    pub async fn copy_out(&self, id: &str, path: &str, limit: u64) -> Result<Vec<u8>> {
+        self.client().await?.download_archive(id, path, limit).await
     }
 
     /// CPU % (of one core = 100) and memory of a running container, from two

@@ -11,6 +11,7 @@ const NO_DEFAULTS: Limits = Limits {
 
 fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
     Context {
+        remote: None,
         engine: None,
         id,
         image: "berth/sandbox:latest",

@@ -1,0 +1,117 @@
+//! `berth cp JOB:PATH DEST`: files out of a running container job (the
+//! only way home for what a job on a remote engine writes). The engine's
+//! tar is unpacked the way `docker cp` does: into DEST when it is an
+//! existing directory, else as DEST itself. Entries never land outside
+//! DEST (the tar crate refuses `..` and absolute names), and set-uid,
+//! set-gid and sticky bits are dropped: the files are the job's.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use clap::Args;
+
+use super::Global;
+use super::jobs::client;
+use super::out::outln;
+use crate::model::JobId;
+
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    /// JOB:PATH in the job's container (a relative PATH is from its workspace).
+    pub source: String,
+    /// An existing directory (the file or directory goes inside it), or a new name.
+    pub dest: PathBuf,
+    /// Print JSON (what was copied) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn cp(global: &Global, a: CpArgs) -> anyhow::Result<i32> {
+    let Some((job, path)) = a
+        .source
+        .split_once(':')
+        .filter(|(j, p)| !j.is_empty() && !p.is_empty())
+    else {
+        anyhow::bail!(
+            "`{}` names no file of a job: give JOB:PATH, e.g. `berth cp job-3:report.xml .`",
+            a.source
+        );
+    };
+    let archive = client(global).await?.copy_out(&JobId::from(job), path).await?;
+    let tar = base64::engine::general_purpose::STANDARD
+        .decode(archive.tar.as_bytes())
+        .context("the manager's archive was not base64")?;
+    let dest = a.dest.clone();
+    let written = tokio::task::spawn_blocking(move || unpack(&tar, &dest)).await??;
+    if a.json {
+        let v = serde_json::json!({"job": archive.job, "path": archive.path, "bytes": archive.bytes, "dest": a.dest, "entries": written});
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        outln!(
+            "{}:{} → {} ({written} entries, {} bytes)",
+            archive.job,
+            archive.path,
+            a.dest.display(),
+            archive.bytes
+        );
+    }
+    Ok(0)
+}
+
+/// Unpack `tar` as `docker cp` does; returns how many entries were written.
+/// The archive is unpacked into a private directory beside its place first
+/// and moved in by rename, so a refused or broken archive leaves nothing.
+fn unpack(tar: &[u8], dest: &Path) -> anyhow::Result<usize> {
+    let into_dir = dest.is_dir();
+    let parent = match into_dir {
+        true => dest.to_path_buf(),
+        false => match dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(p) => p.to_path_buf(),
+            None => PathBuf::from("."),
+        },
+    };
+    anyhow::ensure!(parent.is_dir(), "`{}` is not a directory", parent.display());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let staging = parent.join(format!(".berth-cp-{}-{stamp}", std::process::id()));
+    std::fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
+    let result = unpack_staged(tar, &staging, dest, into_dir);
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+fn unpack_staged(tar: &[u8], staging: &Path, dest: &Path, into_dir: bool) -> anyhow::Result<usize> {
+    let mut archive = tar::Archive::new(tar);
+    archive.set_preserve_permissions(false);
+    archive.set_preserve_ownerships(false);
+    archive.set_unpack_xattrs(false);
+    let mut n = 0;
+    for entry in archive.entries().context("reading the archive")? {
+        let mut entry = entry.context("reading the archive")?;
+        // Refuses `..` and absolute names, and writes through no symlink.
+        let written = entry.unpack_in(staging).context("unpacking the archive")?;
+        anyhow::ensure!(written, "the archive names a path outside its directory");
+        n += 1;
+    }
+    let tops: Vec<_> = std::fs::read_dir(staging)?.collect::<Result<_, _>>()?;
+    anyhow::ensure!(!tops.is_empty(), "the archive was empty");
+    for top in &tops {
+        let to = match into_dir {
+            true => dest.join(top.file_name()),
+            false if tops.len() == 1 => dest.to_path_buf(),
+            false => anyhow::bail!(
+                "the archive has {} top entries: copy into a directory",
+                tops.len()
+            ),
+        };
+        anyhow::ensure!(
+            std::fs::symlink_metadata(&to).is_err(),
+            "`{}` exists: remove it or copy elsewhere",
+            to.display()
+        );
+        std::fs::rename(top.path(), &to).with_context(|| format!("moving into {}", to.display()))?;
+    }
+    Ok(n)
+}
