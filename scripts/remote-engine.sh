@@ -6,6 +6,7 @@
 #                                     DOCKER_CERT_PATH lines (also kept in DIR/env)
 #   remote-engine.sh stop DIR         stop it and remove everything it made (idempotent)
 #   remote-engine.sh load DIR IMAGE…  copy images from the local engine into it
+#   remote-engine.sh ssh DIR          an sshd in its netns for ssh:// endpoints
 #
 # Needs root, dockerd, iproute2, util-linux and openssl. The engine shares
 # nothing with the caller but the kernel and the disk:
@@ -34,7 +35,7 @@ set -euo pipefail
 
 self="$(realpath "${BASH_SOURCE[0]}")"
 die() { echo "remote-engine.sh: $*" >&2; exit 1; }
-[[ $# -ge 2 ]] || die "usage: $0 start|stop|load DIR [IMAGE...]"
+[[ $# -ge 2 ]] || die "usage: $0 start|stop|load|ssh DIR [IMAGE...]"
 cmd=$1 dir="$(realpath -m "$2")"
 shift 2
 sfx="$(printf %s "$dir" | sha256sum | cut -c1-8)"
@@ -174,10 +175,57 @@ load() {
     DOCKER_CERT_PATH="$dir/client" docker load
 }
 
+# An sshd "on the engine host" (its netns, port 2222, key auth only) whose
+# logins reach the engine through DOCKER_HOST/TLS (`docker system dial-stdio`).
+# Prints DOCKER_HOST=ssh://root@ADDR:2222 and BERTH_TEST_SSH_PATH=DIR/ssh/bin:
+# a directory whose `ssh` uses DIR/ssh's key and config (OpenSSH reads the
+# user's ~/.ssh from the passwd entry, not $HOME, so a wrapper it is).
+ssh_login() {
+  [[ -f $dir/env ]] || die "no engine started in $dir"
+  local addr sd="$dir/ssh" sshd
+  addr="$(sed -n 's|^DOCKER_HOST=tcp://\(.*\):2376$|\1|p' "$dir/env")"
+  sshd="$(command -v sshd || echo /usr/sbin/sshd)"
+  [[ -x $sshd ]] || die "sshd is not installed (Debian: openssh-server)"
+  mkdir -p "$sd/bin" /run/sshd
+  rm -f "$sd/id" "$sd/id.pub" "$sd/host" "$sd/host.pub"
+  ssh-keygen -q -t ed25519 -N '' -f "$sd/id" && ssh-keygen -q -t ed25519 -N '' -f "$sd/host"
+  cp "$sd/id.pub" "$sd/authorized_keys"
+  chmod 600 "$sd/authorized_keys"
+  cat >"$sd/sshd_config" <<CONF
+ListenAddress $addr:2222
+HostKey $sd/host
+AuthorizedKeysFile $sd/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile $sd/sshd.pid
+SetEnv DOCKER_HOST=tcp://$addr:2376 DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$dir/client
+CONF
+  cat >"$sd/ssh_config" <<CONF
+Host $addr
+  IdentityFile $sd/id
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+CONF
+  printf '#!/bin/sh\nexec /usr/bin/ssh -F %s "$@"\n' "$sd/ssh_config" >"$sd/bin/ssh"
+  chmod 755 "$sd/bin/ssh"
+  ip netns exec "$ns" "$sshd" -f "$sd/sshd_config" -E "$sd/sshd.log" || die "sshd did not start: $(tail -n 5 "$sd/sshd.log")"
+  for ((i = 0; i < 50; i++)); do
+    "$sd/bin/ssh" -p 2222 "root@$addr" true 2>/dev/null && break
+    sleep 0.1
+  done
+  printf '%s\n' "DOCKER_HOST=ssh://root@$addr:2222" "BERTH_TEST_SSH_PATH=$sd/bin"
+}
+
 case $cmd in
   start) start ;;
   stop) stop_engine ;;
   load) load "$@" ;;
+  ssh) ssh_login ;;
   __inner) inner "$@" ;;
   *) die "unknown command $cmd (start, stop, load)" ;;
 esac

@@ -5,7 +5,9 @@
 //! `DOCKER_TLS_VERIFY`/`DOCKER_CERT_PATH` pointing at it uploads the
 //! workspace, serves the job's port on the caller's 127.0.0.1, copies files
 //! out with `berth cp`, and leaves nothing on that engine after `berth down`
-//! or after the manager is SIGKILLed.
+//! or after the manager is SIGKILLed; and the same engine through
+//! `ssh://root@host:2222` (an sshd in the engine's network namespace, key
+//! auth, its logins reaching the engine with `docker system dial-stdio`).
 
 use std::process::Command;
 use std::time::Duration;
@@ -48,6 +50,36 @@ impl RemoteEngine {
             .unwrap();
         assert!(o.status.success(), "load: {}", String::from_utf8_lossy(&o.stderr));
         engine
+    }
+
+    /// Start an sshd on the engine's host; the environment for an
+    /// `ssh://` endpoint (`DOCKER_HOST`, and `PATH` with an `ssh` that
+    /// uses the test's key).
+    fn ssh(&self) -> Vec<(String, String)> {
+        let o = Command::new("bash")
+            .args([SCRIPT, "ssh"])
+            .arg(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "sshd: {}", String::from_utf8_lossy(&o.stderr));
+        let lines: Vec<(String, String)> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let get = |k: &str| {
+            lines
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        let path = format!(
+            "{}:{}",
+            get("BERTH_TEST_SSH_PATH"),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        vec![("DOCKER_HOST".into(), get("DOCKER_HOST")), ("PATH".into(), path)]
     }
 
     fn env(&self) -> Vec<(&str, &str)> {
@@ -197,4 +229,51 @@ async fn a_job_on_a_remote_engine_gets_the_workspace_serves_its_port_and_leaves_
         || remote.berth_containers() == 0,
     )
     .await;
+}
+
+#[tokio::test]
+async fn an_ssh_engine_runs_the_same_job() {
+    let remote = RemoteEngine::start();
+    let ssh = remote.ssh();
+    let env: Vec<(&str, &str)> = ssh.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert!(
+        env[0].1.starts_with("ssh://root@10.234.") && env[0].1.ends_with(":2222"),
+        "{env:?}"
+    );
+    let mut d = Daemon::start_with(&env);
+    let ws = d.dir.path().join("ws");
+    std::fs::write(ws.join("index.html"), "served over ssh\n").unwrap();
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        SANDBOX,
+        "-p",
+        "8080",
+        "--ready-http",
+        "/",
+        "--timeout",
+        "60",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        ".",
+    ]);
+    assert_eq!(v["ready"]["outcome"], "ready", "{v}");
+    let port = v["job"]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    assert!(http_get(port).contains("served over ssh"));
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let dest = d.dir.path().join("copied.html");
+    let (code, _, err) = d.run(&["cp", &format!("{id}:index.html"), dest.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "served over ssh\n");
+    let (code, _, err) = d.run(&["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.wait_exit(Duration::from_secs(20)).is_some());
+    assert_eq!(remote.berth_containers(), 0, "containers left on the engine");
 }

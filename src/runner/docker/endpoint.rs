@@ -5,7 +5,7 @@
 //! `~/.docker/contexts/meta/<sha256 of the name>/meta.json`, its TLS files
 //! in `~/.docker/contexts/tls/<same>/docker/`), else the local socket.
 //! `ssh://user@host[:port]` goes through the system `ssh` (the engine host
-//! runs `docker system dial-stdio`).
+//! runs `docker system dial-stdio`; `ssh.rs`).
 //!
 //! Where the engine is decides how a job reaches the caller's files and
 //! ports: a local engine (a unix socket, or TCP to a loopback address) sees
@@ -110,7 +110,12 @@ impl Endpoint {
         let made = if h.starts_with("unix://") {
             Docker::connect_with_unix(h, REQUEST_TIMEOUT, API_DEFAULT_VERSION)
         } else if h.starts_with("ssh://") {
-            Docker::connect_with_ssh(h, REQUEST_TIMEOUT, API_DEFAULT_VERSION, None)
+            let sock = super::ssh::bridge(h).map_err(|e| e.to_string())?;
+            Docker::connect_with_unix(
+                &format!("unix://{}", sock.display()),
+                REQUEST_TIMEOUT,
+                API_DEFAULT_VERSION,
+            )
         } else if let Some(tls) = &self.tls {
             let addr = h.replacen("https://", "tcp://", 1);
             Docker::connect_with_ssl(

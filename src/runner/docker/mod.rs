@@ -48,6 +48,7 @@ pub mod reach;
 mod remote;
 mod scoped;
 mod slot;
+mod ssh;
 #[cfg(test)]
 mod tests;
 mod throttle;
