@@ -67,15 +67,20 @@ pub fn reap_tagged(config: &crate::config::Config) -> usize {
 }
 
 /// SIGINT, SIGTERM or SIGHUP (the terminal went away): each one a reason
-/// to tear down cleanly rather than die with jobs still running.
-pub async fn signals() {
+/// to tear down cleanly rather than die with jobs still running. The
+/// handlers are in place when this returns, not when the future is first
+/// polled: a caller that makes it before starting a job cannot be killed
+/// by a signal that lands between the start and its first wait.
+pub fn signals() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = hup.recv() => {}
+        }
     }
 }

@@ -53,6 +53,9 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     spec.on_timeout = OnTimeout::Kill;
     let manager = Manager::new(config)?;
     let pulls = (!args.json).then(|| super::progress::follow_local(&manager));
+    // Before the start: a ^C, SIGTERM or SIGHUP from here on stops the job.
+    let interrupted = crate::teardown::signals();
+    tokio::pin!(interrupted);
     let handle = manager.start_with(spec, "cli", DefaultBudget::Unlimited).await;
     if let Some((task, printer)) = pulls {
         if handle.is_ok() {
@@ -88,7 +91,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         info = handle.wait_end() => info?,
         // SIGTERM (a CI step's timeout) and SIGHUP (a closed terminal) too:
         // this process is the job's manager, and must not die leaving it.
-        _ = crate::teardown::signals() => {
+        _ = &mut interrupted => {
             manager.kill(&handle.id, stop(StopCause::Interrupted)).await?;
             handle.wait_end().await?
         }

@@ -403,48 +403,34 @@ async fn launch_one(
         (Some(h), None) => h.ip,
         (None, None) => super::client::container_ip(&inspected),
     };
-    let ports = match bound {
-        None => create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref())),
-        // Relayed to where the remote engine published them.
-        Some(bound) if remote.is_some() => {
-            let published = create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
-            let upstream = Upstream::Published {
-                ip: remote.as_ref().map(|r| r.reach).expect("checked above"),
-                ports: published.iter().map(|m| (m.port, m.host_port)).collect(),
-            };
-            match bound.serve(upstream) {
-                Ok(forwarder) => {
-                    let ports = forwarder.mappings().to_vec();
-                    control.set_forwarder(forwarder);
-                    ports
-                }
-                Err(e) => {
-                    wait.abort();
-                    control.remove().await;
-                    let _ = pump_task.await;
-                    return Err(e);
-                }
+    let published = || create::read_ports(&plan, settings.and_then(|s| s.ports.as_ref()));
+    // Where berth's listeners relay to: the job's address, or where a
+    // remote engine published its ports; `None` when the job ended already
+    // (its address went with its network endpoint): the ports as bound.
+    let upstream = match (&remote, internal_ip) {
+        (Some(r), _) => Some(Upstream::Published {
+            ip: r.reach,
+            ports: published().iter().map(|m| (m.port, m.host_port)).collect(),
+        }),
+        (None, Some(ip)) => Some(Upstream::Address(ip)),
+        (None, None) => None,
+    };
+    let ports = match (bound, upstream) {
+        (None, _) => published(),
+        (Some(bound), None) => bound.mappings().to_vec(),
+        (Some(bound), Some(upstream)) => match bound.serve(upstream) {
+            Ok(forwarder) => {
+                let ports = forwarder.mappings().to_vec();
+                control.set_forwarder(forwarder);
+                ports
             }
-        }
-        // Ended already (its address went with its network endpoint):
-        // nothing to forward to, the ports as they were bound.
-        Some(bound) if internal_ip.is_none() => bound.mappings().to_vec(),
-        Some(bound) => {
-            let served = bound.serve(Upstream::Address(internal_ip.expect("checked above")));
-            match served {
-                Ok(forwarder) => {
-                    let ports = forwarder.mappings().to_vec();
-                    control.set_forwarder(forwarder);
-                    ports
-                }
-                Err(e) => {
-                    wait.abort();
-                    control.remove().await;
-                    let _ = pump_task.await;
-                    return Err(e);
-                }
+            Err(e) => {
+                wait.abort();
+                control.remove().await;
+                let _ = pump_task.await;
+                return Err(e);
             }
-        }
+        },
     };
     note_warnings(&mut applied, &warnings);
     applied.not_enforced.extend(protect_warnings);
