@@ -207,6 +207,18 @@ pub struct IdArgs {
     pub id: String,
 }
 
+/// Arguments of `copy_out`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyOutArgs {
+    /// The job id from `run` (e.g. "job-3").
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub id: String,
+    /// A file or directory in the job's container; relative paths are from its workspace.
+    pub path: String,
+}
+
 /// Accept "job-3", "3" or 3 as a job id.
 pub fn id_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
     #[derive(Deserialize)]

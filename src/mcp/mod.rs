@@ -48,6 +48,7 @@ mod compat_exec;
 mod compat_process;
 mod compat_safe_shell;
 mod compat_shell;
+mod copy;
 mod core;
 mod format;
 mod logs;
@@ -68,7 +69,7 @@ use crate::error::{Error, Result};
 /// Which tools `berth mcp` offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ToolSet {
-    /// run, status, list, logs, wait, wait_for_port, kill, resume, background, events, run_test, run_build.
+    /// run, status, list, logs, wait, wait_for_port, kill, resume, background, events, run_test, run_build, copy_out.
     #[default]
     Canonical,
     /// Every tool of every set.
@@ -97,6 +98,7 @@ const CANONICAL: &[&str] = &[
     "events",
     "run_test",
     "run_build",
+    "copy_out",
 ];
 const SAFE_SHELL: &[&str] = &["safe_shell"];
 const SHELL: &[&str] = &[

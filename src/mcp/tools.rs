@@ -1,6 +1,6 @@
 //! The canonical tools: `run`, `status`, `list`, `logs`, `wait`,
 //! `wait_for_port`, `kill`, `resume`, `background`, `events`, `run_test`,
-//! `run_build`. Each parses its arguments and calls the core; the
+//! `run_build`, `copy_out`. Each parses its arguments and calls the core; the
 //! descriptions are written for a model: when to use the tool, what comes
 //! back, what to do next.
 
@@ -11,7 +11,8 @@ use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 
 use super::args::{
-    EventsArgs, IdArgs, KillArgs, ListArgs, LogsArgs, ProjectArgs, RunArgs, WaitArgs, WaitForPortArgs, job_id,
+    CopyOutArgs, EventsArgs, IdArgs, KillArgs, ListArgs, LogsArgs, ProjectArgs, RunArgs, WaitArgs,
+    WaitForPortArgs, job_id,
 };
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
@@ -185,6 +186,22 @@ build, npm run build, go build ./..., make). Same semantics as `run_test`."
     )]
     async fn run_build(&self, Parameters(a): Parameters<ProjectArgs>) -> CallToolResult {
         reply(self.project(ProjectTask::Build, a).await)
+    }
+
+    #[tool(
+        description = "Read a file a running container job wrote (a test report, a build log), e.g. \
+{\"id\": \"job-3\", \"path\": \"report.xml\"}: a relative path is from the job's workspace. Needed on a remote \
+engine, where the job's workspace is a copy nothing syncs back. A text file answers with its content (up to 64 \
+KiB); a directory or a binary file answers with its entries and sizes (`berth cp JOB:PATH DEST` copies them)."
+    )]
+    async fn copy_out(&self, Parameters(a): Parameters<CopyOutArgs>) -> CallToolResult {
+        reply(
+            async {
+                let tar = self.core.manager.copy_out(&job_id(&a.id), &a.path).await?;
+                Ok(Answer::ok(super::copy::describe(&a.path, &tar)))
+            }
+            .await,
+        )
     }
 }
 

@@ -305,6 +305,7 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
         "events",
         "run_test",
         "run_build",
+        "copy_out",
     ] {
         assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
     }
@@ -318,6 +319,39 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
     assert!(logs.contains("next_seq"), "{logs}");
     let status = mcp.ok("status", json!({"id": id})).await;
     assert!(status.contains("Status: running"), "{status}");
+    // A host job's files are here already: copy_out says where.
+    let copied = mcp.call("copy_out", json!({"id": id, "path": "x"})).await;
+    assert!(copied.is_error, "{}", copied.text);
+    assert!(
+        copied.text.contains("is a host job") && copied.text.contains("/ws"),
+        "{}",
+        copied.text
+    );
+    // A container job's file, read back while it runs.
+    let writer = mcp
+        .ok(
+            "run",
+            json!({"command": "echo '<testsuite ok/>' > /tmp/report.xml; sleep 30", "runner": "docker",
+                   "image": "berth/sandbox:latest", "background": true}),
+        )
+        .await;
+    let writer_id = job_in(&writer);
+    let mut copied = String::new();
+    for _ in 0..100 {
+        copied = mcp
+            .call("copy_out", json!({"id": writer_id, "path": "/tmp/report.xml"}))
+            .await
+            .text;
+        if copied.contains("<testsuite ok/>") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        copied.contains("/tmp/report.xml (16 bytes):\n<testsuite ok/>"),
+        "{copied}"
+    );
+    mcp.ok("kill", json!({"id": writer_id})).await;
     // The CLI sees the agent's jobs through the instance socket.
     let (code, ps, err) = mcp.cli(&["ps"]);
     assert_eq!(code, 0, "{err}");
