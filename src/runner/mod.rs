@@ -71,7 +71,7 @@ impl Control {
     /// Send `signal` (SIGTERM for a polite stop) to the whole job.
     pub async fn signal(&self, signal: i32) {
         match self {
-            Control::Host(h) => h.signal(signal),
+            Control::Host(h) => host_signal(h, signal).await,
             Control::Docker(d) => d.signal(signal).await,
             #[cfg(test)]
             Control::Fake(f) => f.signal(signal),
@@ -81,7 +81,7 @@ impl Control {
     /// Kill the job outright.
     pub async fn kill(&self) {
         match self {
-            Control::Host(h) => h.signal(libc_sigkill()),
+            Control::Host(h) => host_signal(h, libc_sigkill()).await,
             Control::Docker(d) => d.signal(libc_sigkill()).await,
             #[cfg(test)]
             Control::Fake(f) => f.signal(libc_sigkill()),
@@ -113,6 +113,18 @@ impl Control {
             #[cfg(test)]
             Control::Fake(f) => f.kill_now(),
         }
+    }
+}
+
+/// Signal a host job off the async workers: a KILL walks `/proc` for the
+/// job's descendants and may retry for up to `shim::KILL_LIMIT`.
+async fn host_signal(h: &host::HostControl, signal: i32) {
+    let h = h.clone();
+    if tokio::task::spawn_blocking(move || h.signal(signal))
+        .await
+        .is_err()
+    {
+        tracing::warn!(signal, "signalling a host job failed (its thread panicked)");
     }
 }
 

@@ -50,6 +50,19 @@ const WARMING_LIMIT: Duration = Duration::from_secs(5);
 /// How long a job that can join a holder waits for one being made.
 pub const JOIN_WAIT: Duration = Duration::from_secs(2);
 
+/// One holder being made: `warming` is counted down when it drops.
+struct Warming(Arc<Holders>);
+
+impl Drop for Warming {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.warming = s.warming.saturating_sub(1);
+        if s.warming == 0 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 /// The holders of one engine, by pool slot.
 #[derive(Default)]
 pub struct Holders {
@@ -116,7 +129,11 @@ impl Holders {
             return;
         }
         let this = self.clone();
+        // Counted down however the task ends, a panic included: teardown
+        // waits for `warming` to reach 0.
+        let warming = Warming(self.clone());
         tokio::spawn(async move {
+            let _warming = warming;
             let made = make(&docker, &slot, &recipe).await;
             let mut stray = None;
             if let Ok(mut s) = this.state.lock() {
@@ -140,12 +157,6 @@ impl Holders {
                 remove_container(&docker, &id).await;
             }
             slot.vacate();
-            if let Ok(mut s) = this.state.lock() {
-                s.warming -= 1;
-                if s.warming == 0 {
-                    this.idle.notify_waiters();
-                }
-            }
         });
     }
 
