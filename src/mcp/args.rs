@@ -388,6 +388,10 @@ pub struct KillArgs {
     pub signal: Option<SignalArg>,
     /// Seconds between the first signal and KILL (default 5).
     pub grace: Option<f64>,
+    /// Why it is stopped (kept in the job's record and its `ended` event).
+    pub reason: Option<String>,
+    /// The job's last lines to add to the answer (default 10, 0 for none, at most 200).
+    pub tail: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -116,21 +116,26 @@ soon as the port serves, or after `timeout` seconds (default 60) with an error."
 
     #[tool(
         description = "Stop a job: TERM to its whole process group (or container), then KILL after `grace` seconds \
-(default 5). Answers {result: killed|already_finished, reason, ended_by, exit_code}. A job that already ended is \
-not an error (already_finished, with who ended it)."
+(default 5). Answers {result: killed|already_finished, reason, ended_by, exit_code} and the job's last `tail` \
+lines (default 10), so no `logs` call is needed after it. A job that already ended is not an error \
+(already_finished, with who ended it). `reason` is kept in the job's record."
     )]
     async fn kill(&self, Parameters(a): Parameters<KillArgs>) -> CallToolResult {
         reply(
             async {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
-                    reason: None,
+                    reason: a.reason,
                     signal: a.signal.as_ref().map(|s| s.number()).transpose()?,
                     grace: a.grace,
                     ..Default::default()
                 };
-                let out = self.core.kill(&job_id(&a.id), req).await?;
-                Ok(Answer::json(&kill_json(&out)))
+                let id = job_id(&a.id);
+                let out = self.core.kill(&id, req).await?;
+                let mut text = serde_json::to_string(&kill_json(&out)).unwrap_or_default();
+                text += "\n";
+                text += &self.last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
+                Ok(Answer::ok(text))
             }
             .await,
         )
@@ -205,7 +210,33 @@ KiB); a directory or a binary file answers with its entries and sizes (`berth cp
     }
 }
 
+/// Lines a `kill` answer ends with unless asked otherwise, and the most.
+const KILL_TAIL: usize = 10;
+const MAX_KILL_TAIL: usize = 200;
+
 impl BerthMcp {
+    /// The job's last `n` lines, one per line (made inert), or nothing.
+    fn last_lines(&self, id: &crate::JobId, n: usize) -> String {
+        if n == 0 {
+            return String::new();
+        }
+        let query = crate::LogQuery {
+            tail: Some(n),
+            ..Default::default()
+        };
+        match self.core.manager.logs(id, &query) {
+            Ok(page) if !page.lines.is_empty() => {
+                let mut out = format!("Last {} lines:\n", page.lines.len());
+                for l in &page.lines {
+                    out += &crate::inert::visible(&l.text);
+                    out.push('\n');
+                }
+                out
+            }
+            _ => String::new(),
+        }
+    }
+
     pub(super) async fn status_answer(&self, id: &str) -> Result<Answer> {
         let m = &self.core.manager;
         let id = job_id(id);
