@@ -401,6 +401,9 @@ pub struct EventsArgs {
     pub since: Option<u64>,
     /// Most events to return (default 100).
     pub limit: Option<usize>,
+    /// true: from now on your answers also carry other sessions' and the
+    /// CLI's jobs' events; false: only your own jobs' (the default).
+    pub all: Option<bool>,
 }
 
 /// Arguments of `run_test` and `run_build`.

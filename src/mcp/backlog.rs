@@ -4,11 +4,14 @@
 //! server without polling.
 //!
 //! The server serves one stdio client, so one cursor per server is the
-//! client's cursor. Noise is left out: the `started`/`queued` events of jobs
-//! this client started itself, and lifecycle events an answer already
-//! reports (a call marks its job with [`cover`] while it runs; the events of
-//! that job emitted so far are then implied by the answer). Watch hits are
-//! never dropped.
+//! client's cursor. Only the session's own jobs (started, or asked about,
+//! by this client) are told, unless the client asked for every job's
+//! (`events` with `all: true`): several agents on one instance must not
+//! read each other's work. The store's state is told to everyone. Noise is
+//! left out: the `started`/`queued` events of jobs this client started
+//! itself, and lifecycle events an answer already reports (a call marks its
+//! job with [`cover`] while it runs; the events of that job emitted so far
+//! are then implied by the answer). Watch hits are never dropped.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -62,6 +65,10 @@ struct State {
     own: HashSet<JobId>,
     /// Jobs seen queued: their start is news.
     queued: HashSet<JobId>,
+    /// Jobs this client asked about (a tool call on them): theirs too.
+    touched: HashSet<JobId>,
+    /// Every job's events, not only the session's (`events` `all: true`).
+    all: bool,
 }
 
 /// The per-client cursor into the manager's event log.
@@ -76,6 +83,8 @@ impl Backlog {
                 cursor: manager.events_log().next_seq(),
                 own: HashSet::new(),
                 queued: HashSet::new(),
+                touched: HashSet::new(),
+                all: false,
             }),
         }
     }
@@ -83,6 +92,11 @@ impl Backlog {
     /// Remember that this client started `id` (its start is not news to it).
     pub fn own(&self, id: &JobId) {
         self.state.lock().unwrap().own.insert(id.clone());
+    }
+
+    /// Tell every job's events from now on (`true`), or the session's only.
+    pub fn set_all(&self, all: bool) {
+        self.state.lock().unwrap().all = all;
     }
 
     /// The unseen events worth telling, formatted, advancing the cursor.
@@ -94,6 +108,7 @@ impl Backlog {
         meta: &dyn Fn(&Event) -> Option<String>,
     ) -> Vec<String> {
         let mut st = self.state.lock().unwrap();
+        st.touched.extend(covered.iter().map(|(id, _)| id.clone()));
         let events = manager.events(st.cursor, 10_000);
         let mut lines = Vec::new();
         let mut pending = 0;
@@ -130,13 +145,29 @@ impl Backlog {
         if from <= st.cursor {
             st.cursor = st.cursor.max(next);
         }
-        (events.iter().map(|e| line(manager, e)).collect(), next)
+        let shown = events.iter().filter(|e| st.all || st.is_mine(e));
+        (shown.map(|e| line(manager, e)).collect(), next)
+    }
+}
+
+impl State {
+    /// An event of this session's jobs, or one every session is told.
+    fn is_mine(&self, e: &Event) -> bool {
+        self.own.contains(&e.job)
+            || self.touched.contains(&e.job)
+            || matches!(
+                e.kind,
+                EventKind::StoreDegraded { .. } | EventKind::StoreRecovered
+            )
     }
 }
 
 fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
     let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
     let own = st.own.contains(&e.job);
+    if !st.all && !st.is_mine(e) {
+        return false;
+    }
     match &e.kind {
         // Running unsandboxed, or a request the sandbox refused, is never
         // news the agent may miss.

@@ -160,9 +160,13 @@ that `run` call answers at once with the job id and the job keeps running."
     #[tool(
         description = "List job events — started, ready, watch hits, moved to background, ended (with exit code and \
 who ended it: agent, user or system) — one line each. By default the events you have not seen yet (every answer \
-already ends with those); `since` lists from that event seq on."
+already ends with those); `since` lists from that event seq on. Only your own jobs' events (those you started \
+or asked about) unless `all: true`, which also makes your later answers carry every job's events on this instance."
     )]
     async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {
+        if let Some(all) = a.all {
+            self.core.backlog.set_all(all);
+        }
         let (lines, next) =
             self.core
                 .backlog

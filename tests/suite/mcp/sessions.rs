@@ -378,3 +378,41 @@ async fn berth_down_stops_the_sessions_jobs_and_closes_them() {
     let j = all.iter().find(|j| j["id"] == id.as_str()).expect("listed");
     assert_eq!(j["reason"], "shutdown", "{j}");
 }
+
+/// Two agents on one instance never read each other's events unless one
+/// asks (`events` with `all: true`): a watch hit of session A's build is
+/// in A's answers only.
+#[tokio::test]
+async fn a_session_sees_its_own_jobs_events_only_unless_it_asks() {
+    let d = Daemon::start();
+    let (dir, inst) = (d.dir.path(), d.instance.as_str());
+    let a = Session::open(dir, inst, "a").await;
+    let b = Session::open(dir, inst, "b").await;
+    let token = unique_sleep();
+    let started = a
+        .call(
+            "run",
+            json!({"command": format!("echo SECRET-BUILD-HIT; exec sleep {token}"), "background": true,
+                   "watch": ["SECRET-BUILD-HIT"]}),
+        )
+        .await;
+    assert!(!started.is_error, "{}", started.text);
+    let id = job_id(&started.text);
+    eventually(Duration::from_secs(10), "the watched line", || {
+        cli(dir, inst, &["logs", &id]).1.contains("SECRET-BUILD-HIT")
+    })
+    .await;
+    let seen_by_b = b.call("list", json!({})).await.text;
+    assert!(!seen_by_b.contains("watch /SECRET-BUILD-HIT/"), "{seen_by_b}");
+    let listed_by_b = b.call("events", json!({"since": 1})).await.text;
+    assert!(!listed_by_b.contains("SECRET-BUILD-HIT"), "{listed_by_b}");
+    let seen_by_a = a.call("list", json!({})).await.text;
+    assert!(
+        seen_by_a.contains("watch /SECRET-BUILD-HIT/ matched"),
+        "{seen_by_a}"
+    );
+    // Asked for, every job's events are B's too.
+    let asked = b.call("events", json!({"since": 1, "all": true})).await.text;
+    assert!(asked.contains("watch /SECRET-BUILD-HIT/ matched"), "{asked}");
+    let _ = cli(dir, inst, &["kill", &id]);
+}
