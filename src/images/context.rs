@@ -317,6 +317,18 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
     })
 }
 
+impl Context {
+    /// How many entries (files, directories, links) will be sent.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing will be sent.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// Largest Dockerfile read (a Dockerfile is text of a few KiB).
 const MAX_DOCKERFILE_BYTES: u64 = 1 << 20;
 

@@ -75,8 +75,7 @@ pub(super) async fn attempt(
     let cid = created.id;
     if let Some(remote) = ctx.remote {
         // Into the workspace volume of the created container, before it runs.
-        let tar = bytes::Bytes::from((*remote.upload).clone());
-        if let Err(e) = docker.upload_archive(&cid, "/", tar).await {
+        if let Err(e) = docker.upload_archive(&cid, "/", remote.upload.clone()).await {
             remove_container(docker, &cid).await;
             return Err(AttemptError::Other(e));
         }

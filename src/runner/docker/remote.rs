@@ -24,7 +24,6 @@
 
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::endpoint::{Endpoint, Place};
 use super::reach::{self, Decision};
@@ -37,8 +36,9 @@ pub struct RemoteJob {
     pub publish_ip: String,
     /// The engine host's address as this machine reaches it.
     pub reach: IpAddr,
-    /// The workspace as a tar, unpacked at `/` (its entries carry the path).
-    pub upload: Arc<Vec<u8>>,
+    /// The workspace as a tar, unpacked at `/` (its entries carry the path;
+    /// `Bytes`: each create attempt sends it without a copy).
+    pub upload: bytes::Bytes,
     /// Said on the card (`not_enforced`).
     pub notes: Vec<String>,
 }
@@ -59,9 +59,7 @@ impl RemoteJob {
             endpoint: endpoint.host.clone(),
             message: format!("the engine host `{host}` does not resolve to an address"),
         })?;
-        let mut notes = vec![format!(
-            "remote engine on {host}: the workspace is a copy uploaded at the start (nothing is synced back; `berth cp` fetches files)"
-        )];
+        let mut notes = Vec::new();
         let publish_ip = match host.parse::<IpAddr>() {
             Ok(ip) => ip.to_string(),
             Err(_) => {
@@ -71,15 +69,17 @@ impl RemoteJob {
                 "0.0.0.0".into()
             }
         };
-        let ws = workspace.to_path_buf();
+        // The path the container mounts it at (`create::mount_plan`: canonical).
+        let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let owner = owner_ids(user);
-        let upload = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+        let started = std::time::Instant::now();
+        let (upload, files) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize)> {
             let ctx = crate::images::context::walk_workspace(&ws)?;
             let prefix = ws.to_string_lossy().trim_start_matches('/').to_string();
             let mut tar = Vec::with_capacity(ctx.bytes as usize + 64 * 1024);
             ctx.write_tar_under(&mut tar, &prefix, owner)
                 .map_err(|e| Error::io("pack", &ws, e))?;
-            Ok(tar)
+            Ok((tar, ctx.len()))
         })
         .await
         .map_err(|e| Error::Docker {
@@ -87,10 +87,19 @@ impl RemoteJob {
             job: id.to_string(),
             message: format!("packing it failed: {e}"),
         })??;
+        // On the card: what went, and that nothing comes back on its own.
+        notes.insert(
+            0,
+            format!(
+                "remote engine on {host}: the workspace is a copy ({files} entries, {:.1} MiB, packed in {} ms) uploaded at the start; nothing is synced back (`berth cp` fetches files)",
+                upload.len() as f64 / (1 << 20) as f64,
+                started.elapsed().as_millis()
+            ),
+        );
         Ok(RemoteJob {
             publish_ip,
             reach,
-            upload: Arc::new(upload),
+            upload: bytes::Bytes::from(upload),
             notes,
         })
     }
