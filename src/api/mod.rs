@@ -130,7 +130,8 @@ pub const MORE_BEFORE_HEADER: &str = "berth-more-before";
 pub struct Health {
     /// The daemon answers (also while degraded).
     pub ok: bool,
-    /// `ok`, or `degraded` while the store cannot be written (see `store`).
+    /// `ok`, `degraded` while the store cannot be written (see `store`), or
+    /// `stopping` once shutdown began (`berth up` waits for it to end).
     #[serde(default = "status_ok")]
     pub status: String,
     /// While degraded: since when, why, and how much output is held in memory.

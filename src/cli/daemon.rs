@@ -11,6 +11,8 @@ use crate::api::socket_path;
 
 /// How long `up` and `down` wait for the daemon.
 const SETTLE: Duration = Duration::from_secs(15);
+/// How long `berth up` waits for a stopping daemon to be gone.
+const STOPPING_WAIT: Duration = Duration::from_secs(30);
 
 pub async fn daemon(global: &Global, recovery: Option<&str>) -> anyhow::Result<i32> {
     let mut config = global.config()?;
@@ -25,13 +27,29 @@ pub async fn daemon(global: &Global, recovery: Option<&str>) -> anyhow::Result<i
 pub async fn up(global: &Global) -> anyhow::Result<i32> {
     let config = global.config()?;
     let client = Client::new(&config);
-    if let Ok(h) = client.health().await {
-        outln!(
-            "berth daemon for instance `{}` already running (pid {})",
-            h.instance,
-            h.pid
-        );
-        return Ok(0);
+    // A daemon that is stopping (SIGTERM, `berth down` from elsewhere) is
+    // waited out, then replaced: it would refuse every job meanwhile.
+    let stopping_until = Instant::now() + STOPPING_WAIT;
+    loop {
+        match client.health().await {
+            Ok(h) if h.status == "stopping" && Instant::now() < stopping_until => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(h) if h.status == "stopping" => anyhow::bail!(
+                "the daemon for instance `{}` (pid {}) is still stopping after {STOPPING_WAIT:?}; try again when it is gone",
+                h.instance,
+                h.pid
+            ),
+            Ok(h) => {
+                outln!(
+                    "berth daemon for instance `{}` already running (pid {})",
+                    h.instance,
+                    h.pid
+                );
+                return Ok(0);
+            }
+            Err(_) => break,
+        }
     }
     let log_path = config.instance_dir().join("daemon.log");
     let mut child = crate::watchdog::spawn_berth(&config, &["daemon"], "daemon.log")?;

@@ -79,7 +79,12 @@ async fn health(State(s): State<AppState>) -> Json<Health> {
     };
     Json(Health {
         ok: true,
-        status: if trouble.is_some() { "degraded" } else { "ok" }.into(),
+        status: match (s.manager.is_shutting_down(), trouble.is_some()) {
+            (true, _) => "stopping",
+            (false, true) => "degraded",
+            (false, false) => "ok",
+        }
+        .into(),
         store: trouble,
         notice: store.notice().map(str::to_string),
         pid: std::process::id(),

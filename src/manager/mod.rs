@@ -546,6 +546,11 @@ impl Manager {
         Ok(self.inner.stored_output(&self.inner.stored(id)?))
     }
 
+    /// True once shutdown began: no new jobs are accepted.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
     /// Events with `seq >= since`.
     pub fn events(&self, since: u64, limit: usize) -> Vec<Event> {
         self.inner.events.since(since, limit)

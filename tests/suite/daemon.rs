@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, containers_of, eventually, http_get, processes_with, unique_sleep};
+use crate::common::{Daemon, SANDBOX, containers_of, eventually, http_get, processes_with, unique_sleep};
 
 #[tokio::test]
 async fn the_main_journey_on_the_host_runner() {
@@ -590,4 +590,44 @@ fn a_start_that_is_not_ready_in_time_says_so_in_one_line() {
             assert_eq!(state, "running", "{line}");
         }
     }
+}
+
+/// `berth up` right after the daemon was told to stop (SIGTERM) waits for
+/// it to be gone and starts a new one, 20 times in a row, each time with a
+/// container job running at the stop: the next job runs (it used to find
+/// the stopping daemon "already running" and be refused as shutting down).
+#[test]
+fn berth_up_right_after_a_sigterm_replaces_the_stopping_daemon() {
+    let d = Daemon::start();
+    let pid_file = d.config().instance_dir().join("daemon.pid");
+    for round in 0..20 {
+        let v = d.json(&[
+            "run",
+            "-d",
+            "--runner",
+            "docker",
+            "--image",
+            SANDBOX,
+            "--",
+            "sleep",
+            &unique_sleep(),
+        ]);
+        assert!(v["job"]["id"].is_string(), "round {round}: {v}");
+        let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (code, out, err) = d.run(&["up"]);
+        assert_eq!(code, 0, "round {round}: {out}{err}");
+        let (code, out, err) = d.run(&[
+            "run", "--runner", "docker", "--image", SANDBOX, "--", "echo", "ok",
+        ]);
+        assert_eq!((code, out.trim()), (0, "ok"), "round {round}: {err}");
+    }
+    let (code, _, err) = d.run(&["down"]);
+    assert_eq!(code, 0, "{err}");
 }
