@@ -678,6 +678,7 @@ impl Config {
         }
         if let Some(v) = l.safety {
             self.safety.apply(v)?;
+            self.sources.insert("safety", source("safety"));
         }
         if let Some(v) = l.user {
             self.user = Some(validate_user(v)?);
@@ -784,10 +785,28 @@ impl Config {
             ("engine", self.engine.to_string()),
             ("max_children", self.max_children.to_string()),
             ("allow_engine", self.allow_engine.to_string()),
+            (
+                "safety.default_blocklist",
+                self.safety.default_blocklist.to_string(),
+            ),
+            (
+                "safety.blocked",
+                format!("{} extra pattern(s)", self.safety.blocked.len()),
+            ),
+            (
+                "safety.security_log",
+                self.safety.security_log.as_ref().map_or_else(
+                    || self.instance_dir().join("security.log").display().to_string(),
+                    |p| p.display().to_string(),
+                ),
+            ),
+            ("safety.allow_env", self.safety.allow_env.join(", ")),
         ];
         rows.into_iter()
             .map(|(k, v)| {
-                let src = self.sources.get(k).cloned().unwrap_or(Source::Default);
+                // The `[safety]` table is one source for all its keys.
+                let key = if k.starts_with("safety.") { "safety" } else { k };
+                let src = self.sources.get(key).cloned().unwrap_or(Source::Default);
                 (k.to_string(), v, src.to_string())
             })
             .collect()
@@ -1186,6 +1205,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("BERTH_TIMEOUT"), "{err}");
+    }
+
+    /// `berth config` shows the `[safety]` table, with where it came from.
+    #[test]
+    fn the_safety_table_is_described() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[safety]\nblocked = [{ pattern = '^terraform', reason = 'no' }]\n",
+        )
+        .unwrap();
+        let c = Config::load_with(dir.path(), Layer::default(), |_| None).unwrap();
+        let rows = c.describe();
+        let row = |k: &str| rows.iter().find(|(n, _, _)| n == k).cloned().unwrap();
+        let (_, value, source) = row("safety.blocked");
+        assert_eq!(value, "1 extra pattern(s)");
+        assert!(source.ends_with(CONFIG_FILE), "{source}");
+        assert_eq!(row("safety.default_blocklist").1, "true");
+        assert!(row("safety.security_log").1.ends_with("security.log"));
     }
 
     #[test]

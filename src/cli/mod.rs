@@ -99,8 +99,9 @@ pub enum Command {
     Prune(jobs::PruneArgs),
     /// Serve MCP on stdio for an agent: a session on the manager serving the instance, or host it (manager + socket) when none does.
     Mcp {
-        /// Tool set: canonical (default), all, or a seed-compatible set.
-        #[arg(long, default_value = "canonical")]
+        /// Tool set: canonical (default), all, or a seed-compatible set:
+        /// safe_shell, shell, process, exec.
+        #[arg(long, default_value = "canonical", value_parser = ["canonical", "all", "safe_shell", "shell", "process", "exec"])]
         tools: String,
     },
     /// The live panel of a running manager's jobs (keys: ←/→ tabs, ↑/↓, Enter, k, d, r, Ctrl+R, q).

@@ -248,7 +248,16 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
         outln!("{id}");
         for m in &view.info.ports {
             let note = m.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
-            outln!("  port {}/{} → {}{note}", m.port, m.proto, m.url());
+            if m.host_port == 0 {
+                // Never `http://127.0.0.1:0`: nothing was published.
+                outln!(
+                    "  port {}/{}: not published (the job is not running)",
+                    m.port,
+                    m.proto
+                );
+            } else {
+                outln!("  port {}/{} → {}{note}", m.port, m.proto, m.url());
+            }
         }
         print_card(&view.info, &view.snippet)?;
     }

@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// Run, feed the input, wait SECS, then stop it and exit 0 (for programs that never exit).
     #[arg(long, value_name = "SECS")]
     pub keep_alive: Option<f64>,
-    /// Text for stdin (stdin is closed after it).
+    /// Text for stdin (closed after it, or with --keep-alive when that ends).
     #[arg(long, conflicts_with = "input_file")]
     pub input: Option<String>,
     /// File whose contents go to stdin.
