@@ -40,6 +40,15 @@ pub struct ProjectArgs {
     /// containers of the job's own through it).
     #[arg(long, value_name = "ACCESS", value_parser = ["none", "scoped"])]
     pub engine: Option<String>,
+    /// Foreground budget in seconds (as `berth run --timeout`).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Image to run in (default: the project's).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Print JSON (as `berth run --json`) instead of the output.
+    #[arg(long)]
+    pub json: bool,
     /// Extra arguments appended to the command (after `--`; a misspelled
     /// flag before it is an error).
     #[arg(trailing_var_arg = true)]
@@ -125,6 +134,16 @@ pub async fn project(global: &Global, task: ProjectTask, a: ProjectArgs) -> anyh
     }
     if let Some(engine) = &a.engine {
         argv.extend(["--engine", engine.as_str()]);
+    }
+    let timeout = a.timeout.map(|t| t.to_string());
+    if let Some(t) = &timeout {
+        argv.extend(["--timeout", t.as_str()]);
+    }
+    if let Some(image) = &a.image {
+        argv.extend(["--image", image.as_str()]);
+    }
+    if a.json {
+        argv.push("--json");
     }
     argv.extend(["--", cmd.as_str()]);
     let run = Wrap::try_parse_from(argv)?.run;

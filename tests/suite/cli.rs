@@ -315,3 +315,35 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         .unwrap();
     assert_eq!(o.status.code(), Some(7), "{o:?}");
 }
+
+/// `berth test` takes `--timeout`, `--image` and `--json` as `berth run` does.
+#[test]
+fn test_and_build_take_the_run_flags_users_reach_for() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("berth.toml"),
+        "test_command = \"echo tests-ran\"\n",
+    )
+    .unwrap();
+    let o = berth(dir.path())
+        .current_dir(dir.path())
+        .args(["test", "--json", "--timeout", "20"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["status"], "success", "{v}");
+    assert!(
+        v["output"].to_string().contains("tests-ran") || stdout.contains("tests-ran"),
+        "{v}"
+    );
+    let o = berth(dir.path())
+        .current_dir(dir.path())
+        .args(["test", "--timeout", "0"])
+        .output()
+        .unwrap();
+    let (_, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("timeout"), "{stderr}");
+}
