@@ -107,7 +107,13 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         ));
         return Ok(());
     }
-    let cleaned = cleanup(&config, &owner).await?;
+    // The engine is swept again below even when the records could not be
+    // (a store gone or damaged): what the dead manager left running, or a
+    // network still in use at the first sweep, must not outlive it.
+    let cleaned = match cleanup(&config, &owner).await {
+        Ok(done) => done,
+        Err(e) => format!("its records could not be settled ({e})"),
+    };
     let engine = crate::runner::docker::Engine::new(&config);
     let mut late = 0;
     for pause in LATE_SWEEPS {

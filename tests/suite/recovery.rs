@@ -227,12 +227,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     assert_eq!(k["result"], "killed");
     again.kill().unwrap();
     again.wait().unwrap();
-    eventually(
-        Duration::from_secs(10),
-        "watchdog of the second daemon cleans up",
-        || containers_of(&d.instance) == 0,
-    )
-    .await;
+    nothing_left_after_the_last_watchdog(&d).await;
 }
 
 /// Recovery mode `adopt` follows a dead daemon's containers, but not those
@@ -282,12 +277,7 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
 
     d.run(&["kill", free.as_str()]);
     drop(again);
-    eventually(
-        Duration::from_secs(10),
-        "watchdog of the second daemon cleans up",
-        || containers_of(&d.instance) == 0,
-    )
-    .await;
+    nothing_left_after_the_last_watchdog(&d).await;
 }
 
 /// A daemon started by hand in a test, killed when the test ends however
@@ -310,6 +300,28 @@ async fn watchdog_report(d: &Daemon) -> String {
     })
     .await;
     std::fs::read_to_string(&log).unwrap()
+}
+
+/// After the adopting daemon was SIGKILLed too: once its watchdog reported
+/// (its late sweeps done), no container and no network of the instance is
+/// left on the engine. (Ending the test earlier removed the state dir under
+/// the watchdog, which then took the crash for a clean exit and left the
+/// dead daemon's pool network behind.)
+async fn nothing_left_after_the_last_watchdog(d: &Daemon) {
+    let log = d.config().instance_dir().join("watchdog.log");
+    eventually(Duration::from_secs(60), "the last watchdog's report", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("more later"))
+    })
+    .await;
+    let report = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(containers_of(&d.instance), 0, "{report}");
+    let o = std::process::Command::new("docker")
+        .args(["network", "ls", "-q", "--filter"])
+        .arg(format!("label=berth.instance={}", d.instance))
+        .output()
+        .unwrap();
+    let networks = String::from_utf8_lossy(&o.stdout).lines().count();
+    assert_eq!(networks, 0, "networks left: {report}");
 }
 
 /// berth's forwarder of a job's port lives in its manager: it dies with a
@@ -375,10 +387,7 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
     .await;
     again.0.kill().unwrap();
     again.0.wait().unwrap();
-    eventually(Duration::from_secs(15), "the watchdog cleans up", || {
-        containers_of(&d.instance) == 0
-    })
-    .await;
+    nothing_left_after_the_last_watchdog(&d).await;
 }
 
 /// A child process killed when dropped.
