@@ -115,3 +115,54 @@ fn unpack_staged(tar: &[u8], staging: &Path, dest: &Path, into_dir: bool) -> any
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tar_of(entries: &[(&str, u32, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, mode, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(*mode);
+            // `set_path` refuses `..`; a hostile archive is written raw.
+            let raw = &mut h.as_old_mut().name;
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_cksum();
+            b.append(&h, *data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn set_uid_bits_are_dropped_and_nothing_lands_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out");
+        std::fs::create_dir(&dest).unwrap();
+        let n = unpack(&tar_of(&[("tool", 0o4755, b"#!/bin/sh\n")]), &dest).unwrap();
+        assert_eq!(n, 1);
+        let mode = std::fs::metadata(dest.join("tool")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7000, 0, "{mode:o}");
+        // As a new name: the single top entry becomes DEST.
+        unpack(
+            &tar_of(&[("r.xml", 0o644, b"<ok/>")]),
+            &dir.path().join("report.xml"),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(dir.path().join("report.xml")).unwrap(), b"<ok/>");
+        // `..` is refused and leaves nothing, not even the staging directory.
+        let err = unpack(&tar_of(&[("../escaped", 0o644, b"x")]), &dest).unwrap_err();
+        assert!(!dir.path().join("escaped").exists(), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&dest)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["tool"], "{err}");
+        // An existing file is never overwritten.
+        let err = unpack(&tar_of(&[("tool", 0o644, b"new")]), &dest).unwrap_err();
+        assert!(err.to_string().contains("exists"), "{err}");
+        assert_eq!(std::fs::read(dest.join("tool")).unwrap(), b"#!/bin/sh\n");
+    }
+}
