@@ -49,8 +49,10 @@
 
 pub mod api;
 pub mod card;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod error;
 pub mod events;
@@ -59,6 +61,7 @@ pub mod inert;
 pub mod job;
 pub mod logfile;
 pub mod manager;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod model;
 pub mod net;
@@ -71,6 +74,7 @@ pub mod safety;
 pub mod store;
 pub mod teardown;
 pub mod trust;
+#[cfg(feature = "tui")]
 pub mod tui;
 pub mod watch;
 pub mod watchdog;

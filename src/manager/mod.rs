@@ -245,8 +245,8 @@ pub(crate) struct Inner {
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
     usage_cache: usage::UsageCache,
-    /// Unit tests launch every job through a scripted runner once one is set.
-    #[cfg(test)]
+    /// Tests launch every job through a scripted runner once one is set.
+    #[cfg(any(test, feature = "test-util"))]
     fake: std::sync::OnceLock<Arc<crate::runner::fake::FakeRunner>>,
 }
 
@@ -355,6 +355,14 @@ impl JobHandle {
 }
 
 impl Manager {
+    /// Launch every later job through `fake` (a scripted runner: no process,
+    /// no engine) instead of the host or Docker runner. For tests of code
+    /// built on berth (feature `test-util`). False when one is already set.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn use_fake_runner(&self, fake: Arc<crate::runner::fake::FakeRunner>) -> bool {
+        self.inner.fake.set(fake).is_ok()
+    }
+
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;
@@ -385,7 +393,7 @@ impl Manager {
             slot_freed: Notify::new(),
             shutting_down: AtomicBool::new(false),
             tasks: Default::default(),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "test-util"))]
             fake: Default::default(),
         });
         recover::load(&inner)?;

@@ -296,7 +296,7 @@ async fn launch(
         reg.get(id)?.output.clone()
     };
     let launched = match kind {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "test-util"))]
         _ if inner.fake.get().is_some() => {
             let fake = inner.fake.get().expect("checked by the guard");
             fake.launch(id, spec, &output).await

@@ -1,4 +1,5 @@
-//! A scripted runner for unit tests (built under `cfg(test)` only): its jobs
+//! A scripted runner for tests (built for the crate's unit tests and with
+//! the `test-util` feature, for tests of code built on berth): its jobs
 //! are no processes, so the manager's cap, queue, foreground promotion and
 //! kill races are tested without a process table or a container engine.
 //!

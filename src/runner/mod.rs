@@ -7,7 +7,7 @@
 //! byte of its output has gone through the job's stream writers.
 
 pub mod docker;
-#[cfg(test)]
+#[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod host;
 pub mod setuid;
@@ -62,8 +62,8 @@ pub struct Launched {
 pub enum Control {
     Host(host::HostControl),
     Docker(docker::DockerControl),
-    /// A scripted job of the unit tests' fake runner.
-    #[cfg(test)]
+    /// A scripted job of the fake runner (tests).
+    #[cfg(any(test, feature = "test-util"))]
     Fake(fake::FakeControl),
 }
 
@@ -73,7 +73,7 @@ impl Control {
         match self {
             Control::Host(h) => host_signal(h, signal).await,
             Control::Docker(d) => d.signal(signal).await,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "test-util"))]
             Control::Fake(f) => f.signal(signal),
         }
     }
@@ -83,7 +83,7 @@ impl Control {
         match self {
             Control::Host(h) => host_signal(h, libc_sigkill()).await,
             Control::Docker(d) => d.signal(libc_sigkill()).await,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "test-util"))]
             Control::Fake(f) => f.signal(libc_sigkill()),
         }
     }
@@ -110,7 +110,7 @@ impl Control {
         match self {
             Control::Host(h) => h.signal(libc_sigkill()),
             Control::Docker(d) => d.remove_blocking(),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "test-util"))]
             Control::Fake(f) => f.kill_now(),
         }
     }

@@ -82,9 +82,6 @@ pub struct Io {
     pane: Option<JoinHandle<()>>,
     pending: BTreeSet<JobId>,
     refreshing: bool,
-    /// Kept for the whole session: on X11 the copied text is served by its
-    /// owner, so dropping the clipboard right after a copy would lose it.
-    clipboard: Option<arboard::Clipboard>,
 }
 
 impl Io {
@@ -98,7 +95,6 @@ impl Io {
             pane: None,
             pending: BTreeSet::new(),
             refreshing: false,
-            clipboard: None,
         };
         (io, rx)
     }
@@ -233,37 +229,53 @@ impl Io {
         });
     }
 
-    /// Put a log on the clipboard, or in a file when there is none (no
-    /// display, as over SSH or in CI). Returns the notice to show.
+    /// Put a log on the terminal's clipboard (OSC 52: the terminal the
+    /// panel is drawn on sets its clipboard, over ssh and tmux too, with no
+    /// display server) and always in a file, since a terminal may not
+    /// honour OSC 52 and none takes an unbounded payload. Returns the notice
+    /// to show.
     pub fn copy_out(&mut self, job: &JobId, text: &str, lines: usize) -> String {
-        let why = match self.set_clipboard(text) {
-            Ok(()) => return format!("copied {lines} lines of {job} to the clipboard"),
-            Err(why) => why,
-        };
         let path = self.copies_dir.join(format!("{job}.log"));
         let written = std::fs::create_dir_all(&self.copies_dir).and_then(|_| std::fs::write(&path, text));
-        match written {
-            Ok(()) => format!(
-                "no clipboard ({why}): {lines} lines of {job} saved to {}",
+        let clipboard = set_clipboard(text);
+        match (clipboard, written) {
+            (Ok(()), Ok(())) => format!(
+                "copied {lines} lines of {job} to the terminal clipboard; also saved to {}",
                 path.display()
             ),
-            Err(e) => format!("no clipboard ({why}) and could not write {}: {e}", path.display()),
+            (Ok(()), Err(e)) => format!(
+                "copied {lines} lines of {job} to the terminal clipboard (could not save {}: {e})",
+                path.display()
+            ),
+            (Err(why), Ok(())) => format!("{lines} lines of {job} saved to {} ({why})", path.display()),
+            (Err(why), Err(e)) => format!(
+                "could not copy the log of {job}: {why}; could not write {}: {e}",
+                path.display()
+            ),
         }
     }
+}
 
-    fn set_clipboard(&mut self, text: &str) -> Result<(), String> {
-        let has_display = ["DISPLAY", "WAYLAND_DISPLAY"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|d| !d.is_empty()));
-        if !has_display {
-            return Err("no display".into());
-        }
-        if self.clipboard.is_none() {
-            self.clipboard = Some(arboard::Clipboard::new().map_err(|e| e.to_string())?);
-        }
-        let clipboard = self.clipboard.as_mut().expect("just set");
-        clipboard.set_text(text).map_err(|e| e.to_string())
+/// The largest text sent to the terminal's clipboard: terminals drop longer
+/// OSC 52 payloads (xterm, hterm and tmux cap them near 100 000 base64
+/// characters, which is 75 000 bytes).
+pub const CLIPBOARD_MAX: usize = 74_000;
+
+/// Send `text` to the terminal's clipboard with OSC 52. The payload is
+/// base64, so no byte of the log reaches the terminal as a control.
+fn set_clipboard(text: &str) -> Result<(), String> {
+    if text.len() > CLIPBOARD_MAX {
+        return Err(format!(
+            "too large for the terminal clipboard: {} KiB, at most {} KiB",
+            text.len().div_ceil(1024),
+            CLIPBOARD_MAX / 1024
+        ));
     }
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::clipboard::CopyToClipboard::to_clipboard_from(text.as_bytes())
+    )
+    .map_err(|e| format!("the terminal clipboard failed: {e}"))
 }
 
 impl Drop for Io {

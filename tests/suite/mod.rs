@@ -11,6 +11,7 @@ mod docker;
 mod egress;
 mod escape;
 mod exits;
+mod fake;
 mod faults;
 mod host;
 mod images;

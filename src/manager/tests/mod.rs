@@ -46,7 +46,7 @@ fn bench_with(max_jobs: usize, f: impl FnOnce(Config) -> Config) -> Bench {
         .with_grace_secs(1.0);
     let manager = Manager::new(f(config)).unwrap();
     let fake = FakeRunner::new();
-    assert!(manager.inner.fake.set(fake.clone()).is_ok());
+    assert!(manager.use_fake_runner(fake.clone()));
     Bench {
         manager,
         fake,
