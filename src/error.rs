@@ -78,6 +78,11 @@ pub enum Error {
     )]
     DaemonRunning { instance: String, pid: String },
 
+    #[error(
+        "this program cannot run berth's watchdog: call `berth::embed::helpers()` first in `main` (it re-runs this executable as the watchdog)"
+    )]
+    NoHelpers,
+
     #[error("{message}")]
     Remote { code: String, message: String },
 
@@ -249,6 +254,7 @@ impl Error {
             Error::NotFinished { .. } => "not_finished",
             Error::NoDaemon { .. } => "no_daemon",
             Error::DaemonRunning { .. } => "daemon_running",
+            Error::NoHelpers => "no_helpers",
             Error::Remote { code, .. } => code,
             Error::McpAttach { .. } => "mcp_attach",
             Error::Io { .. } | Error::JobFiles { .. } => "io",

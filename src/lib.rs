@@ -45,15 +45,23 @@
 //!   [`trust`]: which project files may loosen the sandbox (`berth trust`).
 //! - [`cli`]: the `berth` command line (`main.rs` only calls into it).
 //! - [`logfile`]: the process's own log: never panics, capped and rotated.
+//! - [`embed`]: berth inside another program: its executable serves the
+//!   host-job shim and the crash watchdog; [`claim`]: one manager per instance.
+//!
+//! The faces (`cli`, `daemon`, `mcp`, `tui`) are cargo features, on by
+//! default; without them the crate is the core library. `test-util` adds the
+//! scripted fake runner ([`runner::fake`]).
 //! - [`error`]: typed errors, one variant per failed operation.
 
 pub mod api;
 pub mod card;
+pub mod claim;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod daemon;
+pub mod embed;
 pub mod error;
 pub mod events;
 pub mod images;

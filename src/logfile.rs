@@ -200,6 +200,27 @@ pub fn say(line: &str) {
     let _ = writeln!(err, "{line}");
 }
 
+/// Send this process's `tracing` output (filtered by `BERTH_LOG`, `warn` by
+/// default) to `log_file` (capped and rotated) or stderr, through a sink that drops what it cannot write, so
+/// logging never panics.
+pub fn init_tracing(log_file: Option<&std::path::Path>) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    use std::io::IsTerminal;
+    // Colours only for a person reading a terminal, never in a log file.
+    let ansi = log_file.is_none() && std::io::stderr().is_terminal();
+    let sink = match log_file {
+        Some(path) => LogSink::file(path, MAX_LOG_BYTES, true),
+        None => LogSink::stderr(),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(sink)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
+        .try_init();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

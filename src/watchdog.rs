@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 use crate::procinfo;
 use crate::store::Store;
 
+/// The subcommand that runs the watchdog (`berth watchdog --owner PID:START`),
+/// dispatched by `berth::embed::helpers`.
+pub const SUBCOMMAND: &str = "watchdog";
 /// How often the manager's life is checked.
 pub const POLL: Duration = Duration::from_millis(200);
 /// In `adopt` mode, how long a new manager gets to take over.
@@ -74,7 +77,7 @@ pub fn spawn_berth(config: &Config, args: &[&str], log: &str) -> Result<std::pro
 pub fn spawn(config: &Config) -> Result<u32> {
     let child = spawn_berth(
         config,
-        &["watchdog", "--owner", &procinfo::owner_label()],
+        &[SUBCOMMAND, "--owner", &procinfo::owner_label()],
         "watchdog.log",
     )?;
     // Reaped by whoever outlives whom; never waited for here on purpose.

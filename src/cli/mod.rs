@@ -67,12 +67,6 @@ pub enum Command {
         #[arg(long)]
         recovery: Option<String>,
     },
-    /// (internal) Clean up after a manager that dies without tearing down.
-    #[command(hide = true)]
-    Watchdog {
-        #[arg(long)]
-        owner: String,
-    },
     /// Start the daemon in the background; returns once it answers.
     Up,
     /// Stop the daemon: every job is stopped, then it exits.
@@ -143,7 +137,6 @@ impl Command {
         match self {
             Command::Run(args) => args.no_daemon,
             Command::Daemon { .. }
-            | Command::Watchdog { .. }
             | Command::Mcp { .. }
             | Command::Tui
             | Command::Test(_)
@@ -173,13 +166,11 @@ impl Global {
 
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
-    // The host-job shim starts for every host job: no clap, no runtime.
-    let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == crate::runner::shim::SUBCOMMAND) {
-        crate::runner::shim::main(args.collect());
-    }
+    // The host-job shim starts for every host job, the watchdog for every
+    // manager: no clap, no runtime of the CLI's.
+    crate::embed::helpers();
     let cli = Cli::parse();
-    init_tracing(cli.global.log_file.as_deref());
+    crate::logfile::init_tracing(cli.global.log_file.as_deref());
     // A verb that only talks to a running manager needs no worker threads
     // (starting and joining them is a visible part of a ~5 ms `berth run -d`);
     // those that run a manager, serve, or build get the multi-threaded runtime.
@@ -200,26 +191,6 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// Tracing on stderr, or on `log_file` (capped and rotated): through a
-/// sink that drops what it cannot write, so logging never panics.
-fn init_tracing(log_file: Option<&std::path::Path>) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BERTH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    use std::io::IsTerminal;
-    // Colours only for a person reading a terminal, never in a log file.
-    let ansi = log_file.is_none() && std::io::stderr().is_terminal();
-    let sink = match log_file {
-        Some(path) => crate::logfile::LogSink::file(path, crate::logfile::MAX_LOG_BYTES, true),
-        None => crate::logfile::LogSink::stderr(),
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(sink)
-        .with_ansi(ansi)
-        .log_internal_errors(false)
-        .try_init();
-}
-
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
@@ -227,7 +198,6 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Trust(a) => settings::trust(&cli.global, a),
         Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
-        Command::Watchdog { owner } => watchdog(&cli.global, owner).await,
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
         Command::Tui => tui(&cli.global).await,
         Command::Images { action } => images::images(&cli.global, action).await,
@@ -286,11 +256,6 @@ async fn mcp(global: &Global, tools: &str) -> anyhow::Result<i32> {
 
 async fn tui(global: &Global) -> anyhow::Result<i32> {
     crate::tui::run(global.config()?).await?;
-    Ok(0)
-}
-
-async fn watchdog(global: &Global, owner: String) -> anyhow::Result<i32> {
-    crate::watchdog::run(global.config()?, owner).await?;
     Ok(0)
 }
 

@@ -24,8 +24,6 @@ mod state;
 
 pub use mcp_host::run_mcp;
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +33,7 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 
 use crate::api::socket_path;
+use crate::claim::Claim;
 use crate::error::{Error, Result};
 use crate::manager::Manager;
 use crate::mcp::session::Sessions;
@@ -53,42 +52,14 @@ pub struct Bound {
     manager: Manager,
     listener: UnixListener,
     socket: PathBuf,
-    _lock: File,
-    pid_file: PathBuf,
+    claim: Claim,
     sessions: Sessions,
 }
 
 /// Take the instance lock and bind the socket for `manager`.
 pub fn bind(manager: &Manager) -> Result<Bound> {
     let config = manager.config();
-    let dir = config.instance_dir();
-    private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
-    let lock_path = dir.join("daemon.lock");
-    let pid_file = dir.join("daemon.pid");
-    let mut lock = private::open(
-        OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true),
-        &lock_path,
-    )
-    .map_err(|e| Error::io("open", &lock_path, e))?;
-    if lock.try_lock().is_err() {
-        let mut pid = String::new();
-        let _ = File::open(&pid_file).and_then(|mut f| f.read_to_string(&mut pid));
-        return Err(Error::DaemonRunning {
-            instance: config.instance.clone(),
-            pid: if pid.trim().is_empty() {
-                "unknown".into()
-            } else {
-                pid.trim().into()
-            },
-        });
-    }
-    let _ = lock.set_len(0);
-    let _ = write!(lock, "{}", std::process::id());
-
+    let claim = Claim::take(config)?;
     let socket = socket_path(config);
     prepare_socket_path(&socket)?;
     // Bind under a temporary name, restrict it, then rename it into place:
@@ -106,14 +77,12 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
         let _ = std::fs::remove_file(&staging);
         return Err(e);
     }
-    private::write(&pid_file, std::process::id().to_string())
-        .map_err(|e| Error::io("write", &pid_file, e))?;
+    claim.publish()?;
     Ok(Bound {
         manager: manager.clone(),
         listener,
         socket,
-        _lock: lock,
-        pid_file,
+        claim,
         sessions: Sessions::default(),
     })
 }
@@ -207,7 +176,7 @@ impl Bound {
             server.abort();
         }
         let _ = std::fs::remove_file(&self.socket);
-        let _ = std::fs::remove_file(&self.pid_file);
+        drop(self.claim);
         Ok(())
     }
 }

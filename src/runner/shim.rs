@@ -48,8 +48,23 @@ const HANDLED: [Signal; 5] = [
     Signal::SIGQUIT,
 ];
 
+/// Set once this executable was made to serve berth's helpers (`berth::embed::helpers`).
+static SERVED_HERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on this executable, re-run with [`SUBCOMMAND`], is the shim
+/// (and, with `watchdog`, the crash watchdog): `berth::embed::helpers`.
+pub fn serve_from_this_executable() {
+    SERVED_HERE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`serve_from_this_executable`] was called.
+pub fn served_from_this_executable() -> bool {
+    SERVED_HERE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The berth binary that runs the shim: this process when it is `berth`
-/// (the CLI, the daemon), else `BERTH_SHIM_EXE`, else a `berth` next to this
+/// (the CLI, the daemon) or serves berth's helpers (an embedding program
+/// called `berth::embed::helpers`), else `BERTH_SHIM_EXE`, else a `berth` next to this
 /// executable's directory (cargo's test layout: `target/debug/deps/x` →
 /// `target/debug/berth`). `None` for an embedder with no berth binary: host
 /// jobs then run as a plain process group, without escape protection.
@@ -58,7 +73,7 @@ pub fn executable() -> Option<&'static Path> {
     EXE.get_or_init(|| {
         let own = std::env::current_exe().ok();
         if let Some(own) = &own
-            && own.file_stem().is_some_and(|n| n == "berth")
+            && (served_from_this_executable() || own.file_stem().is_some_and(|n| n == "berth"))
         {
             return Some(own.clone());
         }

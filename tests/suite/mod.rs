@@ -9,6 +9,7 @@ mod context;
 mod daemon;
 mod docker;
 mod egress;
+mod embed;
 mod escape;
 mod exits;
 mod fake;

@@ -1,0 +1,72 @@
+//! One manager per instance: the instance lock (`<instance>/daemon.lock`,
+//! held for the life of the claim, so a second manager is refused with the
+//! first one's pid) and the pid file (`<instance>/daemon.pid`) that tells
+//! the crash watchdog whom it guards. A manager that ends cleanly drops its
+//! claim, which removes the pid file: the watchdog then knows the end was
+//! not a crash. The daemon, an MCP host and an embedding program
+//! ([`crate::embed::guard`]) claim their instance the same way.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::store::private;
+
+/// The held instance lock and the written pid file; dropping it removes the
+/// pid file (a clean end), then releases the lock.
+pub struct Claim {
+    _lock: File,
+    pid_file: PathBuf,
+}
+
+impl Claim {
+    /// Take `config`'s instance for this process, or say which process holds it.
+    pub fn take(config: &Config) -> Result<Claim> {
+        let dir = config.instance_dir();
+        private::own_dir(&dir).map_err(|e| Error::io("create state directory", &dir, e))?;
+        let lock_path = dir.join("daemon.lock");
+        let pid_file = dir.join("daemon.pid");
+        let mut lock = private::open(
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true),
+            &lock_path,
+        )
+        .map_err(|e| Error::io("open", &lock_path, e))?;
+        if lock.try_lock().is_err() {
+            let mut pid = String::new();
+            let _ = File::open(&pid_file).and_then(|mut f| f.read_to_string(&mut pid));
+            return Err(Error::DaemonRunning {
+                instance: config.instance.clone(),
+                pid: if pid.trim().is_empty() {
+                    "unknown".into()
+                } else {
+                    pid.trim().into()
+                },
+            });
+        }
+        let _ = lock.set_len(0);
+        let _ = write!(lock, "{}", std::process::id());
+        Ok(Claim {
+            _lock: lock,
+            pid_file,
+        })
+    }
+
+    /// Write the pid file: from now on, this process dying without dropping
+    /// the claim is a crash the watchdog cleans up after.
+    pub fn publish(&self) -> Result<()> {
+        private::write(&self.pid_file, std::process::id().to_string())
+            .map_err(|e| Error::io("write", &self.pid_file, e))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
