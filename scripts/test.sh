@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, CI): build the local images (berth/sandbox, and
 # berth/dev, which is skipped when its recipe is unchanged), run the whole
-# suite against the real Docker engine, then check that no container berth
-# labelled is left behind.
+# suite against the real Docker engine, then check that no container,
+# network or volume berth labelled is left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +25,24 @@ for _ in $(seq 60); do
     pgrep -f 'berth watchdog --owner' >/dev/null || break
     sleep 0.5
 done
-left=$(docker ps -aq --filter label=berth.managed=true | wc -l)
-if [ "$left" -ne 0 ]; then
-    echo "scripts/test.sh: $left container(s) labelled berth.managed are left on the engine:" >&2
-    docker ps -a --filter label=berth.managed=true >&2
-    exit 1
-fi
-echo "scripts/test.sh: no berth containers left behind"
+# Containers, networks and volumes berth labelled: none may be left.
+left=0
+for kind in container network volume; do
+    case $kind in
+        container) list() { docker ps -aq --filter label=berth.managed=true; } ;;
+        network) list() { docker network ls -q --filter label=berth.managed=true; } ;;
+        volume) list() { docker volume ls -q --filter label=berth.managed=true; } ;;
+    esac
+    n=$(list | wc -l)
+    if [ "$n" -ne 0 ]; then
+        echo "scripts/test.sh: $n ${kind}(s) labelled berth.managed are left on the engine:" >&2
+        case $kind in
+            container) docker ps -a --filter label=berth.managed=true >&2 ;;
+            network) docker network ls --filter label=berth.managed=true >&2 ;;
+            volume) docker volume ls --filter label=berth.managed=true >&2 ;;
+        esac
+        left=$((left + n))
+    fi
+done
+[ "$left" -eq 0 ] || exit 1
+echo "scripts/test.sh: no berth containers, networks or volumes left behind"

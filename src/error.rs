@@ -8,6 +8,9 @@ use std::path::PathBuf;
 
 use crate::model::JobId;
 
+mod engine;
+pub use engine::{EngineFailure, classify as classify_engine_failure};
+
 /// Result alias used across the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -374,6 +377,15 @@ impl Error {
                 ..
             } => Some(*status_code),
             _ => None,
+        }
+    }
+
+    /// What an engine failure means (`engine.rs`); `Other` for every
+    /// other error.
+    pub fn engine_failure(&self) -> EngineFailure {
+        match self {
+            Error::Engine { .. } => engine::classify(self.engine_status(), &self.engine_reason()),
+            _ => EngineFailure::Other,
         }
     }
 

@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::create::{self, Context, PortPlan};
 use super::exit::{OutputStream, Waited, wait_exit};
-use super::{DockerClient, network, remove_container};
-use crate::error::Error;
+use super::{DockerClient, remove_container};
+use crate::error::{EngineFailure, Error};
 use crate::model::{AppliedLimits, JobSpec};
 
 /// A container that was created, attached and started.
@@ -57,21 +57,18 @@ pub(super) async fn attempt(
         name: Some(name.into()),
         ..Default::default()
     };
-    let created = docker.create_container(name, opts, body).await.map_err(|e| {
-        let msg = e.engine_reason();
-        if e.engine_status() == Some(404) && msg.contains("No such image") {
-            AttemptError::Other(Error::ImageMissing {
+    let created = docker
+        .create_container(name, opts, body)
+        .await
+        .map_err(|e| match e.engine_failure() {
+            EngineFailure::ImageMissing => AttemptError::Other(Error::ImageMissing {
                 image: ctx.image.into(),
                 hint: "it went away between the pull and the start; start again".into(),
-            })
-        } else if network::is_missing(&msg) {
-            AttemptError::NetworkGone(e)
-        } else if e.engine_status() == Some(409) {
-            AttemptError::NameTaken
-        } else {
-            AttemptError::Other(e)
-        }
-    })?;
+            }),
+            EngineFailure::NetworkMissing => AttemptError::NetworkGone(e),
+            EngineFailure::Conflict => AttemptError::NameTaken,
+            _ => AttemptError::Other(e),
+        })?;
     let cid = created.id;
     if let Some(remote) = ctx.remote {
         // Into the workspace volume of the created container, before it runs.
@@ -105,20 +102,15 @@ pub(super) async fn attempt(
         wait.abort();
         drop((output, input));
         remove_container(docker, &cid).await;
-        let msg = e.engine_reason();
-        if msg.contains("port is already allocated") || msg.contains("address already in use") {
-            return Err(AttemptError::PortTaken(e));
-        }
-        if network::is_missing(&msg) {
-            return Err(AttemptError::NetworkGone(e));
-        }
-        if msg.contains("executable file not found") {
-            return Err(AttemptError::Other(Error::NotInImage {
+        return Err(match e.engine_failure() {
+            EngineFailure::PortTaken => AttemptError::PortTaken(e),
+            EngineFailure::NetworkMissing => AttemptError::NetworkGone(e),
+            EngineFailure::NotInImage => AttemptError::Other(Error::NotInImage {
                 program: spec.effective_argv().first().cloned().unwrap_or_default(),
                 image: ctx.image.into(),
-            }));
-        }
-        return Err(AttemptError::Other(e));
+            }),
+            _ => AttemptError::Other(e),
+        });
     }
     Ok(Started {
         container_id: cid,

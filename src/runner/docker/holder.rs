@@ -42,7 +42,7 @@ use super::ownership::{LABEL_STATE, Ownership};
 pub use super::slot::Holder;
 use super::slot::Slot;
 use super::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
-use crate::error::Result;
+use crate::error::{EngineFailure, Error, Result};
 
 pub use super::ownership::LABEL_HOLDER;
 /// How long teardown waits for holders still being made.
@@ -147,7 +147,7 @@ impl Holders {
                         // An absent image or one without `sleep` will not
                         // hold next time either; other failures (a busy
                         // engine) may pass.
-                        if cannot_hold(&e.to_string()) {
+                        if cannot_hold(&e) {
                             s.unable.insert(recipe.image.clone());
                         }
                     }
@@ -285,17 +285,18 @@ pub async fn sweep(docker: &DockerClient, owner: &Ownership) -> usize {
 }
 
 /// True when the engine's error says the image has no `sleep` to run.
-fn cannot_hold(msg: &str) -> bool {
-    msg.contains("executable file not found")
-        || msg.contains("no such file or directory")
-        || msg.contains("No such image")
+fn cannot_hold(e: &Error) -> bool {
+    matches!(
+        e.engine_failure(),
+        EngineFailure::NotInImage | EngineFailure::NoSuchFile | EngineFailure::ImageMissing
+    )
 }
 
 /// True when a create or start that joined `holder` failed because the
 /// holder is gone or stopped (the job then starts the ordinary way).
-pub fn is_gone(msg: &str, holder: &Holder) -> bool {
+pub fn is_gone(e: &Error, holder: &Holder) -> bool {
     let short = &holder.id[..holder.id.len().min(12)];
-    msg.contains(short) || msg.contains("non running container") || msg.contains("No such container")
+    e.engine_failure() == EngineFailure::ContainerGone || e.engine_reason().contains(short)
 }
 
 #[cfg(test)]
@@ -308,14 +309,31 @@ mod tests {
             id: "0123456789abcdef0123".into(),
             ip: None,
         };
-        assert!(is_gone("No such container: 0123456789abcdef0123", &h));
+        let engine = |status: u16, message: &str| Error::Engine {
+            op: crate::error::EngineOp::CreateContainer,
+            target: "berth-holder".into(),
+            source: bollard::errors::Error::DockerResponseServerError {
+                status_code: status,
+                message: message.into(),
+            },
+        };
         assert!(is_gone(
-            "cannot join network of a non running container: 0123456789ab",
+            &engine(404, "No such container: 0123456789abcdef0123"),
             &h
         ));
-        assert!(!is_gone("No such image: busybox:latest", &h));
-        assert!(!is_gone("port is already allocated", &h));
-        assert!(cannot_hold("exec: \"sleep\": executable file not found in $PATH"));
-        assert!(!cannot_hold("the engine is busy"));
+        assert!(is_gone(
+            &engine(
+                409,
+                "cannot join network of a non running container: 0123456789ab"
+            ),
+            &h
+        ));
+        assert!(!is_gone(&engine(404, "No such image: busybox:latest"), &h));
+        assert!(!is_gone(&engine(500, "port is already allocated"), &h));
+        assert!(cannot_hold(&engine(
+            400,
+            "exec: \"sleep\": executable file not found in $PATH"
+        )));
+        assert!(!cannot_hold(&engine(500, "the engine is busy")));
     }
 }

@@ -269,9 +269,7 @@ async fn launch_one(
             // The holder went away (removed by hand, the engine restarted):
             // forget it and start the ordinary way on the same network.
             Err(AttemptError::Other(e) | AttemptError::NetworkGone(e))
-                if joined
-                    .as_ref()
-                    .is_some_and(|h| holder::is_gone(&e.to_string(), h)) =>
+                if joined.as_ref().is_some_and(|h| holder::is_gone(&e, h)) =>
             {
                 tracing::debug!(job = %id, error = %e, "network holder gone; starting on the network itself");
                 if let Some(s) = slot.as_mut() {

@@ -147,7 +147,7 @@ pub async fn ensure(docker: &DockerClient, name: &str, owner: &Ownership, intern
         Err(e) => return Err(e),
     }
     // Two processes may have raced: keep the smallest id, drop the rest (new,
-    // so unused; a start that saw the name twice retries, see `is_missing`).
+    // so unused; a start that saw the name twice retries, see `EngineFailure::NetworkMissing`).
     let found = named(docker, name, owner).await?;
     let mut kept = false;
     for n in found.iter().filter(|n| n.ours && n.internal == internal) {
@@ -185,12 +185,4 @@ pub async fn release_all(docker: &DockerClient, owner: &Ownership) -> usize {
         }
     }
     removed
-}
-
-/// True when an engine error says the network a container needs is missing
-/// (released between `ensure` and create/start) or briefly doubled (two
-/// processes made it at once): making sure again and retrying fixes both.
-pub fn is_missing(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    m.contains("network") && (m.contains("not found") || m.contains("ambiguous"))
 }

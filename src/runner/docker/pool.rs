@@ -49,7 +49,7 @@ pub struct Pool {
     /// Slots whose last container (this process's) exited or was removed:
     /// their network is known empty and is reused without an inspect. A network
     /// removed meanwhile fails the create, which makes it again
-    /// (`is_missing`, `forget`).
+    /// (`EngineFailure::NetworkMissing`, `forget`).
     vacant: Arc<Mutex<BTreeSet<u32>>>,
     /// One acquire at a time: two launches would otherwise pick one slot.
     /// (A tokio mutex: held across the engine calls on purpose.)

@@ -1,0 +1,107 @@
+//! What an engine failure means, read once from its status and words: the
+//! engine answers most failures with 404/409/500 and a sentence, and several
+//! decisions (retry on a fresh network, forget a vanished holder, call a
+//! busy port a busy port) hang on which sentence. The phrases are the
+//! engine's (moby's daemon and libnetwork), matched here and nowhere else;
+//! the table test below holds one real message for each.
+
+/// The kind of an engine failure, as far as berth acts on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineFailure {
+    /// The image is not on the engine (`No such image: …`, 404).
+    ImageMissing,
+    /// A network the container needs is gone or briefly doubled
+    /// (`network … not found`, `… is ambiguous`): ensure it again and retry.
+    NetworkMissing,
+    /// The container (a network holder joined by namespace) is gone or
+    /// stopped (`No such container`, `… non running container`).
+    ContainerGone,
+    /// A host port is taken (`port is already allocated`, `address already in use`).
+    PortTaken,
+    /// The command is not in the image (`executable file not found`).
+    NotInImage,
+    /// A path the start needs does not exist in the image (`no such file or directory`).
+    NoSuchFile,
+    /// A name is taken (409 on create: `Conflict. The container name … is already in use`).
+    Conflict,
+    /// Anything else: reported as the engine said it.
+    Other,
+}
+
+/// Classify a failure by the engine's HTTP `status` (when it answered) and
+/// its own words. Order matters where one sentence holds two phrases.
+pub fn classify(status: Option<u16>, words: &str) -> EngineFailure {
+    let lower = words.to_ascii_lowercase();
+    if lower.contains("port is already allocated") || lower.contains("address already in use") {
+        EngineFailure::PortTaken
+    } else if lower.contains("no such image") {
+        EngineFailure::ImageMissing
+    } else if lower.contains("no such container") || lower.contains("non running container") {
+        EngineFailure::ContainerGone
+    } else if lower.contains("network") && (lower.contains("not found") || lower.contains("ambiguous")) {
+        EngineFailure::NetworkMissing
+    } else if lower.contains("executable file not found") {
+        EngineFailure::NotInImage
+    } else if lower.contains("no such file or directory") {
+        EngineFailure::NoSuchFile
+    } else if status == Some(409) {
+        EngineFailure::Conflict
+    } else {
+        EngineFailure::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EngineFailure::*, classify};
+
+    /// One message per kind, as engine 20.10 words it.
+    #[test]
+    fn each_engine_message_is_read_as_its_kind() {
+        let table = [
+            (Some(404), "No such image: berth/none:latest", ImageMissing),
+            (Some(404), "network berth-t1-3 not found", NetworkMissing),
+            (
+                Some(400),
+                "network berth-t1-3 is ambiguous (2 matches found based on name)",
+                NetworkMissing,
+            ),
+            (Some(404), "No such container: 0123456789ab", ContainerGone),
+            (
+                Some(409),
+                "cannot join network of a non running container: 0123456789ab",
+                ContainerGone,
+            ),
+            (
+                Some(500),
+                "driver failed programming external connectivity on endpoint x: Bind for 127.0.0.1:8080 failed: port is already allocated",
+                PortTaken,
+            ),
+            (
+                Some(500),
+                "listen tcp4 127.0.0.1:8080: bind: address already in use",
+                PortTaken,
+            ),
+            (
+                Some(400),
+                "failed to create shim: OCI runtime create failed: runc create failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown",
+                NotInImage,
+            ),
+            (
+                Some(400),
+                "OCI runtime create failed: exec: \"/app/run\": stat /app/run: no such file or directory: unknown",
+                NoSuchFile,
+            ),
+            (
+                Some(409),
+                "Conflict. The container name \"/berth-t1-job-1\" is already in use by container \"abc\". You have to remove (or rename) that container to be able to reuse that name.",
+                Conflict,
+            ),
+            (Some(500), "the engine is busy", Other),
+            (None, "connection refused", Other),
+        ];
+        for (status, words, kind) in table {
+            assert_eq!(classify(status, words), kind, "{words}");
+        }
+    }
+}
