@@ -153,8 +153,12 @@ impl Bound {
                 let mut every = tokio::time::interval(PRUNE_EVERY);
                 loop {
                     every.tick().await;
-                    if let Err(e) = manager.prune(&Default::default()) {
-                        tracing::warn!(error = %e, "pruning history failed");
+                    // SQLite deletes and directory removals: off the async workers.
+                    let m = manager.clone();
+                    match tokio::task::spawn_blocking(move || m.prune(&Default::default())).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => tracing::warn!(error = %e, "pruning history failed"),
+                        Err(e) => tracing::warn!(error = %e, "pruning history stopped"),
                     }
                 }
             }

@@ -447,7 +447,12 @@ async fn prune(
     req: Result<Json<crate::manager::PruneRequest>, JsonRejection>,
 ) -> ApiResult<crate::manager::PruneOutcome> {
     let req = body(req)?;
-    Ok(Json(s.manager.prune(&req)?))
+    // SQLite deletes and directory removals: off the async workers.
+    let manager = s.manager.clone();
+    let pruned = tokio::task::spawn_blocking(move || manager.prune(&req))
+        .await
+        .map_err(|e| ApiError::from(Error::io("prune history", "the store", std::io::Error::other(e.to_string()))))?;
+    Ok(Json(pruned?))
 }
 
 async fn shutdown(State(s): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
