@@ -504,13 +504,17 @@ impl Manager {
     }
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        {
+        let live = {
             let reg = self.inner.registry.lock().unwrap();
-            if let Ok(e) = reg.get(id) {
-                return Ok(reg.snapshot(e));
+            reg.get(id).ok().map(|e| reg.snapshot(e))
+        };
+        match live {
+            Some(mut info) => {
+                crate::runner::host_ports::note_listening(&mut info);
+                Ok(info)
             }
+            None => self.inner.stored(id),
         }
-        self.inner.stored(id)
     }
 
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
@@ -576,6 +580,7 @@ impl Manager {
                 internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
                 relayed: e.info.runner == Some(crate::model::RunnerKind::Docker)
                     && e.live.as_ref().is_some_and(|l| l.internal_ip.is_none()),
+                on_host: e.info.runner == Some(crate::model::RunnerKind::Host),
             })
         };
         let target = match target {
@@ -588,6 +593,7 @@ impl Manager {
                     ports: info.ports.clone(),
                     internal_ip: None,
                     relayed: false,
+                    on_host: info.runner == Some(crate::model::RunnerKind::Host),
                 }
             }
         };

@@ -13,6 +13,7 @@ mod escape;
 mod exits;
 mod faults;
 mod host;
+mod host_ports;
 mod images;
 mod inert;
 mod mcp;
