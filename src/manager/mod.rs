@@ -470,8 +470,13 @@ impl Manager {
 
     /// Run a finished job's spec again, as a new background job.
     pub async fn resume(&self, id: &JobId) -> Result<JobHandle> {
+        self.resume_from(id, "library").await
+    }
+
+    /// [`Manager::resume`] on behalf of `client` (see [`Manager::start_from`]).
+    pub async fn resume_from(&self, id: &JobId, client: &str) -> Result<JobHandle> {
         let spec = self.resumable_spec(id)?;
-        self.start(spec).await
+        self.start_from(spec, client).await
     }
 
     /// The spec [`Manager::resume`] starts again for `id` (background), or why it cannot.
