@@ -45,7 +45,8 @@ pub struct Project {
     pub config: Config,
     /// The project's filter and workspace guard (the instance's security log).
     pub safety: Safety,
-    /// Instance-wide keys the project sets differently, not applied.
+    /// Instance-wide keys the project sets differently, and devcontainer.json
+    /// keys berth does not apply: said, not applied.
     pub note: Option<String>,
     /// The caller's directory, resolved (None for the manager's own project).
     pub caller_dir: Option<PathBuf>,
@@ -133,7 +134,7 @@ impl Projects {
             config.workspace = real;
         }
         let (config, kept) = instance_wide(&self.own.config, config);
-        let note = (!kept.is_empty()).then(|| {
+        let kept_note = (!kept.is_empty()).then(|| {
             format!(
                 "this project sets {} but the running manager of instance `{}` decides {} for \
                  every client; restart it from this project (`berth down`, then `berth up`) to apply {}",
@@ -143,6 +144,12 @@ impl Projects {
                 if kept.len() == 1 { "it" } else { "them" },
             )
         });
+        // What the project's devcontainer.json sets and berth does not apply.
+        let dev_note = crate::images::devcontainer_note(&config.workspace);
+        let note = match (kept_note, dev_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         let project = Arc::new(Project {
             safety: self.own.safety.for_project(&config)?,
             config,
@@ -297,6 +304,24 @@ mod tests {
             "{:?}",
             p.note
         );
+    }
+
+    #[test]
+    fn devcontainer_keys_berth_does_not_apply_are_noted_not_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer.json"),
+            r#"{"image": "python:3", "remoteUser": "root", "containerEnv": {"X": "1"}}"#,
+        )
+        .unwrap();
+        let projects = projects(dir.path());
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        let note = projects.note_once(&p).unwrap();
+        assert!(
+            note.contains("sets containerEnv, remoteUser, which berth does not apply"),
+            "{note}"
+        );
+        assert_eq!(p.config.user, None, "remoteUser never becomes the job's user");
     }
 
     #[test]
