@@ -69,11 +69,18 @@ pub fn status_text(info: &JobInfo) -> String {
     }
 }
 
-/// `127.0.0.1:49153→3000, …`
+/// `127.0.0.1:49153→3000, …` for a container job; a host job has no
+/// mapping: where it listens (`0.0.0.0:8000` as seen bound while it runs,
+/// else `port 8000`).
 pub fn ports_text(info: &JobInfo) -> String {
+    let host = info.runner == Some(crate::model::RunnerKind::Host);
     info.ports
         .iter()
-        .map(|m| format!("{}:{}→{}", m.host_ip, m.host_port, m.port))
+        .map(|m| match (host, &m.listen) {
+            (true, Some(listen)) => listen.clone(),
+            (true, None) => format!("port {}", m.host_port),
+            (false, _) => format!("{}:{}→{}", m.host_ip, m.host_port, m.port),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

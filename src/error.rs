@@ -26,6 +26,11 @@ pub enum Error {
     #[error("invalid port `{input}`: {message} (expected e.g. `3000`, `3000/tcp` or `8080:3000`)")]
     InvalidPort { input: String, message: String },
 
+    #[error(
+        "host port {port} is in use on this host (asked for port {job_port}): free it, or publish `-p {job_port}` to take a free one"
+    )]
+    PortInUse { port: u16, job_port: u16 },
+
     #[error("invalid size `{input}`: expected a number with an optional unit, e.g. `512m`, `2g`, `1048576`")]
     InvalidSize { input: String },
 
@@ -245,6 +250,7 @@ impl Error {
             Error::InvalidRegex { .. } => "invalid_regex",
             Error::InvalidPort { .. } => "invalid_port",
             Error::InvalidSize { .. } => "invalid_size",
+            Error::PortInUse { .. } => "port_in_use",
             Error::InvalidValue { .. } => "invalid_value",
             Error::InvalidSpec(_) => "invalid_spec",
             Error::CommandNotFound { .. } => "command_not_found",
@@ -425,7 +431,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),
         "blocked" | "untrusted_config" => (403, 126),
-        "cap_reached" | "queue_full" | "not_foreground" | "not_finished" => (409, 1),
+        "cap_reached" | "queue_full" | "port_in_use" | "not_foreground" | "not_finished" => (409, 1),
         "shutting_down" | "engine_unavailable" | "filter_busy" | "store_degraded" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),

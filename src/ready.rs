@@ -115,6 +115,9 @@ pub struct Target {
     /// (a remote engine's job): a relay accepts even when nothing listens
     /// inside, so a `port` condition also waits to see the connection stay.
     pub relayed: bool,
+    /// A host job: no mapping, its server is probed where it is seen bound
+    /// (`net::bound`), e.g. `[::1]` or a LAN address, not only 127.0.0.1.
+    pub on_host: bool,
 }
 
 impl Target {
@@ -129,7 +132,15 @@ impl Target {
             .find(|m| m.port == port)
             .map(|m| m.host_port)
             .unwrap_or(port);
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), host_port)
+        self.host_addr(host_port)
+    }
+
+    /// Where the server behind host port `port` is reached.
+    fn host_addr(&self, port: u16) -> SocketAddr {
+        match self.on_host {
+            true => crate::net::bound::probe_addr(port),
+            false => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port),
+        }
     }
 
     /// The job's own port an HTTP check is aimed at.
@@ -144,7 +155,7 @@ impl Target {
             None => self.ports.first(),
         };
         match (mapping, check.port) {
-            (Some(m), _) => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), m.host_port)),
+            (Some(m), _) => Ok(self.host_addr(m.host_port)),
             (None, Some(p)) => Ok(self.listen_addr(p)),
             (None, None) => Err(Error::InvalidSpec(
                 "an http readiness check needs a port: publish one (-p 8080) or give the check a port".into(),

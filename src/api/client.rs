@@ -28,6 +28,9 @@ use crate::ready::WaitOutcome;
 pub struct Client {
     socket: PathBuf,
     instance: String,
+    /// Sent as [`super::CLIENT_HEADER`]: what the daemon records the
+    /// starts of this client as (`cli` unless renamed).
+    name: &'static str,
 }
 
 impl Client {
@@ -36,7 +39,14 @@ impl Client {
         Client {
             socket: socket_path(config),
             instance: config.instance.clone(),
+            name: "cli",
         }
+    }
+
+    /// The same client under another of berth's names (`tui`).
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
     }
 
     /// A client whose manager answered a health check.
@@ -75,7 +85,8 @@ impl Client {
         let mut req = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", "berth");
+            .header("host", "berth")
+            .header(super::CLIENT_HEADER, self.name);
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }

@@ -29,6 +29,22 @@ pub fn socket_path(config: &Config) -> PathBuf {
     dir.join(format!("{}.sock", config.instance))
 }
 
+/// Header berth's own clients name themselves with (`cli`, `tui`), so the
+/// security log says who started a job; see [`client_name`].
+pub const CLIENT_HEADER: &str = "x-berth-client";
+
+/// The client a start is recorded for: berth's own front ends by the name
+/// they send, anything else (curl, scripts, a missing or unknown name)
+/// `api`. Only these names are taken: `mcp` changes what a start may do
+/// and is never claimed through a header.
+pub fn client_name(header: Option<&str>) -> &'static str {
+    match header {
+        Some("cli") => "cli",
+        Some("tui") => "tui",
+        _ => "api",
+    }
+}
+
 /// The protocol `POST /v1/mcp` switches the connection to (`Upgrade:
 /// berth-mcp`): MCP's JSON-RPC messages, one per line, both ways.
 pub const MCP_UPGRADE: &str = "berth-mcp";

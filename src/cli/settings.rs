@@ -75,6 +75,9 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             .map(|l| serde_json::json!({"file": l.file, "key": l.key, "value": l.value}))
             .collect();
         v["user_config"] = serde_json::json!(config.user_file);
+        // Where the daemon listens (BERTH_SOCKET, XDG_RUNTIME_DIR or the
+        // state dir): API.md's recipes read it from here.
+        v["socket"] = serde_json::json!(crate::api::socket_path(&config));
         v["engine_endpoint"] = serde_json::json!({
             "host": endpoint.host,
             "remote": matches!(endpoint.place(), crate::runner::docker::Place::Remote { .. }),
@@ -88,6 +91,11 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
         }
         outln!("{:<14} = {:<40} ({})", "job image", chosen.name, chosen.why);
         outln!("{:<14} = {}", "docker engine", endpoint.describe());
+        outln!(
+            "{:<14} = {}",
+            "socket",
+            crate::api::socket_path(&config).display()
+        );
         for l in &config.untrusted {
             outln!(
                 "{:<14} = {:<40} (NOT applied: {} is not trusted; starts are refused until `berth trust`)",

@@ -46,6 +46,7 @@ fn json_frame(kind: u8, v: &impl Serialize) -> Bytes {
 
 pub(super) async fn run(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     spec: Result<Json<JobSpec>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(spec) = spec?;
@@ -55,7 +56,7 @@ pub(super) async fn run(
         ));
     }
     // No `timeout`: the manager gives the job its project's budget.
-    let job = s.manager.start_from(spec, "api").await?;
+    let job = s.manager.start_from(spec, super::state::client(&headers)).await?;
     let view = JobView {
         info: s.manager.info(&job.id)?,
         snippet: s.manager.snippet(&job.id)?,

@@ -116,6 +116,7 @@ struct CreateQuery {
 
 async fn create(
     State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
     q: Result<Query<CreateQuery>, QueryRejection>,
     spec: Result<Json<JobSpec>, JsonRejection>,
 ) -> Result<Response, ApiError> {
@@ -125,7 +126,7 @@ async fn create(
     // A foreground job without a budget gets its project's from the manager
     // (promoted when it runs out, never lost).
     let conditions = spec.ready.clone();
-    let job = s.manager.start_from(spec, "api").await?;
+    let job = s.manager.start_from(spec, super::state::client(&headers)).await?;
     let Some(timeout) = wait else {
         return Ok(Json(view(&s.manager, &job.id)?).into_response());
     };
@@ -354,8 +355,15 @@ async fn kill(
     Ok(Json(s.manager.kill(&JobId::from(id.as_str()), req).await?))
 }
 
-async fn resume(State(s): State<AppState>, Path(id): Path<String>) -> ApiResult<JobView> {
-    let job = s.manager.resume(&JobId::from(id.as_str())).await?;
+async fn resume(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<JobView> {
+    let job = s
+        .manager
+        .resume_from(&JobId::from(id.as_str()), super::state::client(&headers))
+        .await?;
     Ok(Json(view(&s.manager, &job.id)?))
 }
 

@@ -88,3 +88,12 @@ impl IntoResponse for ApiError {
         (self.status, Json(body)).into_response()
     }
 }
+
+/// Who a request says it is (see [`crate::api::client_name`]).
+pub(super) fn client(headers: &axum::http::HeaderMap) -> &'static str {
+    crate::api::client_name(
+        headers
+            .get(crate::api::CLIENT_HEADER)
+            .and_then(|v| v.to_str().ok()),
+    )
+}

@@ -9,6 +9,14 @@
 //! when it is a regular file of at most [`MAX_DEVCONTAINER_BYTES`] (a 500 MB
 //! one, sparse or not, is refused from its size without being read, and
 //! the read itself stops there), and never waits on a FIFO.
+//!
+//! Only the image is taken. The keys that would change how a job runs
+//! (`containerEnv`, `forwardPorts`, `postCreateCommand`, `remoteUser`,
+//! `runArgs`, `privileged`, …) are not applied, and never silently:
+//! [`ignored_note`] names those the file sets, in one line given with the
+//! project's jobs. None of them may loosen the sandbox (a `remoteUser` of
+//! root, `privileged`, `capAdd`): the file belongs to the project, and the
+//! job's user, limits and network stay berth's.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -32,6 +40,47 @@ struct Build {
     context: Option<String>,
     #[serde(default)]
     args: BTreeMap<String, String>,
+}
+
+/// Keys of devcontainer.json that berth does not apply, in the order said.
+const NOT_APPLIED: [&str; 12] = [
+    "containerEnv",
+    "remoteEnv",
+    "forwardPorts",
+    "appPort",
+    "postCreateCommand",
+    "postStartCommand",
+    "remoteUser",
+    "containerUser",
+    "runArgs",
+    "mounts",
+    "privileged",
+    "capAdd",
+];
+
+/// One line naming the keys of the workspace's devcontainer.json that berth
+/// does not apply, and what to use instead; None when it sets none of them
+/// (or there is no file berth reads).
+pub fn ignored_note(workspace: &Path) -> Option<String> {
+    let (path, text) = [".devcontainer/devcontainer.json", ".devcontainer.json"]
+        .iter()
+        .map(|f| workspace.join(f))
+        .find_map(|p| read_bounded(&p).ok().flatten().map(|t| (p, t)))?;
+    let value: serde_json::Value = json5::from_str(&text).ok()?;
+    let set: Vec<&str> = NOT_APPLIED
+        .iter()
+        .copied()
+        .filter(|k| value.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} sets {}, which berth does not apply (it takes only image/build): pass variables with \
+         --env, ports with -p, run setup commands as jobs; the job's user and sandbox stay berth's",
+        path.display(),
+        set.join(", ")
+    ))
 }
 
 /// Largest devcontainer.json berth reads (real ones are a few KiB).
@@ -137,4 +186,31 @@ pub fn read_devcontainer(workspace: &Path, trust: &Trusted) -> Option<(DevImage,
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_not_applied_are_named_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(ignored_note(dir.path()), None);
+        std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
+        let file = dir.path().join(".devcontainer/devcontainer.json");
+        std::fs::write(&file, "{ // JSONC\n \"image\": \"python:3\", }\n").unwrap();
+        assert_eq!(ignored_note(dir.path()), None, "the image alone is applied");
+        std::fs::write(
+            &file,
+            r#"{"image": "python:3", "containerEnv": {"A": "1"}, "forwardPorts": [8000],
+               "postCreateCommand": "pip install -r requirements.txt", "remoteUser": "root", "privileged": true}"#,
+        )
+        .unwrap();
+        let note = ignored_note(dir.path()).unwrap();
+        assert!(
+            note.contains("sets containerEnv, forwardPorts, postCreateCommand, remoteUser, privileged,"),
+            "{note}"
+        );
+        assert!(!note.contains('\n'), "one line: {note}");
+    }
 }

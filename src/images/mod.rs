@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::model::JobSpec;
 
 pub use crate::model::{BuildProgress, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
-pub use devcontainer::{DevImage, read_devcontainer};
+pub use devcontainer::{DevImage, ignored_note as devcontainer_note, read_devcontainer};
 
 /// The toolchain image `images/build.sh dev` builds from Debian packages.
 pub const DEV_IMAGE: &str = "berth/dev:latest";

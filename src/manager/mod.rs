@@ -478,8 +478,13 @@ impl Manager {
 
     /// Run a finished job's spec again, as a new background job.
     pub async fn resume(&self, id: &JobId) -> Result<JobHandle> {
+        self.resume_from(id, "library").await
+    }
+
+    /// [`Manager::resume`] on behalf of `client` (see [`Manager::start_from`]).
+    pub async fn resume_from(&self, id: &JobId, client: &str) -> Result<JobHandle> {
         let spec = self.resumable_spec(id)?;
-        self.start(spec).await
+        self.start_from(spec, client).await
     }
 
     /// The spec [`Manager::resume`] starts again for `id` (background), or why it cannot.
@@ -512,13 +517,17 @@ impl Manager {
     }
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        {
+        let live = {
             let reg = self.inner.registry.lock().unwrap();
-            if let Ok(e) = reg.get(id) {
-                return Ok(reg.snapshot(e));
+            reg.get(id).ok().map(|e| reg.snapshot(e))
+        };
+        match live {
+            Some(mut info) => {
+                crate::runner::host_ports::note_listening(&mut info);
+                Ok(info)
             }
+            None => self.inner.stored(id),
         }
-        self.inner.stored(id)
     }
 
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
@@ -584,6 +593,7 @@ impl Manager {
                 internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
                 relayed: e.info.runner == Some(crate::model::RunnerKind::Docker)
                     && e.live.as_ref().is_some_and(|l| l.internal_ip.is_none()),
+                on_host: e.info.runner == Some(crate::model::RunnerKind::Host),
             })
         };
         let target = match target {
@@ -596,6 +606,7 @@ impl Manager {
                     ports: info.ports.clone(),
                     internal_ip: None,
                     relayed: false,
+                    on_host: info.runner == Some(crate::model::RunnerKind::Host),
                 }
             }
         };

@@ -12,12 +12,16 @@
 //! nothing is silently different. A job without a caller directory (library
 //! use) runs under the manager's own configuration.
 //!
+//! The note is given to the first job of a project that gets it, and again
+//! only when it says something else (the project's file changed what it
+//! sets): a warning repeated on every run is one people learn to skip.
+//!
 //! Resolutions are cached by directory, variables and the modification
 //! stamps of the config file and the user's own config (where `berth trust`
 //! writes), so an edited `berth.toml` or a new trust applies to the next job
 //! and unchanged ones cost a `stat` each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -41,7 +45,8 @@ pub struct Project {
     pub config: Config,
     /// The project's filter and workspace guard (the instance's security log).
     pub safety: Safety,
-    /// Instance-wide keys the project sets differently, not applied.
+    /// Instance-wide keys the project sets differently, and devcontainer.json
+    /// keys berth does not apply: said, not applied.
     pub note: Option<String>,
     /// The caller's directory, resolved (None for the manager's own project).
     pub caller_dir: Option<PathBuf>,
@@ -70,6 +75,8 @@ fn stamp(f: PathBuf) -> Stamp {
 pub(crate) struct Projects {
     own: Arc<Project>,
     cache: Mutex<HashMap<Key, Arc<Project>>>,
+    /// Notes already given, with the workspace they were given for.
+    noted: Mutex<HashSet<(PathBuf, String)>>,
 }
 
 impl Projects {
@@ -82,7 +89,21 @@ impl Projects {
                 caller_dir: None,
             }),
             cache: Mutex::new(HashMap::new()),
+            noted: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// `project`'s note for a job about to start, unless a job of the same
+    /// workspace was already given this very note.
+    pub fn note_once(&self, project: &Project) -> Option<String> {
+        let note = project.note.clone()?;
+        let mut noted = self.noted.lock().unwrap();
+        if noted.len() >= MAX_CACHED {
+            noted.clear();
+        }
+        noted
+            .insert((project.config.workspace.clone(), note.clone()))
+            .then_some(note)
     }
 
     /// The project `spec` runs under.
@@ -113,7 +134,7 @@ impl Projects {
             config.workspace = real;
         }
         let (config, kept) = instance_wide(&self.own.config, config);
-        let note = (!kept.is_empty()).then(|| {
+        let kept_note = (!kept.is_empty()).then(|| {
             format!(
                 "this project sets {} but the running manager of instance `{}` decides {} for \
                  every client; restart it from this project (`berth down`, then `berth up`) to apply {}",
@@ -123,6 +144,12 @@ impl Projects {
                 if kept.len() == 1 { "it" } else { "them" },
             )
         });
+        // What the project's devcontainer.json sets and berth does not apply.
+        let dev_note = crate::images::devcontainer_note(&config.workspace);
+        let note = match (kept_note, dev_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         let project = Arc::new(Project {
             safety: self.own.safety.for_project(&config)?,
             config,
@@ -257,6 +284,44 @@ mod tests {
             .safety
             .check(&JobSpec::shell("terraform destroy"), &p.config.workspace, "t");
         assert!(blocked.is_err());
+    }
+
+    #[test]
+    fn the_note_is_given_once_and_again_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let projects = projects(dir.path());
+        let file = dir.path().join("berth.toml");
+        std::fs::write(&file, "max_jobs = 9\n").unwrap();
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        assert!(projects.note_once(&p).unwrap().contains("max_jobs"));
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        assert_eq!(projects.note_once(&p), None, "not on every run");
+        // The file now sets another instance-wide key: a new note.
+        std::fs::write(&file, "max_jobs = 9\nring_size = 100\n").unwrap();
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        assert!(
+            projects.note_once(&p).unwrap().contains("ring_size"),
+            "{:?}",
+            p.note
+        );
+    }
+
+    #[test]
+    fn devcontainer_keys_berth_does_not_apply_are_noted_not_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".devcontainer.json"),
+            r#"{"image": "python:3", "remoteUser": "root", "containerEnv": {"X": "1"}}"#,
+        )
+        .unwrap();
+        let projects = projects(dir.path());
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        let note = projects.note_once(&p).unwrap();
+        assert!(
+            note.contains("sets containerEnv, remoteUser, which berth does not apply"),
+            "{note}"
+        );
+        assert_eq!(p.config.user, None, "remoteUser never becomes the job's user");
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub(super) async fn start(
             runner: Some(kind),
             runner_note: runner_note.clone(),
             workspace: Some(workspace.clone()),
-            project_note: project.note.clone(),
+            project_note: inner.projects.note_once(&project),
             status: status.clone(),
             start_mode,
             created_at: Inner::now(),

@@ -1,6 +1,11 @@
 //! The project's test and build commands for `run_test` / `run_build`: the
 //! configured `test_command` / `build_command`, else detected from marker
 //! files at the workspace root.
+//!
+//! A Makefile with a `test:` (or `build:`) target is the project's own word
+//! on how to do that task, so it outranks the language markers (pytest's
+//! `pyproject.toml`, `Cargo.toml`, …) and `berth build` runs `make build`,
+//! not the default goal (often the tests).
 
 use std::path::Path;
 
@@ -27,6 +32,16 @@ pub fn project_command(config: &crate::Config, task: ProjectTask) -> Result<Stri
 
 fn detect(root: &Path, task: ProjectTask) -> Result<String> {
     let has = |f: &str| root.join(f).is_file();
+    let makefile = ["GNUmakefile", "makefile", "Makefile"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(root.join(f)).ok());
+    let target = match task {
+        ProjectTask::Test => "test",
+        ProjectTask::Build => "build",
+    };
+    if makefile.as_deref().is_some_and(|m| has_target(m, target)) {
+        return Ok(format!("make {target}"));
+    }
     let (test, build): (&str, Option<&str>) = if has("Cargo.toml") {
         ("cargo test", Some("cargo build"))
     } else if has("package.json") {
@@ -35,7 +50,7 @@ fn detect(root: &Path, task: ProjectTask) -> Result<String> {
         ("go test ./...", Some("go build ./..."))
     } else if has("pytest.ini") || has("pyproject.toml") || has("setup.py") {
         ("pytest", None)
-    } else if has("Makefile") {
+    } else if makefile.is_some() {
         ("make test", Some("make"))
     } else {
         return Err(Error::InvalidSpec(format!(
@@ -51,6 +66,22 @@ fn detect(root: &Path, task: ProjectTask) -> Result<String> {
             )
         }),
     }
+}
+
+/// Whether a Makefile's text defines `target` as a rule (`test:`,
+/// `check test: deps`, `test::`), not a variable (`test := x`) nor only a
+/// `.PHONY` line.
+fn has_target(makefile: &str, target: &str) -> bool {
+    makefile.lines().any(|line| {
+        if line.starts_with(['\t', ' ', '#', '.']) {
+            return false;
+        }
+        let Some(colon) = line.find(':') else {
+            return false;
+        };
+        let (names, rest) = line.split_at(colon);
+        !names.contains('=') && !rest.starts_with(":=") && names.split_whitespace().any(|n| n == target)
+    })
 }
 
 /// Quote `args` for `sh -c` and append them to `cmd`.
@@ -73,6 +104,24 @@ pub fn append_args(cmd: &str, args: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_makefile_target_outranks_markers_and_the_default_goal() {
+        let dir = tempfile::tempdir().unwrap();
+        let make = |text: &str| std::fs::write(dir.path().join("Makefile"), text).unwrap();
+        // The default goal (first rule) is the tests: build must not run it.
+        make(".PHONY: test build\nall: test\ntest:\n\tpytest\nbuild: deps\n\tpython3 -m build\n");
+        assert_eq!(detect(dir.path(), ProjectTask::Build).unwrap(), "make build");
+        std::fs::write(dir.path().join("pyproject.toml"), "").unwrap();
+        assert_eq!(detect(dir.path(), ProjectTask::Test).unwrap(), "make test");
+        // No rule for the task: the markers decide; a variable is not a rule.
+        make("test := 1\n.PHONY: build\nall:\n\techo\n");
+        assert_eq!(detect(dir.path(), ProjectTask::Test).unwrap(), "pytest");
+        std::fs::remove_file(dir.path().join("pyproject.toml")).unwrap();
+        assert_eq!(detect(dir.path(), ProjectTask::Build).unwrap(), "make");
+        assert!(has_target("check test:: a\n", "test"));
+        assert!(!has_target("\ttest: x\n", "test"));
+    }
 
     #[test]
     fn detection_follows_the_marker_files() {

@@ -154,12 +154,16 @@ pub struct PortMapping {
     /// Port of the server (container port, or the port the host job was asked to serve).
     pub port: u16,
     pub proto: Proto,
-    /// Always 127.0.0.1.
+    /// Where berth reaches the port: always 127.0.0.1.
     pub host_ip: String,
     pub host_port: u16,
-    /// Set when an explicitly asked host port was taken and another was used.
+    /// Set when an asked port was taken and another was used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A running host job's server as seen bound (`0.0.0.0:8000`): host
+    /// jobs have no mapping, this is where they really listen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
 }
 
 impl PortMapping {

@@ -139,6 +139,7 @@ pub fn bind(job: &str, wants: &[Want]) -> Result<Bound> {
             host_ip: "127.0.0.1".into(),
             host_port: local.port(),
             note,
+            listen: None,
         });
         sockets.push((w.port, socket));
     }

@@ -5,6 +5,7 @@
 //! use it.
 
 pub mod allow;
+pub mod bound;
 pub mod forward;
 pub mod proxy;
 pub mod relay;

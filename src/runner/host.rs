@@ -29,7 +29,7 @@ use tokio::process::Command;
 
 use super::{Control, Exit, Launched, shim};
 use crate::error::{Error, Result};
-use crate::model::{AppliedLimits, JobSpec, PortMapping};
+use crate::model::{AppliedLimits, JobSpec};
 use crate::output::{JobOutput, Stream};
 
 /// Without a shim: after the leader exits, how long leftovers get after SIGTERM.
@@ -111,39 +111,6 @@ fn check_program(program: &str, cwd: &Path, path_var: Option<&str>) -> Result<()
     }
 }
 
-/// Pick the host ports a host job will serve on.
-fn pick_ports(spec: &JobSpec) -> Result<Vec<PortMapping>> {
-    let mut taken = Vec::new();
-    let mut out = Vec::new();
-    for p in &spec.ports {
-        let mut note = None;
-        let port = match p.host_port {
-            Some(h) if portpicker::is_free(h) && !taken.contains(&h) => h,
-            asked => {
-                if let Some(h) = asked {
-                    note = Some(format!("host port {h} was taken; using another"));
-                }
-                loop {
-                    let candidate = portpicker::pick_unused_port()
-                        .ok_or_else(|| Error::InvalidSpec("no free host port left to publish".into()))?;
-                    if !taken.contains(&candidate) {
-                        break candidate;
-                    }
-                }
-            }
-        };
-        taken.push(port);
-        out.push(PortMapping {
-            port: p.port,
-            proto: p.proto,
-            host_ip: "127.0.0.1".into(),
-            host_port: port,
-            note,
-        });
-    }
-    Ok(out)
-}
-
 /// Start `spec` as a host process group writing into `output`, tagged
 /// `tag` (see [`super::tag`]).
 pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &str) -> Result<Launched> {
@@ -152,7 +119,8 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     if !cwd.is_dir() {
         return Err(Error::BadCwd { path: cwd.into() });
     }
-    let ports = pick_ports(spec)?;
+    // Released when the job has ended (the exit future below holds it).
+    let (ports, reservation) = super::host_ports::pick(spec)?;
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in super::LINE_BUFFERED {
         if std::env::var_os(k).is_none() {
@@ -252,6 +220,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     let exit = Box::pin(async move {
         let status = child.wait().await;
         drop(exited_tx);
+        let _reservation = reservation;
         let drains = async {
             let _ = out_task.await;
             let _ = err_task.await;

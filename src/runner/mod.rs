@@ -10,6 +10,7 @@ pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod host;
+pub mod host_ports;
 pub mod setuid;
 pub mod shim;
 pub mod tag;

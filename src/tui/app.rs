@@ -135,8 +135,20 @@ impl App {
 
     // ---- changing ----
 
+    /// Take a job's record, unless it would bring an ended job back to life:
+    /// an end is final, and a resume's answer (`starting`) may arrive after
+    /// the job already failed to start (its `ended` event and refresh came
+    /// first), which left a `[starting]` row forever.
     fn upsert(&mut self, info: JobInfo) {
-        self.jobs.insert(sort_key(&info.id), info);
+        let key = sort_key(&info.id);
+        if self
+            .jobs
+            .get(&key)
+            .is_some_and(|old| old.status.is_terminal() && !info.status.is_terminal())
+        {
+            return;
+        }
+        self.jobs.insert(key, info);
     }
 
     /// Keep each tab's selection on its job, or on the same row when it left.
@@ -219,12 +231,18 @@ impl App {
                 self.say(format!("{from} resumed as {id}"));
                 self.snippets.insert(id.clone(), view.snippet);
                 self.upsert(view.info);
+                // Fetch it again: its start may have failed meanwhile.
+                action = Action::Refresh(id.clone());
                 if let Screen::Pane(_) = self.screen {
                     self.screen = Screen::Panel;
                     action = Action::Close;
                 }
-                self.tab = Tab::Running;
-                self.sel_id[Tab::Running.index()] = Some(id);
+                // The tab the new job is in (Failed when it already failed to start).
+                self.tab = Tab::ALL
+                    .into_iter()
+                    .find(|t| self.job(&id).is_some_and(|j| t.admits(&j.status)))
+                    .unwrap_or(Tab::Running);
+                self.sel_id[self.tab.index()] = Some(id);
             }
             Msg::Notice(text) => self.say(text),
         }

@@ -85,9 +85,14 @@ pub fn badge(info: &JobInfo) -> String {
 /// Ports for a table cell: `:49153→3000`. The host side is always
 /// 127.0.0.1, so the address is left to the details view to save width.
 pub fn ports_cell(info: &JobInfo) -> String {
+    // A host job has no mapping: the port it serves on.
+    let host = info.runner == Some(crate::model::RunnerKind::Host);
     info.ports
         .iter()
-        .map(|m| format!(":{}→{}", m.host_port, m.port))
+        .map(|m| match host {
+            true => format!(":{}", m.host_port),
+            false => format!(":{}→{}", m.host_port, m.port),
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -65,7 +65,10 @@ pub async fn run(config: Config) -> Result<()> {
         instance: config.instance.clone(),
         socket: socket_path(&config),
     };
-    let client = Client::connect(&config).await.map_err(|_| no_daemon())?;
+    let client = Client::connect(&config)
+        .await
+        .map_err(|_| no_daemon())?
+        .named("tui");
     // Taken before the list, so events racing with it count as fresh.
     let attached = Utc::now();
     let jobs = client.panel_jobs().await.map_err(|_| no_daemon())?;

@@ -17,12 +17,18 @@ pub enum Tab {
 impl Tab {
     pub const ALL: [Tab; 3] = [Tab::Running, Tab::Completed, Tab::Failed];
 
-    /// Same split as `berth ps` (`ListFilter`): active / ended well / ended badly.
+    /// Active / ran to its end / failed or stopped. Unlike `berth ps
+    /// --completed`, a job someone killed (or a shutdown stopped) is not
+    /// "completed" to the person watching: it sits with the failures, its
+    /// badge saying who ended it. A keep-alive that ran out did what it was
+    /// asked and is completed.
     pub fn admits(self, s: &JobStatus) -> bool {
+        let stopped = matches!(s, JobStatus::Killed { reason, .. }
+            if !matches!(reason, StopCause::KeepAliveExpired { .. }));
         match self {
             Tab::Running => s.is_active(),
-            Tab::Completed => s.is_terminal() && !s.is_failure(),
-            Tab::Failed => s.is_failure(),
+            Tab::Completed => s.is_terminal() && !s.is_failure() && !stopped,
+            Tab::Failed => s.is_failure() || stopped,
         }
     }
 

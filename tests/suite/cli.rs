@@ -1,5 +1,6 @@
 //! `berth run` in the foreground without a daemon, driven as a user would.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::{berth, my_zombies, processes_with, unique_sleep};
@@ -185,6 +186,34 @@ fn config_says_where_values_come_from() {
     assert!(line("max_jobs").contains("berth.toml"), "{stdout}");
     assert!(line("grace").contains("env BERTH_GRACE"), "{stdout}");
     assert!(line("ring_size").contains("(default)"), "{stdout}");
+}
+
+/// `berth config --json` names the socket the daemon listens on, wherever
+/// XDG_RUNTIME_DIR puts it (API.md's curl recipe reads it from there).
+#[test]
+fn config_json_names_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let socket = |xdg: Option<&Path>| {
+        let mut cmd = berth(dir.path());
+        cmd.env_remove("BERTH_SOCKET").env("BERTH_INSTANCE", "sockcheck");
+        match xdg {
+            Some(x) => cmd.env("XDG_RUNTIME_DIR", x),
+            None => cmd.env_remove("XDG_RUNTIME_DIR"),
+        };
+        let o = cmd.args(["config", "--json"]).output().unwrap();
+        assert!(o.status.success(), "{}", out(&o).1);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["socket"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(
+        socket(Some(runtime.path())),
+        runtime.path().join("berth/sockcheck.sock").display().to_string()
+    );
+    assert_eq!(
+        socket(None),
+        dir.path().join("run/sockcheck.sock").display().to_string()
+    );
 }
 
 /// `--network` picks a container job's network (here none: only the

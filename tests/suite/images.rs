@@ -268,6 +268,31 @@ async fn a_program_missing_in_the_image_is_said_plainly() {
     assert!(!text.iter().any(|l| l.contains("FATAL tini")), "{text:?}");
 }
 
+#[tokio::test]
+async fn a_file_that_is_not_executable_is_said_plainly_in_a_container() {
+    let t = manager();
+    std::fs::write(t.workspace().join("run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    let job = t
+        .manager
+        .start(
+            JobSpec::argv(["./run.sh"])
+                .with_runner(RunnerChoice::Docker)
+                .with_image("berth/sandbox:latest"),
+        )
+        .await
+        .unwrap();
+    let info = job.wait_end().await.unwrap();
+    assert_ne!(info.exit_code, Some(0), "{info:?}");
+    let out = t.manager.logs(&job.id, &Default::default()).unwrap();
+    let text: Vec<&str> = out.lines.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        text,
+        [
+            "berth: cannot run `./run.sh`: ./run.sh is not an executable file (check its mode, or run it through its interpreter)"
+        ]
+    );
+}
+
 /// `berth run` through the daemon: the pull its create request waits for is
 /// shown on stderr (plain lines, stderr being a pipe), then the output.
 #[tokio::test]

@@ -15,6 +15,7 @@ mod exits;
 mod fake;
 mod faults;
 mod host;
+mod host_ports;
 mod images;
 mod inert;
 mod mcp;

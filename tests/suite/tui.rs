@@ -174,8 +174,8 @@ fn kill_and_background_from_the_panel() {
     });
     let screen = tmux.wait_for("job-1 to leave RUNNING", |s| s.contains("RUNNING (2)"));
     assert!(
-        screen.contains("COMPLETED (1, 1 new)"),
-        "the kill earns a badge:\n{screen}"
+        screen.contains("FAILED (1, 1 new)"),
+        "the kill earns a badge, and it is not a completion:\n{screen}"
     );
 
     // Select the foreground job and press Ctrl+R: its blocked `berth run` returns.
@@ -213,9 +213,9 @@ fn kill_and_background_from_the_panel() {
         "no foreground job is left:\n{screen}"
     );
 
-    // The killed job waits in COMPLETED with its badge.
-    tmux.keys(&["Right"]);
-    tmux.wait_for("job-1 in COMPLETED", |s| {
+    // The killed job waits in FAILED (not COMPLETED) with its badge.
+    tmux.keys(&["Left"]);
+    tmux.wait_for("job-1 in FAILED", |s| {
         selected_row(s).is_some_and(|r| r.contains("job-1") && r.contains("[killed by user] new"))
     });
 

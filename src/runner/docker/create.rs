@@ -380,6 +380,7 @@ pub fn read_ports(
                 host_ip: "127.0.0.1".into(),
                 host_port,
                 note: p.note.clone(),
+                listen: None,
             }
         })
         .collect()

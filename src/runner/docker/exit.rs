@@ -110,19 +110,26 @@ pub(super) async fn pump(
 }
 
 /// `[FATAL tini (7)] exec make failed: No such file or directory` (what the
-/// container's init says when the program is not in the image, exit 127) as
-/// one line saying what to do.
+/// container's init says when the program is not in the image, exit 127),
+/// or `… failed: Permission denied` / `Exec format error` (a file that is
+/// not executable, as the host runner says it), as one line saying what to do.
 pub(super) fn not_in_image(message: &[u8], image: &str) -> Option<String> {
     let text = std::str::from_utf8(message).ok()?;
     let rest = text.strip_prefix("[FATAL tini (")?;
     let rest = &rest[rest.find(")] exec ")? + ")] exec ".len()..];
     let (program, why) = rest.split_once(" failed: ")?;
-    if !why.starts_with("No such file or directory") {
+    let e = if why.starts_with("No such file or directory") {
+        crate::error::Error::NotInImage {
+            program: program.into(),
+            image: image.into(),
+        }
+    } else if why.starts_with("Permission denied") || why.starts_with("Exec format error") {
+        crate::error::Error::NotExecutable {
+            program: program.into(),
+            path: program.into(),
+        }
+    } else {
         return None;
-    }
-    let e = crate::error::Error::NotInImage {
-        program: program.into(),
-        image: image.into(),
     };
     Some(format!("berth: {e}\n"))
 }
@@ -292,6 +299,13 @@ mod tests {
         ])
         .await;
         assert_eq!(pieces, [said, "next"]);
+        let denied = pumped(&["[FATAL tini (7)] exec ./run.sh failed: Permission denied\n"]).await;
+        assert_eq!(
+            denied,
+            [
+                "berth: cannot run `./run.sh`: ./run.sh is not an executable file (check its mode, or run it through its interpreter)"
+            ]
+        );
         let other = pumped(&["an ordinary", " line\n", "more\n"]).await;
         assert_eq!(other, ["an ordinary line", "more"]);
     }

@@ -52,7 +52,8 @@ fn actions_only_where_they_make_sense() {
     );
     // job-1 is not in the foreground, but job-4 is the only one that is.
     assert_eq!(ctrl_r(&mut app), Action::Background(JobId::from("job-4")));
-    press(&mut app, KeyCode::Left); // FAILED
+    press(&mut app, KeyCode::Left); // FAILED: job-5 (killed by user), job-6, job-7
+    press(&mut app, KeyCode::Down);
     assert_eq!(press(&mut app, KeyCode::Char('k')), Action::None);
     assert!(app.notice().unwrap().contains("is not running"));
     assert_eq!(
@@ -95,7 +96,11 @@ fn events_badge_and_refresh() {
     );
     assert!(app.is_new(&id));
     assert_eq!(app.job(&id).unwrap().status.ended_by(), Some(EndedBy::User));
-    assert!(app.rows(Tab::Completed).iter().any(|j| j.id == id));
+    assert!(
+        app.rows(Tab::Failed).iter().any(|j| j.id == id),
+        "killed, not completed"
+    );
+    assert!(!app.rows(Tab::Completed).iter().any(|j| j.id == id));
     assert_eq!(
         app.selected().unwrap().id,
         JobId::from("job-2"),
@@ -154,4 +159,84 @@ fn resume_selects_the_new_job() {
     assert_eq!(app.tab(), Tab::Running);
     assert_eq!(app.selected().unwrap().id, JobId::from("job-8"));
     assert_eq!(app.notice(), Some("job-6 resumed as job-8"));
+}
+
+#[test]
+fn killed_jobs_are_not_completed_but_a_keep_alive_that_ran_out_is() {
+    let app = mixed();
+    let ids = |tab| app.rows(tab).iter().map(|j| j.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(Tab::Completed), ["job-3"]);
+    assert_eq!(
+        ids(Tab::Failed),
+        ["job-5", "job-6", "job-7"],
+        "job-5 was killed by user"
+    );
+    let ran_out = JobStatus::Killed {
+        signal: Some(15),
+        ended_by: EndedBy::System,
+        reason: crate::model::StopCause::KeepAliveExpired { secs: 5.0 },
+    };
+    assert!(Tab::Completed.admits(&ran_out) && !Tab::Failed.admits(&ran_out));
+}
+
+#[test]
+fn a_resume_that_failed_to_start_leaves_no_starting_row() {
+    let mut app = mixed();
+    press(&mut app, KeyCode::Left);
+    let failed = JobStatus::StartFailed {
+        error: "image missing".into(),
+    };
+    // The new job's end (event, then its refreshed record) comes before the
+    // resume's own answer, which still says `starting`.
+    assert_eq!(
+        event(&mut app, 8, ended("start_failed", None)),
+        Action::Refresh(JobId::from("job-8"))
+    );
+    let mut record = job(8, "make build", failed.clone(), StartMode::Background, 0);
+    app.apply(Msg::Job(Box::new(JobView {
+        info: record.clone(),
+        snippet: String::new(),
+    })));
+    record.status = JobStatus::Starting;
+    app.apply(Msg::Resumed {
+        from: JobId::from("job-6"),
+        view: Box::new(JobView {
+            info: record,
+            snippet: String::new(),
+        }),
+    });
+    assert!(
+        app.rows(Tab::Running)
+            .iter()
+            .all(|j| j.id != JobId::from("job-8")),
+        "no phantom"
+    );
+    assert_eq!(app.job(&JobId::from("job-8")).unwrap().status, failed);
+    assert_eq!(app.tab(), Tab::Failed);
+    assert_eq!(app.selected().unwrap().id, JobId::from("job-8"));
+}
+
+#[test]
+fn a_refresh_keeps_the_cursor_on_the_job_so_r_resumes_it() {
+    let mut app = mixed();
+    press(&mut app, KeyCode::Left); // FAILED: job-5, job-6, job-7
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.selected().unwrap().id, JobId::from("job-6"));
+    // A refresh brings job-2 in, ended: it sorts above the cursor.
+    let mut jobs: Vec<JobInfo> = Tab::ALL
+        .iter()
+        .flat_map(|t| app.rows(*t).into_iter().cloned().collect::<Vec<_>>())
+        .collect();
+    for j in &mut jobs {
+        if j.id == JobId::from("job-2") {
+            j.status = JobStatus::Exited { code: 2 };
+        }
+    }
+    app.apply(Msg::Jobs(jobs));
+    assert_eq!(app.rows(Tab::Failed)[0].id, JobId::from("job-2"));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('r')),
+        Action::Resume(JobId::from("job-6")),
+        "the job the user selected, not the row it was on"
+    );
 }

@@ -96,6 +96,7 @@ pub fn mixed() -> App {
         host_ip: "127.0.0.1".into(),
         host_port: 49153,
         note: None,
+        listen: None,
     });
     let mut promoted = job(
         2,

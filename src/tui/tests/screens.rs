@@ -79,7 +79,8 @@ fn details_view() {
 #[test]
 fn diagnostic_view() {
     let mut app = mixed();
-    press(&mut app, KeyCode::BackTab); // FAILED
+    press(&mut app, KeyCode::BackTab); // FAILED: job-5 (killed by user), job-6, job-7
+    press(&mut app, KeyCode::Down);
     assert_eq!(
         press(&mut app, KeyCode::Char('d')),
         Action::Open(JobId::from("job-6"), PaneKind::Diagnostic)
