@@ -35,7 +35,7 @@ use crate::model::JobId;
 pub const RESOLV_CONF: &str = "nameserver 127.0.0.11\noptions ndots:0\n";
 
 /// The localhost lines every hosts file starts with (the engine's own).
-const LOCALHOST: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
+pub(super) const LOCALHOST: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
 fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n";
 
 /// A job's written files.
@@ -81,7 +81,7 @@ pub fn write(job_dir: &Path, id: &JobId, address: Option<IpAddr>, resolv: bool) 
 }
 
 /// Replace `path`'s contents, readable by any user inside the container.
-fn put(path: &Path, text: &str) -> std::io::Result<()> {
+pub(super) fn put(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

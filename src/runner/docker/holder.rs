@@ -88,6 +88,8 @@ pub struct Recipe {
     pub image: String,
     pub ownership: Ownership,
     pub owner: String,
+    /// The session whose pod the holder holds (pod.rs), labelled `berth.pod`.
+    pub pod: Option<String>,
 }
 
 impl Holders {
@@ -201,14 +203,17 @@ impl Holders {
 
 /// Make, start and read back a holder on `slot`'s network. Whatever was
 /// made is removed again when a step fails.
-async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
-    let labels = HashMap::from([
+pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
+    let mut labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), recipe.ownership.instance.clone()),
         (LABEL_STATE.to_string(), recipe.ownership.state.clone()),
         (LABEL_OWNER.to_string(), recipe.owner.clone()),
         (LABEL_HOLDER.to_string(), slot.name.clone()),
     ]);
+    if let Some(pod) = &recipe.pod {
+        labels.insert(super::pod::LABEL_POD.to_string(), pod.clone());
+    }
     let memory = 16 * 1024 * 1024;
     let body = ContainerCreateBody {
         image: Some(recipe.image.clone()),

@@ -41,6 +41,7 @@ mod images;
 mod launch;
 mod network;
 mod ownership;
+mod pod;
 mod pool;
 mod protect;
 mod pull;
@@ -141,6 +142,8 @@ pub struct Engine {
     pool: Arc<pool::Pool>,
     /// The NAT'd job networks (`<prefix>-nat-N`: `egress = "all"`).
     nat_pool: pool::Pool,
+    /// The MCP sessions' pods (pod.rs), each on a slot of one of the pools.
+    pods: Arc<pod::Pods>,
     client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
     removals: Arc<Removals>,
@@ -199,6 +202,7 @@ impl Engine {
                 false,
                 networks.join("networks-nat"),
             ),
+            pods: Arc::new(pod::Pods::new(networks.join("pods"))),
             egress: config.egress,
             // Validated when the config was loaded.
             egress_allow: crate::net::Allowlist::parse(&config.egress_allow).unwrap_or_default(),
@@ -319,12 +323,19 @@ impl Engine {
         }
         match self.client().await {
             Ok(docker) => {
+                self.pods.close().await;
                 self.pool.holders.close(docker).await;
                 self.nat_pool.holders.close(docker).await;
                 network::release_all(docker, &self.ownership).await
             }
             Err(_) => 0,
         }
+    }
+
+    /// The MCP session `owner` ended: its pods go, each once its last job
+    /// ended (pod.rs).
+    pub async fn end_pods(&self, owner: &str) {
+        self.pods.end(owner).await;
     }
 
     /// Force-remove a container from synchronous code (recovery), only when
