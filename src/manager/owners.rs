@@ -6,7 +6,7 @@
 //! still queued, starting or running is stopped as the system, with the
 //! reason given (`session ended`). Jobs of other owners, and jobs with no
 //! owner (the CLI's, the TUI's), are left alone. The session's pod (the
-//! network namespace its container jobs share, `runner/docker/pod.rs`)
+//! network namespace its container jobs share, `runner/docker/pod/`)
 //! goes with its last job.
 
 use super::{KillRequest, Manager};

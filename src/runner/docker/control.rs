@@ -35,7 +35,7 @@ pub struct DockerControl {
     net: Arc<reach::JobNet>,
     /// The job's scoped engine: closed (its children removed) when the job ends.
     pub(super) scope: Option<Arc<scoped::Scope>>,
-    /// The job's seat in its session's pod (pod.rs): given up when it ends.
+    /// The job's seat in its session's pod (pod/): given up when it ends.
     pub(super) pod: Option<Arc<pod::Member>>,
 }
 

@@ -18,6 +18,10 @@
 //! on a user-defined network; on an internal network it answers only the
 //! network's own names). `hostname` is the job's id, as is `$HOSTNAME`.
 //!
+//! A job in an MCP session's pod (`pod/`) gets the pod's `/etc/hosts`
+//! instead of its own: one file, written by berth alone and read-only to
+//! every member, naming the members on 127.0.0.1.
+//!
 //! The files are 0644 (the job's user inside, whoever it is, must read
 //! them) in a 0700 directory, so no other local user reads them here.
 

@@ -28,6 +28,8 @@
 //! instance's labels plus `berth.holder`, and goes at teardown: manager
 //! shutdown and drop ([`Holders::close`], [`sweep`]), `berth down` and the
 //! crash watchdog (the labelled sweeps), before the networks they sit on.
+//! A pod's holder (`pod/`) is made from the same recipe (plus a
+//! `berth.pod` label) but belongs to its pod, not to this pool: swept alike.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -88,7 +90,7 @@ pub struct Recipe {
     pub image: String,
     pub ownership: Ownership,
     pub owner: String,
-    /// The session whose pod the holder holds (pod.rs), labelled `berth.pod`.
+    /// The session whose pod the holder holds (pod/), labelled `berth.pod`.
     pub pod: Option<String>,
 }
 
@@ -212,7 +214,7 @@ pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) ->
         (LABEL_HOLDER.to_string(), slot.name.clone()),
     ]);
     if let Some(pod) = &recipe.pod {
-        labels.insert(super::pod::LABEL_POD.to_string(), pod.clone());
+        labels.insert(super::ownership::LABEL_POD.to_string(), pod.clone());
     }
     let memory = 16 * 1024 * 1024;
     let body = ContainerCreateBody {

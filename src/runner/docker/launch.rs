@@ -169,13 +169,13 @@ async fn launch_one(
     // network's holder (holder.rs): the engine then sets up no network for
     // it. A remote engine's jobs never do (a holder's files are this machine's).
     let may_join = remote.is_none() && (!decision.engine_publishes || plan.is_empty());
-    // A job of an MCP session joins its session's pod (pod.rs) instead of
+    // A job of an MCP session joins its session's pod (pod/) instead of
     // taking a network of its own.
     let mut pod_note = None;
     let member = match super::pod::key_of(spec, &decision, remote.is_none(), scope.is_some()) {
         Some(key) => match engine
             .pods
-            .join(engine, &docker, key, &decision, id, spec, project.image)
+            .join(engine, &docker, key, &decision, (id, spec), project.image)
             .await?
         {
             Joined::In(m) => Some(m),

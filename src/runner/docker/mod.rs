@@ -22,7 +22,8 @@
 //! instance's pools (`network.rs`, `pool.rs`: internal networks, or NAT'd
 //! ones for `egress = "all"`); how it is reached (berth's port forwarder)
 //! and what it reaches (the egress proxy) is `reach.rs`, its own `/etc`
-//! files `etc.rs`.
+//! files `etc.rs`. The container jobs of one MCP session share one network
+//! namespace, a pod (`pod/`).
 //! A job with `engine = "scoped"` also gets an engine socket of its own,
 //! through which it starts children of its own (`scoped/`).
 
@@ -142,7 +143,7 @@ pub struct Engine {
     pool: Arc<pool::Pool>,
     /// The NAT'd job networks (`<prefix>-nat-N`: `egress = "all"`).
     nat_pool: pool::Pool,
-    /// The MCP sessions' pods (pod.rs), each on a slot of one of the pools.
+    /// The MCP sessions' pods (pod/), each on a slot of one of the pools.
     pods: Arc<pod::Pods>,
     client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
@@ -333,7 +334,7 @@ impl Engine {
     }
 
     /// The MCP session `owner` ended: its pods go, each once its last job
-    /// ended (pod.rs).
+    /// ended (pod/).
     pub async fn end_pods(&self, owner: &str) {
         self.pods.end(owner).await;
     }

@@ -233,7 +233,7 @@ pub fn attach(
     })
 }
 
-/// A pod member's (pod.rs): the pod's `hosts` file as its `/etc/hosts`
+/// A pod member's (pod/): the pod's `hosts` file as its `/etc/hosts`
 /// instead of its own, and its siblings' `names` never proxied (they are on
 /// its loopback; the proxy, on this machine, could not resolve them).
 pub fn in_pod(attach: &mut Attach, hosts: &Path, names: &[String]) {

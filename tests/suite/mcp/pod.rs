@@ -1,5 +1,5 @@
 //! A session is a pod: the container jobs of one MCP session share one
-//! network namespace (`runner/docker/pod.rs`), so the safe_shell seed's
+//! network namespace (`runner/docker/pod/`), so the safe_shell seed's
 //! "start a server in the background, then `curl localhost`" works under
 //! Docker as on a host shell, and siblings reach each other by label; a job
 //! of another session reaches neither that localhost nor the first

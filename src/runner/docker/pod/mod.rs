@@ -40,8 +40,15 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+
+mod member;
+mod seats;
+
+pub use member::{Joined, LeaveOnDrop, Member};
+
+use seats::{Seat, Seats, conflict, hostname_ok, hosts_text, names};
 
 use super::client::remove_container;
 use super::holder::{self, Holder};
@@ -49,10 +56,7 @@ use super::reach::Decision;
 use super::slot::{NetAddr, Slot};
 use super::{DockerClient, Engine};
 use crate::error::{Error, Result};
-use crate::model::{JobId, JobSpec, Network, Proto};
-
-/// The label naming the session a pod holder serves.
-pub const LABEL_POD: &str = "berth.pod";
+use crate::model::{JobId, JobSpec, Network};
 
 /// The pods of one engine, by session and egress.
 #[derive(Default)]
@@ -97,59 +101,6 @@ enum Life {
     Closed,
 }
 
-type Seats = BTreeMap<JobId, Seat>;
-
-/// One member: the name it is known by and the ports it publishes.
-struct Seat {
-    label: Option<String>,
-    ports: Vec<(u16, Proto)>,
-}
-
-/// What joining a pod came to.
-pub enum Joined {
-    In(Member),
-    /// No pod for this job after all: why (the job's `not_enforced`).
-    Outside(String),
-}
-
-/// A job's seat in a pod, left when the job ends ([`Member::leave`]).
-pub struct Member {
-    pub pod: Arc<Pod>,
-    /// The members' names (labels, ids) when the job joined, its own
-    /// included: never proxied (its `NO_PROXY`), they are on loopback.
-    pub names: Vec<String>,
-    pods: Arc<Pods>,
-    id: JobId,
-    left: AtomicBool,
-}
-
-/// A seat given up when dropped unless kept ([`LeaveOnDrop::keep`]): a
-/// launch that fails leaves its pod again.
-pub struct LeaveOnDrop(Option<Member>);
-
-impl LeaveOnDrop {
-    pub fn new(m: Member) -> Self {
-        LeaveOnDrop(Some(m))
-    }
-
-    pub fn member(&self) -> Option<&Member> {
-        self.0.as_ref()
-    }
-
-    /// The seat, now the job's control's to give up.
-    pub fn keep(mut self) -> Option<Arc<Member>> {
-        self.0.take().map(Arc::new)
-    }
-}
-
-impl Drop for LeaveOnDrop {
-    fn drop(&mut self) {
-        if let Some(m) = &self.0 {
-            m.leave();
-        }
-    }
-}
-
 /// The pod a job of `spec` belongs in, if any (see the module docs).
 pub fn key_of(spec: &JobSpec, decision: &Decision, local: bool, scoped: bool) -> Option<(String, String)> {
     let owner = spec.owner.as_deref().filter(|o| o.starts_with("mcp:"))?;
@@ -173,8 +124,7 @@ impl Pods {
         docker: &DockerClient,
         (key, owner): (String, String),
         decision: &Decision,
-        id: &JobId,
-        spec: &JobSpec,
+        (id, spec): (&JobId, &JobSpec),
         project_image: &str,
     ) -> Result<Joined> {
         let seat = Seat {
@@ -421,142 +371,6 @@ impl Pod {
         }
         if let Some(dir) = self.hosts.parent() {
             let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Member {
-    /// The job ended: its seat is given up (its names leave the hosts
-    /// file); the last member of an ended session's pod takes the pod along.
-    /// Leaving twice is harmless.
-    pub fn leave(&self) {
-        if self.left.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        if self.pod.unseat(&self.id) {
-            let (pods, pod) = (self.pods.clone(), self.pod.clone());
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn(async move { pods.retire(&pod).await });
-                }
-                // Outside a runtime (a `Drop` path): the labelled sweep at
-                // teardown removes the holder.
-                Err(_) => pods.forget(&pod),
-            }
-        }
-    }
-
-    /// The pod's holder was found gone: the pod is forgotten.
-    pub fn broken(&self) {
-        self.left.store(true, Ordering::SeqCst);
-        self.pods.forget(&self.pod);
-    }
-}
-
-/// The names `seats` go by: labels and ids.
-fn names(seats: &Seats) -> Vec<String> {
-    seats
-        .iter()
-        .flat_map(|(id, s)| s.label.iter().cloned().chain([id.to_string()]))
-        .collect()
-}
-
-/// Why `seat` cannot join `seats`: a port it publishes is a member's already.
-fn conflict(seats: &Seats, seat: &Seat) -> Option<String> {
-    seats.iter().find_map(|(other, s)| {
-        let (port, proto) = seat.ports.iter().find(|p| s.ports.contains(p))?;
-        Some(format!(
-            "port {port}/{} is published already by {other}, a job of this session: the session's jobs \
-share one network (one pod), so only one can listen on it; stop {other} or use another port",
-            proto.as_str()
-        ))
-    })
-}
-
-/// The pod's hosts file: the usual localhost lines, then each member's
-/// label (when it is a valid host name) and id on 127.0.0.1.
-fn hosts_text(seats: &Seats) -> String {
-    let mut text = super::etc::LOCALHOST.to_string();
-    for (id, seat) in seats {
-        match &seat.label {
-            Some(label) => text.push_str(&format!("127.0.0.1\t{label} {id}\n")),
-            None => text.push_str(&format!("127.0.0.1\t{id}\n")),
-        }
-    }
-    text
-}
-
-/// A label usable as a host name: letters, digits, `-`, `_` and `.`, not
-/// starting with `-` or `.`, at most 63 characters (anything else is left
-/// out of the hosts file, never written into it).
-fn hostname_ok(label: &str) -> bool {
-    !label.is_empty()
-        && label.len() <= 63
-        && !label.starts_with(['-', '.'])
-        && label
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_hosts_file_names_each_member_on_loopback_and_nothing_else() {
-        let mut seats = Seats::new();
-        seats.insert(
-            JobId::from("job-1"),
-            Seat {
-                label: Some("web".into()),
-                ports: vec![],
-            },
-        );
-        seats.insert(
-            JobId::from("job-2"),
-            Seat {
-                label: None,
-                ports: vec![],
-            },
-        );
-        let text = hosts_text(&seats);
-        let web = Seat {
-            label: None,
-            ports: vec![(8000, Proto::Tcp)],
-        };
-        assert!(conflict(&seats, &web).is_none());
-        seats.insert(JobId::from("job-3"), web);
-        let again = Seat {
-            label: None,
-            ports: vec![(9000, Proto::Tcp), (8000, Proto::Tcp)],
-        };
-        let said = conflict(&seats, &again).expect("8000 is taken");
-        assert!(said.contains("port 8000/tcp") && said.contains("job-3"), "{said}");
-        let udp = Seat {
-            label: None,
-            ports: vec![(8000, Proto::Udp)],
-        };
-        assert!(
-            conflict(&seats, &udp).is_none(),
-            "another protocol is another port"
-        );
-        assert!(text.starts_with("127.0.0.1\tlocalhost\n"), "{text}");
-        assert!(
-            text.ends_with("127.0.0.1\tweb job-1\n127.0.0.1\tjob-2\n"),
-            "{text}"
-        );
-        assert_eq!(names(&seats), ["web", "job-1", "job-2"]);
-        assert!(hostname_ok("web") && hostname_ok("db-2.local") && hostname_ok("a_b"));
-        for bad in [
-            "",
-            "-x",
-            ".x",
-            "a b",
-            "a\n1.2.3.4 pypi.org",
-            "x#y",
-            &"a".repeat(64),
-        ] {
-            assert!(!hostname_ok(bad), "{bad:?}");
         }
     }
 }
