@@ -82,6 +82,7 @@ mod tests {
             },
         );
         let text = hosts_text(&seats);
+        assert_eq!(names(&seats), ["web", "job-1", "job-2"]);
         let web = Seat {
             label: None,
             ports: vec![(8000, Proto::Tcp)],
@@ -107,7 +108,6 @@ mod tests {
             text.ends_with("127.0.0.1\tweb job-1\n127.0.0.1\tjob-2\n"),
             "{text}"
         );
-        assert_eq!(names(&seats), ["web", "job-1", "job-2"]);
         assert!(hostname_ok("web") && hostname_ok("db-2.local") && hostname_ok("a_b"));
         for bad in [
             "",
