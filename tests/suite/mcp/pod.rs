@@ -266,3 +266,31 @@ async fn siblings_resolve_each_other_by_label_and_cannot_publish_one_port_twice(
     );
     assert_eq!(pod_holders(&a.instance).len(), 1);
 }
+
+#[tokio::test]
+async fn a_crashed_hosts_pods_are_swept_by_its_watchdog() {
+    let mut a = Mcp::start_with("safe_shell", DOCKER_DEV, |_| {}).await;
+    a.ok(
+        "safe_shell",
+        json!({"command": "sleep", "args": ["300"], "background": true}),
+    )
+    .await;
+    assert_eq!(pod_holders(&a.instance).len(), 1);
+    // SIGKILL: no teardown of its own; its watchdog sweeps by label.
+    let pid = a.child.id().expect("running");
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    a.child.wait().await.unwrap();
+    let instance = a.instance.clone();
+    eventually(
+        Duration::from_secs(40),
+        "no container nor network of the instance left",
+        || containers_of(&instance) == 0 && networks(&instance).is_empty(),
+    )
+    .await;
+}
