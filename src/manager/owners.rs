@@ -5,7 +5,9 @@
 //! or the client is killed and its connection drops), every one of its jobs
 //! still queued, starting or running is stopped as the system, with the
 //! reason given (`session ended`). Jobs of other owners, and jobs with no
-//! owner (the CLI's, the TUI's), are left alone.
+//! owner (the CLI's, the TUI's), are left alone. The session's pod (the
+//! network namespace its container jobs share, `runner/docker/pod/`)
+//! goes with its last job.
 
 use super::{KillRequest, Manager};
 use crate::model::{EndedBy, JobId, StopCause};
@@ -15,7 +17,10 @@ impl Manager {
     /// `ended_by: system` and `reason`; returns once all of them have ended,
     /// with their ids.
     pub async fn end_owner(&self, owner: &str, cause: StopCause) -> Vec<JobId> {
-        self.end_active(Some(owner), cause).await
+        let ended = self.end_active(Some(owner), cause).await;
+        // Its container jobs' shared network (its pod) goes with them.
+        self.inner.runners.end_pods(owner).await;
+        ended
     }
 
     /// True while a job of `owner` is queued, starting or running.

@@ -106,7 +106,7 @@ pub(super) async fn adopt(
     }
     let rules = engine.rules(allow, on_denial);
     let proxy = match (proxy_port(&inspected), &slot) {
-        (Some(port), Some(slot)) => match reach::start_proxy(id, slot, &rules, port) {
+        (Some(port), Some(slot)) => match reach::start_proxy(id, &slot.addr, &slot.name, &rules, port) {
             Ok(p) => Some(p),
             Err(e) => {
                 tracing::warn!(job = %id, error = %e, "could not start the adopted job's egress proxy again");

@@ -315,6 +315,7 @@ impl Drop for Engine {
         }
         // Holders made from here on are removed by whoever makes them;
         // `release_all` sweeps this process's own.
+        self.pods.begin_close();
         self.pool.holders.begin_close();
         self.nat_pool.holders.begin_close();
         let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());

@@ -1,7 +1,7 @@
 //! [`DockerControl`]: one job's container as the manager holds it: signal
 //! it, remove it (now, in the background once the job was answered, or
 //! blocking from `Drop`), give its pool network back (with a holder made
-//! on it when the engine keeps warm), and close what berth ran for the job
+//! on it when the engine keeps warm) or its pod seat, and close what berth ran for the job
 //! on this machine (its forwarded ports, its egress proxy, its scoped engine
 //! and that engine's children) when it ends.
 
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bollard::query_parameters::KillContainerOptions;
 
 use super::cleanup::{Removals, blocking_remove_all, remove_container};
-use super::{DockerClient, Engine, holder, pool, reach, scoped};
+use super::{DockerClient, Engine, holder, pod, pool, reach, scoped};
 
 /// Signals and removes one job's container.
 #[derive(Clone)]
@@ -35,6 +35,8 @@ pub struct DockerControl {
     net: Arc<reach::JobNet>,
     /// The job's scoped engine: closed (its children removed) when the job ends.
     pub(super) scope: Option<Arc<scoped::Scope>>,
+    /// The job's seat in its session's pod (pod/): given up when it ends.
+    pub(super) pod: Option<Arc<pod::Member>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -63,6 +65,7 @@ impl DockerControl {
             warm: None,
             net: Arc::new(net),
             scope: None,
+            pod: None,
         }
     }
 
@@ -75,9 +78,12 @@ impl DockerControl {
     }
 
     /// Close what berth runs for the job on this machine (its forwarded
-    /// ports, its egress proxy): the job ended.
+    /// ports, its egress proxy) and give up its pod seat: the job ended.
     pub fn close_net(&self) {
         self.net.close();
+        if let Some(m) = &self.pod {
+            m.leave();
+        }
     }
 
     /// Hand the job's running forwarder to its control (closed with it).

@@ -18,6 +18,10 @@
 //! on a user-defined network; on an internal network it answers only the
 //! network's own names). `hostname` is the job's id, as is `$HOSTNAME`.
 //!
+//! A job in an MCP session's pod (`pod/`) gets the pod's `/etc/hosts`
+//! instead of its own: one file, written by berth alone and read-only to
+//! every member, naming the members on 127.0.0.1.
+//!
 //! The files are 0644 (the job's user inside, whoever it is, must read
 //! them) in a 0700 directory, so no other local user reads them here.
 
@@ -35,7 +39,7 @@ use crate::model::JobId;
 pub const RESOLV_CONF: &str = "nameserver 127.0.0.11\noptions ndots:0\n";
 
 /// The localhost lines every hosts file starts with (the engine's own).
-const LOCALHOST: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
+pub(super) const LOCALHOST: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n\
 fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n";
 
 /// A job's written files.
@@ -81,7 +85,7 @@ pub fn write(job_dir: &Path, id: &JobId, address: Option<IpAddr>, resolv: bool) 
 }
 
 /// Replace `path`'s contents, readable by any user inside the container.
-fn put(path: &Path, text: &str) -> std::io::Result<()> {
+pub(super) fn put(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

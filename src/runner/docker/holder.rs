@@ -28,6 +28,8 @@
 //! instance's labels plus `berth.holder`, and goes at teardown: manager
 //! shutdown and drop ([`Holders::close`], [`sweep`]), `berth down` and the
 //! crash watchdog (the labelled sweeps), before the networks they sit on.
+//! A pod's holder (`pod/`) is made from the same recipe (plus a
+//! `berth.pod` label) but belongs to its pod, not to this pool: swept alike.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -88,6 +90,8 @@ pub struct Recipe {
     pub image: String,
     pub ownership: Ownership,
     pub owner: String,
+    /// The session whose pod the holder holds (pod/), labelled `berth.pod`.
+    pub pod: Option<String>,
 }
 
 impl Holders {
@@ -201,14 +205,17 @@ impl Holders {
 
 /// Make, start and read back a holder on `slot`'s network. Whatever was
 /// made is removed again when a step fails.
-async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
-    let labels = HashMap::from([
+pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
+    let mut labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), recipe.ownership.instance.clone()),
         (LABEL_STATE.to_string(), recipe.ownership.state.clone()),
         (LABEL_OWNER.to_string(), recipe.owner.clone()),
         (LABEL_HOLDER.to_string(), slot.name.clone()),
     ]);
+    if let Some(pod) = &recipe.pod {
+        labels.insert(super::ownership::LABEL_POD.to_string(), pod.clone());
+    }
     let memory = 16 * 1024 * 1024;
     let body = ContainerCreateBody {
         image: Some(recipe.image.clone()),

@@ -32,6 +32,7 @@ use super::DockerClient;
 use super::attempt::{AttemptError, Started, attempt, feed, note_warnings};
 use super::create::{self, Context, PortPlan};
 use super::exit::{exit_future, pump};
+use super::pod::{Joined, LeaveOnDrop};
 use super::reach::{self, JobNet};
 use super::remote::RemoteJob;
 use super::{DockerControl, Engine, Project, holder, remove_container};
@@ -168,7 +169,27 @@ async fn launch_one(
     // network's holder (holder.rs): the engine then sets up no network for
     // it. A remote engine's jobs never do (a holder's files are this machine's).
     let may_join = remote.is_none() && (!decision.engine_publishes || plan.is_empty());
-    let mut slot = match isolated {
+    // A job of an MCP session joins its session's pod (pod/) instead of
+    // taking a network of its own.
+    let mut pod_note = None;
+    let member = match super::pod::key_of(spec, &decision, remote.is_none(), scope.is_some()) {
+        Some(key) => match engine
+            .pods
+            .join(engine, &docker, key, &decision, (id, spec), project.image)
+            .await?
+        {
+            Joined::In(m) => Some(m),
+            Joined::Outside(why) => {
+                pod_note = Some(why);
+                None
+            }
+        },
+        None => None,
+    };
+    let pod = member.as_ref().map(|m| m.pod.clone());
+    // Given up however this launch ends (a failed one included).
+    let member = member.map(LeaveOnDrop::new);
+    let mut slot = match isolated && member.is_none() {
         true => Some(
             engine
                 .acquire_network(&docker, decision.internal, may_join)
@@ -200,17 +221,26 @@ async fn launch_one(
     let mut network_retries = 2;
     let mut cleared = false;
     let (started, joined) = loop {
-        let joined = slot.as_ref().and_then(|s| s.holder.clone()).filter(|_| may_join);
+        let joined = match &pod {
+            Some(pod) => Some(pod.holder.clone()),
+            None => slot.as_ref().and_then(|s| s.holder.clone()).filter(|_| may_join),
+        };
+        // Where the job's network is: its slot's, or its pod's.
+        let net = match (&pod, &slot) {
+            (Some(pod), _) => Some((pod.addr, pod.network.as_str())),
+            (None, Some(s)) => Some((s.addr, s.name.as_str())),
+            (None, None) => None,
+        };
         // The egress proxy on this network's gateway (made again when a
         // retry moved the job to another network).
-        if let (Egress::Proxy, Some(s)) = (decision.egress, &slot)
-            && proxy.as_ref().map(|p| p.addr().ip()) != s.addr.gateway
+        if let (Egress::Proxy, Some((addr, net_name))) = (decision.egress, net)
+            && proxy.as_ref().map(|p| p.addr().ip()) != addr.gateway
         {
-            match reach::start_proxy(id, s, &project.rules, 0) {
+            match reach::start_proxy(id, &addr, net_name, &project.rules, 0) {
                 Ok(p) => proxy = Some(p),
                 // A network known from before was removed meanwhile (its
                 // gateway address went with it): make it again.
-                Err(e) if address_gone(&e) && network_retries > 0 => {
+                Err(e) if address_gone(&e) && network_retries > 0 && pod.is_none() => {
                     tracing::debug!(job = %id, error = %e, "job network removed meanwhile; making it again");
                     network_retries -= 1;
                     if let Some(gone) = slot.take() {
@@ -227,6 +257,10 @@ async fn launch_one(
             }
         }
         let mut attach = reach::attach(id, &decision, joined.as_ref(), &job_dir, proxy.as_ref())?;
+        if let Some(m) = member.as_ref().and_then(LeaveOnDrop::member) {
+            // The pod's hosts file, which names every member, for its own.
+            reach::in_pod(&mut attach, m.pod.hosts_file(), &m.names);
+        }
         if remote.is_some() {
             // Files of this machine's: the engine's own /etc files instead.
             attach.mounts.clear();
@@ -266,6 +300,19 @@ async fn launch_one(
         };
         match attempt(&docker, spec, &ctx, &name, &plan).await {
             Ok(s) => break (s, joined),
+            // The pod's holder went away: the pod is forgotten (the
+            // session's next job makes another) and this start fails.
+            Err(AttemptError::Other(e) | AttemptError::NetworkGone(e))
+                if member.is_some()
+                    && joined
+                        .as_ref()
+                        .is_some_and(|h| holder::is_gone(&e.to_string(), h)) =>
+            {
+                if let Some(m) = member.as_ref().and_then(LeaveOnDrop::member) {
+                    m.broken();
+                }
+                return Err(e);
+            }
             // The holder went away (removed by hand, the engine restarted):
             // forget it and start the ordinary way on the same network.
             Err(AttemptError::Other(e) | AttemptError::NetworkGone(e))
@@ -335,6 +382,10 @@ async fn launch_one(
         // Named, not by the id the container was created with.
         applied.network = Some(slot.name.clone());
     }
+    if let Some(pod) = &pod {
+        applied.network = Some(pod.network.clone());
+    }
+    applied.not_enforced.extend(pod_note);
     applied.egress = Some(decision.egress.to_string());
     applied.not_enforced.extend(decision.notes.iter().cloned());
     if let Some(r) = &remote {
@@ -355,6 +406,7 @@ async fn launch_one(
             image: engine.image.clone(),
             ownership: engine.ownership.clone(),
             owner: engine.owner.clone(),
+            pod: None,
         };
         Arc::new((engine.pool_of(decision.internal).holders.clone(), recipe))
     });
@@ -363,6 +415,7 @@ async fn launch_one(
     let net = JobNet::new(proxy.take());
     let mut control = DockerControl::new(engine, docker.clone(), container_id.clone(), slot, net);
     control.warm = warm;
+    control.pod = member.and_then(|m| m.keep());
 
     // From here on the container runs: any failure must take it down again.
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {

@@ -22,7 +22,8 @@
 //! instance's pools (`network.rs`, `pool.rs`: internal networks, or NAT'd
 //! ones for `egress = "all"`); how it is reached (berth's port forwarder)
 //! and what it reaches (the egress proxy) is `reach.rs`, its own `/etc`
-//! files `etc.rs`.
+//! files `etc.rs`. The container jobs of one MCP session share one network
+//! namespace, a pod (`pod/`).
 //! A job with `engine = "scoped"` also gets an engine socket of its own,
 //! through which it starts children of its own (`scoped/`).
 
@@ -41,6 +42,7 @@ mod images;
 mod launch;
 mod network;
 mod ownership;
+mod pod;
 mod pool;
 mod protect;
 mod pull;
@@ -141,6 +143,8 @@ pub struct Engine {
     pool: Arc<pool::Pool>,
     /// The NAT'd job networks (`<prefix>-nat-N`: `egress = "all"`).
     nat_pool: pool::Pool,
+    /// The MCP sessions' pods (pod/), each on a slot of one of the pools.
+    pods: Arc<pod::Pods>,
     client: OnceCell<DockerClient>,
     /// Containers of finished jobs whose removal is under way.
     removals: Arc<Removals>,
@@ -199,6 +203,7 @@ impl Engine {
                 false,
                 networks.join("networks-nat"),
             ),
+            pods: Arc::new(pod::Pods::new(networks.join("pods"))),
             egress: config.egress,
             // Validated when the config was loaded.
             egress_allow: crate::net::Allowlist::parse(&config.egress_allow).unwrap_or_default(),
@@ -319,12 +324,19 @@ impl Engine {
         }
         match self.client().await {
             Ok(docker) => {
+                self.pods.close().await;
                 self.pool.holders.close(docker).await;
                 self.nat_pool.holders.close(docker).await;
                 network::release_all(docker, &self.ownership).await
             }
             Err(_) => 0,
         }
+    }
+
+    /// The MCP session `owner` ended: its pods go, each once its last job
+    /// ended (pod/).
+    pub async fn end_pods(&self, owner: &str) {
+        self.pods.end(owner).await;
     }
 
     /// Force-remove a container from synchronous code (recovery), only when

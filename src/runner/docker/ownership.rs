@@ -15,6 +15,8 @@ pub const LABEL_STATE: &str = "berth.state";
 /// The label naming the pool network a holder holds (the sweeps keep or
 /// remove holders by it).
 pub const LABEL_HOLDER: &str = "berth.holder";
+/// The label naming the MCP session whose pod a holder holds (`pod/`).
+pub const LABEL_POD: &str = "berth.pod";
 
 /// The `berth.state` value for `state_dir`: 16 hex digits of FNV-1a over the
 /// canonical path (stable across processes and builds, unlike std's hasher).

@@ -231,7 +231,6 @@ impl Pool {
             id: known.id,
             name,
             addr: known.addr,
-            internal: self.internal,
             holder: self.holders.of(n),
             busy: self.busy.clone(),
             vacant: self.vacant.clone(),

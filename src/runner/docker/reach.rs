@@ -28,7 +28,7 @@ use bollard::models::Mount;
 
 use super::Project;
 use super::etc;
-use super::slot::{Holder, Slot};
+use super::slot::{Holder, NetAddr};
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec, Network, Publish};
 use crate::net::{Allowlist, DenialFn, Forwarder, Policy, Proxy};
@@ -135,16 +135,15 @@ pub struct EgressRules {
     pub on_denial: DenialFn,
 }
 
-/// Start job `id`'s egress proxy on `slot`'s gateway (`port` 0: any; an
-/// adopted job's recorded port otherwise).
-pub fn start_proxy(id: &JobId, slot: &Slot, rules: &EgressRules, port: u16) -> Result<Proxy> {
-    let (Some(gateway), Some(subnet)) = (slot.addr.gateway, slot.addr.subnet) else {
+/// Start job `id`'s egress proxy on the gateway of its network `name` at
+/// `addr` (`port` 0: any; an adopted job's recorded port otherwise).
+pub fn start_proxy(id: &JobId, addr: &NetAddr, name: &str, rules: &EgressRules, port: u16) -> Result<Proxy> {
+    let (Some(gateway), Some(subnet)) = (addr.gateway, addr.subnet) else {
         return Err(Error::Docker {
             action: "start the egress proxy",
             job: id.to_string(),
             message: format!(
-                "the job network {} has no gateway address; set egress = \"none\" or \"all\"",
-                slot.name
+                "the job network {name} has no gateway address; set egress = \"none\" or \"all\""
             ),
         });
     };
@@ -232,6 +231,25 @@ pub fn attach(
         hostname: joined.is_none().then(|| id.to_string()),
         alias: (joined.is_none() && decision.network == Network::Isolated).then(|| id.to_string()),
     })
+}
+
+/// A pod member's (pod/): the pod's `hosts` file as its `/etc/hosts`
+/// instead of its own, and its siblings' `names` never proxied (they are on
+/// its loopback; the proxy, on this machine, could not resolve them).
+pub fn in_pod(attach: &mut Attach, hosts: &Path, names: &[String]) {
+    for m in attach.mounts.iter_mut() {
+        if m.target.as_deref() == Some("/etc/hosts") {
+            m.source = Some(hosts.to_string_lossy().into_owned());
+        }
+    }
+    for (k, v) in attach.env.iter_mut() {
+        if k == "NO_PROXY" || k == "no_proxy" {
+            for name in names {
+                v.push(',');
+                v.push_str(name);
+            }
+        }
+    }
 }
 
 /// The engine's TCP endpoint (`tcp://ADDR:PORT` with an address, not a

@@ -54,8 +54,6 @@ pub struct Slot {
     pub id: String,
     pub name: String,
     pub addr: NetAddr,
-    /// The network is internal (see `network.rs`).
-    pub internal: bool,
     /// The network's holder when the slot was taken: the job joins its namespace.
     pub holder: Option<Holder>,
     pub(super) busy: Arc<Mutex<BTreeSet<u32>>>,

@@ -20,6 +20,7 @@ use crate::common::{eventually, http_get, instance_name, processes_with, unique_
 mod inert;
 mod late_port;
 mod list;
+mod pod;
 mod project_image;
 mod protocol;
 mod seed_exec;
