@@ -115,7 +115,7 @@ impl BerthMcp {
                     "reason": info.reason.clone().or(info.promotion_reason.clone()),
                     "runtime": format::duration(&info),
                     "next_seq": info.last_seq,
-                    "snippet": self.core.manager.snippet(&id)?,
+                    "snippet": self.poll_snippet(&id)?,
                 })))
             }
             Some(Action::Log) => {
@@ -151,6 +151,19 @@ impl BerthMcp {
 }
 
 impl BerthMcp {
+    /// `poll`'s snippet, or the event that carries the same output: one
+    /// this session was sent, or an unseen watch hit this answer ends with.
+    fn poll_snippet(&self, id: &crate::JobId) -> Result<String> {
+        let core = &self.core;
+        if let Some(n) = core.snippets.current(&core.manager, id) {
+            return Ok(format!("see event #{n} (no output since)"));
+        }
+        if let Some(n) = core.backlog.unseen_watch_hit(&core.manager, id) {
+            return Ok(format!("see event #{n} below"));
+        }
+        core.manager.snippet(id)
+    }
+
     /// The seed's run items: output lines and the run's events in one
     /// seq-ordered stream. A watch hit sits right after the line it matched
     /// (same seq); the end of the run is the item after the last line
@@ -197,14 +210,13 @@ impl BerthMcp {
     }
 }
 
-/// A watcher notification's snippet: the last ~1.5 KB of the run's output.
+/// A watcher notification's snippet: the last ~1.5 KB of the run's output,
+/// once (`snippets.rs`).
 pub fn exec_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
     if !matches!(e.kind, crate::events::EventKind::WatchHit { .. }) {
         return None;
     }
-    let snippet = core.manager.snippet(&e.job).ok()?;
-    let indented: Vec<String> = snippet.lines().map(|l| format!("    {l}")).collect();
-    Some(format!("\n  snippet:\n{}", indented.join("\n")))
+    core.snippets.for_event(&core.manager, &e.job, e.seq)
 }
 
 /// running | success | failed (queued counts as running).

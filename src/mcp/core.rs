@@ -81,6 +81,8 @@ pub struct Core {
     /// Whose jobs this session starts (owner, the client's cwd and `BERTH_*` variables).
     pub session: Session,
     pub backlog: Backlog,
+    /// The exec set's snippets sent so far (each once).
+    pub snippets: super::snippets::Snippets,
     /// The JSON-RPC id of the call that started each job (the seed's `call_id`).
     calls: std::sync::Mutex<std::collections::HashMap<JobId, String>>,
 }
@@ -89,6 +91,7 @@ impl Core {
     pub fn new(manager: Manager, session: Session) -> Self {
         Core {
             backlog: Backlog::new(&manager),
+            snippets: Default::default(),
             manager,
             session,
             calls: Default::default(),
@@ -207,6 +210,9 @@ impl Core {
         })
     }
 
+    /// A foreground job that outran its budget: one line saying so, its
+    /// card (without "Last log": the output follows) and its output so far,
+    /// at most the shell seed's 120 lines within [`PROMOTED_OUTPUT_BYTES`].
     pub fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
         let reason = info
             .promotion_reason
@@ -219,58 +225,73 @@ impl Core {
         if let Some(note) = self.cap_note() {
             text += &note;
         }
+        text += &format::card_head(info);
         text += &format::port_lines(info);
+        text += &format!("Output so far ({} lines):\n", info.last_seq);
+        text += &format::output_within(&self.manager, &info.id, d, PROMOTED_OUTPUT_BYTES)?;
         text += &format!(
-            "Next: read its output with {}, check it with {}, stop it with {}.\n",
-            d.logs(&info.id, 1),
+            "Next: read on with {}, check it with {}, stop it with {}.\n",
+            d.logs(&info.id, info.last_seq + 1),
             d.status(&info.id),
             d.kill(info)
         );
-        let snippet = self.manager.snippet(&info.id)?;
-        text += &format::card(info, &snippet);
-        if snippet.lines().count() > crate::card::CARD_LOG_LINES {
-            text += &format!("Recent output:\n{snippet}");
-            if !snippet.ends_with('\n') {
-                text.push('\n');
-            }
-        }
         Ok(Answer::ok(text))
     }
 
+    /// A background job just started (or resumed): what the agent needs to
+    /// use it, in a few lines (the command is the agent's own: not echoed).
     pub fn background(&self, info: &JobInfo, waited: Option<&WaitOutcome>, d: Dialect) -> Result<Answer> {
-        let mut text = match &info.status {
-            JobStatus::Queued => format!(
-                "{} is queued: the background cap ({}) is full; it starts when a slot frees.\n",
-                info.id,
-                self.manager.config().max_jobs
-            ),
-            s if s.is_active() => format!(
-                "{} started in the background ({}) · `{}`\n",
-                info.id,
-                info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
-                format::short(&info.command, 120)
-            ),
-            _ => format!(
-                "{} already ended: {} · `{}`\n",
-                info.id,
-                format::info_end_words(info),
-                format::short(&info.command, 120)
-            ),
-        };
+        let runner = info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
         let mut is_error = false;
-        if let Some(w) = waited {
-            let (line, ok) = wait_words(info, w);
-            is_error = !ok;
-            text += &line;
-        }
+        let mut text = match (&info.status, waited) {
+            (JobStatus::Queued, w) => {
+                let mut t = format!(
+                    "{} is queued: the background cap ({}) is full; it starts when a slot frees.\n",
+                    info.id,
+                    self.manager.config().max_jobs
+                );
+                if let Some(w) = w {
+                    let (line, ok) = wait_words(info, w);
+                    is_error = !ok;
+                    t += &line;
+                }
+                t
+            }
+            (s, Some(w @ WaitOutcome::Ready { .. })) if s.is_active() => {
+                let (line, _) = wait_words(info, w);
+                line.replacen(
+                    &format!("{} is", info.id),
+                    &format!("{} ({runner}) is", info.id),
+                    1,
+                )
+            }
+            (s, None) if s.is_active() => {
+                format!("{} started in the background ({runner}).\n", info.id)
+            }
+            (s, Some(w)) if s.is_active() => {
+                let (line, _) = wait_words(info, w);
+                is_error = true;
+                format!("{} started in the background ({runner}).\n{line}", info.id)
+            }
+            (_, w) => {
+                let mut t = format!(
+                    "{} already ended: {} · `{}`\n",
+                    info.id,
+                    format::info_end_words(info),
+                    format::short(&info.command, 120)
+                );
+                if let Some(w) = w {
+                    let (line, ok) = wait_words(info, w);
+                    is_error = !ok;
+                    t += &line;
+                }
+                t
+            }
+        };
         text += &format::port_lines(info);
         text += &format::image_line(info);
         text += &format::log_paths(info);
-        text += &format!(
-            "Next: read its output with {}, stop it with {}.\n",
-            d.logs(&info.id, 1),
-            d.kill(info)
-        );
+        text += &format!("Next: {} · {}\n", d.read(&info.id), d.kill(info));
         if is_error || !info.status.is_active() {
             text += &format::card(info, &self.manager.snippet(&info.id)?);
         }
@@ -283,24 +304,60 @@ impl Core {
         let outcome = self.manager.wait(id, conds, t).await?;
         self.cover(id);
         let info = self.manager.info(id)?;
-        let (mut text, ok) = if conds.is_empty() {
-            match &outcome {
-                WaitOutcome::TimedOut { elapsed_ms, .. } => (
-                    format!(
-                        "{id} is still running after {}.\n",
-                        format::secs(*elapsed_ms as f64 / 1000.0)
-                    ),
-                    false,
+        if conds.is_empty() && !matches!(outcome, WaitOutcome::TimedOut { .. }) {
+            // Ended: how, and its last lines (a test run's summary, a crash).
+            let mut text = format!(
+                "{id} ended: {} after {}.\n",
+                format::info_end_words(&info),
+                format::duration(&info)
+            );
+            text += &self.last_lines(id, END_TAIL);
+            return Ok(Answer::ok(text));
+        }
+        let (mut text, ok) = match &outcome {
+            WaitOutcome::TimedOut { elapsed_ms, .. } if conds.is_empty() => (
+                format!(
+                    "{id} is still running after {}.\n",
+                    format::secs(*elapsed_ms as f64 / 1000.0)
                 ),
-                _ => (format!("{id} ended: {}.\n", format::info_end_words(&info)), true),
-            }
-        } else {
-            wait_words(&info, &outcome)
+                false,
+            ),
+            _ => wait_words(&info, &outcome),
         };
-        if !ok || conds.is_empty() {
+        if !ok {
             text += &format::card(&info, &self.manager.snippet(id)?);
         }
         Ok(Answer { text, is_error: !ok })
+    }
+
+    /// The job's last `n` lines under a `Last N lines` header (`of M` when
+    /// there are more), made inert; nothing for none.
+    pub fn last_lines(&self, id: &JobId, n: usize) -> String {
+        if n == 0 {
+            return String::new();
+        }
+        let query = crate::LogQuery {
+            tail: Some(n),
+            ..Default::default()
+        };
+        match self.manager.logs(id, &query) {
+            Ok(mut page) if !page.lines.is_empty() => {
+                format::cap_page_tail(&mut page);
+                let shown = page.lines.len();
+                let of = if (shown as u64) < page.last_seq {
+                    format!(" of {}", page.last_seq)
+                } else {
+                    String::new()
+                };
+                let mut out = format!("Last {shown} lines{of}:\n");
+                for l in &page.lines {
+                    out += &crate::inert::visible(&format::truncate_line(&l.text, format::MAX_LINE_SHOWN));
+                    out.push('\n');
+                }
+                out
+            }
+            _ => String::new(),
+        }
     }
 
     /// Stop a job; the answer is `{result, reason, ended_by, …}`.
@@ -327,6 +384,12 @@ impl Core {
     }
 }
 
+/// Most bytes of output in a promotion answer: with the card and the
+/// hints it stays under [`format::MAX_BYTES`].
+pub const PROMOTED_OUTPUT_BYTES: usize = 12 * 1024;
+/// Lines an answer about a job's end (`wait` for the end) carries.
+pub const END_TAIL: usize = 10;
+
 /// How a job was followed after its start.
 pub enum Started {
     Finished,
@@ -349,7 +412,12 @@ pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
                 format::secs(*elapsed_ms as f64 / 1000.0)
             );
             if let Some(u) = url {
-                s += &format!(" ({u} answered)");
+                // The port's URL is on its own line: the path says which check.
+                let path = u
+                    .strip_prefix("http://")
+                    .and_then(|rest| rest.find('/').map(|at| &rest[at..]))
+                    .unwrap_or(u);
+                s += &format!(" (GET {path} answered)");
             }
             if let Some(l) = matched_line {
                 s += &format!("; matched line: {}", format::short(l, 200));

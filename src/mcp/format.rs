@@ -44,6 +44,17 @@ impl Dialect {
         }
     }
 
+    /// The call that reads a job's latest output (its tail).
+    pub fn read(self, id: &JobId) -> String {
+        match self {
+            Dialect::Canonical => format!(r#"`logs` {{"id":"{id}"}}"#),
+            Dialect::Shell => format!(r#"`shell_log` {{"shell_id":"{id}"}}"#),
+            Dialect::Process => format!(r#"`read_process_output` {{"process_id":"{id}"}}"#),
+            Dialect::Exec => format!(r#"`shell` {{"action":"log","run_id":"{id}"}}"#),
+            Dialect::SafeShell => "the stdout/stderr log files".into(),
+        }
+    }
+
     /// The call that stops a job.
     pub fn kill(self, info: &JobInfo) -> String {
         let id = &info.id;
@@ -165,17 +176,30 @@ pub fn image_line(info: &JobInfo) -> String {
     }
 }
 
+/// `  log files: DIR/{stdout,stderr}.log` (each path in full when they are
+/// not side by side).
 pub fn log_paths(info: &JobInfo) -> String {
+    let (out, err) = (&info.logs.stdout, &info.logs.stderr);
+    let named = |p: &std::path::Path, n: &str| p.file_name().is_some_and(|f| f == n);
+    if out.parent() == err.parent() && named(out, "stdout.log") && named(err, "stderr.log") {
+        let dir = out.parent().unwrap_or(std::path::Path::new("."));
+        return format!("  log files: {}/{{stdout,stderr}}.log\n", dir.display());
+    }
     format!(
         "  log files: {} (stdout), {} (stderr)\n",
-        info.logs.stdout.display(),
-        info.logs.stderr.display()
+        out.display(),
+        err.display()
     )
 }
 
 /// The card (no colour) for a job with its recent output.
 pub fn card(info: &JobInfo, snippet: &str) -> String {
     card::render(info, snippet, false)
+}
+
+/// The card without "Last log", for an answer that shows the output after it.
+pub fn card_head(info: &JobInfo) -> String {
+    card::render_head(info, false)
 }
 
 pub fn truncate_line(text: &str, max: usize) -> String {
@@ -192,6 +216,12 @@ pub fn truncate_line(text: &str, max: usize) -> String {
 /// A job's whole output, merged in seq order, capped head+tail. Says what was
 /// cut and how to read it.
 pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String> {
+    output_within(m, id, dialect, MAX_BYTES)
+}
+
+/// [`output_block`] within `max_bytes` of output (an answer that says more
+/// than the output keeps room for it under [`MAX_BYTES`]).
+pub fn output_within(m: &Manager, id: &JobId, dialect: Dialect, max_bytes: usize) -> Result<String> {
     let head = m.logs(
         id,
         &LogQuery {
@@ -220,11 +250,11 @@ pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String>
         l.text = truncate_line(&l.text, MAX_LINE_SHOWN);
     }
     let total: usize = lines.iter().map(|l| l.text.len() + 1).sum();
-    let (keep_head, keep_tail) = if total <= MAX_BYTES {
+    let (keep_head, keep_tail) = if total <= max_bytes {
         (lines.len(), 0)
     } else {
-        let h = fit(lines.iter(), MAX_BYTES / 2);
-        let t = fit(lines.iter().rev(), MAX_BYTES / 2).min(lines.len() - h);
+        let h = fit(lines.iter(), max_bytes / 2);
+        let t = fit(lines.iter().rev(), max_bytes / 2).min(lines.len() - h);
         (h, t)
     };
     let mut out = String::new();

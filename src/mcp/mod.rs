@@ -32,7 +32,8 @@
 //! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
 //! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
 //! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
-//! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets); `stdio.rs`
+//! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets; `snippets.rs`
+//! sends the exec set's output snippets once); `stdio.rs`
 //! (line framing, parse errors), `session.rs` (owners, serving one session),
 //! `attach.rs` (the client of a serving manager).
 //!
@@ -56,6 +57,7 @@ pub(crate) mod project;
 mod server;
 mod service;
 pub mod session;
+mod snippets;
 mod stdio;
 mod tools;
 

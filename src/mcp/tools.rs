@@ -134,7 +134,9 @@ lines (default 10), so no `logs` call is needed after it. A job that already end
                 let out = self.core.kill(&id, req).await?;
                 let mut text = serde_json::to_string(&kill_json(&out)).unwrap_or_default();
                 text += "\n";
-                text += &self.last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
+                text += &self
+                    .core
+                    .last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
                 Ok(Answer::ok(text))
             }
             .await,
@@ -219,28 +221,6 @@ const KILL_TAIL: usize = 10;
 const MAX_KILL_TAIL: usize = 200;
 
 impl BerthMcp {
-    /// The job's last `n` lines, one per line (made inert), or nothing.
-    fn last_lines(&self, id: &crate::JobId, n: usize) -> String {
-        if n == 0 {
-            return String::new();
-        }
-        let query = crate::LogQuery {
-            tail: Some(n),
-            ..Default::default()
-        };
-        match self.core.manager.logs(id, &query) {
-            Ok(page) if !page.lines.is_empty() => {
-                let mut out = format!("Last {} lines:\n", page.lines.len());
-                for l in &page.lines {
-                    out += &crate::inert::visible(&l.text);
-                    out.push('\n');
-                }
-                out
-            }
-            _ => String::new(),
-        }
-    }
-
     pub(super) async fn status_answer(&self, id: &str) -> Result<Answer> {
         let m = &self.core.manager;
         let id = job_id(id);
@@ -345,7 +325,11 @@ impl BerthMcp {
         let job = self.core.resume(&old).await?;
         let spec = self.core.manager.info(&job)?.spec;
         let mut a = self.core.run_started(&job, &spec, d).await?;
-        a.text = format!("{old} restarted as {job}.\n{}", a.text);
+        a.text = format!(
+            "{old} restarted as {job} · `{}`\n{}",
+            format::short(&spec.display_command(), 120),
+            a.text
+        );
         Ok(a)
     }
 
@@ -386,7 +370,9 @@ impl BerthMcp {
 pub struct KillAnswer<'a> {
     result: crate::manager::KillResult,
     job: &'a crate::JobId,
-    status: &'a str,
+    /// Left out when it only repeats `result` (`killed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a str>,
     exit_code: Option<i32>,
     ended_by: Option<EndedBy>,
     reason: Option<&'a str>,
@@ -397,7 +383,8 @@ pub fn kill_json(out: &KillOutcome) -> KillAnswer<'_> {
     KillAnswer {
         result: out.result,
         job: &out.job,
-        status: out.status.name(),
+        status: Some(out.status.name())
+            .filter(|s| !(*s == "killed" && out.result == crate::manager::KillResult::Killed)),
         exit_code: out.exit_code,
         ended_by: out.ended_by,
         reason: out.reason.as_deref(),
