@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{job_id, opt_id_de};
+use super::args::{Settings, job_id, opt_id_de};
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
@@ -42,6 +42,13 @@ pub struct ShellActionArgs {
     /// spawn: regexes to watch; each match is reported once in a later answer.
     #[serde(default)]
     pub watch: Vec<String>,
+    /// spawn: ports to publish, e.g. ["8000"]; the answer maps each to its URL http://127.0.0.1:PORT.
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// spawn: the Docker image to run in (default: the project's).
+    pub image: Option<String>,
+    /// kill: why it is stopped (kept in its record and its `ended` event).
+    pub reason: Option<String>,
     /// The run_id from spawn (poll, log, kill).
     #[serde(default, deserialize_with = "opt_id_de")]
     #[schemars(with = "Option<String>")]
@@ -58,9 +65,10 @@ impl BerthMcp {
     #[tool(
         description = "Run shell commands without blocking. action spawn: start `command` in the background \
 (with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
-code and a short output snippet (the last ~1.5 KB). action log: the run's items after since_seq (default 0) — \
+code and a short output snippet (the last ~1.5 KB; a snippet already sent in an event is named by its seq instead). \
+spawn takes `ports` (answered as URLs) and `image`. action log: the run's items after since_seq (default 0) — \
 output {seq, kind: output, stream, text} and events {seq, kind: event, event: watch_hit|ended, …} in seq order — \
-with next_seq to pass as since_seq to continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
+with next_seq to pass as since_seq to continue. action kill: stop it (`reason` is kept). No action: run `command` synchronously (moves to the background after 60 s). \
 Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
     )]
     async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
@@ -86,6 +94,12 @@ impl BerthMcp {
                 let mut spec = JobSpec::shell(command()?);
                 spec.background = a.action.is_some() && a.background.unwrap_or(true);
                 spec.watch = a.watch.clone();
+                Settings {
+                    ports: a.ports.clone(),
+                    image: a.image.clone(),
+                    ..Default::default()
+                }
+                .apply(&mut spec)?;
                 if !spec.background {
                     return self.core.run(spec, None, Dialect::Exec).await;
                 }
@@ -94,7 +108,7 @@ impl BerthMcp {
                     "run_id": info.id,
                     "status": poll_status(&info),
                     "pid": info.pid,
-                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
+                    "ports": super::format::port_urls(&info),
                     "stdout": info.logs.stdout,
                     "stderr": info.logs.stderr,
                 })))
@@ -142,6 +156,7 @@ impl BerthMcp {
             Some(Action::Kill) => {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
+                    reason: a.reason.clone(),
                     ..Default::default()
                 };
                 Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))

@@ -72,6 +72,17 @@ pub struct ShellIdArgs {
     pub shell_id: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellKillArgs {
+    /// The shell id (e.g. "job-3").
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub shell_id: String,
+    /// Why it is killed (kept in its record, its `ended` event and the answer).
+    pub reason: Option<String>,
+}
+
 #[tool_router(router = shell_router, vis = "pub(super)")]
 impl BerthMcp {
     #[tool(
@@ -119,13 +130,14 @@ the answer gives next_seq."
 
     #[tool(
         description = "Kill a shell (its whole process group). Answers {result: killed|already_finished, reason, \
-ended_by}; already_finished says who ended it before (agent, user or system)."
+ended_by}; already_finished says who ended it before (agent, user or system). `reason` is kept in its record."
     )]
-    async fn shell_kill(&self, Parameters(a): Parameters<ShellIdArgs>) -> CallToolResult {
+    async fn shell_kill(&self, Parameters(a): Parameters<ShellKillArgs>) -> CallToolResult {
         reply(
             async {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
+                    reason: a.reason,
                     ..Default::default()
                 };
                 let out = self.core.kill(&job_id(&a.shell_id), req).await?;

@@ -151,6 +151,10 @@ impl Core {
     /// Start a job and follow it as far as the spec says.
     pub async fn start(&self, mut spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
         self.session.claim(&mut spec);
+        if let Some(asked) = spec.network {
+            let project = self.manager.project_for(&spec)?;
+            super::spec::check_network(asked, project.config.network)?;
+        }
         // A job that names no runner, budget or image gets its project's
         // (the session client's `berth.toml`): the manager fills them in.
         if spec.background {

@@ -160,7 +160,14 @@ pub fn port_lines(info: &JobInfo) -> String {
     out
 }
 
-/// The raw log file paths.
+/// `{"8000": "http://127.0.0.1:49153"}`: each published port and its URL.
+pub fn port_urls(info: &JobInfo) -> serde_json::Map<String, serde_json::Value> {
+    info.ports
+        .iter()
+        .map(|m| (m.port.to_string(), m.url().into()))
+        .collect()
+}
+
 /// `Image: berth/dev:latest (why; pulled in 3.2s)` for container jobs.
 pub fn image_line(info: &JobInfo) -> String {
     match &info.image {

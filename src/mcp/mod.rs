@@ -58,6 +58,7 @@ mod server;
 mod service;
 pub mod session;
 mod snippets;
+mod spec;
 mod stdio;
 mod tools;
 
