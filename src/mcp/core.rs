@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
+pub use super::answer::wait_words;
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
-use crate::model::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
+use crate::model::{JobId, JobInfo, JobSpec, OnTimeout};
 use crate::ready::{ReadyCondition, WaitOutcome};
 
 /// A tool's answer before the backlog is appended.
@@ -197,111 +198,6 @@ impl Core {
         })
     }
 
-    pub fn finished(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
-        let mut text = format!(
-            "{} {} after {} · `{}`\n",
-            info.id,
-            format::info_end_words(info),
-            format::duration(info),
-            format::short(&info.command, 120)
-        );
-        text += &format::image_line(info);
-        text += &format!("Output ({} lines):\n", info.last_seq);
-        text += &format::output_block(&self.manager, &info.id, d)?;
-        Ok(Answer {
-            is_error: info.status.is_failure(),
-            text,
-        })
-    }
-
-    /// A foreground job that outran its budget: one line saying so, its
-    /// card (without "Last log": the output follows) and its output so far,
-    /// at most the shell seed's 120 lines within [`PROMOTED_OUTPUT_BYTES`].
-    pub fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
-        let reason = info
-            .promotion_reason
-            .clone()
-            .unwrap_or_else(|| "moved to background".into());
-        let mut text = format!(
-            "{} is still running and goes on in the background: {reason}.\n",
-            info.id
-        );
-        if let Some(note) = self.cap_note() {
-            text += &note;
-        }
-        text += &format::card_head(info);
-        text += &format::port_lines(info);
-        text += &format!("Output so far ({} lines):\n", info.last_seq);
-        text += &format::output_within(&self.manager, &info.id, d, PROMOTED_OUTPUT_BYTES)?;
-        text += &format!(
-            "Next: read on with {}, check it with {}, stop it with {}.\n",
-            d.logs(&info.id, info.last_seq + 1),
-            d.status(&info.id),
-            d.kill(info)
-        );
-        Ok(Answer::ok(text))
-    }
-
-    /// A background job just started (or resumed): what the agent needs to
-    /// use it, in a few lines (the command is the agent's own: not echoed).
-    pub fn background(&self, info: &JobInfo, waited: Option<&WaitOutcome>, d: Dialect) -> Result<Answer> {
-        let runner = info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
-        let mut is_error = false;
-        let mut text = match (&info.status, waited) {
-            (JobStatus::Queued, w) => {
-                let mut t = format!(
-                    "{} is queued: the background cap ({}) is full; it starts when a slot frees.\n",
-                    info.id,
-                    self.manager.config().max_jobs
-                );
-                if let Some(w) = w {
-                    let (line, ok) = wait_words(info, w);
-                    is_error = !ok;
-                    t += &line;
-                }
-                t
-            }
-            (s, Some(w @ WaitOutcome::Ready { .. })) if s.is_active() => {
-                let (line, _) = wait_words(info, w);
-                line.replacen(
-                    &format!("{} is", info.id),
-                    &format!("{} ({runner}) is", info.id),
-                    1,
-                )
-            }
-            (s, None) if s.is_active() => {
-                format!("{} started in the background ({runner}).\n", info.id)
-            }
-            (s, Some(w)) if s.is_active() => {
-                let (line, _) = wait_words(info, w);
-                is_error = true;
-                format!("{} started in the background ({runner}).\n{line}", info.id)
-            }
-            (_, w) => {
-                let mut t = format!(
-                    "{} already ended: {} · `{}`\n",
-                    info.id,
-                    format::info_end_words(info),
-                    format::short(&info.command, 120)
-                );
-                if let Some(w) = w {
-                    let (line, ok) = wait_words(info, w);
-                    is_error = !ok;
-                    t += &line;
-                }
-                t
-            }
-        };
-        text += &format::port_lines(info);
-        text += &format::image_line(info);
-        text += &format::log_paths(info);
-        text += &format!("Next: {} · {}\n", d.read(&info.id), d.kill(info));
-        if is_error || !info.status.is_active() {
-            text += &format::card(info, &self.manager.snippet(&info.id)?);
-        }
-        Ok(Answer { text, is_error })
-    }
-
     /// Wait on a job and answer how it went.
     pub async fn wait(&self, id: &JobId, conds: &[ReadyCondition], timeout: Option<f64>) -> Result<Answer> {
         let t = Duration::from_secs_f64(timeout.unwrap_or(DEFAULT_WAIT_SECS));
@@ -372,7 +268,7 @@ impl Core {
     }
 
     /// A note when more background jobs run than the cap allows (a promotion never kills).
-    fn cap_note(&self) -> Option<String> {
+    pub(super) fn cap_note(&self) -> Option<String> {
         let max = self.manager.config().max_jobs;
         let n = self
             .manager
@@ -388,9 +284,6 @@ impl Core {
     }
 }
 
-/// Most bytes of output in a promotion answer: with the card and the
-/// hints it stays under [`format::MAX_BYTES`].
-pub const PROMOTED_OUTPUT_BYTES: usize = 12 * 1024;
 /// Lines an answer about a job's end (`wait` for the end) carries.
 pub const END_TAIL: usize = 10;
 
@@ -399,55 +292,4 @@ pub enum Started {
     Finished,
     Promoted,
     Background(Option<WaitOutcome>),
-}
-
-/// A wait outcome in words, and whether it is a success.
-pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
-    let id = &info.id;
-    match w {
-        WaitOutcome::Ready {
-            elapsed_ms,
-            matched_line,
-            url,
-            ..
-        } => {
-            let mut s = format!(
-                "{id} is ready after {}",
-                format::secs(*elapsed_ms as f64 / 1000.0)
-            );
-            if let Some(u) = url {
-                // The port's URL is on its own line: the path says which check.
-                let path = u
-                    .strip_prefix("http://")
-                    .and_then(|rest| rest.find('/').map(|at| &rest[at..]))
-                    .unwrap_or(u);
-                s += &format!(" (GET {path} answered)");
-            }
-            if let Some(l) = matched_line {
-                s += &format!("; matched line: {}", format::short(l, 200));
-            }
-            (s + ".\n", true)
-        }
-        WaitOutcome::Exited {
-            status,
-            exit_code,
-            reason,
-            ..
-        } => (
-            format!(
-                "{id} did not become ready: it ended first: {}.\n",
-                format::end_words(status, info.ended_by, *exit_code, reason.as_deref())
-            ),
-            false,
-        ),
-        WaitOutcome::TimedOut { elapsed_ms, pending } => (
-            format!(
-                "{id} did not become ready within {}; still waiting for: {}. It is {}.\n",
-                format::secs(*elapsed_ms as f64 / 1000.0),
-                pending.join(", "),
-                info.status.name()
-            ),
-            false,
-        ),
-    }
 }

@@ -42,6 +42,7 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod answer;
 mod args;
 mod attach;
 mod backlog;
