@@ -37,7 +37,7 @@ impl Snippets {
     /// sent), or a reference to the event that carried the same output.
     pub fn for_event(&self, manager: &Manager, job: &JobId, event: u64) -> Option<String> {
         if let Some(earlier) = self.current(manager, job) {
-            return Some(format!("(snippet: see event #{earlier}; no output since)"));
+            return Some(format!("(snippet: see event #{earlier})"));
         }
         // Read the line count first: output that comes in meanwhile is in
         // the snippet, and only makes the next hit carry one again.

@@ -27,6 +27,7 @@ mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
 mod sessions;
+mod sizes;
 
 /// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
 struct ServerFixture {
