@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
+mod complete;
 mod inert;
 mod late_port;
 mod list;
