@@ -38,11 +38,10 @@ impl Answer {
             is_error: true,
         }
     }
-    /// Pretty JSON (field order kept for structs).
+    /// Compact JSON on one line (field order kept for structs): a model
+    /// reads it as well as the pretty form, at two thirds of the characters.
     pub fn json(v: &impl serde::Serialize) -> Self {
-        Answer::ok(
-            serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("(unserializable answer: {e})")),
-        )
+        Answer::ok(serde_json::to_string(v).unwrap_or_else(|e| format!("(unserializable answer: {e})")))
     }
 }
 

@@ -168,16 +168,17 @@ pub fn port_urls(info: &JobInfo) -> serde_json::Map<String, serde_json::Value> {
         .collect()
 }
 
-/// `Image: berth/dev:latest (why; pulled in 3.2s)` for container jobs.
+/// `  image: berth/dev:latest (pulled in 3.2s)` for container jobs; why
+/// that image is on the card (`status`).
 pub fn image_line(info: &JobInfo) -> String {
     match &info.image {
         Some(i) => {
             let pulled = match (i.pull_ms, i.build_ms) {
-                (Some(ms), _) => format!("; pulled in {}", secs(ms as f64 / 1000.0)),
-                (None, Some(ms)) => format!("; built in {}", secs(ms as f64 / 1000.0)),
+                (Some(ms), _) => format!(" (pulled in {})", secs(ms as f64 / 1000.0)),
+                (None, Some(ms)) => format!(" (built in {})", secs(ms as f64 / 1000.0)),
                 (None, None) => String::new(),
             };
-            format!("Image: {} ({}{pulled})\n", i.name, i.why)
+            format!("  image: {}{pulled}\n", i.name)
         }
         None => String::new(),
     }

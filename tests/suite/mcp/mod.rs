@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
+mod budget;
 mod complete;
 mod inert;
 mod late_port;
@@ -315,7 +316,7 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
     assert!(answer.contains("is ready after"), "{answer}");
     let id = job_in(&answer);
     let port = url_port(&answer);
-    assert!(answer.contains("stdout.log"), "log paths in: {answer}");
+    assert!(answer.contains("/{stdout,stderr}.log"), "log paths in: {answer}");
     assert!(http_get(port).contains(" 200 OK"));
     let logs = eventually_logged(&mcp, &id).await;
     assert!(logs.contains("next_seq"), "{logs}");

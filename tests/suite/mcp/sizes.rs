@@ -119,7 +119,7 @@ async fn an_exec_watch_hit_carries_its_snippet_once_and_poll_names_it() {
     // Polled again with no new output: the same event, no snippet.
     let again = mcp.ok("shell", json!({"action": "poll", "run_id": run_id})).await;
     assert!(
-        again.contains(&format!("\"snippet\": \"see event #{n} (no output since)\"")),
+        again.contains(&format!("\"snippet\":\"see event #{n} (no output since)\"")),
         "{again}"
     );
     assert!(!again.contains("all done"), "{again}");
