@@ -104,14 +104,17 @@ impl BerthMcp {
                     return self.core.run(spec, None, Dialect::Exec).await;
                 }
                 let (info, _) = self.core.start(spec, None).await?;
-                Ok(Answer::json(&serde_json::json!({
+                let mut v = serde_json::json!({
                     "run_id": info.id,
                     "status": poll_status(&info),
                     "pid": info.pid,
-                    "ports": super::format::port_urls(&info),
                     "stdout": info.logs.stdout,
                     "stderr": info.logs.stderr,
-                })))
+                });
+                if !info.ports.is_empty() {
+                    v["ports"] = super::format::port_urls(&info).into();
+                }
+                Ok(Answer::json(&v))
             }
             Some(Action::Poll) => {
                 let id = run_id()?;
@@ -206,9 +209,10 @@ impl BerthMcp {
                 } = &e.kind
                     && *line_seq == l.seq
                 {
+                    // Right after the line it matched (same seq): its text is not repeated.
                     items.push(serde_json::json!({
                         "seq": l.seq, "kind": "event", "event": "watch_hit", "pattern": pattern,
-                        "text": l.text, "event_seq": e.seq,
+                        "event_seq": e.seq,
                     }));
                 }
             }

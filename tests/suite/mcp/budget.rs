@@ -117,7 +117,7 @@ async fn token_budget_safe_shell_flow() {
             "safe_shell: background (ports) → cat log → kill pid",
             runner,
             3,
-            900,
+            450,
         );
     }
 }
@@ -149,7 +149,7 @@ async fn token_budget_shell_flow() {
             "shell: shell_run promoted → summary → log tail → kill",
             runner,
             4,
-            2300,
+            1900,
         );
     }
 }
@@ -188,7 +188,7 @@ async fn token_budget_process_flows() {
             "process: run_background → wait_for_service → read output → stop",
             runner,
             4,
-            1100,
+            720,
         );
 
         let before = spent(&mcp);
@@ -203,7 +203,7 @@ async fn token_budget_process_flows() {
         let (n, chars) = spent(&mcp);
         let (n, chars) = (n - before.0, chars - before.1);
         println!("| process: run_test background → wait_for_service exit | {runner} | {n} | {chars} |");
-        assert!(n == 2 && chars <= 600, "{n} calls, {chars} characters");
+        assert!(n == 2 && chars <= 400, "{n} calls, {chars} characters");
     }
 }
 
@@ -237,6 +237,6 @@ async fn token_budget_exec_flow() {
             )
             .await;
         assert!(l.contains("unit 16 does not compile"), "{l}");
-        row(&mcp, "exec: spawn (watch) → poll → log", runner, 3, 2600);
+        row(&mcp, "exec: spawn (watch) → poll → log", runner, 3, 1700);
     }
 }
