@@ -5,7 +5,9 @@
 //! seed-compatible tool set replays its seed's flow in `seed_*.rs`; JSON-RPC
 //! errors are in `protocol.rs`, `wait_for_port` on a late container in
 //! `late_port.rs`, several sessions and the CLI on one instance in
-//! `sessions.rs`, `list` paging in `list.rs`.
+//! `sessions.rs`, `list` paging in `list.rs`; the canonical task in two calls
+//! and each seed's flow, with what they cost, in `budget.rs`; answer sizes in
+//! `sizes.rs`; every set's parameters for its seed's flows in `complete.rs`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -445,32 +447,6 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         "{:?}",
         started.elapsed()
     );
-}
-
-#[tokio::test]
-async fn the_canonical_agent_task_takes_two_calls() {
-    let mut mcp = Mcp::start("canonical").await;
-    // 1. Start the server and wait until it serves: the answer gives the URL.
-    let answer = mcp.ok("run", server_args()).await;
-    let id = job_in(&answer);
-    // (The agent checks the page itself.)
-    assert!(http_get(url_port(&answer)).contains(" 200 OK"));
-    wait_logged(&mcp, &id).await;
-    // 2. Stop it: the answer ends with what the server logged last.
-    let kill = mcp
-        .ok("kill", json!({"id": id, "reason": "checked the page"}))
-        .await;
-    assert!(
-        kill.contains("\"killed\"") && kill.contains("checked the page"),
-        "{kill}"
-    );
-    assert!(
-        kill.contains("Last ") && kill.contains(SERVER.request_logged),
-        "{kill}"
-    );
-    assert_eq!(mcp.transcript.lock().unwrap().len(), 2);
-    mcp.print_transcript("berth mcp: start a web server, check it, stop it");
-    assert!(mcp.close().await.success());
 }
 
 #[tokio::test]
