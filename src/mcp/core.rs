@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
-pub use super::answer::wait_words;
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
+use super::waited::wait_words;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
