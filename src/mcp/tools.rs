@@ -162,7 +162,8 @@ that `run` call answers at once with the job id and the job keeps running."
     #[tool(
         description = "List job events — started, ready, watch hits, moved to background, ended (with exit code and \
 who ended it: agent, user or system) — one line each. By default the events you have not seen yet (every answer \
-already ends with those); `since` lists from that event seq on. Only your own jobs' events (those you started \
+already ends with those); `since` lists from that event seq on, `limit` (100) events within 8 KiB a page, \
+and the answer gives the `since` of the next page. Only your own jobs' events (those you started \
 or asked about) unless `all: true`, which also makes your later answers carry every job's events on this instance."
     )]
     async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {

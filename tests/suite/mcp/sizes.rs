@@ -39,8 +39,8 @@ async fn a_promoted_flood_answers_with_one_card_and_at_most_120_lines() {
 }
 
 #[tokio::test]
-async fn shell_summary_of_500_runs_fits_8_kib_and_pages_through_all() {
-    let mcp = Mcp::start_with("shell", &[("BERTH_RUNNER", "host")], |_| {}).await;
+async fn shell_summary_and_events_of_500_runs_fit_8_kib_and_page_through_all() {
+    let mcp = Mcp::start_with("all", &[("BERTH_RUNNER", "host")], |_| {}).await;
     for i in 1..=500 {
         let command = if i % 10 == 0 { "exit 1" } else { "true" };
         mcp.call("shell_run", json!({"command": command})).await;
@@ -71,6 +71,40 @@ async fn shell_summary_of_500_runs_fits_8_kib_and_pages_through_all() {
         assert!(page.len() < 8 * 1024, "{} bytes:\n{page}", page.len());
     }
     assert_eq!(seen.len(), 500, "every run listed once");
+
+    // The events of those runs (a start and an end each), asked for all at once: pages.
+    let mut seqs = Vec::new();
+    let mut since = 1;
+    for _ in 0..100 {
+        let page = mcp.ok("events", json!({"since": since, "limit": 1000})).await;
+        assert!(page.len() < 8 * 1024 + 100, "{} bytes:\n{page}", page.len());
+        let before = seqs.len();
+        seqs.extend(page.lines().filter_map(|l| {
+            let n: String = l
+                .strip_prefix("[event #")?
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            n.parse::<u64>().ok()
+        }));
+        let Some(next) = page
+            .lines()
+            .find_map(|l| l.strip_prefix("Next: `events` "))
+            .and_then(|v| serde_json::from_str::<Value>(v).ok())
+        else {
+            break;
+        };
+        if seqs.len() == before {
+            break;
+        }
+        since = next["since"].as_u64().unwrap();
+    }
+    println!("events of 500 runs: {} in pages of 8 KiB", seqs.len());
+    assert!(seqs.len() >= 1000, "a start and an end per run: {}", seqs.len());
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "each event once, in order"
+    );
 }
 
 #[tokio::test]
