@@ -159,3 +159,38 @@ async fn an_exec_watch_hit_carries_its_snippet_once_and_poll_names_it() {
     assert!(!again.contains("all done"), "{again}");
     mcp.ok("shell", json!({"action": "kill", "run_id": run_id})).await;
 }
+
+#[tokio::test]
+async fn the_events_an_answer_carries_stay_within_4_kib_and_the_rest_follow() {
+    let mcp = Mcp::start_with("canonical", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    // 20 long matching lines: 20 watch hits of ~250 characters each.
+    let a = mcp
+        .ok(
+            "run",
+            json!({"command": "sleep 0.3; for i in $(seq 1 20); do echo \"hit $i $(printf '%0200d' 0)\"; done; exec sleep 30",
+                   "watch": ["hit"], "background": true}),
+        )
+        .await;
+    let id = job_in(&a);
+    eventually(Duration::from_secs(10), "the hits", || {
+        mcp.cli(&["events", "--json"]).1.matches("watch_hit").count() >= 20
+    })
+    .await;
+    let events_of = |text: &str| {
+        text.split("Events since your last call:\n")
+            .nth(1)
+            .unwrap_or("")
+            .to_string()
+    };
+    let first = events_of(&mcp.ok("status", json!({"id": id})).await);
+    println!("events appended to one answer: {} bytes", first.len());
+    assert!(first.len() < 4 * 1024 + 512, "{} bytes:\n{first}", first.len());
+    assert!(
+        first.contains("more events follow in your next answers"),
+        "{first}"
+    );
+    let second = events_of(&mcp.ok("status", json!({"id": id})).await);
+    let hits = first.matches("watch /hit/ matched").count() + second.matches("watch /hit/ matched").count();
+    assert_eq!(hits, 20, "every hit told once:\n{first}\n{second}");
+    mcp.ok("kill", json!({"id": id, "tail": 0})).await;
+}
