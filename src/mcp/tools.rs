@@ -27,7 +27,8 @@ use crate::ready::WaitOutcome;
 
 const RUN: &str = "Run a command as a job. Foreground (default): waits up to `timeout` seconds (default 60) and \
 answers with the exit code and the output (capped at 120 lines / 16 KiB; the answer says how to read the rest). \
-A command still running then is moved to the background, not killed: the answer gives its job id. \
+A command still running then is moved to the background, not killed: the answer gives its job id, its card and \
+its output so far (at most 120 lines). \
 Use background: true for servers, watchers and anything long: the answer comes at once with the job id, \
 each published port as a URL (ports: [\"3000\"] → http://127.0.0.1:PORT) and the log file paths. \
 Add `ready` (e.g. {\"http\": \"/\"} or {\"log\": \"Listening\"}) to answer only once the server is ready, or with \
@@ -358,10 +359,12 @@ impl BerthMcp {
         });
         spec.background = a.background;
         spec.timeout = a.timeout.filter(|_| !a.background);
-        if let Some(r) = a.runner {
-            spec.runner = r.into();
+        super::args::Settings {
+            runner: a.runner,
+            engine: a.engine,
+            ..Default::default()
         }
-        spec.engine = a.engine.map(Into::into);
+        .apply(&mut spec)?;
         self.core.run(spec, None, self.dialect).await
     }
 }
