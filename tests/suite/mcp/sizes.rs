@@ -114,7 +114,7 @@ async fn an_exec_watch_hit_carries_its_snippet_once_and_poll_names_it() {
         .ok(
             "shell",
             json!({"action": "spawn", "watch": ["hit"],
-                   "command": "sleep 0.5; for i in 1 2 3; do echo hit $i; done; echo all done; exec sleep 30"}),
+                   "command": "sleep 1; for i in 1 2 3; do echo hit $i; done; echo all done; exec sleep 30"}),
         )
         .await;
     let v: Value = serde_json::from_str(t.split("\nEvents").next().unwrap()).unwrap();
