@@ -2,8 +2,9 @@
 //! a list of jobs read to a model. Output given to a model is capped (at most
 //! [`MAX_LINES`] lines and [`MAX_BYTES`] bytes, head and tail kept) and every
 //! cut says what was left out and which call fetches it. Which call that is
-//! depends on the tool set in use: a [`Dialect`] names it.
+//! depends on the tool set in use: a [`Dialect`] (`dialect.rs`) names it.
 
+pub use super::dialect::Dialect;
 use crate::card;
 use crate::error::Result;
 use crate::manager::Manager;
@@ -16,71 +17,6 @@ pub const MAX_LINES: usize = 120;
 pub const MAX_BYTES: usize = 16 * 1024;
 /// Longest single line shown inside a capped output block.
 pub const MAX_LINE_SHOWN: usize = 4 * 1024;
-
-/// Which tools an answer points to for "read more" and "stop it".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Canonical,
-    SafeShell,
-    Shell,
-    Process,
-    Exec,
-}
-
-impl Dialect {
-    /// The call that reads a job's output from `since`.
-    pub fn logs(self, id: &JobId, since: u64) -> String {
-        match self {
-            Dialect::Canonical => format!(r#"`logs` {{"id":"{id}","since_seq":{since}}}"#),
-            Dialect::Shell => format!(r#"`shell_log` {{"shell_id":"{id}","mode":"body","cursor":{since}}}"#),
-            Dialect::Process => {
-                format!(r#"`read_process_output` {{"process_id":"{id}","since_seq":{since}}}"#)
-            }
-            Dialect::Exec => format!(
-                r#"`shell` {{"action":"log","run_id":"{id}","since_seq":{}}}"#,
-                since.saturating_sub(1)
-            ),
-            Dialect::SafeShell => "the stdout/stderr log files".into(),
-        }
-    }
-
-    /// The call that reads a job's latest output (its tail).
-    pub fn read(self, id: &JobId) -> String {
-        match self {
-            Dialect::Canonical => format!(r#"`logs` {{"id":"{id}"}}"#),
-            Dialect::Shell => format!(r#"`shell_log` {{"shell_id":"{id}"}}"#),
-            Dialect::Process => format!(r#"`read_process_output` {{"process_id":"{id}"}}"#),
-            Dialect::Exec => format!(r#"`shell` {{"action":"log","run_id":"{id}"}}"#),
-            Dialect::SafeShell => "the stdout/stderr log files".into(),
-        }
-    }
-
-    /// The call that stops a job.
-    pub fn kill(self, info: &JobInfo) -> String {
-        let id = &info.id;
-        match self {
-            Dialect::Canonical => format!(r#"`kill` {{"id":"{id}"}}"#),
-            Dialect::Shell => format!(r#"`shell_kill` {{"shell_id":"{id}"}}"#),
-            Dialect::Process => format!(r#"`stop_process` {{"process_id":"{id}"}}"#),
-            Dialect::Exec => format!(r#"`shell` {{"action":"kill","run_id":"{id}"}}"#),
-            Dialect::SafeShell => match info.pid {
-                Some(pid) => format!(r#"`safe_shell` {{"command":"kill","args":["{pid}"]}}"#),
-                None => "`berth kill` from a terminal".into(),
-            },
-        }
-    }
-
-    /// The call that checks on a job.
-    pub fn status(self, id: &JobId) -> String {
-        match self {
-            Dialect::Canonical => format!(r#"`status` {{"id":"{id}"}}"#),
-            Dialect::Shell => r#"`shell_summary` {}"#.into(),
-            Dialect::Process => r#"`list_processes` {}"#.into(),
-            Dialect::Exec => format!(r#"`shell` {{"action":"poll","run_id":"{id}"}}"#),
-            Dialect::SafeShell => "the log files".into(),
-        }
-    }
-}
 
 /// How a job ended, in a few words: `success (exit 0)`, `killed by user (exit 143)`, …
 pub fn end_words(

@@ -32,7 +32,8 @@
 //! `core.rs` (start, wait, kill), `answer.rs` (how a started job is
 //! answered: finished, promoted, background) with `waited.rs` (a wait in
 //! words), `project.rs` (test/build commands), `format.rs` (answer text,
-//! output caps), `logs.rs` (paging), `backlog.rs` (unseen events), `spec.rs`
+//! output caps; `dialect.rs` the tools its hints name), `logs.rs` (paging),
+//! `backlog.rs` (unseen events), `spec.rs`
 //! (the job settings every set shares, parsed once), `args.rs` + `tools.rs`
 //! (canonical tools), `compat_shell.rs` and `compat_safe_shell.rs`,
 //! `compat_process.rs`, `compat_exec.rs` (seed-compatible sets; `snippets.rs`
@@ -55,6 +56,7 @@ mod compat_safe_shell;
 mod compat_shell;
 mod copy;
 mod core;
+mod dialect;
 mod format;
 mod logs;
 pub(crate) mod project;
