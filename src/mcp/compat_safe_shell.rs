@@ -192,7 +192,7 @@ impl BerthMcp {
             let Some((job, stream)) = found else {
                 return Ok(None);
             };
-            let page = self.core.manager.logs(
+            let mut page = self.core.manager.logs(
                 &job.id,
                 &LogQuery {
                     tail: Some(format::MAX_LINES),
@@ -200,6 +200,8 @@ impl BerthMcp {
                     ..Default::default()
                 },
             )?;
+            // The last lines within the answer's byte cap, as `logs` reads them.
+            format::cap_page_tail(&mut page);
             for l in page.lines {
                 text += &format::truncate_line(&l.text, format::MAX_LINE_SHOWN);
                 text.push('\n');

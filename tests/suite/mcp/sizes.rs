@@ -194,3 +194,37 @@ async fn the_events_an_answer_carries_stay_within_4_kib_and_the_rest_follow() {
     assert_eq!(hits, 20, "every hit told once:\n{first}\n{second}");
     mcp.ok("kill", json!({"id": id, "tail": 0})).await;
 }
+
+#[tokio::test]
+async fn safe_shell_cat_of_a_job_log_stays_within_16_kib() {
+    let mcp = Mcp::start_with("safe_shell", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    // 200 lines of 4,000 bytes to stderr: 800 KB the seed's `cat` would return whole.
+    let script = "awk 'BEGIN { for (i = 1; i <= 200; i++) printf \"%04d %03995d\\n\", i, 0 > \"/dev/stderr\" }'; exec sleep 30";
+    let t = mcp
+        .ok(
+            "safe_shell",
+            json!({"command": "sh", "args": ["-c", script], "background": true}),
+        )
+        .await;
+    let v: Value = serde_json::from_str(t.split("\nEvents").next().unwrap()).unwrap();
+    let id = v["job_id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(10), "the lines", || {
+        mcp.cli(&["logs", &id, "--tail", "1"]).2.contains("0200 ")
+    })
+    .await;
+    let cat = mcp
+        .ok("safe_shell", json!({"command": "cat", "args": [v["stderr"]]}))
+        .await;
+    println!("cat of an 800 KB log: {} bytes", cat.len());
+    assert!(cat.len() < 16 * 1024 + 100, "{} bytes", cat.len());
+    assert!(
+        cat.contains("0200 "),
+        "the last lines: {}",
+        &cat[cat.len().saturating_sub(200)..]
+    );
+    mcp.ok(
+        "safe_shell",
+        json!({"command": "kill", "args": [v["pid"].to_string()]}),
+    )
+    .await;
+}
