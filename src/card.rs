@@ -153,6 +153,28 @@ pub fn workspace_short(info: &JobInfo) -> String {
 /// output) is shown inert (`crate::inert`): escapes, not terminal commands.
 pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     use crate::inert::visible as v;
+    let mut out = render_head(info, color);
+    out += "    Last log:\n";
+    let lines: Vec<&str> = snippet.lines().collect();
+    if lines.is_empty() {
+        out += "        (no output)\n";
+    }
+    for l in lines.iter().skip(lines.len().saturating_sub(CARD_LOG_LINES)) {
+        let l = v(l);
+        let l = if color {
+            format!("\x1b[2m{l}\x1b[0m")
+        } else {
+            l.into_owned()
+        };
+        out += &format!("        {l}\n");
+    }
+    out
+}
+
+/// A card without its "Last log": for an answer that shows the output
+/// itself right after (the MCP promotion answer), so no line comes twice.
+pub fn render_head(info: &JobInfo, color: bool) -> String {
+    use crate::inert::visible as v;
     let (dot, head) = match light(&info.status) {
         Light::Green => ("\x1b[32m●\x1b[0m", "Shell"),
         Light::Gray => ("\x1b[90m●\x1b[0m", "Shell"),
@@ -215,20 +237,6 @@ pub fn render(info: &JobInfo, snippet: &str, color: bool) -> String {
     }
     if let Some(note) = &info.store_note {
         out += &format!("    Store: {note}\n");
-    }
-    out += "    Last log:\n";
-    let lines: Vec<&str> = snippet.lines().collect();
-    if lines.is_empty() {
-        out += "        (no output)\n";
-    }
-    for l in lines.iter().skip(lines.len().saturating_sub(CARD_LOG_LINES)) {
-        let l = v(l);
-        let l = if color {
-            format!("\x1b[2m{l}\x1b[0m")
-        } else {
-            l.into_owned()
-        };
-        out += &format!("        {l}\n");
     }
     out
 }

@@ -3,62 +3,17 @@
 //! mapping onto the library's [`JobSpec`], readiness conditions and signals.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::logs::LogMode;
+pub use super::spec::{EngineArg, RunnerArg, Settings};
 use crate::JobSpec;
 use crate::error::{Error, Result};
-use crate::job::parse_size;
 use crate::manager::ListFilter;
-use crate::model::{Limits, PortSpec, RunnerChoice};
 use crate::output::Stream;
 use crate::ready::{HttpCheck, ReadyCondition};
-
-/// Where a job runs.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerArg {
-    /// Docker when the engine answers, else the host.
-    Auto,
-    /// A container with limits (image default berth/sandbox:latest).
-    Docker,
-    /// A plain process group on this machine.
-    Host,
-}
-
-/// Engine access a job asks for.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EngineArg {
-    /// No engine inside the job (default).
-    None,
-    /// An engine socket of the job's own at /var/run/docker.sock (DOCKER_HOST set): its tests
-    /// (testcontainers) start, reach and remove containers of the job's own, and nothing else.
-    /// Allowed only where the user's config says engine = "scoped" or allow_engine = true.
-    Scoped,
-}
-
-impl From<EngineArg> for crate::model::EngineAccess {
-    fn from(e: EngineArg) -> Self {
-        match e {
-            EngineArg::None => crate::model::EngineAccess::None,
-            EngineArg::Scoped => crate::model::EngineAccess::Scoped,
-        }
-    }
-}
-
-impl From<RunnerArg> for RunnerChoice {
-    fn from(r: RunnerArg) -> Self {
-        match r {
-            RunnerArg::Auto => RunnerChoice::Auto,
-            RunnerArg::Docker => RunnerChoice::Docker,
-            RunnerArg::Host => RunnerChoice::Host,
-        }
-    }
-}
 
 /// When a job counts as ready; all given conditions must hold.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -128,6 +83,13 @@ pub struct RunArgs {
     pub runner: Option<RunnerArg>,
     /// Engine access for a container job: none (default) or scoped (testcontainers work inside).
     pub engine: Option<EngineArg>,
+    /// Most processes in the container, e.g. 256 (default: the project's limit).
+    pub pids: Option<i64>,
+    /// The container's network: isolated (its own), none (no network), or the project's
+    /// (`bridge` only where berth.toml says so: an agent may only tighten it).
+    pub network: Option<String>,
+    /// true: a read-only root file system (a writable /tmp; the workspace stays writable).
+    pub read_only: Option<bool>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
     /// Extra environment variables.
@@ -171,19 +133,20 @@ impl RunArgs {
         spec.timeout = self.timeout.filter(|_| !spec.background);
         spec.keep_alive = self.keep_alive;
         spec.input = self.input.clone();
-        spec.ports = parse_ports(&self.ports)?;
-        spec.limits = Limits {
+        Settings {
+            ports: self.ports.clone(),
+            image: self.image.clone(),
+            pull: self.pull.clone(),
+            runner: self.runner,
+            engine: self.engine,
+            cwd: self.cwd.clone(),
             cpus: self.cpus,
-            memory: self.memory.as_deref().map(parse_size).transpose()?,
-            pids: None,
-        };
-        spec.image = self.image.clone();
-        spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
-        if let Some(r) = self.runner {
-            spec.runner = r.into();
+            memory: self.memory.clone(),
+            pids: self.pids,
+            network: self.network.clone(),
+            read_only: self.read_only,
         }
-        spec.engine = self.engine.map(Into::into);
-        spec.cwd = self.cwd.as_ref().map(PathBuf::from);
+        .apply(&mut spec)?;
         spec.env = self.env.clone();
         spec.watch = self.watch.clone();
         spec.label = self.label.clone();
@@ -191,10 +154,6 @@ impl RunArgs {
         // Validated by the manager, with its defaults filled in.
         Ok(spec)
     }
-}
-
-pub fn parse_ports(ports: &[String]) -> Result<Vec<PortSpec>> {
-    ports.iter().map(|p| p.parse::<PortSpec>()).collect()
 }
 
 /// A job id argument.

@@ -26,6 +26,11 @@ use super::format;
 
 /// Most event lines appended to one answer; the rest follow in the next ones.
 pub const MAX_PER_ANSWER: usize = 20;
+/// Bytes of event lines after which an answer takes no more (the line that
+/// crosses it is kept whole: a watch hit with its snippet).
+pub const ANSWER_BYTES: usize = 4 * 1024;
+/// Bytes of event lines in one `events` page.
+pub const PAGE_BYTES: usize = 8 * 1024;
 
 tokio::task_local! {
     static COVERED: RefCell<Vec<(JobId, u64)>>;
@@ -110,10 +115,11 @@ impl Backlog {
         let mut st = self.state.lock().unwrap();
         st.touched.extend(covered.iter().map(|(id, _)| id.clone()));
         let events = manager.events(st.cursor, 10_000);
-        let mut lines = Vec::new();
+        let mut lines: Vec<String> = Vec::new();
+        let mut bytes = 0;
         let mut pending = 0;
         for e in &events {
-            if lines.len() >= MAX_PER_ANSWER {
+            if lines.len() >= MAX_PER_ANSWER || bytes >= ANSWER_BYTES {
                 pending += usize::from(worth(e, &st, covered));
                 continue;
             }
@@ -126,6 +132,7 @@ impl Backlog {
                 if let Some(m) = meta(e) {
                     l = format!("{l} {m}");
                 }
+                bytes += l.len() + 1;
                 lines.push(l);
             }
         }
@@ -137,16 +144,41 @@ impl Backlog {
 
     /// Events from `since` (default: the cursor) for the `events` tool; marks
     /// what it shows as seen when it reads from the cursor or before.
+    /// A page is at most `limit` events and [`PAGE_BYTES`] of lines; the
+    /// seq returned is where the next page starts.
     pub fn list(&self, manager: &Manager, since: Option<u64>, limit: usize) -> (Vec<String>, u64) {
         let mut st = self.state.lock().unwrap();
         let from = since.unwrap_or(st.cursor);
         let events = manager.events(from, limit);
-        let next = events.last().map(|e| e.seq + 1).unwrap_or(from);
+        let mut next = events.last().map(|e| e.seq + 1).unwrap_or(from);
+        let mut lines = Vec::new();
+        let mut bytes = 0;
+        for e in events.iter() {
+            if !(st.all || st.is_mine(e)) {
+                continue;
+            }
+            let l = line(manager, e);
+            if bytes + l.len() + 1 > PAGE_BYTES && !lines.is_empty() {
+                next = e.seq;
+                break;
+            }
+            bytes += l.len() + 1;
+            lines.push(l);
+        }
         if from <= st.cursor {
             st.cursor = st.cursor.max(next);
         }
-        let shown = events.iter().filter(|e| st.all || st.is_mine(e));
-        (shown.map(|e| line(manager, e)).collect(), next)
+        (lines, next)
+    }
+
+    /// The first unseen watch hit of `job`: an answer now would end with it.
+    pub fn unseen_watch_hit(&self, manager: &Manager, job: &JobId) -> Option<u64> {
+        let cursor = self.state.lock().unwrap().cursor;
+        manager
+            .events(cursor, 10_000)
+            .into_iter()
+            .find(|e| e.job == *job && matches!(e.kind, EventKind::WatchHit { .. }))
+            .map(|e| e.seq)
     }
 }
 

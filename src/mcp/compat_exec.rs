@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{job_id, opt_id_de};
+use super::args::{Settings, job_id, opt_id_de};
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
@@ -42,6 +42,13 @@ pub struct ShellActionArgs {
     /// spawn: regexes to watch; each match is reported once in a later answer.
     #[serde(default)]
     pub watch: Vec<String>,
+    /// spawn: ports to publish, e.g. ["8000"]; the answer maps each to its URL http://127.0.0.1:PORT.
+    #[serde(default)]
+    pub ports: Vec<String>,
+    /// spawn: the Docker image to run in (default: the project's).
+    pub image: Option<String>,
+    /// kill: why it is stopped (kept in its record and its `ended` event).
+    pub reason: Option<String>,
     /// The run_id from spawn (poll, log, kill).
     #[serde(default, deserialize_with = "opt_id_de")]
     #[schemars(with = "Option<String>")]
@@ -58,9 +65,10 @@ impl BerthMcp {
     #[tool(
         description = "Run shell commands without blocking. action spawn: start `command` in the background \
 (with optional `watch` regexes) and get a run_id at once. action poll: status (running|success|failed), exit \
-code and a short output snippet (the last ~1.5 KB). action log: the run's items after since_seq (default 0) — \
+code and a short output snippet (the last ~1.5 KB; a snippet already sent in an event is named by its seq instead). \
+spawn takes `ports` (answered as URLs) and `image`. action log: the run's items after since_seq (default 0) — \
 output {seq, kind: output, stream, text} and events {seq, kind: event, event: watch_hit|ended, …} in seq order — \
-with next_seq to pass as since_seq to continue. action kill: stop it. No action: run `command` synchronously (moves to the background after 60 s). \
+with next_seq to pass as since_seq to continue. action kill: stop it (`reason` is kept). No action: run `command` synchronously (moves to the background after 60 s). \
 Watch hits and exits are reported in later answers, so spawn with a watch pattern and carry on instead of polling."
     )]
     async fn shell(&self, Parameters(a): Parameters<ShellActionArgs>) -> CallToolResult {
@@ -86,18 +94,27 @@ impl BerthMcp {
                 let mut spec = JobSpec::shell(command()?);
                 spec.background = a.action.is_some() && a.background.unwrap_or(true);
                 spec.watch = a.watch.clone();
+                Settings {
+                    ports: a.ports.clone(),
+                    image: a.image.clone(),
+                    ..Default::default()
+                }
+                .apply(&mut spec)?;
                 if !spec.background {
                     return self.core.run(spec, None, Dialect::Exec).await;
                 }
                 let (info, _) = self.core.start(spec, None).await?;
-                Ok(Answer::json(&serde_json::json!({
+                let mut v = serde_json::json!({
                     "run_id": info.id,
                     "status": poll_status(&info),
                     "pid": info.pid,
-                    "ports": info.ports.iter().map(|m| m.url()).collect::<Vec<_>>(),
                     "stdout": info.logs.stdout,
                     "stderr": info.logs.stderr,
-                })))
+                });
+                if !info.ports.is_empty() {
+                    v["ports"] = super::format::port_urls(&info).into();
+                }
+                Ok(Answer::json(&v))
             }
             Some(Action::Poll) => {
                 let id = run_id()?;
@@ -115,7 +132,7 @@ impl BerthMcp {
                     "reason": info.reason.clone().or(info.promotion_reason.clone()),
                     "runtime": format::duration(&info),
                     "next_seq": info.last_seq,
-                    "snippet": self.core.manager.snippet(&id)?,
+                    "snippet": self.poll_snippet(&id)?,
                 })))
             }
             Some(Action::Log) => {
@@ -142,6 +159,7 @@ impl BerthMcp {
             Some(Action::Kill) => {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
+                    reason: a.reason.clone(),
                     ..Default::default()
                 };
                 Ok(Answer::json(&kill_json(&self.core.kill(&run_id()?, req).await?)))
@@ -151,6 +169,19 @@ impl BerthMcp {
 }
 
 impl BerthMcp {
+    /// `poll`'s snippet, or the event that carries the same output: one
+    /// this session was sent, or an unseen watch hit this answer ends with.
+    fn poll_snippet(&self, id: &crate::JobId) -> Result<String> {
+        let core = &self.core;
+        if let Some(n) = core.snippets.current(&core.manager, id) {
+            return Ok(format!("see event #{n} (no output since)"));
+        }
+        if let Some(n) = core.backlog.unseen_watch_hit(&core.manager, id) {
+            return Ok(format!("see event #{n} below"));
+        }
+        core.manager.snippet(id)
+    }
+
     /// The seed's run items: output lines and the run's events in one
     /// seq-ordered stream. A watch hit sits right after the line it matched
     /// (same seq); the end of the run is the item after the last line
@@ -178,9 +209,10 @@ impl BerthMcp {
                 } = &e.kind
                     && *line_seq == l.seq
                 {
+                    // Right after the line it matched (same seq): its text is not repeated.
                     items.push(serde_json::json!({
                         "seq": l.seq, "kind": "event", "event": "watch_hit", "pattern": pattern,
-                        "text": l.text, "event_seq": e.seq,
+                        "event_seq": e.seq,
                     }));
                 }
             }
@@ -197,14 +229,13 @@ impl BerthMcp {
     }
 }
 
-/// A watcher notification's snippet: the last ~1.5 KB of the run's output.
+/// A watcher notification's snippet: the last ~1.5 KB of the run's output,
+/// once (`snippets.rs`).
 pub fn exec_event_meta(core: &super::core::Core, e: &crate::events::Event) -> Option<String> {
     if !matches!(e.kind, crate::events::EventKind::WatchHit { .. }) {
         return None;
     }
-    let snippet = core.manager.snippet(&e.job).ok()?;
-    let indented: Vec<String> = snippet.lines().map(|l| format!("    {l}")).collect();
-    Some(format!("\n  snippet:\n{}", indented.join("\n")))
+    core.snippets.for_event(&core.manager, &e.job, e.seq)
 }
 
 /// running | success | failed (queued counts as running).

@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{WaitForPortArgs, id_de, job_id, opt_id_de, parse_ports};
+use super::args::{Settings, WaitForPortArgs, id_de, job_id, opt_id_de};
 use super::core::{Answer, reply};
 use super::format::Dialect;
 use super::logs::{self, LogMode, LogRequest};
@@ -61,11 +61,13 @@ pub struct ListProcessesArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProcessIdArgs {
+pub struct StopProcessArgs {
     /// The process_id from run_background (e.g. "job-3").
     #[serde(deserialize_with = "id_de")]
     #[schemars(with = "String")]
     pub process_id: String,
+    /// Why it is stopped (kept in its record and its `ended` event).
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -92,6 +94,10 @@ pub struct WaitForServiceArgs {
     pub port: Option<u16>,
     /// Regex a line of output must match, e.g. "Ready on".
     pub output_regex: Option<String>,
+    /// true: wait for the process to end instead (a background run_test or build): answers its
+    /// exit code and last lines.
+    #[serde(default)]
+    pub exit: bool,
     /// Seconds to wait at most (default 60).
     pub timeout: Option<f64>,
 }
@@ -111,27 +117,33 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                     None => JobSpec::shell(a.command),
                 };
                 spec.background = true;
-                spec.ports = parse_ports(&a.ports)?;
-                spec.cwd = a.cwd.map(Into::into);
-                if let Some(r) = a.runner {
-                    spec.runner = r.into();
+                Settings {
+                    ports: a.ports,
+                    cwd: a.cwd,
+                    runner: a.runner,
+                    engine: a.engine,
+                    image: a.image,
+                    cpus: a.cpus,
+                    memory: a.memory,
+                    ..Default::default()
                 }
-                spec.engine = a.engine.map(Into::into);
-                spec.image = a.image;
-                spec.limits.cpus = a.cpus;
-                spec.limits.memory = a.memory.as_deref().map(crate::job::parse_size).transpose()?;
+                .apply(&mut spec)?;
                 self.core.run(spec, None, Dialect::Process).await
             }
             .await,
         )
     }
 
-    #[tool(description = "Stop a background process (TERM, then KILL). Answers {result, reason, ended_by}.")]
-    async fn stop_process(&self, Parameters(a): Parameters<ProcessIdArgs>) -> CallToolResult {
+    #[tool(
+        description = "Stop a background process (TERM, then KILL); `reason` is kept in its record. Answers \
+{result, reason, ended_by}."
+    )]
+    async fn stop_process(&self, Parameters(a): Parameters<StopProcessArgs>) -> CallToolResult {
         reply(
             async {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
+                    reason: a.reason,
                     ..Default::default()
                 };
                 Ok(Answer::json(&kill_json(
@@ -184,7 +196,8 @@ merged. since_seq reads forward from a line number instead."
     #[tool(
         description = "Block until a service is ready instead of guessing with sleep: its `port` accepts \
 connections and/or a line of its output matches `output_regex`. Answers as soon as it is ready, or early with \
-the reason (the process exited, with its code and last output; or `timeout` seconds passed, default 60)."
+the reason (the process exited, with its code and last output; or `timeout` seconds passed, default 60). \
+exit: true waits for the process to end (a background run_test) and answers its exit code and last lines."
     )]
     async fn wait_for_service(&self, Parameters(a): Parameters<WaitForServiceArgs>) -> CallToolResult {
         reply(self.wait_for_service_answer(a).await)
@@ -193,6 +206,18 @@ the reason (the process exited, with its code and last output; or `timeout` seco
 
 impl BerthMcp {
     async fn wait_for_service_answer(&self, a: WaitForServiceArgs) -> Result<Answer> {
+        if a.exit {
+            if a.port.is_some() || a.output_regex.is_some() {
+                return Err(Error::InvalidSpec(
+                    "`exit: true` waits for the end: give `process_id` only, not `port` or `output_regex`"
+                        .into(),
+                ));
+            }
+            let id = a.process_id.as_deref().map(job_id).ok_or_else(|| {
+                Error::InvalidSpec("`exit: true` needs the `process_id` to wait for".into())
+            })?;
+            return self.core.wait(&id, &[], a.timeout).await;
+        }
         // The seed's call is {port, output_regex} with no id: the process is
         // the one that publishes that port.
         let by_port = a.port.and_then(|p| self.job_with_port(p));

@@ -17,6 +17,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::args::Settings;
 use super::core::{Answer, Started, reply};
 use super::format::{self, Dialect};
 use super::service::BerthMcp;
@@ -41,6 +42,10 @@ pub struct SafeShellArgs {
     /// Duration in seconds. For blocking calls: process is killed after this time. For background: acts
     /// as a strict time-to-live (optional). 0 or omitted: blocking calls wait until exit.
     pub keep_alive: Option<u64>,
+    /// Ports the process listens on, e.g. ["8000"]: each is published and answered as
+    /// http://127.0.0.1:PORT (`ports` in the background answer). A host process gets its port in $PORT.
+    #[serde(default)]
+    pub ports: Vec<String>,
 }
 
 #[tool_router(router = safe_shell_router, vis = "pub(super)")]
@@ -50,7 +55,8 @@ impl BerthMcp {
 (start and detach) modes. Blocking: runs, feeds `input`, waits for the exit and returns the exit code and merged \
 stdout/stderr (capped at 120 lines / 16 KiB); with keep_alive N > 0 it is killed after N seconds and the output \
 returned (interactive programs). background: true returns at once JSON {\"pid\", \"stdout\", \"stderr\"} (log file \
-paths). Read a log with command \"cat\" and the path; stop it with command \"kill\" and args [\"<pid>\"]."
+paths; with `ports`, each port's URL). Read a log with command \"cat\" and the path; stop it with command \"kill\" and \
+args [\"<pid>\"]."
     )]
     async fn safe_shell(&self, Parameters(a): Parameters<SafeShellArgs>) -> CallToolResult {
         reply(self.safe_shell_answer(a).await)
@@ -76,6 +82,11 @@ impl BerthMcp {
         let mut argv = vec![a.command.clone()];
         argv.extend(a.args.iter().cloned());
         let mut spec = JobSpec::argv(argv);
+        Settings {
+            ports: a.ports.clone(),
+            ..Default::default()
+        }
+        .apply(&mut spec)?;
         spec.input = a.input.clone();
         spec.background = a.background;
         let keep = a.keep_alive.filter(|k| *k > 0).map(|k| k as f64);
@@ -86,12 +97,18 @@ impl BerthMcp {
         }
         let (info, how) = self.core.start(spec, None).await?;
         match how {
-            Started::Background(_) => Ok(Answer::json(&serde_json::json!({
-                "pid": info.pid,
-                "stdout": info.logs.stdout,
-                "stderr": info.logs.stderr,
-                "job_id": info.id,
-            }))),
+            Started::Background(_) => {
+                let mut v = serde_json::json!({
+                    "pid": info.pid,
+                    "stdout": info.logs.stdout,
+                    "stderr": info.logs.stderr,
+                    "job_id": info.id,
+                });
+                if !info.ports.is_empty() {
+                    v["ports"] = format::port_urls(&info).into();
+                }
+                Ok(Answer::json(&v))
+            }
             Started::Promoted => self.core.promoted(&info, Dialect::SafeShell),
             Started::Finished => {
                 let mut text = match info.exit_code {
@@ -175,7 +192,7 @@ impl BerthMcp {
             let Some((job, stream)) = found else {
                 return Ok(None);
             };
-            let page = self.core.manager.logs(
+            let mut page = self.core.manager.logs(
                 &job.id,
                 &LogQuery {
                     tail: Some(format::MAX_LINES),
@@ -183,6 +200,8 @@ impl BerthMcp {
                     ..Default::default()
                 },
             )?;
+            // The last lines within the answer's byte cap, as `logs` reads them.
+            format::cap_page_tail(&mut page);
             for l in page.lines {
                 text += &format::truncate_line(&l.text, format::MAX_LINE_SHOWN);
                 text.push('\n');

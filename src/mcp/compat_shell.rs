@@ -35,9 +35,15 @@ pub struct ShellSummaryArgs {
     /// Also list completed shells.
     #[serde(default)]
     pub completed: bool,
-    /// Also list failed shells.
+    /// Also list failed shells (non-zero exits and killed ones).
     #[serde(default)]
     pub failed: bool,
+    /// Most shells in the answer, newest first (default 30, at most 200).
+    pub limit: Option<usize>,
+    /// Only shells older than this shell_id: the `before` the previous answer gave.
+    #[serde(default, deserialize_with = "super::args::opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub before: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -66,6 +72,17 @@ pub struct ShellIdArgs {
     pub shell_id: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellKillArgs {
+    /// The shell id (e.g. "job-3").
+    #[serde(deserialize_with = "id_de")]
+    #[schemars(with = "String")]
+    pub shell_id: String,
+    /// Why it is killed (kept in its record, its `ended` event and the answer).
+    pub reason: Option<String>,
+}
+
 #[tool_router(router = shell_router, vis = "pub(super)")]
 impl BerthMcp {
     #[tool(
@@ -83,33 +100,12 @@ the exit code and capped output; still running then, it moves to the background 
 
     #[tool(
         description = "Summary of shells: running ones by default (id, status, mode, run time, command); \
-completed: true and failed: true add ended ones with their exit code and who ended them (agent, user, system)."
+completed: true and failed: true add ended ones with their exit code and who ended them (agent, user, system); \
+killed shells are under FAILED. Newest first, 30 at a time: the answer says the `before` to pass for the next page."
     )]
     async fn shell_summary(&self, Parameters(a): Parameters<ShellSummaryArgs>) -> CallToolResult {
-        // As the seed's panel: killed shells sit under FAILED, not COMPLETED.
         let all = self.core.manager.list(ListFilter::All);
-        let tab = |j: &&crate::JobInfo| {
-            if j.status.is_active() {
-                "RUNNING"
-            } else if shell_failed(j) {
-                "FAILED"
-            } else {
-                "COMPLETED"
-            }
-        };
-        let mut groups = vec!["RUNNING"];
-        if a.completed {
-            groups.push("COMPLETED");
-        }
-        if a.failed {
-            groups.push("FAILED");
-        }
-        let mut text = String::new();
-        for name in groups {
-            let jobs: Vec<crate::JobInfo> = all.iter().filter(|j| tab(j) == name).cloned().collect();
-            text += &format!("{name} ({})\n{}", jobs.len(), format::table(&jobs));
-        }
-        reply(Ok(Answer::ok(text)))
+        reply(Ok(Answer::ok(summary(&all, &a))))
     }
 
     #[tool(
@@ -134,13 +130,14 @@ the answer gives next_seq."
 
     #[tool(
         description = "Kill a shell (its whole process group). Answers {result: killed|already_finished, reason, \
-ended_by}; already_finished says who ended it before (agent, user or system)."
+ended_by}; already_finished says who ended it before (agent, user or system). `reason` is kept in its record."
     )]
-    async fn shell_kill(&self, Parameters(a): Parameters<ShellIdArgs>) -> CallToolResult {
+    async fn shell_kill(&self, Parameters(a): Parameters<ShellKillArgs>) -> CallToolResult {
         reply(
             async {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
+                    reason: a.reason,
                     ..Default::default()
                 };
                 let out = self.core.kill(&job_id(&a.shell_id), req).await?;
@@ -181,6 +178,83 @@ reason, ended_by, shell_id} with the new shell_id."
             .await,
         )
     }
+}
+
+/// Most shells one `shell_summary` answer lists unless asked (`limit`), the
+/// most it lists when asked, and the most bytes of table it holds.
+const SUMMARY_LIMIT: usize = 30;
+const MAX_SUMMARY_LIMIT: usize = 200;
+const SUMMARY_BYTES: usize = 6 * 1024;
+
+/// The seed's panel as text: tabs RUNNING, then COMPLETED and FAILED when
+/// asked, each with its total; one page of the shells in the asked tabs
+/// (newest first, older than `before`, at most `limit` and
+/// [`SUMMARY_BYTES`]) and the call that reads the next page.
+pub fn summary(all: &[crate::JobInfo], a: &ShellSummaryArgs) -> String {
+    let id_number = |id: &crate::JobId| {
+        id.as_str()
+            .strip_prefix("job-")
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let number = |j: &crate::JobInfo| id_number(&j.id);
+    let tab = |j: &crate::JobInfo| {
+        if j.status.is_active() {
+            "RUNNING"
+        } else if shell_failed(j) {
+            "FAILED"
+        } else {
+            "COMPLETED"
+        }
+    };
+    let mut tabs = vec!["RUNNING"];
+    if a.completed {
+        tabs.push("COMPLETED");
+    }
+    if a.failed {
+        tabs.push("FAILED");
+    }
+    let below = a
+        .before
+        .as_deref()
+        .map(|b| id_number(&job_id(b)))
+        .filter(|n| *n > 0)
+        .unwrap_or(u64::MAX);
+    let mut asked: Vec<&crate::JobInfo> = all.iter().filter(|j| tabs.contains(&tab(j))).collect();
+    asked.sort_by_key(|j| std::cmp::Reverse(number(j)));
+    let limit = a.limit.unwrap_or(SUMMARY_LIMIT).clamp(1, MAX_SUMMARY_LIMIT);
+    let mut page: Vec<&crate::JobInfo> = Vec::new();
+    let mut bytes = 0;
+    let mut more = false;
+    for j in asked.iter().filter(|j| number(j) < below) {
+        let row = format::table(std::slice::from_ref(*j));
+        if page.len() == limit || (bytes + row.len() > SUMMARY_BYTES && !page.is_empty()) {
+            more = true;
+            break;
+        }
+        bytes += row.len();
+        page.push(j);
+    }
+    let mut text = String::new();
+    for name in &tabs {
+        let total = asked.iter().filter(|j| tab(j) == *name).count();
+        let rows: Vec<crate::JobInfo> = page
+            .iter()
+            .filter(|j| tab(j) == *name)
+            .map(|j| (*j).clone())
+            .collect();
+        let shown = if rows.len() < total {
+            format!("; {} shown", rows.len())
+        } else {
+            String::new()
+        };
+        text += &format!("{name} ({total}{shown})\n{}", format::table(&rows));
+    }
+    if more && let Some(last) = page.last() {
+        let next = serde_json::json!({"completed": a.completed, "failed": a.failed, "before": last.id});
+        text += &format!("More (older): `shell_summary` {next}\n");
+    }
+    text
 }
 
 /// Whether the seed's panel shows a shell under FAILED: a failure or a kill.

@@ -11,10 +11,11 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
 use super::session::Session;
+use super::waited::wait_words;
 use crate::config::DEFAULT_WAIT_SECS;
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
-use crate::model::{JobId, JobInfo, JobSpec, JobStatus, OnTimeout};
+use crate::model::{JobId, JobInfo, JobSpec, OnTimeout};
 use crate::ready::{ReadyCondition, WaitOutcome};
 
 /// A tool's answer before the backlog is appended.
@@ -37,11 +38,10 @@ impl Answer {
             is_error: true,
         }
     }
-    /// Pretty JSON (field order kept for structs).
+    /// Compact JSON on one line (field order kept for structs): a model
+    /// reads it as well as the pretty form, at two thirds of the characters.
     pub fn json(v: &impl serde::Serialize) -> Self {
-        Answer::ok(
-            serde_json::to_string_pretty(v).unwrap_or_else(|e| format!("(unserializable answer: {e})")),
-        )
+        Answer::ok(serde_json::to_string(v).unwrap_or_else(|e| format!("(unserializable answer: {e})")))
     }
 }
 
@@ -81,6 +81,8 @@ pub struct Core {
     /// Whose jobs this session starts (owner, the client's cwd and `BERTH_*` variables).
     pub session: Session,
     pub backlog: Backlog,
+    /// The exec set's snippets sent so far (each once).
+    pub snippets: super::snippets::Snippets,
     /// The JSON-RPC id of the call that started each job (the seed's `call_id`).
     calls: std::sync::Mutex<std::collections::HashMap<JobId, String>>,
 }
@@ -89,6 +91,7 @@ impl Core {
     pub fn new(manager: Manager, session: Session) -> Self {
         Core {
             backlog: Backlog::new(&manager),
+            snippets: Default::default(),
             manager,
             session,
             calls: Default::default(),
@@ -148,6 +151,10 @@ impl Core {
     /// Start a job and follow it as far as the spec says.
     pub async fn start(&self, mut spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
         self.session.claim(&mut spec);
+        if let Some(asked) = spec.network {
+            let project = self.manager.project_for(&spec)?;
+            super::spec::check_network(asked, project.config.network)?;
+        }
         // A job that names no runner, budget or image gets its project's
         // (the session client's `berth.toml`): the manager fills them in.
         if spec.background {
@@ -190,117 +197,66 @@ impl Core {
         })
     }
 
-    pub fn finished(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
-        let mut text = format!(
-            "{} {} after {} · `{}`\n",
-            info.id,
-            format::info_end_words(info),
-            format::duration(info),
-            format::short(&info.command, 120)
-        );
-        text += &format::image_line(info);
-        text += &format!("Output ({} lines):\n", info.last_seq);
-        text += &format::output_block(&self.manager, &info.id, d)?;
-        Ok(Answer {
-            is_error: info.status.is_failure(),
-            text,
-        })
-    }
-
-    pub fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
-        let reason = info
-            .promotion_reason
-            .clone()
-            .unwrap_or_else(|| "moved to background".into());
-        let mut text = format!(
-            "{} is still running and goes on in the background: {reason}.\n",
-            info.id
-        );
-        if let Some(note) = self.cap_note() {
-            text += &note;
-        }
-        text += &format::port_lines(info);
-        text += &format!(
-            "Next: read its output with {}, check it with {}, stop it with {}.\n",
-            d.logs(&info.id, 1),
-            d.status(&info.id),
-            d.kill(info)
-        );
-        let snippet = self.manager.snippet(&info.id)?;
-        text += &format::card(info, &snippet);
-        if snippet.lines().count() > crate::card::CARD_LOG_LINES {
-            text += &format!("Recent output:\n{snippet}");
-            if !snippet.ends_with('\n') {
-                text.push('\n');
-            }
-        }
-        Ok(Answer::ok(text))
-    }
-
-    pub fn background(&self, info: &JobInfo, waited: Option<&WaitOutcome>, d: Dialect) -> Result<Answer> {
-        let mut text = match &info.status {
-            JobStatus::Queued => format!(
-                "{} is queued: the background cap ({}) is full; it starts when a slot frees.\n",
-                info.id,
-                self.manager.config().max_jobs
-            ),
-            s if s.is_active() => format!(
-                "{} started in the background ({}) · `{}`\n",
-                info.id,
-                info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
-                format::short(&info.command, 120)
-            ),
-            _ => format!(
-                "{} already ended: {} · `{}`\n",
-                info.id,
-                format::info_end_words(info),
-                format::short(&info.command, 120)
-            ),
-        };
-        let mut is_error = false;
-        if let Some(w) = waited {
-            let (line, ok) = wait_words(info, w);
-            is_error = !ok;
-            text += &line;
-        }
-        text += &format::port_lines(info);
-        text += &format::image_line(info);
-        text += &format::log_paths(info);
-        text += &format!(
-            "Next: read its output with {}, stop it with {}.\n",
-            d.logs(&info.id, 1),
-            d.kill(info)
-        );
-        if is_error || !info.status.is_active() {
-            text += &format::card(info, &self.manager.snippet(&info.id)?);
-        }
-        Ok(Answer { text, is_error })
-    }
-
     /// Wait on a job and answer how it went.
     pub async fn wait(&self, id: &JobId, conds: &[ReadyCondition], timeout: Option<f64>) -> Result<Answer> {
         let t = Duration::from_secs_f64(timeout.unwrap_or(DEFAULT_WAIT_SECS));
         let outcome = self.manager.wait(id, conds, t).await?;
         self.cover(id);
         let info = self.manager.info(id)?;
-        let (mut text, ok) = if conds.is_empty() {
-            match &outcome {
-                WaitOutcome::TimedOut { elapsed_ms, .. } => (
-                    format!(
-                        "{id} is still running after {}.\n",
-                        format::secs(*elapsed_ms as f64 / 1000.0)
-                    ),
-                    false,
+        if conds.is_empty() && !matches!(outcome, WaitOutcome::TimedOut { .. }) {
+            // Ended: how, and its last lines (a test run's summary, a crash).
+            let mut text = format!(
+                "{id} ended: {} after {}.\n",
+                format::info_end_words(&info),
+                format::duration(&info)
+            );
+            text += &self.last_lines(id, END_TAIL);
+            return Ok(Answer::ok(text));
+        }
+        let (mut text, ok) = match &outcome {
+            WaitOutcome::TimedOut { elapsed_ms, .. } if conds.is_empty() => (
+                format!(
+                    "{id} is still running after {}.\n",
+                    format::secs(*elapsed_ms as f64 / 1000.0)
                 ),
-                _ => (format!("{id} ended: {}.\n", format::info_end_words(&info)), true),
-            }
-        } else {
-            wait_words(&info, &outcome)
+                false,
+            ),
+            _ => wait_words(&info, &outcome),
         };
-        if !ok || conds.is_empty() {
+        if !ok {
             text += &format::card(&info, &self.manager.snippet(id)?);
         }
         Ok(Answer { text, is_error: !ok })
+    }
+
+    /// The job's last `n` lines under a `Last N lines` header (`of M` when
+    /// there are more), made inert; nothing for none.
+    pub fn last_lines(&self, id: &JobId, n: usize) -> String {
+        if n == 0 {
+            return String::new();
+        }
+        let query = crate::LogQuery {
+            tail: Some(n),
+            ..Default::default()
+        };
+        match self.manager.logs(id, &query) {
+            Ok(mut page) if !page.lines.is_empty() => {
+                format::cap_page_tail(&mut page);
+                let shown = page.lines.len();
+                let of = if (shown as u64) < page.last_seq {
+                    format!(" of {}", page.last_seq)
+                } else {
+                    String::new()
+                };
+                let mut out = format!("Last {shown} lines{of}:\n");
+                for l in &page.lines {
+                    out += &crate::inert::visible(&format::truncate_line(&l.text, format::MAX_LINE_SHOWN));
+                    out.push('\n');
+                }
+                out
+            }
+            _ => String::new(),
+        }
     }
 
     /// Stop a job; the answer is `{result, reason, ended_by, …}`.
@@ -311,7 +267,7 @@ impl Core {
     }
 
     /// A note when more background jobs run than the cap allows (a promotion never kills).
-    fn cap_note(&self) -> Option<String> {
+    pub(super) fn cap_note(&self) -> Option<String> {
         let max = self.manager.config().max_jobs;
         let n = self
             .manager
@@ -327,55 +283,12 @@ impl Core {
     }
 }
 
+/// Lines an answer about a job's end (`wait` for the end) carries.
+pub const END_TAIL: usize = 10;
+
 /// How a job was followed after its start.
 pub enum Started {
     Finished,
     Promoted,
     Background(Option<WaitOutcome>),
-}
-
-/// A wait outcome in words, and whether it is a success.
-pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
-    let id = &info.id;
-    match w {
-        WaitOutcome::Ready {
-            elapsed_ms,
-            matched_line,
-            url,
-            ..
-        } => {
-            let mut s = format!(
-                "{id} is ready after {}",
-                format::secs(*elapsed_ms as f64 / 1000.0)
-            );
-            if let Some(u) = url {
-                s += &format!(" ({u} answered)");
-            }
-            if let Some(l) = matched_line {
-                s += &format!("; matched line: {}", format::short(l, 200));
-            }
-            (s + ".\n", true)
-        }
-        WaitOutcome::Exited {
-            status,
-            exit_code,
-            reason,
-            ..
-        } => (
-            format!(
-                "{id} did not become ready: it ended first: {}.\n",
-                format::end_words(status, info.ended_by, *exit_code, reason.as_deref())
-            ),
-            false,
-        ),
-        WaitOutcome::TimedOut { elapsed_ms, pending } => (
-            format!(
-                "{id} did not become ready within {}; still waiting for: {}. It is {}.\n",
-                format::secs(*elapsed_ms as f64 / 1000.0),
-                pending.join(", "),
-                info.status.name()
-            ),
-            false,
-        ),
-    }
 }

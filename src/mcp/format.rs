@@ -2,8 +2,9 @@
 //! a list of jobs read to a model. Output given to a model is capped (at most
 //! [`MAX_LINES`] lines and [`MAX_BYTES`] bytes, head and tail kept) and every
 //! cut says what was left out and which call fetches it. Which call that is
-//! depends on the tool set in use: a [`Dialect`] names it.
+//! depends on the tool set in use: a [`Dialect`] (`dialect.rs`) names it.
 
+pub use super::dialect::Dialect;
 use crate::card;
 use crate::error::Result;
 use crate::manager::Manager;
@@ -16,60 +17,6 @@ pub const MAX_LINES: usize = 120;
 pub const MAX_BYTES: usize = 16 * 1024;
 /// Longest single line shown inside a capped output block.
 pub const MAX_LINE_SHOWN: usize = 4 * 1024;
-
-/// Which tools an answer points to for "read more" and "stop it".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Canonical,
-    SafeShell,
-    Shell,
-    Process,
-    Exec,
-}
-
-impl Dialect {
-    /// The call that reads a job's output from `since`.
-    pub fn logs(self, id: &JobId, since: u64) -> String {
-        match self {
-            Dialect::Canonical => format!(r#"`logs` {{"id":"{id}","since_seq":{since}}}"#),
-            Dialect::Shell => format!(r#"`shell_log` {{"shell_id":"{id}","mode":"body","cursor":{since}}}"#),
-            Dialect::Process => {
-                format!(r#"`read_process_output` {{"process_id":"{id}","since_seq":{since}}}"#)
-            }
-            Dialect::Exec => format!(
-                r#"`shell` {{"action":"log","run_id":"{id}","since_seq":{}}}"#,
-                since.saturating_sub(1)
-            ),
-            Dialect::SafeShell => "the stdout/stderr log files".into(),
-        }
-    }
-
-    /// The call that stops a job.
-    pub fn kill(self, info: &JobInfo) -> String {
-        let id = &info.id;
-        match self {
-            Dialect::Canonical => format!(r#"`kill` {{"id":"{id}"}}"#),
-            Dialect::Shell => format!(r#"`shell_kill` {{"shell_id":"{id}"}}"#),
-            Dialect::Process => format!(r#"`stop_process` {{"process_id":"{id}"}}"#),
-            Dialect::Exec => format!(r#"`shell` {{"action":"kill","run_id":"{id}"}}"#),
-            Dialect::SafeShell => match info.pid {
-                Some(pid) => format!(r#"`safe_shell` {{"command":"kill","args":["{pid}"]}}"#),
-                None => "`berth kill` from a terminal".into(),
-            },
-        }
-    }
-
-    /// The call that checks on a job.
-    pub fn status(self, id: &JobId) -> String {
-        match self {
-            Dialect::Canonical => format!(r#"`status` {{"id":"{id}"}}"#),
-            Dialect::Shell => r#"`shell_summary` {}"#.into(),
-            Dialect::Process => r#"`list_processes` {}"#.into(),
-            Dialect::Exec => format!(r#"`shell` {{"action":"poll","run_id":"{id}"}}"#),
-            Dialect::SafeShell => "the log files".into(),
-        }
-    }
-}
 
 /// How a job ended, in a few words: `success (exit 0)`, `killed by user (exit 143)`, …
 pub fn end_words(
@@ -149,33 +96,54 @@ pub fn port_lines(info: &JobInfo) -> String {
     out
 }
 
-/// The raw log file paths.
-/// `Image: berth/dev:latest (why; pulled in 3.2s)` for container jobs.
+/// `{"8000": "http://127.0.0.1:49153"}`: each published port and its URL.
+pub fn port_urls(info: &JobInfo) -> serde_json::Map<String, serde_json::Value> {
+    info.ports
+        .iter()
+        .map(|m| (m.port.to_string(), m.url().into()))
+        .collect()
+}
+
+/// `  image: berth/dev:latest (pulled in 3.2s)` for container jobs; why
+/// that image is on the card (`status`).
 pub fn image_line(info: &JobInfo) -> String {
     match &info.image {
         Some(i) => {
             let pulled = match (i.pull_ms, i.build_ms) {
-                (Some(ms), _) => format!("; pulled in {}", secs(ms as f64 / 1000.0)),
-                (None, Some(ms)) => format!("; built in {}", secs(ms as f64 / 1000.0)),
+                (Some(ms), _) => format!(" (pulled in {})", secs(ms as f64 / 1000.0)),
+                (None, Some(ms)) => format!(" (built in {})", secs(ms as f64 / 1000.0)),
                 (None, None) => String::new(),
             };
-            format!("Image: {} ({}{pulled})\n", i.name, i.why)
+            format!("  image: {}{pulled}\n", i.name)
         }
         None => String::new(),
     }
 }
 
+/// `  log files: DIR/{stdout,stderr}.log` (each path in full when they are
+/// not side by side).
 pub fn log_paths(info: &JobInfo) -> String {
+    let (out, err) = (&info.logs.stdout, &info.logs.stderr);
+    let named = |p: &std::path::Path, n: &str| p.file_name().is_some_and(|f| f == n);
+    if out.parent() == err.parent() && named(out, "stdout.log") && named(err, "stderr.log") {
+        let dir = out.parent().unwrap_or(std::path::Path::new("."));
+        return format!("  log files: {}/{{stdout,stderr}}.log\n", dir.display());
+    }
     format!(
         "  log files: {} (stdout), {} (stderr)\n",
-        info.logs.stdout.display(),
-        info.logs.stderr.display()
+        out.display(),
+        err.display()
     )
 }
 
 /// The card (no colour) for a job with its recent output.
 pub fn card(info: &JobInfo, snippet: &str) -> String {
     card::render(info, snippet, false)
+}
+
+/// The card without "Last log", for an answer that shows the output after it.
+pub fn card_head(info: &JobInfo) -> String {
+    card::render_head(info, false)
 }
 
 pub fn truncate_line(text: &str, max: usize) -> String {
@@ -192,6 +160,12 @@ pub fn truncate_line(text: &str, max: usize) -> String {
 /// A job's whole output, merged in seq order, capped head+tail. Says what was
 /// cut and how to read it.
 pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String> {
+    output_within(m, id, dialect, MAX_BYTES)
+}
+
+/// [`output_block`] within `max_bytes` of output (an answer that says more
+/// than the output keeps room for it under [`MAX_BYTES`]).
+pub fn output_within(m: &Manager, id: &JobId, dialect: Dialect, max_bytes: usize) -> Result<String> {
     let head = m.logs(
         id,
         &LogQuery {
@@ -220,11 +194,11 @@ pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String>
         l.text = truncate_line(&l.text, MAX_LINE_SHOWN);
     }
     let total: usize = lines.iter().map(|l| l.text.len() + 1).sum();
-    let (keep_head, keep_tail) = if total <= MAX_BYTES {
+    let (keep_head, keep_tail) = if total <= max_bytes {
         (lines.len(), 0)
     } else {
-        let h = fit(lines.iter(), MAX_BYTES / 2);
-        let t = fit(lines.iter().rev(), MAX_BYTES / 2).min(lines.len() - h);
+        let h = fit(lines.iter(), max_bytes / 2);
+        let t = fit(lines.iter().rev(), max_bytes / 2).min(lines.len() - h);
         (h, t)
     };
     let mut out = String::new();

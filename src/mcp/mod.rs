@@ -29,18 +29,24 @@
 //! job is stopped.
 //!
 //! Files: `server.rs` (rmcp handler: routing, errors as `isError`, backlog),
-//! `core.rs` (start + answer, wait, kill), `project.rs` (test/build commands), `format.rs`
-//! (answer text, output caps), `logs.rs` (paging), `backlog.rs` (unseen
-//! events), `args.rs` + `tools.rs` (canonical tools), `compat_shell.rs` and
-//! `compat_safe_shell.rs`, `compat_process.rs`, `compat_exec.rs` (seed-compatible sets); `stdio.rs`
-//! (line framing, parse errors), `session.rs` (owners, serving one session),
-//! `attach.rs` (the client of a serving manager).
+//! `core.rs` (start, wait, kill), `answer.rs` (how a started job is
+//! answered: finished, promoted, background) with `waited.rs` (a wait in
+//! words), `project.rs` (test/build commands), `format.rs` (answer text,
+//! output caps; `dialect.rs` the tools its hints name), `logs.rs` (paging),
+//! `backlog.rs` (unseen events), `spec.rs`
+//! (the job settings every set shares, parsed once), `args.rs` + `tools.rs`
+//! (canonical tools), `compat_shell.rs` and `compat_safe_shell.rs`,
+//! `compat_process.rs`, `compat_exec.rs` (seed-compatible sets; `snippets.rs`
+//! sends the exec set's output snippets once); `stdio.rs` (line framing,
+//! parse errors), `session.rs` (owners, serving one session), `attach.rs`
+//! (the client of a serving manager).
 //!
 //! Nothing but protocol may reach stdout: printing is denied below, and
 //! tracing goes to stderr.
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod answer;
 mod args;
 mod attach;
 mod backlog;
@@ -50,14 +56,18 @@ mod compat_safe_shell;
 mod compat_shell;
 mod copy;
 mod core;
+mod dialect;
 mod format;
 mod logs;
 pub(crate) mod project;
 mod server;
 mod service;
 pub mod session;
+mod snippets;
+mod spec;
 mod stdio;
 mod tools;
+mod waited;
 
 use std::str::FromStr;
 

@@ -27,7 +27,8 @@ use crate::ready::WaitOutcome;
 
 const RUN: &str = "Run a command as a job. Foreground (default): waits up to `timeout` seconds (default 60) and \
 answers with the exit code and the output (capped at 120 lines / 16 KiB; the answer says how to read the rest). \
-A command still running then is moved to the background, not killed: the answer gives its job id. \
+A command still running then is moved to the background, not killed: the answer gives its job id, its card and \
+its output so far (at most 120 lines). \
 Use background: true for servers, watchers and anything long: the answer comes at once with the job id, \
 each published port as a URL (ports: [\"3000\"] → http://127.0.0.1:PORT) and the log file paths. \
 Add `ready` (e.g. {\"http\": \"/\"} or {\"log\": \"Listening\"}) to answer only once the server is ready, or with \
@@ -134,7 +135,9 @@ lines (default 10), so no `logs` call is needed after it. A job that already end
                 let out = self.core.kill(&id, req).await?;
                 let mut text = serde_json::to_string(&kill_json(&out)).unwrap_or_default();
                 text += "\n";
-                text += &self.last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
+                text += &self
+                    .core
+                    .last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
                 Ok(Answer::ok(text))
             }
             .await,
@@ -160,7 +163,8 @@ that `run` call answers at once with the job id and the job keeps running."
     #[tool(
         description = "List job events — started, ready, watch hits, moved to background, ended (with exit code and \
 who ended it: agent, user or system) — one line each. By default the events you have not seen yet (every answer \
-already ends with those); `since` lists from that event seq on. Only your own jobs' events (those you started \
+already ends with those); `since` lists from that event seq on, `limit` (100) events within 8 KiB a page, \
+and the answer gives the `since` of the next page. Only your own jobs' events (those you started \
 or asked about) unless `all: true`, which also makes your later answers carry every job's events on this instance."
     )]
     async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {
@@ -219,28 +223,6 @@ const KILL_TAIL: usize = 10;
 const MAX_KILL_TAIL: usize = 200;
 
 impl BerthMcp {
-    /// The job's last `n` lines, one per line (made inert), or nothing.
-    fn last_lines(&self, id: &crate::JobId, n: usize) -> String {
-        if n == 0 {
-            return String::new();
-        }
-        let query = crate::LogQuery {
-            tail: Some(n),
-            ..Default::default()
-        };
-        match self.core.manager.logs(id, &query) {
-            Ok(page) if !page.lines.is_empty() => {
-                let mut out = format!("Last {} lines:\n", page.lines.len());
-                for l in &page.lines {
-                    out += &crate::inert::visible(&l.text);
-                    out.push('\n');
-                }
-                out
-            }
-            _ => String::new(),
-        }
-    }
-
     pub(super) async fn status_answer(&self, id: &str) -> Result<Answer> {
         let m = &self.core.manager;
         let id = job_id(id);
@@ -345,7 +327,11 @@ impl BerthMcp {
         let job = self.core.resume(&old).await?;
         let spec = self.core.manager.info(&job)?.spec;
         let mut a = self.core.run_started(&job, &spec, d).await?;
-        a.text = format!("{old} restarted as {job}.\n{}", a.text);
+        a.text = format!(
+            "{old} restarted as {job} · `{}`\n{}",
+            format::short(&spec.display_command(), 120),
+            a.text
+        );
         Ok(a)
     }
 
@@ -373,10 +359,12 @@ impl BerthMcp {
         });
         spec.background = a.background;
         spec.timeout = a.timeout.filter(|_| !a.background);
-        if let Some(r) = a.runner {
-            spec.runner = r.into();
+        super::args::Settings {
+            runner: a.runner,
+            engine: a.engine,
+            ..Default::default()
         }
-        spec.engine = a.engine.map(Into::into);
+        .apply(&mut spec)?;
         self.core.run(spec, None, self.dialect).await
     }
 }
@@ -386,7 +374,9 @@ impl BerthMcp {
 pub struct KillAnswer<'a> {
     result: crate::manager::KillResult,
     job: &'a crate::JobId,
-    status: &'a str,
+    /// Left out when it only repeats `result` (`killed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a str>,
     exit_code: Option<i32>,
     ended_by: Option<EndedBy>,
     reason: Option<&'a str>,
@@ -397,7 +387,8 @@ pub fn kill_json(out: &KillOutcome) -> KillAnswer<'_> {
     KillAnswer {
         result: out.result,
         job: &out.job,
-        status: out.status.name(),
+        status: Some(out.status.name())
+            .filter(|s| !(*s == "killed" && out.result == crate::manager::KillResult::Killed)),
         exit_code: out.exit_code,
         ended_by: out.ended_by,
         reason: out.reason.as_deref(),

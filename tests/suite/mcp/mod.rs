@@ -5,7 +5,9 @@
 //! seed-compatible tool set replays its seed's flow in `seed_*.rs`; JSON-RPC
 //! errors are in `protocol.rs`, `wait_for_port` on a late container in
 //! `late_port.rs`, several sessions and the CLI on one instance in
-//! `sessions.rs`, `list` paging in `list.rs`.
+//! `sessions.rs`, `list` paging in `list.rs`; the canonical task in two calls
+//! and each seed's flow, with what they cost, in `budget.rs`; answer sizes in
+//! `sizes.rs`; every set's parameters for its seed's flows in `complete.rs`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,6 +19,8 @@ use serde_json::{Value, json};
 
 use crate::common::{eventually, http_get, instance_name, processes_with, unique_sleep};
 
+mod budget;
+mod complete;
 mod inert;
 mod late_port;
 mod list;
@@ -28,6 +32,7 @@ mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
 mod sessions;
+mod sizes;
 
 /// A server to start in the journey tests. Switching the runner is one line: `SERVER`.
 struct ServerFixture {
@@ -314,7 +319,7 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
     assert!(answer.contains("is ready after"), "{answer}");
     let id = job_in(&answer);
     let port = url_port(&answer);
-    assert!(answer.contains("stdout.log"), "log paths in: {answer}");
+    assert!(answer.contains("/{stdout,stderr}.log"), "log paths in: {answer}");
     assert!(http_get(port).contains(" 200 OK"));
     let logs = eventually_logged(&mcp, &id).await;
     assert!(logs.contains("next_seq"), "{logs}");
@@ -443,32 +448,6 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         "{:?}",
         started.elapsed()
     );
-}
-
-#[tokio::test]
-async fn the_canonical_agent_task_takes_two_calls() {
-    let mut mcp = Mcp::start("canonical").await;
-    // 1. Start the server and wait until it serves: the answer gives the URL.
-    let answer = mcp.ok("run", server_args()).await;
-    let id = job_in(&answer);
-    // (The agent checks the page itself.)
-    assert!(http_get(url_port(&answer)).contains(" 200 OK"));
-    wait_logged(&mcp, &id).await;
-    // 2. Stop it: the answer ends with what the server logged last.
-    let kill = mcp
-        .ok("kill", json!({"id": id, "reason": "checked the page"}))
-        .await;
-    assert!(
-        kill.contains("\"killed\"") && kill.contains("checked the page"),
-        "{kill}"
-    );
-    assert!(
-        kill.contains("Last ") && kill.contains(SERVER.request_logged),
-        "{kill}"
-    );
-    assert_eq!(mcp.transcript.lock().unwrap().len(), 2);
-    mcp.print_transcript("berth mcp: start a web server, check it, stop it");
-    assert!(mcp.close().await.success());
 }
 
 #[tokio::test]

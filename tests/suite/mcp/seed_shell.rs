@@ -51,7 +51,7 @@ async fn the_seed_tools_and_event_metadata() {
     );
     let again = mcp.ok("shell_kill", json!({"shell_id": id})).await;
     assert!(
-        again.contains("\"already_finished\"") && again.contains("\"ended_by\": \"agent\""),
+        again.contains("\"already_finished\"") && again.contains("\"ended_by\":\"agent\""),
         "{again}"
     );
 
@@ -149,7 +149,7 @@ async fn shell_set_runs_pages_logs_with_cursors_kills_and_resumes() {
     assert!(k.contains("\"already_finished\""), "{k}");
     let r = mcp.ok("shell_resume", json!({"shell_id": id})).await;
     assert!(
-        r.contains("\"resumed\"") && r.contains("\"shell_id\": \"job-2\""),
+        r.contains("\"resumed\"") && r.contains("\"shell_id\":\"job-2\""),
         "{r}"
     );
 }
