@@ -459,7 +459,13 @@ async fn prune(
     let manager = s.manager.clone();
     let pruned = tokio::task::spawn_blocking(move || manager.prune(&req))
         .await
-        .map_err(|e| ApiError::from(Error::io("prune history", "the store", std::io::Error::other(e.to_string()))))?;
+        .map_err(|e| {
+            ApiError::from(Error::io(
+                "prune history",
+                "the store",
+                std::io::Error::other(e.to_string()),
+            ))
+        })?;
     Ok(Json(pruned?))
 }
 

@@ -303,10 +303,7 @@ async fn launch_one(
             // The pod's holder went away: the pod is forgotten (the
             // session's next job makes another) and this start fails.
             Err(AttemptError::Other(e) | AttemptError::NetworkGone(e))
-                if member.is_some()
-                    && joined
-                        .as_ref()
-                        .is_some_and(|h| holder::is_gone(&e.to_string(), h)) =>
+                if member.is_some() && joined.as_ref().is_some_and(|h| holder::is_gone(&e, h)) =>
             {
                 if let Some(m) = member.as_ref().and_then(LeaveOnDrop::member) {
                     m.broken();
