@@ -87,6 +87,11 @@ pub enum Error {
     DaemonRunning { instance: String, pid: String },
 
     #[error(
+        "instance `{instance}` is in use by another berth process (pid {pid}) running jobs without a daemon; wait for it to end, start a daemon (`berth up`) so runs share one manager, or use another --instance"
+    )]
+    InstanceBusy { instance: String, pid: String },
+
+    #[error(
         "this program cannot run berth's watchdog: call `berth::embed::helpers()` first in `main` (it re-runs this executable as the watchdog)"
     )]
     NoHelpers,
@@ -264,6 +269,7 @@ impl Error {
             Error::NoDaemon { .. } => "no_daemon",
             Error::DaemonRunning { .. } => "daemon_running",
             Error::NoHelpers => "no_helpers",
+            Error::InstanceBusy { .. } => "instance_busy",
             Error::Remote { code, .. } => code,
             Error::McpAttach { .. } => "mcp_attach",
             Error::Io { .. } | Error::JobFiles { .. } => "io",

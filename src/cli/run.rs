@@ -47,6 +47,36 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             None => {}
         }
     }
+    // One manager per instance: an in-process one takes the instance's
+    // claim like a daemon, so two never share the store (their event seqs
+    // would collide) or each have a cap of their own.
+    let _claim = match crate::claim::Claim::take(&config) {
+        Ok(claim) => claim,
+        Err(Error::DaemonRunning { pid, .. }) if args.no_daemon => {
+            // A daemon serves the instance: the run goes through it.
+            eprintln!(
+                "berth: a daemon serves instance `{}` (pid {pid}): this run goes through it (one cap, one record); --no-daemon runs in-process only when none does",
+                config.instance
+            );
+            let client = Client::new(&config);
+            if let Some(code) = super::remote::run(&client, &args, spec.clone()).await? {
+                return Ok(code);
+            }
+            return Err(Error::InstanceBusy {
+                instance: config.instance.clone(),
+                pid,
+            }
+            .into());
+        }
+        Err(Error::DaemonRunning { pid, .. }) => {
+            return Err(Error::InstanceBusy {
+                instance: config.instance.clone(),
+                pid,
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     // No manager to promote to: a budget that runs out kills, and there is
     // none unless `--timeout` gives one.
     spec.background = false;

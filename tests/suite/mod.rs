@@ -4,6 +4,7 @@ mod architecture;
 mod boundary;
 mod bounds;
 mod cap;
+mod claim;
 mod cli;
 mod context;
 mod daemon;
