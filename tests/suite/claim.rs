@@ -59,19 +59,21 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
         .and_then(|(_, v)| v)
         .unwrap()
         .to_owned();
-    let mut first = first
-        .args([
-            "run",
-            "--",
-            "sh",
-            "-c",
-            &format!("echo holding; exec sleep {token}"),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut first = Stopped(
+        first
+            .args([
+                "run",
+                "--",
+                "sh",
+                "-c",
+                &format!("echo holding; exec sleep {token}"),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
-    BufReader::new(first.stdout.take().unwrap())
+    BufReader::new(first.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "holding");
@@ -88,12 +90,7 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(!marker.exists(), "the refused run started nothing");
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(first.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    first.wait().unwrap();
+    drop(first);
     eventually(
         Duration::from_secs(10),
         "the first run's job ends with it",
