@@ -1,5 +1,6 @@
 //! What users of docker, pueue and process-compose reach for: `logs
-//! --timestamps`, through the daemon as a person would type them.
+//! --timestamps`, `--env-file`, through the daemon as a person would type
+//! them.
 
 use crate::common::Daemon;
 
@@ -30,4 +31,33 @@ fn logs_timestamps_prefix_each_line_with_its_time() {
     // Without the flag, the lines as they were.
     let (_, out, _) = d.run(&["logs", "job-1"]);
     assert_eq!(out, "one\n");
+}
+
+#[test]
+fn env_file_sets_variables_and_a_bad_line_starts_nothing() {
+    let d = Daemon::start();
+    let file = d.dir.path().join("app.env");
+    std::fs::write(&file, "# settings\nA=from file\nB=file\n").unwrap();
+    let f = file.to_str().unwrap();
+    let (code, out, err) = d.run(&[
+        "run",
+        "--runner",
+        "host",
+        "--env-file",
+        f,
+        "-e",
+        "B=flag",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$A/$B\"",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "from file/flag\n", "-e wins over the file");
+    std::fs::write(&file, "A=1\nnot a variable\n").unwrap();
+    let (code, _, err) = d.run(&["run", "--runner", "host", "--env-file", f, "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("app.env:2"), "{err}");
+    let jobs = d.json(&["ps", "--all"]);
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "nothing started: {jobs}");
 }
