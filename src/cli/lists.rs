@@ -35,9 +35,45 @@ pub struct PsArgs {
     /// Add CPU and memory of running jobs (sampled live: about a second with containers).
     #[arg(long)]
     pub usage: bool,
+    /// Only jobs with this label (`berth run --label`; else the command).
+    #[arg(long, value_name = "LABEL")]
+    pub label: Option<String>,
+    /// Only jobs of this workspace (a directory; without one, this project's).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<Option<std::path::PathBuf>>,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `--label` and `--workspace` keep.
+struct Only {
+    label: Option<String>,
+    workspace: Option<std::path::PathBuf>,
+}
+
+impl Only {
+    fn from(global: &Global, a: &PsArgs) -> anyhow::Result<Option<Only>> {
+        let workspace = match &a.workspace {
+            None => None,
+            Some(None) => Some(global.config()?.workspace),
+            Some(Some(d)) => Some(d.clone()),
+        };
+        // Job records hold the real path (symlinks resolved).
+        let workspace = workspace.map(|w| std::fs::canonicalize(&w).unwrap_or(w));
+        Ok((a.label.is_some() || workspace.is_some()).then_some(Only {
+            label: a.label.clone(),
+            workspace,
+        }))
+    }
+
+    fn keeps(&self, j: &JobInfo) -> bool {
+        self.label.as_ref().is_none_or(|l| &j.label == l)
+            && self
+                .workspace
+                .as_ref()
+                .is_none_or(|w| j.workspace.as_ref() == Some(w))
+    }
 }
 
 pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
@@ -47,11 +83,35 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
         (_, _, true) => ListFilter::Failed,
         _ => ListFilter::Running,
     };
-    let before = a.before.as_deref().map(JobId::from);
-    let page = super::offline::reader(global)
-        .await?
+    let mut before = a.before.as_deref().map(JobId::from);
+    let only = Only::from(global, &a)?;
+    let reader = super::offline::reader(global).await?;
+    let mut page = reader
         .list_page(filter, a.limit, before.as_ref(), a.usage)
         .await?;
+    if let Some(only) = only {
+        // Filtered here: page on until `limit` jobs match or none are left.
+        let mut kept: Vec<JobInfo> = Vec::new();
+        let older_left = loop {
+            kept.extend(page.jobs.drain(..).filter(|j| only.keeps(j)));
+            match page.more.take() {
+                Some(last) if kept.len() < a.limit => {
+                    before = Some(last);
+                    page = reader
+                        .list_page(filter, a.limit, before.as_ref(), a.usage)
+                        .await?;
+                }
+                more => break more.is_some(),
+            }
+        };
+        let cut = kept.len() > a.limit;
+        kept.truncate(a.limit);
+        // `--before` the last one shown continues the filtered list.
+        page.more = (cut || older_left)
+            .then(|| kept.last().map(|j| j.id.clone()))
+            .flatten();
+        page.jobs = kept;
+    }
     if a.json {
         print_json(&page.jobs)?;
     } else {

@@ -11,7 +11,8 @@
 //! dropped and lines lost while the store could not be written are said on
 //! stderr (in the document: `truncated_before`, `lost`), never skipped
 //! silently. Job text written to a terminal is inert (control characters
-//! and escape sequences shown as `\x1b` …) unless `--raw`.
+//! and escape sequences shown as `\x1b` …) unless `--raw`. `--timestamps`
+//! puts each line's time before it, as `docker logs -t` does.
 
 use clap::Args;
 
@@ -48,6 +49,10 @@ pub struct LogsArgs {
     /// control characters and escape sequences show as `\x1b`, `\r` … there).
     #[arg(long)]
     pub raw: bool,
+    /// Prefix each line with the time it was read, RFC 3339 in UTC
+    /// (`2026-11-25T21:40:00.123Z hello`); `--json` lines carry `ts` anyway.
+    #[arg(short, long, conflicts_with = "child")]
+    pub timestamps: bool,
     /// The output of the job's child NAME (a container it started through
     /// its scoped engine; `berth ps` lists them), instead of the job's own.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["since", "limit", "follow", "stream"])]
@@ -150,7 +155,7 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
     let mut sink = match (a.json, a.follow) {
         (false, _) => Sink::Text {
             id: id.clone(),
-            mode: LineMode::for_terminals(a.raw),
+            mode: LineMode::for_terminals(a.raw).with_timestamps(a.timestamps),
         },
         (true, false) => Sink::Document {
             started: false,
@@ -197,7 +202,7 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         last.next_seq,
         stream,
         a.json,
-        LineMode::for_terminals(a.raw),
+        LineMode::for_terminals(a.raw).with_timestamps(a.timestamps),
     )
     .await
 }

@@ -5,6 +5,7 @@
 mod copy;
 mod daemon;
 mod doctor;
+mod env_file;
 mod images;
 mod jobs;
 mod lists;

@@ -53,6 +53,8 @@ pub(crate) use {out, outln};
 pub struct LineMode {
     stdout: bool,
     stderr: bool,
+    /// Each line after the time berth read it (`berth logs --timestamps`).
+    timestamps: bool,
 }
 
 impl LineMode {
@@ -61,7 +63,15 @@ impl LineMode {
         LineMode {
             stdout: !raw && std::io::stdout().is_terminal(),
             stderr: !raw && std::io::stderr().is_terminal(),
+            timestamps: false,
         }
+    }
+
+    /// Prefix each line with its time, RFC 3339 in UTC to the millisecond
+    /// (`2026-11-25T21:40:00.123Z `), as `docker logs -t` does.
+    pub fn with_timestamps(mut self, on: bool) -> Self {
+        self.timestamps = on;
+        self
     }
 }
 
@@ -79,6 +89,11 @@ pub fn write_lines(lines: &[Line], mode: LineMode) -> Result<(), StdoutClosed> {
         buf.clear();
         while i < lines.len() && lines[i].stream == stream {
             let text = &lines[i].text;
+            if mode.timestamps {
+                let ts = lines[i].ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                buf.extend_from_slice(ts.as_bytes());
+                buf.push(b' ');
+            }
             if inert {
                 buf.extend_from_slice(crate::inert::visible(text).as_bytes());
             } else {

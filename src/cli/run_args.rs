@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// berth's own arguments) (repeatable).
     #[arg(short = 'e', long = "env", value_name = "KEY[=VALUE]")]
     pub env: Vec<String>,
+    /// Read variables from FILE as `docker run --env-file` does: KEY=VALUE
+    /// lines (values literal), KEY alone from this shell, `#` comments;
+    /// `-e` wins over the file (repeatable).
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
     /// Working directory (relative to the workspace root).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
@@ -161,6 +166,9 @@ impl RunArgs {
             pids: self.pids,
         };
         let mut env = BTreeMap::new();
+        for f in &self.env_file {
+            env.extend(super::env_file::read(f)?);
+        }
         for kv in &self.env {
             let (k, v) = match kv.split_once('=') {
                 Some((k, v)) => (k.to_string(), v.to_string()),

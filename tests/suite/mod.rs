@@ -22,6 +22,7 @@ mod inert;
 mod mcp;
 mod network;
 mod output;
+mod peers;
 mod private;
 mod project_image;
 mod reach;
