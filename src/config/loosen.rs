@@ -93,7 +93,9 @@ fn loosenings(
     let rank = |n: Network| match n {
         Network::None => 0,
         Network::Isolated => 1,
-        Network::Bridge => 2,
+        // The project's jobs reach each other: looser than isolated.
+        Network::Project => 2,
+        Network::Bridge => 3,
     };
     if from_file("network") && rank(c.network) > rank(base.network) {
         add("network", quoted(&c.network.to_string()));

@@ -130,6 +130,10 @@ pub enum Network {
     Bridge,
     /// No network at all.
     None,
+    /// The project's pod: the container jobs of one project (one workspace)
+    /// share one berth bridge and one network namespace, so they reach each
+    /// other on `localhost` and by label; other projects' jobs do not.
+    Project,
 }
 
 impl Network {
@@ -138,6 +142,7 @@ impl Network {
             Network::Isolated => "isolated",
             Network::Bridge => "bridge",
             Network::None => "none",
+            Network::Project => "project",
         }
     }
 }

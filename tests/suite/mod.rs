@@ -20,6 +20,7 @@ mod network;
 mod output;
 mod private;
 mod project_image;
+mod project_pod;
 mod reach;
 mod ready;
 mod recovery;

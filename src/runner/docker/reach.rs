@@ -54,13 +54,21 @@ pub struct Decision {
     pub internal: bool,
     /// What was asked and could not be held (the record's `not_enforced`).
     pub notes: Vec<String>,
+    /// `network = "project"` was asked: the job belongs in its project's pod
+    /// (`network` is then `isolated`: the pod's bridge is a pool network).
+    pub project_pod: bool,
 }
 
 /// Decide for `spec` under `project` (see the module docs).
 pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish) -> Decision {
     let asked = spec.egress.unwrap_or(egress);
     let mut notes = Vec::new();
-    let (egress, engine_publishes) = match spec.network.unwrap_or(network) {
+    let project_pod = spec.network.unwrap_or(network) == Network::Project;
+    let network = match spec.network.unwrap_or(network) {
+        Network::Project => Network::Isolated,
+        n => n,
+    };
+    let (egress, engine_publishes) = match network {
         Network::None => (Egress::None, false),
         Network::Bridge => {
             if asked != Egress::All {
@@ -70,7 +78,7 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
             }
             (Egress::All, true)
         }
-        Network::Isolated => {
+        Network::Isolated | Network::Project => {
             let engine = publish == Publish::Engine && !spec.ports.is_empty();
             if engine && asked != Egress::All {
                 notes.push(format!(
@@ -81,7 +89,8 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
         }
     };
     Decision {
-        network: spec.network.unwrap_or(network),
+        network,
+        project_pod,
         egress,
         engine_publishes,
         internal: egress != Egress::All,
