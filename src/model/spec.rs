@@ -118,7 +118,7 @@ impl fmt::Display for Proto {
 }
 
 /// Which network a container job is attached to, serialized as the word a
-/// caller types (`isolated`, `bridge`, `none`).
+/// caller types (`isolated`, `bridge`, `none`, `project`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {

@@ -59,7 +59,10 @@ async fn a_projects_jobs_reach_each_other_by_label_on_network_project() {
     );
     assert_eq!(code, 0, "{out}");
     let web: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let id = web["job"]["id"].as_str().unwrap_or_else(|| panic!("{out}")).to_string();
+    let id = web["job"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
     assert_eq!(pod_holders(&d.instance), 1);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

@@ -15,6 +15,7 @@
 //!   and egress is whatever the engine allows (`all`; said when the job asked
 //!   for less).
 //! - `network = "none"`: nothing in or out.
+//! - `network = "project"`: as `isolated`, on the project's pod (`pod/`).
 //!
 //! What berth opens for a job ([`JobNet`]: the forwarder and the proxy)
 //! belongs to the job's control and is closed when the job ends, however
@@ -78,6 +79,7 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
             }
             (Egress::All, true)
         }
+        // (`project` was made `isolated` above.)
         Network::Isolated | Network::Project => {
             let engine = publish == Publish::Engine && !spec.ports.is_empty();
             if engine && asked != Egress::All {
@@ -332,6 +334,14 @@ mod tests {
         );
         assert_eq!((d.egress, d.engine_publishes), (Egress::All, true));
         assert!(d.notes[0].contains("network bridge"));
+        // The project's pod: an isolated network, in the project's pod.
+        let d = decide(&plain, Network::Project, Egress::Proxy, Publish::Berth);
+        assert_eq!(
+            (d.network, d.project_pod, d.internal),
+            (Network::Isolated, true, true)
+        );
+        let d = decide(&plain, Network::Isolated, Egress::Proxy, Publish::Berth);
+        assert!(!d.project_pod);
         let d = decide(&plain, Network::None, Egress::All, Publish::Berth);
         assert_eq!((d.egress, d.engine_publishes), (Egress::None, false));
     }

@@ -19,7 +19,9 @@
 //! pod network's gateway).
 //!
 //! Which jobs: those whose spec's owner is an MCP session (`mcp:<id>`),
-//! on an `isolated` network, on the local engine, whose ports berth
+//! and those asking for `network = "project"` (one pod per workspace, gone
+//! with its last member: there is no session to outlive), on an `isolated`
+//! network, on the local engine, whose ports berth
 //! forwards (a job whose ports the engine publishes needs an endpoint of
 //! its own), without a scoped engine (its children need the job's own
 //! network). A session's jobs of different egress get different pods (an
