@@ -373,6 +373,7 @@ mod tests {
             (Network::Isolated, "isolated"),
             (Network::Bridge, "bridge"),
             (Network::None, "none"),
+            (Network::Project, "project"),
         ] {
             assert_eq!(serde_json::to_string(&n).unwrap(), format!("\"{word}\""));
             assert_eq!(
