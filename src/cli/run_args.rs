@@ -65,7 +65,8 @@ pub struct RunArgs {
     pub image: Option<String>,
     /// The job's network (containers): isolated (a berth bridge of its own,
     /// the default), bridge (the engine's default bridge, shared with other
-    /// containers) or none.
+    /// containers), none, or project (the project's container jobs share one
+    /// network namespace: they reach each other on localhost and by label).
     #[arg(long, value_name = "NET")]
     pub network: Option<String>,
     /// What the job may reach outside (containers): none, or proxy (only

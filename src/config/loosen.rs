@@ -7,7 +7,7 @@
 //! - `fallback = true` where the user said false: a host job when the engine is down;
 //! - `allow_host = true`: agents may ask for host jobs;
 //! - `user` other than the caller's own: root, or another uid's set-uid files;
-//! - `network`: `bridge` over `isolated` over `none`;
+//! - `network`: `bridge` over `project` over `isolated` over `none`;
 //! - `read_only = false` where the user set true;
 //! - `workspace` outside the file's own directory: the job sees more of the disk;
 //! - `state_dir`: where berth writes its records and security log;
@@ -93,7 +93,9 @@ fn loosenings(
     let rank = |n: Network| match n {
         Network::None => 0,
         Network::Isolated => 1,
-        Network::Bridge => 2,
+        // The project's jobs reach each other: looser than isolated.
+        Network::Project => 2,
+        Network::Bridge => 3,
     };
     if from_file("network") && rank(c.network) > rank(base.network) {
         add("network", quoted(&c.network.to_string()));
@@ -288,6 +290,17 @@ mod tests {
             (k == crate::trust::USER_CONFIG_ENV).then(|| user.clone())
         })
         .unwrap()
+    }
+
+    #[test]
+    fn an_untrusted_file_cannot_put_the_projects_jobs_in_one_pod() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = load(&dir, "network = \"project\"\n", &tmp.path().join("user.toml"));
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        assert_eq!(keys, ["network"]);
+        assert_eq!(c.network, Network::Isolated);
     }
 
     #[test]

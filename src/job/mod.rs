@@ -59,10 +59,11 @@ impl FromStr for Network {
             "isolated" => Ok(Network::Isolated),
             "bridge" => Ok(Network::Bridge),
             "none" => Ok(Network::None),
+            "project" => Ok(Network::Project),
             _ => Err(Error::InvalidValue {
                 what: "network",
                 input: s.into(),
-                message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge) or none"
+                message: "expected isolated (default: a berth bridge per job, no traffic between jobs), bridge (the engine's default bridge), none, or project (the project's container jobs share one network: localhost and labels reach each other)"
                     .into(),
             }),
         }
@@ -372,6 +373,7 @@ mod tests {
             (Network::Isolated, "isolated"),
             (Network::Bridge, "bridge"),
             (Network::None, "none"),
+            (Network::Project, "project"),
         ] {
             assert_eq!(serde_json::to_string(&n).unwrap(), format!("\"{word}\""));
             assert_eq!(

@@ -118,7 +118,7 @@ impl fmt::Display for Proto {
 }
 
 /// Which network a container job is attached to, serialized as the word a
-/// caller types (`isolated`, `bridge`, `none`).
+/// caller types (`isolated`, `bridge`, `none`, `project`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
@@ -130,6 +130,10 @@ pub enum Network {
     Bridge,
     /// No network at all.
     None,
+    /// The project's pod: the container jobs of one project (one workspace)
+    /// share one berth bridge and one network namespace, so they reach each
+    /// other on `localhost` and by label; other projects' jobs do not.
+    Project,
 }
 
 impl Network {
@@ -138,6 +142,7 @@ impl Network {
             Network::Isolated => "isolated",
             Network::Bridge => "bridge",
             Network::None => "none",
+            Network::Project => "project",
         }
     }
 }

@@ -25,6 +25,7 @@ mod output;
 mod peers;
 mod private;
 mod project_image;
+mod project_pod;
 mod reach;
 mod ready;
 mod recovery;

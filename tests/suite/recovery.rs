@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Daemon, containers_of, eventually, processes_with, unique_sleep};
+use crate::common::{Daemon, containers_of, eventually, job_containers_of, processes_with, unique_sleep};
 
 #[tokio::test]
 async fn a_killed_daemon_leaves_nothing_behind_and_a_new_one_remembers() {
@@ -247,7 +247,9 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     // And one nobody owns, which adopt mode follows on.
     spec.owner = None;
     let free = client.create(&spec).await.unwrap().info.id;
-    assert_eq!(containers_of(&d.instance), 2);
+    // Two jobs, and the session's pod holder (its job is in the session's pod).
+    assert_eq!(job_containers_of(&d.instance), 2);
+    assert_eq!(containers_of(&d.instance), 3);
     d.child.kill().unwrap();
     d.child.wait().unwrap();
 
@@ -271,7 +273,7 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     eventually(
         Duration::from_secs(20),
         "the owned job's container removed",
-        || containers_of(&d.instance) == 1,
+        || job_containers_of(&d.instance) == 1,
     )
     .await;
 

@@ -202,7 +202,7 @@ pub fn body(
     });
     let network_mode = match spec.network.unwrap_or(ctx.default_network) {
         Network::None => "none".to_string(),
-        Network::Isolated => ctx.network.to_string(),
+        Network::Isolated | Network::Project => ctx.network.to_string(),
         Network::Bridge => "bridge".to_string(),
     };
     applied.network = Some(network_mode.clone());

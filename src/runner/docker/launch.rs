@@ -172,7 +172,12 @@ async fn launch_one(
     // A job of an MCP session joins its session's pod (pod/) instead of
     // taking a network of its own.
     let mut pod_note = None;
-    let member = match super::pod::key_of(spec, &decision, remote.is_none(), scope.is_some()) {
+    let member = match super::pod::key_of(
+        spec,
+        &decision,
+        project.workspace,
+        (remote.is_none(), scope.is_some()),
+    ) {
         Some(key) => match engine
             .pods
             .join(engine, &docker, key, &decision, (id, spec), project.image)

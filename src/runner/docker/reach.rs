@@ -15,6 +15,7 @@
 //!   and egress is whatever the engine allows (`all`; said when the job asked
 //!   for less).
 //! - `network = "none"`: nothing in or out.
+//! - `network = "project"`: as `isolated`, on the project's pod (`pod/`).
 //!
 //! What berth opens for a job ([`JobNet`]: the forwarder and the proxy)
 //! belongs to the job's control and is closed when the job ends, however
@@ -54,13 +55,21 @@ pub struct Decision {
     pub internal: bool,
     /// What was asked and could not be held (the record's `not_enforced`).
     pub notes: Vec<String>,
+    /// `network = "project"` was asked: the job belongs in its project's pod
+    /// (`network` is then `isolated`: the pod's bridge is a pool network).
+    pub project_pod: bool,
 }
 
 /// Decide for `spec` under `project` (see the module docs).
 pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish) -> Decision {
     let asked = spec.egress.unwrap_or(egress);
     let mut notes = Vec::new();
-    let (egress, engine_publishes) = match spec.network.unwrap_or(network) {
+    let project_pod = spec.network.unwrap_or(network) == Network::Project;
+    let network = match spec.network.unwrap_or(network) {
+        Network::Project => Network::Isolated,
+        n => n,
+    };
+    let (egress, engine_publishes) = match network {
         Network::None => (Egress::None, false),
         Network::Bridge => {
             if asked != Egress::All {
@@ -70,7 +79,8 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
             }
             (Egress::All, true)
         }
-        Network::Isolated => {
+        // (`project` was made `isolated` above.)
+        Network::Isolated | Network::Project => {
             let engine = publish == Publish::Engine && !spec.ports.is_empty();
             if engine && asked != Egress::All {
                 notes.push(format!(
@@ -81,7 +91,8 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
         }
     };
     Decision {
-        network: spec.network.unwrap_or(network),
+        network,
+        project_pod,
         egress,
         engine_publishes,
         internal: egress != Egress::All,
@@ -323,6 +334,14 @@ mod tests {
         );
         assert_eq!((d.egress, d.engine_publishes), (Egress::All, true));
         assert!(d.notes[0].contains("network bridge"));
+        // The project's pod: an isolated network, in the project's pod.
+        let d = decide(&plain, Network::Project, Egress::Proxy, Publish::Berth);
+        assert_eq!(
+            (d.network, d.project_pod, d.internal),
+            (Network::Isolated, true, true)
+        );
+        let d = decide(&plain, Network::Isolated, Egress::Proxy, Publish::Berth);
+        assert!(!d.project_pod);
         let d = decide(&plain, Network::None, Egress::All, Publish::Berth);
         assert_eq!((d.egress, d.engine_publishes), (Egress::None, false));
     }

@@ -19,7 +19,9 @@
 //! pod network's gateway).
 //!
 //! Which jobs: those whose spec's owner is an MCP session (`mcp:<id>`),
-//! on an `isolated` network, on the local engine, whose ports berth
+//! and those asking for `network = "project"` (one pod per workspace, gone
+//! with its last member: there is no session to outlive), on an `isolated`
+//! network, on the local engine, whose ports berth
 //! forwards (a job whose ports the engine publishes needs an endpoint of
 //! its own), without a scoped engine (its children need the job's own
 //! network). A session's jobs of different egress get different pods (an
@@ -101,12 +103,25 @@ enum Life {
     Closed,
 }
 
-/// The pod a job of `spec` belongs in, if any (see the module docs).
-pub fn key_of(spec: &JobSpec, decision: &Decision, local: bool, scoped: bool) -> Option<(String, String)> {
-    let owner = spec.owner.as_deref().filter(|o| o.starts_with("mcp:"))?;
+/// The pod a job of `spec` in `workspace` belongs in, if any (see the
+/// module docs): (its key, whose pod it is).
+pub fn key_of(
+    spec: &JobSpec,
+    decision: &Decision,
+    workspace: &Path,
+    (local, scoped): (bool, bool),
+) -> Option<(String, String)> {
+    let owner = match spec.owner.as_deref().filter(|o| o.starts_with("mcp:")) {
+        Some(session) => session.to_string(),
+        None if decision.project_pod => format!("{PROJECT}{}", workspace.display()),
+        None => return None,
+    };
     let fits = local && !scoped && decision.network == Network::Isolated && !decision.engine_publishes;
-    fits.then(|| (format!("{owner} egress={}", decision.egress), owner.to_string()))
+    fits.then(|| (format!("{owner} egress={}", decision.egress), owner))
 }
+
+/// How a project's pod's owner starts (a session's is `mcp:`).
+const PROJECT: &str = "project:";
 
 impl Pods {
     pub fn new(dir: PathBuf) -> Self {
@@ -135,7 +150,9 @@ impl Pods {
         if self.state.lock().is_ok_and(|s| s.closing) {
             return Ok(Joined::Outside("no pod: berth is shutting down".into()));
         }
+        // A project's pod whose last member just left is going: a new one.
         let open = self.state.lock().ok().and_then(|s| s.by_key.get(&key).cloned());
+        let open = open.filter(|p| p.is_open());
         let pod = match open {
             Some(pod) => pod,
             None => match self
@@ -330,6 +347,12 @@ impl Pod {
             Life::Open(seats) => {
                 seats.remove(id);
                 self.write_hosts(seats);
+                // A project's pod has no session to outlive: it goes with
+                // its last member.
+                if seats.is_empty() && self.owner.starts_with(PROJECT) {
+                    *life = Life::Closed;
+                    return true;
+                }
                 false
             }
             Life::Ending(seats) => {
@@ -343,6 +366,13 @@ impl Pod {
             }
             Life::Closed => false,
         }
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(
+            *self.life.lock().unwrap_or_else(|e| e.into_inner()),
+            Life::Open(_)
+        )
     }
 
     fn set_life(&self, to: Life) {
