@@ -80,7 +80,8 @@ build_sandbox() {
 # The daemon image is the sandbox plus the berth binary and the shared
 # libraries it links (the sandbox has no libc of its own).
 build_daemon() {
-  local bin="$repo/target/release/berth" root="$here/berth/rootfs"
+  # `berth images build` passes its own binary; from a checkout, the release build.
+  local bin="${BERTH_BINARY:-$repo/target/release/berth}" root="$here/berth/rootfs"
   [[ -x "$bin" ]] || die "$bin not found: run 'cargo build --release' first"
   rm -rf "$root"
   mkdir -p "$root/usr/local/bin"

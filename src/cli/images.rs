@@ -3,7 +3,6 @@
 //! `berth test` / `berth build` verbs: the project's detected or configured
 //! command run like `berth run --shell` (in the project's image).
 
-use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -14,7 +13,7 @@ use crate::mcp::project::{ProjectTask, append_args, project_command};
 
 #[derive(Debug, Subcommand)]
 pub enum ImagesAction {
-    /// Build berth's local images from images/ (runs images/build.sh):
+    /// Build berth's local images from the recipes built into berth:
     /// `sandbox` (default, busybox), `dev` (the Debian toolchain image), `all`;
     /// or `project`: this project's image from its Dockerfile (berth.toml
     /// `[image] dockerfile`, or devcontainer.json `build.dockerfile`).
@@ -63,25 +62,18 @@ pub async fn images(global: &Global, action: ImagesAction) -> anyhow::Result<i32
     }
 }
 
-/// Find `images/build.sh` (the workspace, else the source tree berth was
-/// built from) and run it.
-fn build(global: &Global, target: &str) -> anyhow::Result<i32> {
-    let config = global.config()?;
-    let candidates = [
-        config.workspace.join("images/build.sh"),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("images/build.sh"),
-    ];
-    let Some(script) = candidates.iter().find(|p| p.is_file()) else {
-        anyhow::bail!(
-            "images/build.sh not found (looked in {} and {}); run this from a berth checkout",
-            candidates[0].display(),
-            candidates[1].display()
-        );
-    };
-    let status = std::process::Command::new("bash")
-        .arg(script)
-        .arg(target)
-        .status()?;
+/// Run berth's own `images/build.sh` from the recipes compiled into this
+/// binary (`recipes.rs`): never a workspace's copy, which the agent writes.
+/// The daemon image packs this very binary.
+fn build(_global: &Global, target: &str) -> anyhow::Result<i32> {
+    let recipes = super::recipes::Recipes::write()
+        .map_err(|e| anyhow::anyhow!("could not write berth's image recipes to a private directory: {e}"))?;
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(recipes.script()).arg(target);
+    if let Ok(exe) = std::env::current_exe() {
+        cmd.env("BERTH_BINARY", exe);
+    }
+    let status = cmd.status()?;
     Ok(status.code().unwrap_or(1))
 }
 

@@ -13,6 +13,7 @@ mod logs;
 mod offline;
 pub(crate) mod out;
 mod progress;
+mod recipes;
 mod remote;
 mod run;
 mod run_args;

@@ -28,6 +28,7 @@ mod project_image;
 mod project_pod;
 mod reach;
 mod ready;
+mod recipes;
 mod recovery;
 mod remote;
 mod retention;
