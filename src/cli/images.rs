@@ -3,7 +3,6 @@
 //! `berth test` / `berth build` verbs: the project's detected or configured
 //! command run like `berth run --shell` (in the project's image).
 
-
 use clap::{Args, Parser, Subcommand};
 
 use super::Global;

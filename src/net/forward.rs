@@ -81,6 +81,11 @@ pub struct Want {
     pub host_port: Option<u16>,
     /// Already known reason the asked host port is not used.
     pub note: Option<String>,
+    /// The caller asked for `host_port` itself: when it is taken the bind
+    /// fails (`port_in_use`) rather than taking another, so a client that
+    /// relies on that port is not silently sent elsewhere. A port listened
+    /// on again after a crash (adopt) is not strict.
+    pub strict: bool,
 }
 
 enum Socket {
@@ -96,8 +101,9 @@ pub struct Bound {
 }
 
 /// Bind 127.0.0.1 for each of `wants` (job `job`, for messages). An asked
-/// host port that is taken is replaced by one the kernel picks, with a note,
-/// as the engine did; any other failure is the error.
+/// host port that is taken fails the bind when the caller asked for it
+/// ([`Want::strict`]), else is replaced by one the kernel picks, with a
+/// note; any other failure is the error.
 pub fn bind(job: &str, wants: &[Want]) -> Result<Bound> {
     let mut sockets = Vec::new();
     let mut mappings = Vec::new();
@@ -112,6 +118,12 @@ pub fn bind(job: &str, wants: &[Want]) -> Result<Bound> {
         let mut note = w.note.clone();
         let socket = match w.host_port.map(open) {
             Some(Ok(s)) => Ok(s),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::AddrInUse && w.strict => {
+                return Err(Error::PortInUse {
+                    port: w.host_port.unwrap_or_default(),
+                    job_port: w.port,
+                });
+            }
             Some(Err(e)) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 note = Some(format!(
                     "host port {} was taken; berth picked another",
@@ -303,7 +315,23 @@ mod tests {
             proto: Proto::Tcp,
             host_port,
             note: None,
+            strict: false,
         }
+    }
+
+    #[test]
+    fn an_asked_port_that_is_taken_is_refused_when_the_caller_chose_it() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let strict = Want {
+            strict: true,
+            ..want(80, Some(port))
+        };
+        let err = bind("job-3", &[strict]).err().expect("refused");
+        assert!(
+            matches!(err, Error::PortInUse { port: p, job_port: 80 } if p == port),
+            "{err}"
+        );
     }
 
     #[tokio::test]

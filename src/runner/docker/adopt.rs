@@ -137,6 +137,8 @@ pub(super) async fn adopt(
                     proto: p.proto,
                     host_port: Some(p.host_port).filter(|h| *h != 0),
                     note: None,
+                    // The port the job had before the crash: another if taken since.
+                    strict: false,
                 })
                 .collect();
             match forward::bind(id.as_str(), &wants).and_then(|b| b.serve(Upstream::Address(ip))) {

@@ -56,13 +56,14 @@ impl PortPlan {
     }
 }
 
-/// The first plan for a spec: asked host ports are used unless visibly taken
-/// (`precheck`; tests turn it off to exercise the engine-side retry).
-pub fn plan_ports(spec: &JobSpec, precheck: bool) -> Vec<PortPlan> {
+/// The first plan for a spec. An asked host port seen taken before asking
+/// the engine (`precheck`; tests turn it off to exercise the engine's own
+/// refusal) is `port_in_use`: never silently another port.
+pub fn plan_ports(spec: &JobSpec, precheck: bool) -> crate::error::Result<Vec<PortPlan>> {
     spec.ports
         .iter()
         .map(|p| {
-            let mut plan = PortPlan {
+            let plan = PortPlan {
                 port: p.port,
                 proto: p.proto,
                 host_port: p.host_port,
@@ -76,11 +77,13 @@ pub fn plan_ports(spec: &JobSpec, precheck: bool) -> Vec<PortPlan> {
                     Proto::Tcp => portpicker::is_free_tcp(h),
                 };
                 if !free {
-                    plan.host_port = None;
-                    plan.note = Some(format!("host port {h} was taken; the engine picked another"));
+                    return Err(crate::error::Error::PortInUse {
+                        port: h,
+                        job_port: p.port,
+                    });
                 }
             }
-            plan
+            Ok(plan)
         })
         .collect()
 }

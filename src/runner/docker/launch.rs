@@ -154,7 +154,7 @@ async fn launch_one(
     let mut plan = create::plan_ports(
         spec,
         engine.precheck_ports && decision.engine_publishes && remote.is_none(),
-    );
+    )?;
     // berth's own listeners, before anything is made: released again if
     // the launch fails.
     let bound = match (decision.engine_publishes && remote.is_none()) || plan.is_empty() {
@@ -343,12 +343,18 @@ async fn launch_one(
             }
             // Out of retries: the engine's failure as it came.
             Err(AttemptError::NetworkGone(e)) => return Err(e),
+            // An asked host port the engine found taken: the caller's
+            // choice, so refused rather than another port picked.
             Err(AttemptError::PortTaken(e)) if plan.iter().any(|p| p.host_port.is_some()) => {
-                tracing::debug!(job = %id, error = %e, "asked host port taken; letting the engine pick");
-                for p in plan.iter_mut().filter(|p| p.host_port.is_some()) {
-                    let asked = p.host_port.take().unwrap_or_default();
-                    p.note = Some(format!("host port {asked} was taken; the engine picked another"));
-                }
+                tracing::debug!(job = %id, error = %e, "asked host port taken");
+                let asked = plan
+                    .iter()
+                    .find(|p| p.host_port.is_some())
+                    .expect("checked by the guard");
+                return Err(Error::PortInUse {
+                    port: asked.host_port.unwrap_or_default(),
+                    job_port: asked.port,
+                });
             }
             Err(AttemptError::PortTaken(e)) => return Err(e),
             Err(AttemptError::NameTaken) if !cleared => {
@@ -529,6 +535,8 @@ fn wants(plan: &[PortPlan]) -> Vec<Want> {
             proto: p.proto,
             host_port: p.host_port,
             note: p.note.clone(),
+            // At start, an asked host port is the caller's own choice.
+            strict: true,
         })
         .collect()
 }

@@ -463,7 +463,7 @@ async fn fast_exits_are_never_missed() {
 }
 
 #[tokio::test]
-async fn an_asked_host_port_that_is_taken_falls_back_with_a_note() {
+async fn an_asked_host_port_that_is_taken_is_refused_not_replaced() {
     let mut fx = Fixture::new("port").await;
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().port();
@@ -473,23 +473,16 @@ async fn an_asked_host_port_that_is_taken_falls_back_with_a_note() {
         host_port: Some(taken),
         proto: crate::model::Proto::Tcp,
     });
-    // Seen before asking the engine:
-    let (launched, _o) = fx.launch(1, &spec).await.unwrap();
-    let m = &launched.ports[0];
-    assert_ne!(m.host_port, taken);
-    assert_ne!(m.host_port, 0);
-    assert!(m.note.as_deref().unwrap_or("").contains("was taken"), "{m:?}");
-    launched.control.kill().await;
-    ended(launched).await;
-
-    // Only the engine notices: the start fails, the retry lets it pick.
-    fx.engine.precheck_ports = false;
-    let (launched, _o) = fx.launch(2, &spec).await.unwrap();
-    let m = &launched.ports[0];
-    assert_ne!(m.host_port, taken);
-    assert!(m.note.as_deref().unwrap_or("").contains("was taken"), "{m:?}");
-    launched.control.kill().await;
-    ended(launched).await;
+    // Seen before asking the engine, or only by the engine: either way the
+    // caller's port is not silently another one.
+    for (n, precheck) in [(1, true), (2, false)] {
+        fx.engine.precheck_ports = precheck;
+        let err = fx.launch(n, &spec).await.err().expect("refused");
+        assert!(
+            matches!(err, Error::PortInUse { port, job_port: 80 } if port == taken),
+            "precheck {precheck}: {err}"
+        );
+    }
     drop(holder);
 }
 

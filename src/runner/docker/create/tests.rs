@@ -69,7 +69,7 @@ fn body_carries_limits_hardening_labels_and_ports() {
         pids: None,
     };
     spec.env.insert("PORT".into(), "9999".into());
-    let plan = plan_ports(&spec, true);
+    let plan = plan_ports(&spec, true).unwrap();
     let (b, applied) = body(&spec, &ctx(&id, ws.path(), ws.path()), &plan).unwrap();
     let hc = b.host_config.as_ref().unwrap();
     assert_eq!(hc.nano_cpus, Some(500_000_000));
