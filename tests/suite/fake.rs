@@ -129,12 +129,7 @@ async fn call(
     let params = CallToolRequestParams::new(name.to_string())
         .with_arguments(args.as_object().cloned().expect("arguments are an object"));
     let result = client.call_tool(params).await.expect("tools/call");
-    let text = result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = crate::suite::mcp::text_of(&result);
     (text, result.is_error == Some(true))
 }
 

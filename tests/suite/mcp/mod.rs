@@ -157,12 +157,7 @@ impl Mcp {
             .call_tool(params)
             .await
             .unwrap_or_else(|e| panic!("tools/call {name}: protocol error {e}"));
-        let text = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = text_of(&result);
         self.transcript
             .lock()
             .unwrap()
@@ -675,4 +670,14 @@ async fn a_host_job_with_ld_preload_is_refused_as_blocked() {
         r.text
     );
     assert!(!mcp.dir.path().join("ws/MARKER").exists());
+}
+
+/// The text of a tool answer (its text items, one per line).
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -63,12 +63,7 @@ impl Session {
             .call_tool(params)
             .await
             .unwrap_or_else(|e| panic!("tools/call {tool}: {e}\n{}", self.stderr()));
-        let text = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = crate::suite::mcp::text_of(&result);
         Reply {
             text,
             is_error: result.is_error == Some(true),
