@@ -4,13 +4,12 @@
 //! `test-util`). This is how code built on berth tests its own use of the
 //! daemon and of MCP without Docker.
 //!
-//! Each scenario is an ignored test run by its parent test in a child
-//! process of this binary with `DOCKER_HOST` pointing at a socket that does
-//! not exist (the engine endpoint is read once per process, so a child is
-//! the honest way to have none); the parent checks that exactly that test
-//! ran and passed there.
+//! Each test runs itself again in a child process of this binary with
+//! `DOCKER_HOST` pointing at a socket that does not exist (the engine
+//! endpoint is read once per process, so a child is the honest way to have
+//! none), plays its scenario there, and the parent checks that exactly that
+//! test ran and passed in the child.
 
-use std::process::Command;
 use std::time::Duration;
 
 use berth::api::WaitRequest;
@@ -28,14 +27,20 @@ use crate::common;
 /// An engine endpoint where nothing listens.
 const NO_ENGINE: &str = "unix:///nonexistent/berth-no-engine.sock";
 
-/// Run the ignored test `name` of this binary in a child that sees no engine.
-fn in_child_without_engine(name: &str) {
-    let out = Command::new(std::env::current_exe().expect("own test binary"))
-        .args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+/// True in the child that sees no engine (then the test plays its
+/// scenario); else run test `name` of this binary in such a child, check
+/// that it ran there and passed, and return false.
+async fn in_child_without_engine(name: &str) -> bool {
+    if std::env::var("DOCKER_HOST").as_deref() == Ok(NO_ENGINE) {
+        return true;
+    }
+    let out = tokio::process::Command::new(std::env::current_exe().expect("own test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env("DOCKER_HOST", NO_ENGINE)
         .env_remove("DOCKER_CONTEXT")
         .env_remove("DOCKER_TLS_VERIFY")
         .output()
+        .await
         .expect("run the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -44,6 +49,7 @@ fn in_child_without_engine(name: &str) {
         "{name} in a child with no engine: {}\n{stdout}\n{stderr}",
         out.status
     );
+    false
 }
 
 /// The child's own check that it runs with no engine to reach.
@@ -52,19 +58,11 @@ fn assert_no_engine() {
     assert!(std::os::unix::net::UnixStream::connect("/nonexistent/berth-no-engine.sock").is_err());
 }
 
-#[test]
-fn socket_api_runs_jobs_on_the_fake_runner_with_no_engine() {
-    in_child_without_engine("suite::fake::child_socket_api");
-}
-
-#[test]
-fn mcp_session_runs_jobs_on_the_fake_runner_with_no_engine() {
-    in_child_without_engine("suite::fake::child_mcp_session");
-}
-
 #[tokio::test]
-#[ignore = "run by socket_api_runs_jobs_on_the_fake_runner_with_no_engine in a child with no engine"]
-async fn child_socket_api() {
+async fn socket_api_runs_jobs_on_the_fake_runner_with_no_engine() {
+    if !in_child_without_engine("suite::fake::socket_api_runs_jobs_on_the_fake_runner_with_no_engine").await {
+        return;
+    }
     assert_no_engine();
     let t = common::manager();
     let fake = FakeRunner::new();
@@ -134,8 +132,11 @@ async fn call(
 }
 
 #[tokio::test]
-#[ignore = "run by mcp_session_runs_jobs_on_the_fake_runner_with_no_engine in a child with no engine"]
-async fn child_mcp_session() {
+async fn mcp_session_runs_jobs_on_the_fake_runner_with_no_engine() {
+    if !in_child_without_engine("suite::fake::mcp_session_runs_jobs_on_the_fake_runner_with_no_engine").await
+    {
+        return;
+    }
     assert_no_engine();
     let t = common::manager();
     let fake = FakeRunner::new();
