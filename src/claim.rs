@@ -19,6 +19,10 @@ use crate::store::private;
 pub struct Claim {
     _lock: File,
     pid_file: PathBuf,
+    /// Only a claim that wrote the pid file removes it: one left by a
+    /// crashed manager is its watchdog's evidence of the crash, which a
+    /// short in-process run taking the instance right after must not erase.
+    published: std::sync::atomic::AtomicBool,
 }
 
 impl Claim {
@@ -54,6 +58,7 @@ impl Claim {
         Ok(Claim {
             _lock: lock,
             pid_file,
+            published: Default::default(),
         })
     }
 
@@ -61,12 +66,40 @@ impl Claim {
     /// the claim is a crash the watchdog cleans up after.
     pub fn publish(&self) -> Result<()> {
         private::write(&self.pid_file, std::process::id().to_string())
-            .map_err(|e| Error::io("write", &self.pid_file, e))
+            .map_err(|e| Error::io("write", &self.pid_file, e))?;
+        self.published.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.pid_file);
+        if *self.published.get_mut() {
+            let _ = std::fs::remove_file(&self.pid_file);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A claim that never published leaves a pid file it did not write (a
+    /// crashed manager's, its watchdog's evidence); one that published
+    /// removes its own.
+    #[test]
+    fn only_a_published_claim_removes_the_pid_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::isolated(dir.path(), "claim");
+        let pid_file = config.instance_dir().join("daemon.pid");
+        let claim = Claim::take(&config).unwrap();
+        std::fs::write(&pid_file, "999999").unwrap();
+        drop(claim);
+        assert_eq!(std::fs::read_to_string(&pid_file).unwrap(), "999999");
+        let claim = Claim::take(&config).unwrap();
+        claim.publish().unwrap();
+        assert!(Claim::take(&config).is_err(), "one claim at a time");
+        drop(claim);
+        assert!(!pid_file.exists());
     }
 }
