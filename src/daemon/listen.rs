@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -213,22 +212,20 @@ fn refusal(cap: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Serve `router` on `listener` until `shutdown` completes; then let the
+/// Serve `router` on `listener` until `closing` is cancelled; then let the
 /// connections finish the request they are on and return when all are closed.
-pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future<Output = ()>) {
+pub async fn serve(listener: UnixListener, router: Router, closing: CancellationToken) {
     tracing::debug!(cap = connection_cap(), "serving connections");
     let table = Arc::new(Table {
         started: Instant::now(),
         conns: Mutex::new(HashMap::new()),
         left: tokio::sync::Notify::new(),
     });
-    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     let mut conns = JoinSet::new();
     let mut next = 0u64;
-    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
-            _ = &mut shutdown => break,
+            _ = closing.cancelled() => break,
             accepted = listener.accept() => {
                 let stream = match accepted {
                     Ok((s, _)) => s,
@@ -254,14 +251,13 @@ pub async fn serve(listener: UnixListener, router: Router, shutdown: impl Future
                     evict: CancellationToken::new(),
                 });
                 table.conns.lock().unwrap().insert(next, conn.clone());
-                conns.spawn(serve_one(stream, next, conn, table.clone(), router.clone(), closing_rx.clone()));
+                conns.spawn(serve_one(stream, next, conn, table.clone(), router.clone(), closing.clone()));
             }
             // Reap finished connection tasks as they end.
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
     drop(listener);
-    let _ = closing_tx.send(true);
     while conns.join_next().await.is_some() {}
 }
 
@@ -279,7 +275,7 @@ async fn serve_one(
     conn: Arc<Conn>,
     table: Arc<Table>,
     router: Router,
-    mut closing: tokio::sync::watch::Receiver<bool>,
+    closing: CancellationToken,
 ) {
     let _place = Place {
         n,
@@ -311,7 +307,7 @@ async fn serve_one(
         _ = served.as_mut() => false,
         // Dropping the connection closes it: it was the longest idle.
         _ = evict.cancelled() => false,
-        _ = closing.wait_for(|c| *c) => true,
+        _ = closing.cancelled() => true,
     };
     if graceful {
         served.as_mut().graceful_shutdown();

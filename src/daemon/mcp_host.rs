@@ -4,7 +4,7 @@
 //! When a manager already serves the instance, the session attaches to it
 //! instead (`mcp/attach.rs`). See `mcp/mod.rs` for sessions and ownership.
 
-use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -36,10 +36,10 @@ pub async fn run_mcp(config: Config, tools: ToolSet) -> Result<()> {
     manager.adopt_orphans().await?;
     tracing::info!(socket = %bound.socket().display(), pid = std::process::id(), ?tools, "berth mcp serving");
     let sessions = bound.sessions();
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let mut daemon = tokio::spawn(bound.serve(async {
-        let _ = stop_rx.await;
-    }));
+    // The root of the host's tokens: stdin's end, a signal, or
+    // `POST /v1/shutdown` (which cancels it from inside) ends everything.
+    let stop = CancellationToken::new();
+    let mut daemon = tokio::spawn(bound.serve(stop.clone()));
     let mut own = tokio::spawn(mcp::session::serve(
         manager.clone(),
         tools,
@@ -78,7 +78,7 @@ pub async fn run_mcp(config: Config, tools: ToolSet) -> Result<()> {
         }
     }
     // Teardown: every job stopped, sessions closed, the socket removed.
-    let _ = stop_tx.send(());
+    stop.cancel();
     if !daemon_done {
         match (&mut daemon).await {
             Ok(Err(e)) => tracing::warn!(error = %e, "socket server ended with an error"),

@@ -26,11 +26,11 @@ pub use mcp_host::run_mcp;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UnixListener;
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::api::socket_path;
 use crate::claim::Claim;
@@ -134,25 +134,26 @@ impl Bound {
         self.sessions.clone()
     }
 
-    /// Serve until `shutdown` completes or a client asks for shutdown, then tear down.
-    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send) -> Result<()> {
-        let requested = Arc::new(Notify::new());
+    /// Serve until `stop` is cancelled (a signal, `POST /v1/shutdown`, the
+    /// MCP host's stdin), then tear down in order: the jobs, the attached
+    /// sessions, the listener (each with its bound), the socket, the claim.
+    pub async fn serve(self, stop: CancellationToken) -> Result<()> {
         let state = AppState {
             manager: self.manager.clone(),
-            shutdown_requested: requested.clone(),
+            shutdown: stop.clone(),
             sessions: self.sessions.clone(),
         };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(listen::serve(self.listener, router(state), async {
-            let _ = stop_rx.await;
-        }));
+        // Not a child of `stop`: the socket keeps answering (health says
+        // `stopping`) while the jobs end, and closes last.
+        let listening = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let server = tasks.spawn(listen::serve(self.listener, router(state), listening.clone()));
         // History retention: once now, then every hour while serving.
-        let pruner = tokio::spawn({
-            let manager = self.manager.clone();
+        tasks.spawn({
+            let (manager, stop) = (self.manager.clone(), stop.clone());
             async move {
                 let mut every = tokio::time::interval(PRUNE_EVERY);
-                loop {
-                    every.tick().await;
+                while stop.run_until_cancelled(every.tick()).await.is_some() {
                     // SQLite deletes and directory removals: off the async workers.
                     let m = manager.clone();
                     match tokio::task::spawn_blocking(move || m.prune(&Default::default())).await {
@@ -163,20 +164,17 @@ impl Bound {
                 }
             }
         });
-        tokio::select! {
-            _ = shutdown => tracing::info!("shutdown requested"),
-            _ = requested.notified() => tracing::info!("shutdown requested over the API"),
-        }
-        pruner.abort();
+        tasks.close();
+        stop.cancelled().await;
+        tracing::info!("shutdown requested");
         // Jobs first: ending them also ends the log follows and long polls
         // that would otherwise hold the server open.
         self.manager.shutdown().await;
         // Attached MCP sessions let their last answers out and close.
         self.sessions.close();
         let _ = tokio::time::timeout(DRAIN_SESSIONS, self.sessions.none_attached()).await;
-        let _ = stop_tx.send(());
-        let mut server = server;
-        if tokio::time::timeout(DRAIN_REQUESTS, &mut server).await.is_err() {
+        listening.cancel();
+        if tokio::time::timeout(DRAIN_REQUESTS, tasks.wait()).await.is_err() {
             server.abort();
         }
         let _ = std::fs::remove_file(&self.socket);
@@ -207,5 +205,19 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
         bound.socket().display(),
         std::process::id()
     ));
-    bound.serve(crate::teardown::signals()).await
+    let stop = CancellationToken::new();
+    let on_signal = {
+        let stop = stop.clone();
+        async move {
+            if stop
+                .run_until_cancelled(crate::teardown::signals())
+                .await
+                .is_some()
+            {
+                tracing::info!("signal received");
+                stop.cancel();
+            }
+        }
+    };
+    tokio::join!(bound.serve(stop), on_signal).0
 }

@@ -5,7 +5,7 @@
 //! unknown fields and bad query strings are caught by the extractors and
 //! answered the same way, so no request can take the daemon down.
 //! `serve` takes its shutdown as a future (mini-redis style); a
-//! `POST /v1/shutdown` fires the `shutdown_requested` notifier instead.
+//! `POST /v1/shutdown` cancels the daemon's root token instead.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -199,7 +199,7 @@ async fn logs(
     q: Result<Query<LogQuery>, QueryRejection>,
 ) -> ApiResult<crate::output::LogPage> {
     let Query(q) = q?;
-    Ok(Json(s.manager.logs(&JobId::from(id.as_str()), &q)?))
+    Ok(Json(s.manager.read_logs(&JobId::from(id.as_str()), &q).await?))
 }
 
 #[derive(Deserialize)]
@@ -470,7 +470,7 @@ async fn prune(
 }
 
 async fn shutdown(State(s): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
-    s.shutdown_requested.notify_one();
+    s.shutdown.cancel();
     (
         StatusCode::ACCEPTED,
         Json(serde_json::json!({"shutting_down": true})),

@@ -2,13 +2,11 @@
 //! how an error is answered ([`ApiError`]: the status and code from
 //! `Error::http_status`/`Error::code`, the body `{"error": {code, message}}`).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{ErrorBody, ErrorDetail};
 use crate::error::Error;
@@ -18,8 +16,9 @@ use crate::manager::Manager;
 #[derive(Clone)]
 pub struct AppState {
     pub manager: Manager,
-    /// Fired by `POST /v1/shutdown`.
-    pub shutdown_requested: Arc<Notify>,
+    /// The daemon's root token, cancelled by `POST /v1/shutdown` (as by a
+    /// signal): everything the daemon serves winds down from it.
+    pub shutdown: CancellationToken,
     /// MCP sessions attached over `POST /v1/mcp`.
     pub sessions: crate::mcp::session::Sessions,
 }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -148,6 +148,10 @@ pub enum Foreground {
 
 pub(crate) struct Live {
     stop_tx: mpsc::UnboundedSender<StopRequest>,
+    /// The job's slot of the cap, held from its start to its end (a
+    /// promoted job keeps it); `None` while it waits in the queue, and for
+    /// a job adopted beyond the cap (a cap lowered across a restart).
+    slot: Option<OwnedSemaphorePermit>,
     control: Option<Control>,
     internal_ip: Option<IpAddr>,
     /// A job with a scoped engine: its children as they change.
@@ -178,6 +182,8 @@ impl Entry {
 #[derive(Default)]
 struct Registry {
     jobs: BTreeMap<u64, Entry>,
+    /// The queued jobs in the order they wait, to show their places; the
+    /// order itself is the cap's semaphore's (fair: first come, first served).
     queue: VecDeque<JobId>,
 }
 
@@ -226,7 +232,10 @@ pub(crate) struct Inner {
     record_order: Mutex<()>,
     events: Arc<EventLog>,
     ids: ids::IdAllocator,
-    slot_freed: Notify,
+    /// The cap: one permit per job starting or running (`max_jobs`). Fair,
+    /// so queued jobs get slots in the order they asked, and a start that
+    /// must not queue (`try_acquire`) never jumps the line.
+    slots: Arc<Semaphore>,
     shutting_down: AtomicBool,
     /// Every job's supervisor task: shutdown waits for them to finish
     /// recording (see `SUPERVISORS_DRAIN`).
@@ -372,6 +381,7 @@ impl Manager {
             config.ring_bytes,
         )?;
         let safety = crate::safety::Safety::from_config(&config)?;
+        let config_max_jobs = config.max_jobs.min(Semaphore::MAX_PERMITS);
         let inner = Arc::new(Inner {
             runners: crate::runner::docker::Engine::new(&config),
             projects: project::Projects::new(&config, &safety),
@@ -390,7 +400,7 @@ impl Manager {
             registry: Mutex::new(Registry::default()),
             record_order: Mutex::new(()),
             ids,
-            slot_freed: Notify::new(),
+            slots: Arc::new(Semaphore::new(config_max_jobs)),
             shutting_down: AtomicBool::new(false),
             tasks: Default::default(),
             #[cfg(any(test, feature = "test-util"))]
@@ -533,6 +543,23 @@ impl Manager {
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
         let output = self.output(id)?;
         output.read(query)
+    }
+
+    /// [`Manager::logs`] for async callers (the socket API, MCP tools): a
+    /// page older than the ring is read from SQLite after the store's
+    /// writer flushed, which may wait on the disk, so it runs on the
+    /// blocking pool and never holds an async worker.
+    pub async fn read_logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
+        let output = self.output(id)?;
+        let query = query.clone();
+        tokio::task::spawn_blocking(move || output.read(&query))
+            .await
+            .unwrap_or_else(|e| {
+                Err(Error::Store {
+                    path: std::path::PathBuf::from("the store"),
+                    message: format!("reading the job's output failed: {e}"),
+                })
+            })
     }
 
     /// The last `tail` lines (all, up to 1 MiB, when `None`) of the output
@@ -726,20 +753,7 @@ fn snapshot(e: &Entry) -> JobInfo {
 
 impl Inner {
     fn promote(&self, id: &JobId, by: EndedBy, reason: String) -> Result<()> {
-        {
-            let order = self.record_order.lock().unwrap();
-            let mut reg = self.registry.lock().unwrap();
-            let e = match reg.get_mut(id) {
-                Ok(e) => e,
-                Err(unknown) => {
-                    drop(reg);
-                    let info = self.stored(id).map_err(|_| unknown)?;
-                    return Err(Error::NotForeground {
-                        job: id.clone(),
-                        state: format!("{} ({})", info.status.name(), info.start_mode),
-                    });
-                }
-            };
+        let changed = self.commit(id, |e| {
             if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {
                 return Err(Error::NotForeground {
                     job: id.clone(),
@@ -749,13 +763,41 @@ impl Inner {
             e.info.start_mode = StartMode::Promoted(by);
             e.info.promotion_reason = Some(reason.clone());
             e.mode_tx.send_replace(e.info.start_mode);
-            let row = self.record(e);
-            drop(reg);
-            self.store.put_run(row);
-            drop(order);
+            Ok(())
+        });
+        if let Err(Error::UnknownJob(unknown)) = changed {
+            // Only in the store (`finished.rs`): it ended long ago.
+            let info = self.stored(id).map_err(|_| Error::UnknownJob(unknown))?;
+            return Err(Error::NotForeground {
+                job: id.clone(),
+                state: format!("{} ({})", info.status.name(), info.start_mode),
+            });
         }
+        changed?;
         self.events.emit(id.clone(), EventKind::Promoted { by, reason });
         Ok(())
+    }
+
+    /// Change job `id`'s entry and record it: the one way a run record is
+    /// made. `record_order` is taken before the registry lock and held until
+    /// the record is queued for the store, so a job's records reach the
+    /// store in the order they were made, while the registry lock (which
+    /// readers such as `ps` share) is never held waiting on the store's
+    /// queue. The queue of waiting jobs follows the status: a job that is
+    /// no longer queued leaves it here. Nothing is recorded when `change`
+    /// fails.
+    fn commit<T>(&self, id: &JobId, change: impl FnOnce(&mut Entry) -> Result<T>) -> Result<T> {
+        let _order = self.record_order.lock().unwrap();
+        let mut reg = self.registry.lock().unwrap();
+        let e = reg.get_mut(id)?;
+        let out = change(e)?;
+        let row = self.record(e);
+        if row.info.status != JobStatus::Queued {
+            reg.queue.retain(|q| q != id);
+        }
+        drop(reg);
+        self.store.put_run(row);
+        Ok(out)
     }
 
     /// Where a job's raw logs live: `<instance>/jobs/<id>`.
@@ -777,9 +819,7 @@ impl Inner {
         )
     }
 
-    /// The run record of `e` as the store keeps it. Queue it with
-    /// `store.put_run` after the registry lock is let go, holding
-    /// `record_order` (taken before the registry lock) until then.
+    /// The run record of `e` as the store keeps it (made by [`Inner::commit`]).
     fn record(&self, e: &Entry) -> crate::store::RunRow {
         let mut info = snapshot(e);
         if !self.config.store_env {

@@ -198,7 +198,6 @@ impl Manager {
                     // Forwarded again: a host port taken meanwhile was replaced.
                     row.info.ports = launched.ports.clone();
                     {
-                        let mut reg = inner.registry.lock().unwrap();
                         let entry = Entry {
                             status_tx: watch::channel(JobStatus::Running).0,
                             mode_tx: watch::channel(row.info.start_mode).0,
@@ -207,15 +206,18 @@ impl Manager {
                             output,
                             live: Some(Live {
                                 stop_tx,
+                                // Beyond the cap (lowered across the restart)
+                                // it runs on without one.
+                                slot: inner.slots.clone().try_acquire_owned().ok(),
                                 control: Some(launched.control.clone()),
                                 internal_ip: launched.internal_ip,
                                 children: None,
                             }),
                             ready_seen: true,
                         };
-                        // At start-up, before any client: nothing waits on this lock.
-                        inner.store.put_run(inner.record(&entry));
-                        reg.jobs.insert(n, entry);
+                        inner.registry.lock().unwrap().jobs.insert(n, entry);
+                        // Recorded as this manager's now.
+                        let _ = inner.commit(&id, |_| Ok(()));
                     }
                     inner.events.emit(
                         id.clone(),

@@ -54,27 +54,34 @@ pub(super) async fn start(
         watchers,
     } = admit(inner, spec, client, budget).await?;
     let workspace = &project.config.workspace;
-    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
     // The cap is looked at before anything is made for the job (a refused
-    // start leaves no id used), and again when it is registered: its id
-    // (a file lock and fsync) and its directory are made outside the
+    // start leaves no id used), and its slot taken when it is registered:
+    // its id (a file lock and fsync) and its directory are made outside the
     // registry lock, which readers share.
-    cap_check(inner, &spec)?;
+    if inner.slots.available_permits() == 0 {
+        cap_refusal(inner, &inner.registry.lock().unwrap(), &spec)?;
+    }
     let id = inner.ids.next()?;
     let dir = inner.job_dir(&id);
     let output = inner.job_output(&id, watchers, 1)?;
-    let (id, queued) = {
-        let order = inner.record_order.lock().unwrap();
+    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
+    let line = {
         let mut reg = inner.registry.lock().unwrap();
-        let queued = match cap_check_in(inner, &reg, &spec) {
-            Ok(queued) => queued,
-            Err(e) => {
-                drop(reg);
-                // Lost a race for the last slot: nothing of the job stays.
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
+        // The semaphore is fair: with jobs in line, a freed permit is
+        // theirs, so a start that must not queue never jumps the line.
+        let slot = match inner.slots.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                if let Err(e) = cap_refusal(inner, &reg, &spec) {
+                    drop(reg);
+                    // Lost a race for the last slot: nothing of the job stays.
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e);
+                }
+                None
             }
         };
+        let queued = slot.is_none();
         output.hold_events();
         let status = if queued {
             JobStatus::Queued
@@ -132,6 +139,7 @@ pub(super) async fn start(
                 mode_tx: watch::channel(start_mode).0,
                 live: Some(Live {
                     stop_tx,
+                    slot,
                     control: None,
                     internal_ip: None,
                     children: None,
@@ -139,16 +147,18 @@ pub(super) async fn start(
                 ready_seen: false,
             },
         );
-        if queued {
+        // A queued job asks the semaphore for its slot now, under the lock
+        // that orders the queue, so that the two orders are one.
+        queued.then(|| {
             reg.queue.push_back(id.clone());
-            // A start that launches now is recorded once it runs: a refused
-            // launch must leave nothing behind, in memory or on disk.
-            let row = inner.record(reg.get(&id).expect("just inserted"));
-            drop(reg);
-            inner.store.put_run(row);
-        }
-        drop(order);
-        (id, queued)
+            let mut line: InLine = Box::pin(inner.slots.clone().acquire_owned());
+            // Polled once to register the waiter; a slot freed meanwhile is
+            // taken now and kept for the job's task.
+            match futures_util::FutureExt::now_or_never(&mut line) {
+                Some(got) => Box::pin(std::future::ready(got)) as InLine,
+                None => line,
+            }
+        })
     };
     let fallback_event = |note: &Option<String>| {
         if let Some(note) = note {
@@ -157,13 +167,17 @@ pub(super) async fn start(
                 .emit(id.clone(), EventKind::Fallback { note: note.clone() });
         }
     };
-    if queued {
+    if let Some(line) = line {
+        // A start that launches now is recorded once it runs (a refused
+        // launch leaves nothing behind, in memory or on disk); a queued one
+        // is recorded now.
+        let _ = inner.commit(&id, |_| Ok(()));
         fallback_event(&runner_note);
         inner.events.emit(id.clone(), EventKind::Queued);
         spawn_guarded(
             inner,
             &id,
-            run_queued(inner.clone(), id.clone(), spec, kind, project, cwd, stop_rx),
+            run_queued(inner.clone(), id.clone(), spec, kind, project, cwd, line, stop_rx),
         );
         return Ok(id);
     }
@@ -180,7 +194,8 @@ pub(super) async fn start(
         // Stopped while its image was pulled: it ended, recorded as killed.
         Ok(None) => Ok(id),
         Err(e) => {
-            // Refused at the door: leave no record behind.
+            // Refused at the door: leave no record behind (its slot goes
+            // with its entry).
             let removed = {
                 let mut reg = inner.registry.lock().unwrap();
                 number(&id).and_then(|n| reg.jobs.remove(&n))
@@ -193,7 +208,17 @@ pub(super) async fn start(
     }
 }
 
-/// Wait in line for a background slot, then launch (or end if stopped first).
+/// A queued job's request for a slot of the cap, registered in line.
+type InLine = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = std::result::Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError>,
+            > + Send,
+    >,
+>;
+
+/// Wait in line for a slot, then launch (or end if stopped first).
+#[allow(clippy::too_many_arguments)]
 async fn run_queued(
     inner: Arc<Inner>,
     id: JobId,
@@ -201,44 +226,27 @@ async fn run_queued(
     kind: RunnerKind,
     project: Arc<Project>,
     cwd: PathBuf,
+    line: InLine,
     mut stop_rx: mpsc::UnboundedReceiver<StopRequest>,
 ) {
-    loop {
-        let notified = inner.slot_freed.notified();
-        let mut notified = std::pin::pin!(notified);
-        notified.as_mut().enable();
-        {
-            let order = inner.record_order.lock().unwrap();
-            let mut reg = inner.registry.lock().unwrap();
-            let first = reg.queue.front() == Some(&id);
-            if first && reg.holding_slots().len() < inner.config.max_jobs {
-                reg.queue.pop_front();
-                let row = reg.get_mut(&id).ok().map(|e| {
-                    e.set_status(JobStatus::Starting);
-                    inner.record(e)
-                });
-                drop(reg);
-                if let Some(row) = row {
-                    inner.store.put_run(row);
-                }
-                drop(order);
-                break;
-            }
+    let slot = tokio::select! {
+        slot = line => slot.expect("the cap's semaphore is never closed"),
+        req = stop_rx.recv() => {
+            let req = req.unwrap_or_else(|| shutdown_request(&inner));
+            finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
+            return;
         }
-        tokio::select! {
-            _ = notified => {}
-            req = stop_rx.recv() => {
-                let req = req.unwrap_or_else(|| shutdown_request(&inner));
-                inner.registry.lock().unwrap().queue.retain(|q| q != &id);
-                finish(&inner, &id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
-                // The line moved: let the next one look.
-                inner.slot_freed.notify_waiters();
-                return;
-            }
+    };
+    let took = inner.commit(&id, |e| {
+        e.set_status(JobStatus::Starting);
+        if let Some(live) = e.live.as_mut() {
+            live.slot = Some(slot);
         }
+        Ok(())
+    });
+    if took.is_err() {
+        return;
     }
-    // Others in line may fit too (several slots can free at once).
-    inner.slot_freed.notify_waiters();
     match launch(&inner, &id, &spec, kind, &project, &cwd, &mut stop_rx).await {
         Ok(Some(launched)) => supervise(inner, id, spec, launched, stop_rx).await,
         Ok(None) => {}
@@ -246,20 +254,9 @@ async fn run_queued(
     }
 }
 
-/// Whether `spec` may start now (`Ok(false)`), must wait in the queue
-/// (`Ok(true)`), or is refused because the cap is reached.
-fn cap_check(inner: &Inner, spec: &JobSpec) -> Result<bool> {
-    let reg = inner.registry.lock().unwrap();
-    cap_check_in(inner, &reg, spec)
-}
-
-fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
-    // The cap counts every running job, foreground or background, from any
-    // client; queued jobs are ahead of a new start in line for a slot.
-    let running = reg.holding_slots();
-    if running.len() + reg.queue.len() < inner.config.max_jobs {
-        return Ok(false);
-    }
+/// With no slot free: `Ok` when `spec` may wait in the queue, else the
+/// refusal (the cap reached, naming what holds it, or the queue full).
+fn cap_refusal(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<()> {
     if spec.queue {
         // The queue holds each waiting job's record and task: bounded.
         if reg.queue.len() >= inner.config.max_queued {
@@ -267,9 +264,12 @@ fn cap_check_in(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<bool> {
                 max: inner.config.max_queued,
             });
         }
-        return Ok(true);
+        return Ok(());
     }
-    let names = running
+    // The cap counts every running job, foreground or background, from any
+    // client.
+    let names = reg
+        .holding_slots()
         .iter()
         .map(|i| format!("{} `{}`", i.id, i.command))
         .collect::<Vec<_>>()
@@ -342,10 +342,7 @@ async fn launch(
         }
     };
     let engine = launched.engine.take();
-    let start_mode = {
-        let order = inner.record_order.lock().unwrap();
-        let mut reg = inner.registry.lock().unwrap();
-        let e = reg.get_mut(id)?;
+    let start_mode = inner.commit(id, |e| {
         e.set_status(JobStatus::Running);
         e.info.started_at = Some(Inner::now());
         e.info.pid = launched.pid;
@@ -358,12 +355,8 @@ async fn launch(
             live.children = engine.as_ref().map(|h| h.children.clone());
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
-        let (row, mode) = (inner.record(e), e.info.start_mode);
-        drop(reg);
-        inner.store.put_run(row);
-        drop(order);
-        mode
-    };
+        Ok(e.info.start_mode)
+    })?;
     inner.events.emit(
         id.clone(),
         EventKind::Started {

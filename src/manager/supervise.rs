@@ -67,8 +67,7 @@ pub(super) fn spawn_guarded(
             control.cleanup();
         }
         let live = {
-            let mut reg = inner.registry.lock().unwrap();
-            reg.queue.retain(|q| q != &id);
+            let reg = inner.registry.lock().unwrap();
             reg.get(&id).is_ok_and(|e| e.live.is_some())
         };
         if live {
@@ -226,22 +225,19 @@ async fn stop_job(
 
 /// Record the end of a job once: record, event, then the status watchers.
 pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
-    let (ended, last_seq) = {
-        let order = inner.record_order.lock().unwrap();
-        let mut reg = inner.registry.lock().unwrap();
-        let Ok(e) = reg.get_mut(id) else { return };
+    let Ok((ended, last_seq)) = inner.commit(id, |e| {
         let ended = e.info.end(status.clone(), Inner::now());
         e.info.last_seq = e.output.progress().last_seq;
         // The children as they were left (removed, once the engine closed).
         if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
             e.info.children = children.borrow().clone();
         }
+        // Its slot of the cap goes with it, under the lock that makes the
+        // status terminal: whoever sees the job ended finds the slot free.
         e.live = None;
-        let (row, last_seq) = (inner.record(e), e.info.last_seq);
-        drop(reg);
-        inner.store.put_run(row);
-        drop(order);
-        (ended, last_seq)
+        Ok((ended, e.info.last_seq))
+    }) else {
+        return;
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
     inner.events.emit(id.clone(), ended);
@@ -251,7 +247,6 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
             e.status_tx.send_replace(status);
         }
     }
-    inner.slot_freed.notify_waiters();
     super::finished::trim(inner);
 }
 

@@ -32,6 +32,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::{BerthMcp, ToolSet, stdio};
 use crate::config::Config;
@@ -95,14 +96,15 @@ impl Session {
 #[derive(Clone)]
 pub struct Sessions {
     attached: Arc<watch::Sender<usize>>,
-    closing: Arc<watch::Sender<bool>>,
+    /// Cancelled when the host tears down; each session holds a child.
+    closing: CancellationToken,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
         Sessions {
             attached: Arc::new(watch::Sender::new(0)),
-            closing: Arc::new(watch::Sender::new(false)),
+            closing: CancellationToken::new(),
         }
     }
 }
@@ -134,7 +136,7 @@ impl Sessions {
     /// Count a new attached session: refused once the host is tearing
     /// down, or when [`MAX_SESSIONS`] are attached.
     pub fn enter(&self) -> Result<Attached, Refused> {
-        if *self.closing.borrow() {
+        if self.closing.is_cancelled() {
             return Err(Refused::Closing);
         }
         let entered = self.attached.send_if_modified(|n| {
@@ -158,12 +160,12 @@ impl Sessions {
 
     /// Tell every session that the host tears down (its jobs are stopped already).
     pub fn close(&self) {
-        self.closing.send_replace(true);
+        self.closing.cancel();
     }
 
-    /// Turns true when the host tears down.
-    pub fn closing(&self) -> watch::Receiver<bool> {
-        self.closing.subscribe()
+    /// A session's token: cancelled when the host tears down.
+    pub fn closing(&self) -> CancellationToken {
+        self.closing.child_token()
     }
 }
 
@@ -178,7 +180,7 @@ pub async fn serve<R, W>(
     session: Session,
     input: R,
     output: W,
-    mut closing: watch::Receiver<bool>,
+    closing: CancellationToken,
     idle: Option<Duration>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
@@ -211,7 +213,7 @@ pub async fn serve<R, W>(
             mcp_done = true;
             true
         }
-        _ = closing.wait_for(|c| *c) => false,
+        _ = closing.cancelled() => false,
         secs = idle_out(&manager, &owner, idle, input_at) => {
             tracing::info!(%owner, secs, "MCP session idle: closing it");
             let _ = notices.send(idle_notice(secs));
@@ -314,7 +316,7 @@ mod tests {
         drop(two);
         s.none_attached().await;
         s.close();
-        assert!(*s.closing().borrow());
+        assert!(s.closing().is_cancelled());
         assert_eq!(s.enter().err(), Some(Refused::Closing));
     }
 }

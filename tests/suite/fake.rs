@@ -68,10 +68,8 @@ async fn socket_api_runs_jobs_on_the_fake_runner_with_no_engine() {
     let fake = FakeRunner::new();
     assert!(t.manager.use_fake_runner(fake.clone()));
     let bound = berth::daemon::bind(&t.manager).expect("bind the instance socket");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(bound.serve(async {
-        let _ = stopped.await;
-    }));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(bound.serve(stop.clone()));
 
     let client = Client::connect(t.manager.config()).await.expect("connect");
     let view = client
@@ -114,7 +112,7 @@ async fn socket_api_runs_jobs_on_the_fake_runner_with_no_engine() {
         info.status
     );
 
-    let _ = stop.send(());
+    stop.cancel();
     server.await.expect("server task").expect("serve");
 }
 

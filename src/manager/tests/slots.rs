@@ -125,6 +125,26 @@ async fn the_queue_starts_waiting_jobs_in_order_as_slots_free() {
     assert_eq!(b.fake.most_alive(), 1);
 }
 
+/// A freed slot belongs to the first job in line: a start that must not
+/// queue, asked right after the slot freed, is refused rather than taking
+/// it, and the queued job launches.
+#[tokio::test(start_paused = true)]
+async fn a_start_that_must_not_queue_never_takes_a_slot_from_the_line() {
+    let b = bench(1);
+    let m = &b.manager;
+    let a = m.start(job("a")).await.unwrap();
+    let a_job = b.fake.next_launch().await;
+    let waiting = m.start(job("waiting").with_queue()).await.unwrap();
+    a_job.exit(0);
+    a.wait_end().await.unwrap();
+    // The slot is the waiting job's, whether or not its task ran yet.
+    let err = m.start(job("jumper")).await.unwrap_err();
+    assert!(matches!(err, Error::CapReached { .. }), "{err:?}");
+    assert_eq!(b.fake.next_launch().await.id(), &waiting.id);
+    assert_eq!(status(m, &waiting.id), JobStatus::Running);
+    assert!(b.fake.try_next_launch().is_none());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_foreground_budget_promotes_and_the_job_keeps_running_with_its_output() {
     let b = bench(1);

@@ -37,8 +37,8 @@ const NETWORK_TEARDOWN_LIMIT: std::time::Duration = std::time::Duration::from_se
 #[derive(Default)]
 pub(super) struct Removals {
     state: Mutex<Pending>,
-    /// Told whenever no removal is in flight any more.
-    idle: tokio::sync::Notify,
+    /// The removal tasks, awaited (bounded) by teardown.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 #[derive(Default)]
@@ -59,7 +59,7 @@ impl Removals {
             p.in_flight.insert(id.clone());
         }
         let this = self.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let mut removed = remove_container(&docker, &id).await;
             for pause in REMOVE_RETRIES {
                 if removed {
@@ -80,13 +80,6 @@ impl Removals {
             true => p.refused.remove(id),
             false => p.refused.insert(id.to_string()),
         };
-        if p.in_flight.is_empty() {
-            self.idle.notify_waiters();
-        }
-    }
-
-    fn in_flight(&self) -> bool {
-        self.state.lock().is_ok_and(|p| !p.in_flight.is_empty())
     }
 
     /// Every container whose removal was not confirmed (in flight or refused).
@@ -102,18 +95,10 @@ impl Engine {
     /// Wait (at most `limit`) until the removals under way are done, then
     /// remove here what the engine refused or what still runs.
     pub async fn settle_removals(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let notified = self.removals.idle.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            if !self.removals.in_flight() {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                break;
-            }
-        }
+        // Closing only ends the wait once the tasks are done: a removal
+        // asked later (a job ending late) is still tracked and still runs.
+        self.removals.tasks.close();
+        let _ = tokio::time::timeout(limit, self.removals.tasks.wait()).await;
         let left = self.removals.unconfirmed();
         if left.is_empty() {
             return;

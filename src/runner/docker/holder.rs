@@ -57,27 +57,34 @@ struct Warming(Arc<Holders>);
 
 impl Drop for Warming {
     fn drop(&mut self) {
-        let mut s = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.warming = s.warming.saturating_sub(1);
-        if s.warming == 0 {
-            self.0.idle.notify_waiters();
-        }
+        self.0.warming.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
 /// The holders of one engine, by pool slot.
-#[derive(Default)]
 pub struct Holders {
     state: Mutex<State>,
-    /// Told when no holder is being made any more.
-    idle: tokio::sync::Notify,
+    /// How many holders are being made now: counted up under `state`'s
+    /// lock (with `closing` looked at), down by their task's guard however
+    /// it ends, a panic included; waited on to reach 0.
+    warming: tokio::sync::watch::Sender<usize>,
+    /// The tasks making and removing holders.
+    tasks: tokio_util::task::TaskTracker,
+}
+
+impl Default for Holders {
+    fn default() -> Self {
+        Holders {
+            state: Mutex::default(),
+            warming: tokio::sync::watch::channel(0).0,
+            tasks: tokio_util::task::TaskTracker::new(),
+        }
+    }
 }
 
 #[derive(Default)]
 struct State {
     by_slot: BTreeMap<u32, Holder>,
-    /// Holders being made now.
-    warming: usize,
     /// Set at teardown: nothing new is made, what is made meanwhile is removed.
     closing: bool,
     /// Images a holder cannot run from (absent, no `sleep`): not tried again.
@@ -111,7 +118,8 @@ impl Holders {
         let gone = self.state.lock().ok().and_then(|mut s| s.by_slot.remove(&n));
         if let Some(h) = gone {
             let docker = docker.clone();
-            tokio::spawn(async move { remove_container(&docker, &h.id).await });
+            self.tasks
+                .spawn(async move { remove_container(&docker, &h.id).await });
         }
     }
 
@@ -120,11 +128,11 @@ impl Holders {
     /// network half-way). Without a holder (teardown began, the image cannot
     /// hold, the engine refused) the slot is given back as it is.
     pub fn warm(self: &Arc<Self>, docker: DockerClient, slot: Slot, recipe: Recipe) {
-        let go = self.state.lock().is_ok_and(|mut s| {
+        let go = self.state.lock().is_ok_and(|s| {
             let go =
                 !s.closing && !s.unable.contains(&recipe.image) && !s.by_slot.contains_key(&slot.index());
             if go {
-                s.warming += 1;
+                self.warming.send_modify(|n| *n += 1);
             }
             go
         });
@@ -136,7 +144,7 @@ impl Holders {
         // Counted down however the task ends, a panic included: teardown
         // waits for `warming` to reach 0.
         let warming = Warming(self.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let _warming = warming;
             let made = make(&docker, &slot, &recipe).await;
             let mut stray = None;
@@ -168,18 +176,8 @@ impl Holders {
     /// join one waits for the holder of the job that just ended rather than
     /// making a network of its own, which costs as much and grows the pool.
     pub async fn settle(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let notified = self.idle.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            if self.state.lock().map_or(true, |s| s.warming == 0) {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                break;
-            }
-        }
+        let mut warming = self.warming.subscribe();
+        let _ = tokio::time::timeout(limit, warming.wait_for(|n| *n == 0)).await;
     }
 
     /// Teardown: make no more, wait (bounded) for those being made, then
