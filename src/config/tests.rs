@@ -234,3 +234,58 @@ fn bad_file_is_named() {
     assert!(err.to_string().contains("berth.toml"), "{err}");
     assert!(validate_instance("../x".into()).is_err());
 }
+
+/// The key table is complete: every key starts from its default, has a
+/// `berth config` line (and every line belongs to a key), and is set by
+/// `BERTH_<KEY>` taking back the value `berth config` prints, except
+/// `[safety]`, a table only files hold. A row missing a part does not
+/// compile (the macro has no arm for it); this catches a row whose parts
+/// are there but wrong: a reader of `none`, a line named for another key.
+#[test]
+fn every_key_has_a_default_a_variable_and_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("no-user-config.toml").display().to_string();
+    let base = |n: &str| (n == crate::trust::USER_CONFIG_ENV).then(|| user.clone());
+    let c = Config::load_with(dir.path(), Layer::default(), base).unwrap();
+    let mut keys: Vec<&str> = keys::FIELDS.to_vec();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), keys::FIELDS.len(), "a key twice in FIELDS");
+    assert_eq!(c.sources.keys().copied().collect::<Vec<_>>(), keys);
+    assert!(c.sources.values().all(|s| *s == Source::Default));
+    let rows = c.describe_rows();
+    for (name, key, _) in &rows {
+        assert!(
+            keys::FIELDS.contains(key) && (name == key || name.starts_with(&format!("{key}."))),
+            "line {name} belongs to no key ({key})"
+        );
+    }
+    let first = |c: &Config, k: &str| -> String {
+        let (_, _, v) = c.describe_rows().into_iter().find(|r| r.1 == k).unwrap();
+        v.split_whitespace().next().unwrap_or("").to_string()
+    };
+    for k in keys::FIELDS.iter().copied() {
+        assert!(rows.iter().any(|r| r.1 == k), "{k} has no berth config line");
+        let (name, value) = (table::env_name(k), first(&c, k));
+        let env = |n: &str| match n == name {
+            true => Some(value.clone()),
+            false => base(n),
+        };
+        let set = Config::load_with(dir.path(), Layer::default(), env)
+            .unwrap_or_else(|e| panic!("{name}={value}: {e}"));
+        if k == "safety" {
+            assert_eq!(set.sources[k], Source::Default, "{name} is not a variable");
+            continue;
+        }
+        assert_eq!(
+            set.sources[k],
+            Source::Env(name.clone()),
+            "{name} does not set {k}"
+        );
+        assert_eq!(
+            first(&set, k),
+            value,
+            "{name}={value} is not taken back as printed"
+        );
+    }
+}
