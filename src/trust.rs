@@ -12,7 +12,7 @@
 //!
 //! This module is data and files only: where the user's config lives, the
 //! `[trust]` table (read, and written back with `toml_edit` so the user's
-//! comments survive), and the digest. `config.rs` decides which keys loosen.
+//! comments survive), and the digest. `config/loosen.rs` decides which keys loosen.
 
 use std::collections::BTreeMap;
 use std::io::Read;

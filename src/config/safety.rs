@@ -113,6 +113,23 @@ impl SafetyConfig {
     }
 }
 
+/// The `[safety]` lines of `berth config`; the table is one source for all of them.
+pub(super) fn describe(c: &super::Config) -> Vec<(&'static str, String)> {
+    let s = &c.safety;
+    vec![
+        ("safety.default_blocklist", s.default_blocklist.to_string()),
+        ("safety.blocked", format!("{} extra pattern(s)", s.blocked.len())),
+        (
+            "safety.security_log",
+            s.security_log.as_ref().map_or_else(
+                || c.instance_dir().join("security.log").display().to_string(),
+                |p| p.display().to_string(),
+            ),
+        ),
+        ("safety.allow_env", s.allow_env.join(", ")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

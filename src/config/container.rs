@@ -1,0 +1,111 @@
+//! Container jobs' defaults: the image and when it is pulled, the CPU,
+//! memory and process limits, the uid:gid a job runs as, and what it may
+//! reach (network, egress, published ports, a scoped engine). Which of these
+//! a project file may loosen without trust is `loosen.rs`'s business.
+
+use super::Config;
+use crate::error::{Error, Result};
+use crate::model::{Limits, host_cpus};
+
+/// Default sandbox image, built from `images/sandbox`.
+pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
+/// Default limit on one image pull (seconds): large images on slow links
+/// take minutes; a pull that is stuck must still end.
+pub const DEFAULT_PULL_TIMEOUT_SECS: f64 = 600.0;
+/// Default CPU limit of a container job (capped at the host's CPUs).
+pub const DEFAULT_CPUS: f64 = 2.0;
+/// Default memory limit of a container job.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
+/// Default process limit of a container job.
+pub const DEFAULT_PIDS: i64 = 512;
+/// Hosts a job behind the egress proxy may reach when the config names
+/// none (`defaults` in `egress_allow`): the common package registries.
+pub use crate::net::DEFAULT_EGRESS_ALLOW;
+/// Default most children (containers started through its scoped engine) a
+/// job may have at once.
+pub const DEFAULT_MAX_CHILDREN: usize = 8;
+/// The uid:gid a root caller's container jobs run as when root also owns
+/// the workspace (the conventional `nobody`).
+pub const NOBODY: u32 = 65534;
+
+/// For a stored `Config` without the key (it came later).
+pub(super) fn default_max_children() -> usize {
+    DEFAULT_MAX_CHILDREN
+}
+
+/// 2 CPUs (or all of them on a smaller machine), 2 GiB, 512 processes.
+pub(super) fn default_limits() -> Limits {
+    Limits {
+        cpus: Some(DEFAULT_CPUS.min(host_cpus() as f64)),
+        memory: Some(DEFAULT_MEMORY),
+        pids: Some(DEFAULT_PIDS),
+    }
+}
+
+/// The uid:gid of this process: whoever asked the manager for the job.
+pub fn caller_user() -> String {
+    format!("{}:{}", nix::unistd::getuid(), nix::unistd::getgid())
+}
+
+/// `root`, or numeric `UID:GID` (names would be looked up in the image,
+/// which may not know them).
+pub fn validate_user(user: String) -> Result<String> {
+    let numeric = |s: &str| {
+        !s.is_empty() && s.len() <= 10 && s.chars().all(|c| c.is_ascii_digit()) && s.parse::<u32>().is_ok()
+    };
+    let ok = user == "root"
+        || user
+            .split_once(':')
+            .is_some_and(|(u, g)| numeric(u) && numeric(g));
+    if ok {
+        Ok(user)
+    } else {
+        Err(Error::InvalidValue {
+            what: "user",
+            input: user,
+            message: "expected UID:GID (numbers, e.g. 1000:1000) or root".into(),
+        })
+    }
+}
+
+/// `user` in `berth config`: the value, or whom jobs run as when unset.
+pub(super) fn describe_user(c: &Config) -> String {
+    match (&c.user, nix::unistd::getuid().is_root()) {
+        (Some(u), _) => u.clone(),
+        (None, false) => format!("{} (the caller)", caller_user()),
+        (None, true) => format!("{} (a root caller: the workspace's owner)", c.container_user()),
+    }
+}
+
+/// `max_children`: zero children is `engine = "none"`, said as such.
+pub(super) fn max_children(key: &'static str, v: usize) -> Result<usize> {
+    match v {
+        0 => Err(Error::InvalidValue {
+            what: key,
+            input: "0".into(),
+            message: "must be at least 1 (set engine = \"none\" for no children)".into(),
+        }),
+        v => Ok(v),
+    }
+}
+
+impl Config {
+    /// The `uid:gid` (or `root`) container jobs run as: the `user` key when
+    /// set, else the caller's own uid:gid. A root caller's jobs never run as
+    /// root unless asked (`user = "root"` in the user's config or a trusted
+    /// file): they run as the workspace's owner, whom its files are for, or
+    /// as [`NOBODY`] when root owns the workspace too.
+    pub fn container_user(&self) -> String {
+        if let Some(u) = &self.user {
+            return u.clone();
+        }
+        if !nix::unistd::getuid().is_root() {
+            return caller_user();
+        }
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.workspace) {
+            Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
+            _ => format!("{NOBODY}:{NOBODY}"),
+        }
+    }
+}
