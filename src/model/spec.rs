@@ -172,8 +172,24 @@ pub struct PortMapping {
 }
 
 impl PortMapping {
+    /// Where a client reaches the port: for a host job seen bound, the
+    /// address it really listens on (`http://[::1]:8000` for a server bound
+    /// to IPv6 loopback only, which 127.0.0.1 would not reach; loopback for
+    /// one bound to every address), else `host_ip:host_port`.
     pub fn url(&self) -> String {
-        format!("http://{}:{}", self.host_ip, self.host_port)
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+        match self.listen.as_deref().and_then(|l| l.parse::<SocketAddr>().ok()) {
+            Some(mut addr) => {
+                if addr.ip().is_unspecified() {
+                    addr.set_ip(match addr.ip() {
+                        IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                        IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+                    });
+                }
+                format!("http://{addr}")
+            }
+            None => format!("http://{}:{}", self.host_ip, self.host_port),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod cli;
 mod context;
 mod daemon;
 mod docker;
+mod docs_examples;
 mod egress;
 mod embed;
 mod escape;
