@@ -346,7 +346,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"state":"killed","signal":15,"ended_by":"user","reason":"killed by user"})
+            serde_json::json!({"state":"killed","signal":15,"ended_by":"user","reason":"killed by user","cause":{"kind":"requested"}})
         );
         let mode = serde_json::to_value(StartMode::Promoted(EndedBy::System)).unwrap();
         assert_eq!(mode, serde_json::json!({"mode":"promoted","by":"system"}));

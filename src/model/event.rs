@@ -74,6 +74,9 @@ pub enum EventKind {
         exit_code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// A stopped job's cause, as a kind (its words are `reason`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<super::CauseKind>,
     },
     /// The store cannot be written (a full or failing disk): the job runs
     /// on, its newest output held in memory; older lines may be lost (reads

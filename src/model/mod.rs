@@ -29,4 +29,4 @@ pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
     RunnerChoice, RunnerKind, host_cpus,
 };
-pub use status::{EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};
+pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};

@@ -59,10 +59,12 @@ impl fmt::Display for StartMode {
     }
 }
 
-/// Why a job was stopped rather than ending on its own. Stored and shown as
-/// its words (`oom`, `shutdown`, `keep_alive expired (5s)`, a client's own
-/// reason …), so records and the API read as before; code matches on the
-/// variant, never on the words.
+/// Why a job was stopped rather than ending on its own. Stored and answered
+/// as its kind (`cause: {"kind": "keep_alive_expired", "secs": 5.0}`), the
+/// typed value records are read back by, beside its words (`reason`: `oom`,
+/// `shutdown`, `keep_alive expired (5s)`, a client's own reason …) for
+/// people; code matches on the variant, never on the words. Only records
+/// written before kinds were stored are read back from their words.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopCause {
     /// A client stopped it (`berth kill`, a tool call, the TUI), in its words.
@@ -142,15 +144,85 @@ impl PartialEq<str> for StopCause {
     }
 }
 
-impl Serialize for StopCause {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+/// The kind of a [`StopCause`] as stored and answered: its data without
+/// the words (a client's words are the `reason` beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CauseKind {
+    Requested,
+    Interrupted,
+    StdoutClosed,
+    Shutdown,
+    SessionEnded,
+    KeepAliveExpired { secs: f64 },
+    TimedOut { secs: f64 },
+    Oom,
+}
+
+impl StopCause {
+    /// Its kind, as stored beside its words.
+    pub fn kind(&self) -> CauseKind {
+        match self {
+            StopCause::Requested(_) => CauseKind::Requested,
+            StopCause::Interrupted => CauseKind::Interrupted,
+            StopCause::StdoutClosed => CauseKind::StdoutClosed,
+            StopCause::Shutdown => CauseKind::Shutdown,
+            StopCause::SessionEnded => CauseKind::SessionEnded,
+            StopCause::KeepAliveExpired { secs } => CauseKind::KeepAliveExpired { secs: *secs },
+            StopCause::TimedOut { secs } => CauseKind::TimedOut { secs: *secs },
+            StopCause::Oom => CauseKind::Oom,
+        }
+    }
+
+    /// Read back from a record or an answer: by its kind when it has one;
+    /// a record written before kinds were stored, from its words.
+    pub fn read(kind: Option<CauseKind>, words: &str) -> StopCause {
+        match kind {
+            None => StopCause::from(words),
+            Some(CauseKind::Requested) => StopCause::Requested(words.to_string()),
+            Some(CauseKind::Interrupted) => StopCause::Interrupted,
+            Some(CauseKind::StdoutClosed) => StopCause::StdoutClosed,
+            Some(CauseKind::Shutdown) => StopCause::Shutdown,
+            Some(CauseKind::SessionEnded) => StopCause::SessionEnded,
+            Some(CauseKind::KeepAliveExpired { secs }) => StopCause::KeepAliveExpired { secs },
+            Some(CauseKind::TimedOut { secs }) => StopCause::TimedOut { secs },
+            Some(CauseKind::Oom) => StopCause::Oom,
+        }
     }
 }
 
-impl<'de> Deserialize<'de> for StopCause {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(StopCause::from(String::deserialize(d)?.as_str()))
+/// A killed status's cause, flattened into it as `reason` (the words) and
+/// `cause` (the kind): `{"state": "killed", "ended_by": "system",
+/// "reason": "oom", "cause": {"kind": "oom"}}`.
+mod killed_cause {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{CauseKind, StopCause};
+
+    #[derive(Serialize)]
+    struct Out {
+        reason: String,
+        cause: CauseKind,
+    }
+
+    #[derive(Deserialize)]
+    struct In {
+        reason: String,
+        #[serde(default)]
+        cause: Option<CauseKind>,
+    }
+
+    pub fn serialize<S: Serializer>(c: &StopCause, s: S) -> Result<S::Ok, S::Error> {
+        Out {
+            reason: c.to_string(),
+            cause: c.kind(),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<StopCause, D::Error> {
+        let i = In::deserialize(d)?;
+        Ok(StopCause::read(i.cause, &i.reason))
     }
 }
 
@@ -175,6 +247,7 @@ pub enum JobStatus {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
         ended_by: EndedBy,
+        #[serde(flatten, with = "killed_cause")]
         reason: StopCause,
     },
     /// A foreground budget ran out with `on_timeout = kill`.
@@ -370,12 +443,17 @@ impl JobInfo {
         self.ended_by = status.ended_by();
         self.reason = status.reason();
         self.status = status;
+        let cause = match &self.status {
+            JobStatus::Killed { reason, .. } => Some(reason.kind()),
+            _ => None,
+        };
         EventKind::Ended {
             status: self.status.name().into(),
             start_mode: self.start_mode,
             ended_by: self.ended_by,
             exit_code: self.exit_code,
             reason: self.reason.clone(),
+            cause,
         }
     }
 
@@ -390,10 +468,11 @@ impl JobInfo {
 mod tests {
     use super::*;
 
-    /// Records and answers carry the cause's words; reading them back gives
-    /// the same cause, and a client cannot pass for the system.
+    /// Records and answers carry the cause's kind beside its words, and are
+    /// read back by the kind; a record from before kinds were stored is read
+    /// from its words; a client cannot pass for the system.
     #[test]
-    fn stop_causes_read_back_from_their_words() {
+    fn stop_causes_are_stored_as_kinds_and_old_records_still_read() {
         let causes = [
             StopCause::Requested("killed by user".into()),
             StopCause::Interrupted,
@@ -405,9 +484,40 @@ mod tests {
             StopCause::Oom,
         ];
         for cause in causes {
-            let json = serde_json::to_value(&cause).unwrap();
-            assert_eq!(json, serde_json::Value::String(cause.to_string()));
-            assert_eq!(serde_json::from_value::<StopCause>(json).unwrap(), cause);
+            let status = JobStatus::Killed {
+                signal: Some(15),
+                ended_by: EndedBy::System,
+                reason: cause.clone(),
+            };
+            let json = serde_json::to_value(&status).unwrap();
+            assert_eq!(
+                json["reason"],
+                serde_json::Value::String(cause.to_string()),
+                "{json}"
+            );
+            assert_eq!(
+                json["cause"],
+                serde_json::to_value(cause.kind()).unwrap(),
+                "{json}"
+            );
+            assert_eq!(serde_json::from_value::<JobStatus>(json.clone()).unwrap(), status);
+            // Read by its kind, not its words.
+            let mut reworded = json.clone();
+            reworded["reason"] = "something else".into();
+            let back: JobStatus = serde_json::from_value(reworded).unwrap();
+            match back {
+                JobStatus::Killed { reason, .. } if !matches!(cause, StopCause::Requested(_)) => {
+                    assert_eq!(reason, cause)
+                }
+                JobStatus::Killed { reason, .. } => {
+                    assert_eq!(reason, StopCause::Requested("something else".into()))
+                }
+                other => panic!("{other:?}"),
+            }
+            // A record written before kinds were stored.
+            let mut old = json;
+            old.as_object_mut().unwrap().remove("cause");
+            assert_eq!(serde_json::from_value::<JobStatus>(old).unwrap(), status);
         }
         assert_eq!(
             StopCause::requested("interrupted (Ctrl+C)"),

@@ -4,7 +4,7 @@
 //! even when it cannot: a manager shutting down still sends its events).
 
 use crate::events::{Event, EventKind};
-use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
+use crate::model::{CauseKind, EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
 
 /// The three tabs, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,9 +95,10 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
             ended_by,
             exit_code,
             reason,
+            cause,
             ..
         } => {
-            info.status = ended_status(status, *ended_by, *exit_code, reason.clone());
+            info.status = ended_status(status, *ended_by, *exit_code, reason.clone(), *cause);
             info.ended_at = Some(e.ts);
             info.ended_by = *ended_by;
             info.exit_code = *exit_code;
@@ -109,7 +110,13 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
 }
 
 /// The final status an `ended` event names (see `JobStatus::name`).
-fn ended_status(name: &str, by: Option<EndedBy>, code: Option<i32>, reason: Option<String>) -> JobStatus {
+fn ended_status(
+    name: &str,
+    by: Option<EndedBy>,
+    code: Option<i32>,
+    reason: Option<String>,
+    cause: Option<CauseKind>,
+) -> JobStatus {
     let reason = reason.unwrap_or_default();
     match name {
         "success" => JobStatus::Exited { code: 0 },
@@ -125,7 +132,7 @@ fn ended_status(name: &str, by: Option<EndedBy>, code: Option<i32>, reason: Opti
         _ => JobStatus::Killed {
             signal: code.and_then(|c| (c > 128).then_some(c - 128)),
             ended_by: by.unwrap_or(EndedBy::Agent),
-            reason: StopCause::from(reason.as_str()),
+            reason: StopCause::read(cause, &reason),
         },
     }
 }
@@ -137,15 +144,15 @@ mod tests {
     #[test]
     fn ended_events_name_the_status() {
         assert_eq!(
-            ended_status("success", None, Some(0), None),
+            ended_status("success", None, Some(0), None, None),
             JobStatus::Exited { code: 0 }
         );
         assert_eq!(
-            ended_status("failed", None, Some(3), None),
+            ended_status("failed", None, Some(3), None, None),
             JobStatus::Exited { code: 3 }
         );
         assert_eq!(
-            ended_status("timed_out", Some(EndedBy::System), Some(124), None),
+            ended_status("timed_out", Some(EndedBy::System), Some(124), None, None),
             JobStatus::TimedOut
         );
         let killed = ended_status(
@@ -153,6 +160,7 @@ mod tests {
             Some(EndedBy::User),
             Some(143),
             Some("killed by user".into()),
+            None,
         );
         assert_eq!(
             killed,
@@ -162,6 +170,6 @@ mod tests {
                 reason: "killed by user".into()
             }
         );
-        assert!(ended_status("killed", Some(EndedBy::System), None, Some("oom".into())).is_failure());
+        assert!(ended_status("killed", Some(EndedBy::System), None, Some("oom".into()), None).is_failure());
     }
 }

@@ -161,6 +161,7 @@ pub fn ended(status: &str, by: Option<EndedBy>) -> EventKind {
         ended_by: by,
         exit_code: None,
         reason: None,
+        cause: None,
     }
 }
 
