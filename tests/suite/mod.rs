@@ -12,6 +12,7 @@ mod docker;
 mod egress;
 mod embed;
 mod escape;
+mod exec;
 mod exits;
 mod fake;
 mod faults;
