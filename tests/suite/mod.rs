@@ -21,6 +21,7 @@ mod host_ports;
 mod images;
 mod inert;
 mod mcp;
+mod mounts;
 mod network;
 mod output;
 mod peers;
