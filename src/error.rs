@@ -78,6 +78,11 @@ pub enum Error {
     )]
     NotFinished { job: JobId, state: String },
 
+    /// `berth exec` into a job that has no running container to exec in
+    /// (queued, ended, a host job): `message` says what to do instead.
+    #[error("{job} {message}")]
+    NotRunning { job: JobId, message: String },
+
     #[error("no berth manager is running for instance `{instance}` (socket {}): start one with `berth up`", socket.display())]
     NoDaemon { instance: String, socket: PathBuf },
 
@@ -266,6 +271,7 @@ impl Error {
             Error::QueueFull { .. } => "queue_full",
             Error::NotForeground { .. } => "not_foreground",
             Error::NotFinished { .. } => "not_finished",
+            Error::NotRunning { .. } => "not_running",
             Error::NoDaemon { .. } => "no_daemon",
             Error::DaemonRunning { .. } => "daemon_running",
             Error::NoHelpers => "no_helpers",
@@ -343,6 +349,9 @@ pub enum EngineOp {
     ListVolumes,
     UploadArchive,
     DownloadArchive,
+    CreateExec,
+    StartExec,
+    InspectExec,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -356,6 +365,9 @@ impl std::fmt::Display for EngineOp {
             EngineOp::RemoveImage => "remove image",
             EngineOp::UploadArchive => "copy files into container",
             EngineOp::DownloadArchive => "copy files out of container",
+            EngineOp::CreateExec => "create an exec in container",
+            EngineOp::StartExec => "start exec",
+            EngineOp::InspectExec => "inspect exec",
             EngineOp::CreateContainer => "create container",
             EngineOp::StartContainer => "start container",
             EngineOp::WaitContainer => "wait for container",
@@ -437,7 +449,9 @@ fn answer_for(code: &str) -> (u16, i32) {
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),
         "blocked" | "untrusted_config" => (403, 126),
-        "cap_reached" | "queue_full" | "port_in_use" | "not_foreground" | "not_finished" => (409, 1),
+        "cap_reached" | "queue_full" | "port_in_use" | "not_foreground" | "not_finished" | "not_running" => {
+            (409, 1)
+        }
         "shutting_down" | "engine_unavailable" | "filter_busy" | "store_degraded" => (503, 1),
         "image_missing" | "image_build_failed" | "build_context" => (422, 1),
         "docker" | "pull_failed" => (502, 1),

@@ -333,6 +333,19 @@ impl Client {
         })
     }
 
+    /// `POST /v1/jobs/{id}/exec`: run a command in running job `id` and
+    /// stream its output (`berth exec`; see `daemon/exec.rs`).
+    pub async fn exec(&self, id: &JobId, req: &crate::manager::ExecRequest) -> Result<FrameReader> {
+        let body = serde_json::to_vec(req).expect("request bodies serialize");
+        let res = self
+            .send(Method::POST, &format!("/v1/jobs/{id}/exec"), Some(body))
+            .await?;
+        Ok(FrameReader {
+            body: self.streaming(res).await?,
+            buf: bytes::BytesMut::new(),
+        })
+    }
+
     /// The body of a streaming answer, or the error it carries instead.
     async fn streaming(&self, res: hyper::Response<Incoming>) -> Result<Incoming> {
         if res.status() != StatusCode::OK {

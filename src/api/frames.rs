@@ -8,6 +8,10 @@
 //! - `O` / `E` output lines of stdout / stderr, in seq order across frames;
 //! - `F` the end, `{"outcome": {"outcome": "finished"|"promoted", "info"},
 //!   "snippet"}`, always last.
+//!
+//! `POST /v1/jobs/{id}/exec` (`berth exec`) answers with the same framing:
+//! `O` / `E` pieces of its output (not necessarily whole lines), then one
+//! `X`, its end (`ExecEnd`: `{"exit_code", "timed_out", "note"}`).
 
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -21,6 +25,8 @@ pub const JOB: u8 = b'J';
 pub const STDOUT: u8 = b'O';
 pub const STDERR: u8 = b'E';
 pub const END: u8 = b'F';
+/// The end of an exec's stream.
+pub const EXEC_END: u8 = b'X';
 /// Bytes of a frame's header: kind and payload length.
 pub const HEADER: usize = 5;
 

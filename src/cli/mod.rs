@@ -6,6 +6,7 @@ mod copy;
 mod daemon;
 mod doctor;
 mod env_file;
+mod exec;
 mod images;
 mod jobs;
 mod lists;
@@ -81,6 +82,8 @@ pub enum Command {
     Logs(logs::LogsArgs),
     /// Copy files out of a running container job: `berth cp job-3:report.xml .`
     Cp(copy::CpArgs),
+    /// Run a command inside a running container job: `berth exec job-3 -- ls -la`
+    Exec(exec::ExecArgs),
     /// Wait until a job is ready (port, log line, HTTP); with no condition, until it ends (exits with its code).
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -211,6 +214,7 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Status(a) => jobs::status(&cli.global, a).await,
         Command::Logs(a) => logs::logs(&cli.global, a).await,
         Command::Cp(a) => copy::cp(&cli.global, a).await,
+        Command::Exec(a) => exec::exec(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,

@@ -100,6 +100,11 @@ pub struct RunArgs {
     /// `-e` wins over the file (repeatable).
     #[arg(long = "env-file", value_name = "FILE")]
     pub env_file: Vec<PathBuf>,
+    /// Container jobs: bind-mount HOST (a path inside the workspace; a
+    /// relative one is from here) at CONTAINER, read-only with `:ro`
+    /// (repeatable, at most 16).
+    #[arg(short = 'v', long = "volume", value_name = "HOST:CONTAINER[:ro]")]
+    pub volume: Vec<String>,
     /// Working directory (relative to the workspace root).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
@@ -187,6 +192,12 @@ impl RunArgs {
         }
         spec.env = env;
         spec.cwd = self.cwd.clone();
+        for v in &self.volume {
+            let mut m: crate::model::MountSpec = v.parse()?;
+            // As the caller means it: from where berth runs.
+            m.source = absolute(&m.source);
+            spec.mounts.push(m);
+        }
         caller_context(&mut spec, config);
         // `--runner auto` is the caller's word over its own BERTH_RUNNER.
         if let Some(r) = &self.runner {

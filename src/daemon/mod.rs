@@ -15,6 +15,7 @@
 //! removes the socket.
 
 mod attach;
+mod exec;
 mod files;
 mod listen;
 mod mcp_host;

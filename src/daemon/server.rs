@@ -45,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
         .route("/v1/jobs/{id}/children/{name}/logs", get(child_logs))
         .route("/v1/jobs/{id}/archive", get(super::files::archive))
+        .route("/v1/jobs/{id}/exec", post(super::exec::exec))
         .route("/v1/jobs/{id}/wait", post(wait))
         .route("/v1/jobs/{id}/foreground", get(foreground))
         .route("/v1/jobs/{id}/kill", post(kill))

@@ -6,6 +6,7 @@
 use std::str::FromStr;
 
 mod duration;
+mod mounts;
 mod sizes;
 
 pub use duration::{parse_secs, secs_value};
@@ -252,6 +253,7 @@ impl JobSpec {
             c.validate()?;
         }
         self.validate_sizes()?;
+        mounts::check_all(&self.mounts)?;
         self.validate_isolation()
     }
 
@@ -261,6 +263,9 @@ impl JobSpec {
             return Err(Error::InvalidSpec(
                 "network `none` cannot publish ports: drop the ports or use network `bridge`".into(),
             ));
+        }
+        if self.runner == RunnerChoice::Host && !self.mounts.is_empty() {
+            return Err(host_mounts());
         }
         if self.runner == RunnerChoice::Host
             && (self.read_only || self.network.is_some() || self.egress.is_some())
@@ -272,6 +277,13 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// The refusal of `-v` for a job on the host.
+pub fn host_mounts() -> Error {
+    Error::InvalidSpec(
+        "mounts (-v) are for container jobs, and this job runs on the host, where there is nothing to mount: use the workspace's paths directly, or --runner docker".into(),
+    )
 }
 
 impl FromStr for EndedBy {

@@ -180,6 +180,14 @@ pub(super) async fn admit(
     if spec.engine == Some(EngineAccess::Scoped) {
         check_engine(&mut spec, kind, engine_asked, &project.config)?;
     }
+    // Extra mounts: container jobs only, each inside the workspace (the
+    // record keeps the resolved path; the create checks it again).
+    if kind == RunnerKind::Host && !spec.mounts.is_empty() {
+        return Err(crate::job::host_mounts());
+    }
+    for m in &mut spec.mounts {
+        m.resolve_in(workspace)?;
+    }
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
         project.safety.check_env(&spec, &real, client)?;

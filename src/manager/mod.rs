@@ -16,6 +16,7 @@
 
 mod admit;
 mod copy;
+mod exec;
 mod finished;
 mod ids;
 mod owners;
@@ -51,6 +52,7 @@ use crate::runner::Control;
 use crate::watch::Watchers;
 
 pub use admit::DefaultBudget;
+pub use exec::{ExecEnd, ExecEvent, ExecRequest};
 pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
@@ -156,6 +158,9 @@ pub(crate) struct Live {
     internal_ip: Option<IpAddr>,
     /// A job with a scoped engine: its children as they change.
     children: Option<watch::Receiver<Vec<crate::model::ChildInfo>>>,
+    /// The filter and guard of the project the job was admitted under:
+    /// what `berth exec` checks its commands with.
+    safety: crate::safety::Safety,
 }
 
 pub(crate) struct Entry {

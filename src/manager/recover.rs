@@ -212,6 +212,7 @@ impl Manager {
                                 control: Some(launched.control.clone()),
                                 internal_ip: launched.internal_ip,
                                 children: None,
+                                safety: project.safety.clone(),
                             }),
                             ready_seen: true,
                         };

@@ -143,6 +143,7 @@ pub(super) async fn start(
                     control: None,
                     internal_ip: None,
                     children: None,
+                    safety: project.safety.clone(),
                 }),
                 ready_seen: false,
             },

@@ -24,9 +24,9 @@ pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, Publish};
 pub use ready::{HttpCheck, ReadyCondition};
-pub use spec::JobSpec;
 pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
     RunnerChoice, RunnerKind, host_cpus,
 };
+pub use spec::{JobSpec, MountSpec};
 pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};

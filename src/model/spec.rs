@@ -334,6 +334,27 @@ pub struct JobSpec {
     /// image) recognises its own job in the event stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ref: Option<String>,
+    /// Container jobs: extra bind mounts of paths inside the job's
+    /// workspace (`-v HOST:CONTAINER[:ro]`), checked at admission.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<MountSpec>,
+}
+
+/// An extra bind mount of a container job (`berth run -v HOST:CONTAINER[:ro]`):
+/// a directory or file inside the job's workspace, shown at another path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountSpec {
+    /// The host path; it must resolve (symlinks followed, `..` resolved)
+    /// inside the job's workspace. Relative: from the workspace root. The
+    /// record holds the resolved path.
+    pub source: PathBuf,
+    /// Where it appears in the container: an absolute path, not a system
+    /// directory and not the workspace's own.
+    pub target: String,
+    /// Read-only (also when the job is `read_only`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 impl JobSpec {

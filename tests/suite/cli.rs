@@ -280,6 +280,7 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         &["status"],
         &["logs"],
         &["cp"],
+        &["exec"],
         &["wait"],
         &["kill"],
         &["resume"],

@@ -15,11 +15,12 @@ use std::pin::Pin;
 use bollard::Docker;
 use bollard::body_try_stream;
 use bollard::container::{AttachContainerResults, LogOutput};
+use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
     BuildInfo, ContainerCreateBody, ContainerCreateResponse, ContainerInspectResponse,
-    ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo, ImageInspect,
-    ImageSummary, Network as EngineNetwork, NetworkConnectRequest, NetworkCreateRequest,
-    NetworkCreateResponse, NetworkInspect, Volume, VolumeCreateRequest,
+    ContainerStatsResponse, ContainerSummary, ContainerWaitResponse, CreateImageInfo, ExecConfig,
+    ExecInspectResponse, ImageInspect, ImageSummary, Network as EngineNetwork, NetworkConnectRequest,
+    NetworkCreateRequest, NetworkCreateResponse, NetworkInspect, Volume, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     AttachContainerOptions, BuildImageOptions, CreateContainerOptions, CreateImageOptions,
@@ -348,6 +349,45 @@ impl DockerClient {
             out.extend_from_slice(&chunk);
         }
         Ok(out)
+    }
+
+    // Execs (`berth exec`).
+
+    /// Create an exec of `config.cmd` in running container `id`; its id.
+    pub async fn create_exec(&self, id: &str, config: ExecConfig) -> Result<String> {
+        self.docker
+            .create_exec(id, config)
+            .await
+            .map(|r| r.id)
+            .map_err(fail(EngineOp::CreateExec, id))
+    }
+
+    /// Start exec `exec` attached: its output, frames of at most
+    /// `frame_bytes` (a longer line comes in pieces), item by item.
+    pub async fn start_exec(&self, exec: &str, frame_bytes: usize) -> Result<OutputStream> {
+        let opts = StartExecOptions {
+            detach: false,
+            tty: false,
+            output_capacity: Some(frame_bytes),
+        };
+        match self.docker.start_exec(exec, Some(opts)).await {
+            Ok(StartExecResults::Attached { output, .. }) => {
+                let target = exec.to_string();
+                Ok(Box::pin(
+                    output.map(move |r| r.map_err(fail(EngineOp::StartExec, &target))),
+                ))
+            }
+            // Not asked for: an attached start never answers detached.
+            Ok(StartExecResults::Detached) => Ok(Box::pin(futures_util::stream::empty())),
+            Err(e) => Err(fail(EngineOp::StartExec, exec)(e)),
+        }
+    }
+
+    pub async fn inspect_exec(&self, exec: &str) -> Result<ExecInspectResponse> {
+        self.docker
+            .inspect_exec(exec)
+            .await
+            .map_err(fail(EngineOp::InspectExec, exec))
     }
 
     /// Names of the volumes whose labels match every `key=value` of `labels`.

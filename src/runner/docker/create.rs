@@ -285,6 +285,7 @@ pub fn body(
         },
     }];
     mounts.extend(ctx.protected.iter().cloned());
+    mounts.extend(mounts::extra(spec, ctx, &ws)?);
     mounts.extend(ctx.engine.map(|e| e.mount.clone()));
     mounts.extend(ctx.attach.mounts.iter().cloned());
     // The job's own name on its own endpoint (a joined job has none).
@@ -389,5 +390,6 @@ pub fn read_ports(
         .collect()
 }
 
+mod mounts;
 #[cfg(test)]
 mod tests;

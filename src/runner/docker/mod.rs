@@ -36,6 +36,7 @@ mod control;
 mod create;
 pub mod endpoint;
 mod etc;
+mod exec;
 mod exit;
 mod holder;
 mod images;
@@ -79,6 +80,7 @@ pub use create::{
     DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
 };
 pub use endpoint::{Endpoint, Place};
+pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
 pub use ownership::{LABEL_STATE, Ownership, state_hash};
 pub use pull::ProgressFn;

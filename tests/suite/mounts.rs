@@ -1,0 +1,109 @@
+//! `berth run -v HOST:CONTAINER[:ro]`: extra bind mounts of paths inside the
+//! job's workspace, on the real engine. A file written through a mount is
+//! the host's, `:ro` refuses writes, and every way out (a path outside the
+//! workspace, a symlink the agent planted pointing out, a relative or
+//! system container path, the workspace's own mount, a host job) is refused
+//! in one line with no job made.
+
+use crate::common::{Daemon, SANDBOX};
+
+/// `berth` aimed at `d`, run from its workspace; (code, stdout, stderr).
+fn run_in_ws(d: &Daemon, args: &[&str]) -> (i32, String, String) {
+    let o = d
+        .cli()
+        .current_dir(d.dir.path().join("ws"))
+        .args(args)
+        .output()
+        .expect("run berth");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn container_run<'a>(mount: &'a str, script: &'a str) -> Vec<&'a str> {
+    vec![
+        "run", "--runner", "docker", "--image", SANDBOX, "-v", mount, "--", "sh", "-c", script,
+    ]
+}
+
+fn jobs(d: &Daemon) -> usize {
+    d.json(&["ps", "--all"]).as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn a_mount_inside_the_workspace_is_shared_and_ro_refuses_writes() {
+    let d = Daemon::start();
+    let ws = d.dir.path().join("ws");
+    crate::common::workspace_dir(&ws.join("data"));
+
+    // Read-write (relative host path, from where berth runs): the host sees the file.
+    let (code, out, err) = run_in_ws(
+        &d,
+        &container_run("./data:/data", "echo hi > /data/out.txt && cat /data/out.txt"),
+    );
+    assert_eq!((code, out.trim()), (0, "hi"), "{err}");
+    assert_eq!(std::fs::read_to_string(ws.join("data/out.txt")).unwrap(), "hi\n");
+
+    // Read-only: the write fails inside, nothing lands on the host.
+    let (code, _, err) = run_in_ws(
+        &d,
+        &container_run("data:/data:ro", "cat /data/out.txt && echo x > /data/new.txt"),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(!ws.join("data/new.txt").exists());
+    // The record shows the resolved mount.
+    let last = &d.json(&["ps", "--all"])[0];
+    let mounts = &last["spec"]["mounts"][0];
+    assert_eq!(mounts["target"], "/data", "{last}");
+    assert_eq!(mounts["read_only"], true, "{last}");
+    let real = std::fs::canonicalize(ws.join("data")).unwrap();
+    assert_eq!(mounts["source"], real.to_str().unwrap(), "{last}");
+}
+
+#[test]
+fn mounts_that_leave_the_workspace_or_cover_the_system_are_refused_in_one_line() {
+    let d = Daemon::start();
+    let ws = d.dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("data")).unwrap();
+    // What an agent could plant in the workspace: a symlink pointing out.
+    std::os::unix::fs::symlink("/etc", ws.join("etc-link")).unwrap();
+    let outside = d.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let outside_mount = format!("{}:/data", outside.display());
+    let ws_target = format!("data:{}", std::fs::canonicalize(&ws).unwrap().display());
+    let cases: [(&str, &str); 7] = [
+        (&outside_mount, "outside the workspace"),
+        ("etc-link:/data", "outside the workspace"),
+        ("data/../..:/data", "outside the workspace"),
+        ("data:data", "must be absolute"),
+        ("data:/etc", "system directory"),
+        ("data:/usr/local/bin", "system directory"),
+        (&ws_target, "workspace's own mount"),
+    ];
+    for (mount, says) in cases {
+        let (code, out, err) = run_in_ws(&d, &container_run(mount, "true"));
+        assert_eq!(code, 2, "{mount}: {out}{err}");
+        assert_eq!(err.lines().count(), 1, "{mount}: {err}");
+        assert!(err.contains(says), "{mount}: {err}");
+    }
+    // A host job has nothing to mount.
+    let (code, _, err) = run_in_ws(&d, &["run", "--runner", "host", "-v", "data:/data", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("container jobs"), "{err}");
+    // More than 16 mounts.
+    let mut many: Vec<String> = Vec::new();
+    for i in 0..17 {
+        many.extend(["-v".into(), format!("data:/m{i}")]);
+    }
+    let mut args = vec!["run", "--runner", "docker", "--image", SANDBOX];
+    args.extend(many.iter().map(String::as_str));
+    args.extend(["--", "true"]);
+    let (code, _, err) = run_in_ws(&d, &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at most 16"), "{err}");
+    // None of them made a job.
+    assert_eq!(jobs(&d), 0);
+}
