@@ -96,7 +96,7 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
         parts.push(format!("cpus {c}"));
     }
     if let Some(m) = l.memory {
-        parts.push(format!("memory {}", size(m)));
+        parts.push(format!("memory {}", bytes(m)));
     }
     if let Some(p) = l.pids {
         parts.push(format!("pids {p}"));
@@ -113,18 +113,23 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     Some(parts.join(" · "))
 }
 
-/// `2 GiB`, `512 MiB`, `1.5 GiB`, `900 B`.
-fn size(n: u64) -> String {
-    let (v, unit) = match n {
-        n if n >= 1 << 30 => (n as f64 / (1u64 << 30) as f64, "GiB"),
-        n if n >= 1 << 20 => (n as f64 / (1u64 << 20) as f64, "MiB"),
-        n if n >= 1 << 10 => (n as f64 / 1024.0, "KiB"),
-        n => return format!("{n} B"),
-    };
-    if v.fract() < 0.05 {
-        format!("{v:.0} {unit}")
+/// A size as every face prints it: `900 B`, `512 MiB`, `1.5 GiB` (the
+/// one formatter of sizes: cards, `ps`, the TUI, MCP answers, `doctor`).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v.fract() < 0.05 || v >= 100.0 {
+        format!("{v:.0} {}", UNITS[unit])
     } else {
-        format!("{v:.1} {unit}")
+        format!("{v:.1} {}", UNITS[unit])
     }
 }
 
@@ -340,8 +345,8 @@ mod tests {
             ),
             "{card}"
         );
-        assert_eq!(size(64 << 20), "64 MiB");
-        assert_eq!(size(3 << 29), "1.5 GiB");
+        assert_eq!(bytes(64 << 20), "64 MiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
     }
 
     #[test]

@@ -25,12 +25,7 @@ pub struct DoctorArgs {
 }
 
 fn size(path: &std::path::Path) -> String {
-    let n = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    match n {
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
+    crate::card::bytes(std::fs::metadata(path).map(|m| m.len()).unwrap_or(0))
 }
 
 fn side(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {

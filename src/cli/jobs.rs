@@ -16,7 +16,7 @@ use crate::card;
 use crate::error::Error;
 use crate::manager::KillRequest;
 use crate::model::{EndedBy, JobId};
-use crate::ready::{HttpCheck, ReadyCondition, WaitOutcome};
+use crate::ready::WaitOutcome;
 
 pub async fn client(global: &Global) -> Result<Client, Error> {
     let config = global.config()?;
@@ -93,20 +93,13 @@ pub struct WaitArgs {
 /// timeout passed. With none (as `docker wait`, `pueue wait`): wait for the
 /// end and exit with the job's code (1 when it has none: killed, lost).
 pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
-    let mut conditions = Vec::new();
-    if let Some(p) = a.port {
-        conditions.push(ReadyCondition::Port(p));
+    let conditions = crate::model::ReadyAsk {
+        port: a.port,
+        log: a.log,
+        http: a.http,
+        status: a.status,
     }
-    if let Some(re) = a.log {
-        conditions.push(ReadyCondition::Log(re));
-    }
-    if let Some(path) = a.http {
-        conditions.push(ReadyCondition::Http(HttpCheck {
-            path,
-            status: a.status,
-            port: a.port,
-        }));
-    }
+    .conditions();
     let until_end = conditions.is_empty();
     let timeout = match a.timeout {
         Some(t) => t,

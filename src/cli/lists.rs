@@ -161,11 +161,7 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             _ => j.status.name().to_string(),
         };
         let used = match &j.usage {
-            Some(u) => format!(
-                "{:.1}% {:.1}MiB",
-                u.cpu_percent,
-                u.memory_bytes as f64 / 1048576.0
-            ),
+            Some(u) => format!("{:.1}% {}", u.cpu_percent, card::bytes(u.memory_bytes)),
             None => "-".into(),
         };
         out += &format!(

@@ -12,7 +12,6 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::job::parse_size;
 use crate::model::{JobSpec, Limits, PortSpec};
-use crate::ready::ReadyCondition;
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
@@ -205,15 +204,15 @@ impl RunArgs {
         }
         spec.label = self.label.clone();
         spec.queue = self.queue;
-        if let Some(p) = self.ready_port {
-            spec.ready.push(ReadyCondition::port(p));
-        }
-        if let Some(re) = &self.ready_log {
-            spec.ready.push(ReadyCondition::log(re.clone()));
-        }
-        if let Some(path) = &self.ready_http {
-            spec.ready.push(ReadyCondition::http(path.clone()));
-        }
+        spec.ready.extend(
+            crate::model::ReadyAsk {
+                port: self.ready_port,
+                log: self.ready_log.clone(),
+                http: self.ready_http.clone(),
+                status: None,
+            }
+            .conditions(),
+        );
         // Validated by the manager that starts it (with its defaults filled).
         Ok(spec)
     }

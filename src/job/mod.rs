@@ -252,6 +252,17 @@ impl JobSpec {
         for c in &self.ready {
             c.validate()?;
         }
+        // Refused at the door for every face: such a check could only fail
+        // once the job runs (`ready::Target::http_addr`).
+        let http_without_port = self
+            .ready
+            .iter()
+            .any(|c| matches!(c, crate::model::ReadyCondition::Http(h) if h.port.is_none()));
+        if http_without_port && self.ports.is_empty() {
+            return Err(Error::InvalidSpec(
+                "an HTTP readiness check needs a port: publish one (`-p 8080`, MCP `ports: [\"8080\"]`) or name the check's port".into(),
+            ));
+        }
         self.validate_sizes()?;
         mounts::check_all(&self.mounts)?;
         self.validate_isolation()

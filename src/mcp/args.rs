@@ -13,7 +13,7 @@ use crate::JobSpec;
 use crate::error::{Error, Result};
 use crate::manager::ListFilter;
 use crate::output::Stream;
-use crate::ready::{HttpCheck, ReadyCondition};
+use crate::ready::ReadyCondition;
 
 /// When a job counts as ready; all given conditions must hold.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -31,21 +31,13 @@ pub struct ReadyArg {
 
 impl ReadyArg {
     pub fn conditions(&self) -> Vec<ReadyCondition> {
-        let mut c = Vec::new();
-        if let Some(p) = self.port {
-            c.push(ReadyCondition::Port(p));
+        crate::model::ReadyAsk {
+            port: self.port,
+            log: self.log.clone(),
+            http: self.http.clone(),
+            status: self.status,
         }
-        if let Some(re) = &self.log {
-            c.push(ReadyCondition::Log(re.clone()));
-        }
-        if self.http.is_some() || self.status.is_some() {
-            c.push(ReadyCondition::Http(HttpCheck {
-                path: self.http.clone().unwrap_or_else(|| "/".into()),
-                status: self.status,
-                port: None,
-            }));
-        }
-        c
+        .conditions()
     }
 }
 

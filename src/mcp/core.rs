@@ -158,15 +158,8 @@ impl Core {
         // A job that names no runner, budget or image gets its project's
         // (the session client's `berth.toml`): the manager fills them in.
         if spec.background {
+            // Checked at admission (an HTTP check needs a port), for every face.
             let ready = spec.ready.clone();
-            let http_without_port = ready
-                .iter()
-                .any(|c| matches!(c, ReadyCondition::Http(h) if h.port.is_none()));
-            if http_without_port && spec.ports.is_empty() {
-                return Err(Error::InvalidSpec(
-                    "a `ready.http` check needs a published port: add `ports`, e.g. [\"8080\"]".into(),
-                ));
-            }
             let job = self.manager.start_from(spec, "mcp").await?;
             self.owned(&job.id);
             let waited = if ready.is_empty() {

@@ -310,14 +310,7 @@ pub fn table(jobs: &[JobInfo]) -> String {
     out
 }
 
-pub fn bytes(b: u64) -> String {
-    const MIB: f64 = 1024.0 * 1024.0;
-    if b >= 1 << 30 {
-        format!("{:.1}GiB", b as f64 / (MIB * 1024.0))
-    } else {
-        format!("{:.1}MiB", b as f64 / MIB)
-    }
-}
+pub use crate::card::bytes;
 
 #[cfg(test)]
 mod tests {

@@ -23,7 +23,7 @@ pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, Publish};
-pub use ready::{HttpCheck, ReadyCondition};
+pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
 pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
     RunnerChoice, RunnerKind, host_cpus,

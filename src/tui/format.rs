@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use crate::model::{EndedBy, JobInfo, JobStatus, StartMode, StopCause};
 
 /// `01:43`, or `1:02:03` past an hour.
-pub use crate::card::clock;
+pub use crate::card::{bytes, clock};
 
 /// A running job that still blocks its caller (the one Ctrl+R can release).
 pub fn is_foreground(info: &JobInfo) -> bool {
@@ -95,25 +95,6 @@ pub fn ports_cell(info: &JobInfo) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// `512 MiB`, `1.5 GiB`, `900 B`.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if v.fract() < 0.05 || v >= 100.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }
 
 /// `12:00:01` in the viewer's time zone (an offset, so tests can pin it).

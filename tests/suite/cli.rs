@@ -153,6 +153,18 @@ fn bad_input_gets_one_clear_line_and_the_right_code() {
         (&["run", "--timeout=0", "--", "true"], 2, "timeout"),
         (&["run", "-d", "--timeout=0", "--", "true"], 2, "timeout"),
         (&["run", "-d", "--watch", "(oops", "--", "true"], 2, "(oops"),
+        // An HTTP check with no port to aim at: refused at the door, as MCP
+        // refuses it (one check at admission for every face).
+        (
+            &["run", "--ready-http", "/", "--", "true"],
+            2,
+            "HTTP readiness check needs a port",
+        ),
+        (
+            &["run", "-d", "--ready-http", "/", "--", "sleep", "5"],
+            2,
+            "HTTP readiness check needs a port",
+        ),
     ];
     for (args, code, needle) in cases {
         let o = berth(dir.path()).args(*args).output().unwrap();
