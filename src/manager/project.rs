@@ -74,7 +74,9 @@ fn stamp(f: PathBuf) -> Stamp {
 #[derive(Debug)]
 pub(crate) struct Projects {
     own: Arc<Project>,
-    cache: Mutex<HashMap<Key, Arc<Project>>>,
+    /// Each with the stamps of its workspace's devcontainer files, looked
+    /// at again on every hit (the workspace is known only once resolved).
+    cache: Mutex<HashMap<Key, (Arc<Project>, Vec<Stamp>)>>,
     /// Notes already given, with the workspace they were given for.
     noted: Mutex<HashSet<(PathBuf, String)>>,
 }
@@ -124,7 +126,9 @@ impl Projects {
             cwd,
             env: env.clone(),
         };
-        if let Some(p) = self.cache.lock().unwrap().get(&key) {
+        if let Some((p, dev)) = self.cache.lock().unwrap().get(&key)
+            && *dev == devcontainer_stamps(&p.config.workspace)
+        {
             return Ok(p.clone());
         }
         let mut config = Config::load_with(&key.cwd, Layer::default(), |n| env.get(n).cloned())?;
@@ -156,13 +160,23 @@ impl Projects {
             note,
             caller_dir: Some(key.cwd.clone()),
         });
+        let dev = devcontainer_stamps(&project.config.workspace);
         let mut cache = self.cache.lock().unwrap();
         if cache.len() >= MAX_CACHED {
             cache.clear();
         }
-        cache.insert(key, project.clone());
+        cache.insert(key, (project.clone(), dev));
         Ok(project)
     }
+}
+
+/// The devcontainer files of `workspace` as the cache sees them: an edit
+/// (a new key berth does not apply) gives the next job a fresh note.
+fn devcontainer_stamps(workspace: &Path) -> Vec<Stamp> {
+    [".devcontainer/devcontainer.json", ".devcontainer.json"]
+        .iter()
+        .map(|f| stamp(workspace.join(f)))
+        .collect()
 }
 
 /// The caller's directory as a real, existing, absolute path.
@@ -322,6 +336,18 @@ mod tests {
             "{note}"
         );
         assert_eq!(p.config.user, None, "remoteUser never becomes the job's user");
+        // An edit to the file is seen by the next job, with a new note.
+        std::fs::write(
+            dir.path().join(".devcontainer.json"),
+            r#"{"image": "python:3", "forwardPorts": [8000], "postCreateCommand": "make"}"#,
+        )
+        .unwrap();
+        let p = projects.resolve(&spec_in(dir.path())).unwrap();
+        let note = projects.note_once(&p).unwrap();
+        assert!(
+            note.contains("sets forwardPorts, postCreateCommand, which berth does not apply"),
+            "{note}"
+        );
     }
 
     #[test]
