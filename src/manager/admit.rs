@@ -256,12 +256,12 @@ async fn resolve_runner(
     fallback: bool,
 ) -> Result<(RunnerKind, Option<String>)> {
     if choice != RunnerChoice::Auto {
-        return Ok((inner.runners.resolve(choice).await?, None));
+        return Ok((inner.engine.resolve(choice).await?, None));
     }
     if !fallback {
-        return Ok((inner.runners.resolve(RunnerChoice::Docker).await?, None));
+        return Ok((inner.engine.resolve(RunnerChoice::Docker).await?, None));
     }
-    let kind = inner.runners.resolve(choice).await?;
+    let kind = inner.engine.resolve(choice).await?;
     let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
     Ok((kind, note))
 }

@@ -46,7 +46,7 @@ impl Manager {
             _ => path.to_string(),
         };
         self.inner
-            .runners
+            .engine
             .copy_out(&container, &full, MAX_COPY_BYTES)
             .await
             .map_err(|e| match e.engine_status() {

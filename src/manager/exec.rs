@@ -129,7 +129,7 @@ impl Manager {
             ..info.spec.clone()
         };
         safety.check_bounded(&spec, &cwd, client).await?;
-        let exec = self.inner.runners.exec(&container, req.argv).await?;
+        let exec = self.inner.engine.exec(&container, req.argv).await?;
         let (tx, rx) = mpsc::channel(IN_FLIGHT);
         let timeout = req.timeout.map(std::time::Duration::from_secs_f64);
         tokio::spawn(pump(exec, tx, timeout));

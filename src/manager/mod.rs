@@ -163,7 +163,9 @@ pub(crate) struct Live {
     safety: crate::safety::Safety,
 }
 
-pub(crate) struct Entry {
+/// A job in the registry: its record, its output, the channels its
+/// watchers listen on, and (while it is under way) its live handles.
+pub(crate) struct JobEntry {
     info: JobInfo,
     /// Start time of the job's leader process (host jobs), to trust its pid later.
     pid_start: Option<u64>,
@@ -174,7 +176,7 @@ pub(crate) struct Entry {
     ready_seen: bool,
 }
 
-impl Entry {
+impl JobEntry {
     /// Move a job that is still under way to `status`: its record and its
     /// watchers together, under the registry lock. (The end of a job is
     /// `supervise::finish`: record, then event, then watchers, in that order.)
@@ -186,19 +188,19 @@ impl Entry {
 
 #[derive(Default)]
 struct Registry {
-    jobs: BTreeMap<u64, Entry>,
+    jobs: BTreeMap<u64, JobEntry>,
     /// The queued jobs in the order they wait, to show their places; the
     /// order itself is the cap's semaphore's (fair: first come, first served).
     queue: VecDeque<JobId>,
 }
 
 impl Registry {
-    fn get(&self, id: &JobId) -> Result<&Entry> {
+    fn get(&self, id: &JobId) -> Result<&JobEntry> {
         number(id)
             .and_then(|n| self.jobs.get(&n))
             .ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
-    fn get_mut(&mut self, id: &JobId) -> Result<&mut Entry> {
+    fn get_mut(&mut self, id: &JobId) -> Result<&mut JobEntry> {
         number(id)
             .and_then(|n| self.jobs.get_mut(&n))
             .ok_or_else(|| Error::UnknownJob(id.to_string()))
@@ -215,7 +217,7 @@ impl Registry {
     }
 
     /// The record with live figures filled in, and its place in line if queued.
-    fn snapshot(&self, e: &Entry) -> JobInfo {
+    fn snapshot(&self, e: &JobEntry) -> JobInfo {
         let mut info = snapshot(e);
         info.queue_position = self.queue.iter().position(|q| q == &e.info.id).map(|p| p + 1);
         info
@@ -245,7 +247,9 @@ pub(crate) struct Inner {
     /// Every job's supervisor task: shutdown waits for them to finish
     /// recording (see `SUPERVISORS_DRAIN`).
     tasks: tokio_util::task::TaskTracker,
-    runners: crate::runner::docker::Engine,
+    /// The container engine berth runs jobs on (local, remote, or none
+    /// reachable: the host runner is the fallback).
+    engine: crate::runner::docker::Engine,
     /// The callers' projects (workspace, rules, image, limits) by directory.
     projects: project::Projects,
     store: Arc<crate::store::Store>,
@@ -298,7 +302,7 @@ impl Drop for TeardownGuard {
                     control.kill_now();
                 }
             }
-            self.0.runners.remove_pending_blocking();
+            self.0.engine.remove_pending_blocking();
         });
     }
 }
@@ -388,7 +392,7 @@ impl Manager {
         let safety = crate::safety::Safety::from_config(&config)?;
         let config_max_jobs = config.max_jobs.min(Semaphore::MAX_PERMITS);
         let inner = Arc::new(Inner {
-            runners: crate::runner::docker::Engine::new(&config),
+            engine: crate::runner::docker::Engine::new(&config),
             projects: project::Projects::new(&config, &safety),
             events: EventLog::with_store(store.clone())?,
             store,
@@ -715,7 +719,7 @@ impl Manager {
     /// ports: ~0.1 s less per start). For a manager that lives on between
     /// jobs (the daemon, an MCP host); everything is removed at teardown.
     pub fn keep_warm(&self) {
-        self.inner.runners.keep_warm();
+        self.inner.engine.keep_warm();
     }
 
     /// Stop every job (grace, then kill), wait until all have ended, refuse new ones.
@@ -734,9 +738,9 @@ impl Manager {
             );
         }
         // Removals of finished jobs' containers may still be under way.
-        self.inner.runners.settle_removals(Duration::from_secs(10)).await;
+        self.inner.engine.settle_removals(Duration::from_secs(10)).await;
         // Every container is removed by now: its job network can go too.
-        self.inner.runners.release_networks().await;
+        self.inner.engine.release_networks().await;
         // Every line and event reaches the disk before we say we are done,
         // and the log is folded in: the next start has no log to doubt.
         self.inner.store.flush();
@@ -745,7 +749,7 @@ impl Manager {
 }
 
 /// The record with live figures filled in.
-fn snapshot(e: &Entry) -> JobInfo {
+fn snapshot(e: &JobEntry) -> JobInfo {
     let mut info = e.info.clone();
     if let Some(children) = e.live.as_ref().and_then(|l| l.children.as_ref()) {
         info.children = children.borrow().clone();
@@ -791,7 +795,7 @@ impl Inner {
     /// queue. The queue of waiting jobs follows the status: a job that is
     /// no longer queued leaves it here. Nothing is recorded when `change`
     /// fails.
-    fn commit<T>(&self, id: &JobId, change: impl FnOnce(&mut Entry) -> Result<T>) -> Result<T> {
+    fn commit<T>(&self, id: &JobId, change: impl FnOnce(&mut JobEntry) -> Result<T>) -> Result<T> {
         let _order = self.record_order.lock().unwrap();
         let mut reg = self.registry.lock().unwrap();
         let e = reg.get_mut(id)?;
@@ -825,7 +829,7 @@ impl Inner {
     }
 
     /// The run record of `e` as the store keeps it (made by [`Inner::commit`]).
-    fn record(&self, e: &Entry) -> crate::store::RunRow {
+    fn record(&self, e: &JobEntry) -> crate::store::RunRow {
         let mut info = snapshot(e);
         if !self.config.store_env {
             // Tokens live in env: on disk only the names are kept.

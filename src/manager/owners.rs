@@ -19,7 +19,7 @@ impl Manager {
     pub async fn end_owner(&self, owner: &str, cause: StopCause) -> Vec<JobId> {
         let ended = self.end_active(Some(owner), cause).await;
         // Its container jobs' shared network (its pod) goes with them.
-        self.inner.runners.end_pods(owner).await;
+        self.inner.engine.end_pods(owner).await;
         ended
     }
 

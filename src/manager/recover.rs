@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{Entry, Inner, Live, Manager, number};
+use super::{Inner, JobEntry, Live, Manager, number};
 use crate::config::Recovery;
 use crate::error::Result;
 use crate::events::EventKind;
@@ -78,7 +78,7 @@ fn insert_finished(inner: &Arc<Inner>, n: u64, mut row: RunRow, last_seq: u64) {
         inner.store.clone(),
         last_seq,
     );
-    let entry = Entry {
+    let entry = JobEntry {
         status_tx: watch::channel(row.info.status.clone()).0,
         mode_tx: watch::channel(row.info.start_mode).0,
         pid_start: row.pid_start_time,
@@ -100,13 +100,13 @@ fn reap(inner: &Arc<Inner>, row: &mut RunRow) {
         None => format!("its manager (pid {owner_pid}) died"),
     };
     if row.info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
-        let n = inner.runners.remove_children_blocking(&row.info.id);
+        let n = inner.engine.remove_children_blocking(&row.info.id);
         tracing::debug!(job = %row.info.id, children = n, "removed the children of a reaped job");
     }
     crate::teardown::reap_run(
         row,
         &reason,
-        |cid| inner.runners.remove_container_blocking(cid),
+        |cid| inner.engine.remove_container_blocking(cid),
         &inner.store,
         &inner.events,
     );
@@ -131,7 +131,7 @@ impl Manager {
                 .filter_map(|id| reg.get(id).ok()?.info.container_id.clone())
                 .collect()
         };
-        let sweep = self.inner.runners.remove_dead_owners(&keep, !keep.is_empty());
+        let sweep = self.inner.engine.remove_dead_owners(&keep, !keep.is_empty());
         match tokio::time::timeout(SWEEP_LIMIT, sweep).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(
@@ -187,7 +187,7 @@ impl Manager {
                 allow: crate::net::Allowlist::parse(&project.config.egress_allow).unwrap_or_default(),
                 on_denial: super::start::egress_reporter(inner, &id, &row.info.spec, &project, &cwd),
             };
-            match inner.runners.adopt(&id, &output, adoption).await {
+            match inner.engine.adopt(&id, &output, adoption).await {
                 Ok(launched) => {
                     let (stop_tx, stop_rx) = tokio::sync::mpsc::unbounded_channel();
                     let mut spec = row.info.spec.clone();
@@ -198,7 +198,7 @@ impl Manager {
                     // Forwarded again: a host port taken meanwhile was replaced.
                     row.info.ports = launched.ports.clone();
                     {
-                        let entry = Entry {
+                        let entry = JobEntry {
                             status_tx: watch::channel(JobStatus::Running).0,
                             mode_tx: watch::channel(row.info.start_mode).0,
                             pid_start: None,

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, watch};
 use super::admit::{Admitted, DefaultBudget, admit};
 use super::project::Project;
 use super::supervise::{StopRequest, finish, shutdown_request, spawn_guarded, supervise};
-use super::{Entry, Inner, Live, Registry, number};
+use super::{Inner, JobEntry, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{JobId, JobInfo, JobSpec, JobStatus, RunnerKind, StartMode};
@@ -131,7 +131,7 @@ pub(super) async fn start(
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
             n,
-            Entry {
+            JobEntry {
                 info,
                 pid_start: None,
                 output,
@@ -305,7 +305,7 @@ async fn launch(
         RunnerKind::Host => runner::host::launch(spec, cwd, &output, &inner.host_tag).await,
         RunnerKind::Docker => {
             let prepared = tokio::select! {
-                r = inner.runners.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
+                r = inner.engine.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
                 req = stop_rx.recv() => {
                     // Dropping `prepare` closed the pull's request: the engine stops it.
                     let req = req.unwrap_or_else(|| shutdown_request(inner));
@@ -327,7 +327,7 @@ async fn launch(
                     }
                     let on_denial = egress_reporter(inner, id, &spec, project, cwd);
                     inner
-                        .runners
+                        .engine
                         .launch_in(id, &spec, cwd, &output, &project.config, on_denial)
                         .await
                 }

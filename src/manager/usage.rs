@@ -67,7 +67,7 @@ impl Manager {
             return u;
         }
         let u = match (&info.container_id, info.pid) {
-            (Some(c), _) => self.inner.runners.usage(c).await,
+            (Some(c), _) => self.inner.engine.usage(c).await,
             (None, Some(pid)) => crate::runner::host::usage(pid as i32),
             _ => None,
         };
