@@ -36,6 +36,11 @@ const VAR: &str = "COMPLETE";
 
 /// When the shell asks for completions, answer and exit; otherwise return.
 pub fn answer_if_asked() {
+    // Whatever goes wrong while answering, the shell's line stays clean:
+    // a panic's message would land in the middle of what is being typed.
+    if std::env::var_os(VAR).is_some_and(|v| !v.is_empty() && v != "0") {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
     CompleteEnv::with_factory(Cli::command).var(VAR).complete();
 }
 
@@ -106,23 +111,23 @@ fn candidate(value: String, job: &JobInfo) -> CompletionCandidate {
 }
 
 /// The instance's jobs, newest first: the daemon's when it answers in
-/// time, else the store's; none on any failure.
+/// time, else the store's; none on any failure (a panic included).
 fn jobs() -> Vec<JobInfo> {
+    std::panic::catch_unwind(read_jobs).unwrap_or_default()
+}
+
+fn read_jobs() -> Vec<JobInfo> {
     let Ok(config) = global_from_words().config() else {
         return Vec::new();
     };
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         return Vec::new();
     };
+    // One limit for the whole question (connecting and listing).
+    // (The timer is made inside the runtime: it needs its clock.)
     let asked = runtime.block_on(async {
-        let client = tokio::time::timeout(ASK_LIMIT, Client::connect(&config))
-            .await
-            .ok()?
-            .ok()?;
-        tokio::time::timeout(ASK_LIMIT, client.panel_jobs())
-            .await
-            .ok()?
-            .ok()
+        let ask = async { Client::connect(&config).await.ok()?.panel_jobs().await.ok() };
+        tokio::time::timeout(ASK_LIMIT, ask).await.ok().flatten()
     });
     if let Some(jobs) = asked {
         return jobs;
