@@ -19,6 +19,7 @@ use crate::model::JobId;
 #[derive(Debug, Args)]
 pub struct CpArgs {
     /// JOB:PATH in the job's container (a relative PATH is from its workspace).
+    #[arg(add = super::complete::job_paths())]
     pub source: String,
     /// An existing directory (the file or directory goes inside it), or a new name.
     pub dest: PathBuf,

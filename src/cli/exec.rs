@@ -25,6 +25,7 @@ const TIMED_OUT_EXIT: i32 = 124;
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Job id (`job-3` or `3`) of a running container job.
+    #[arg(add = super::complete::job_ids())]
     pub id: String,
     /// Kill the command (and what it started) after this many seconds.
     #[arg(long, value_name = "SECS")]

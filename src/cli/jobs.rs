@@ -41,6 +41,7 @@ pub(super) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
 #[derive(Debug, Args)]
 pub struct IdArgs {
     /// Job id (`job-3` or `3`).
+    #[arg(add = super::complete::job_ids())]
     pub id: String,
     /// Print JSON (the API's answer) instead of text.
     #[arg(long)]
@@ -67,6 +68,7 @@ const UNTIL_END_SECS: f64 = 1e8;
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Job id (`job-3` or `3`).
+    #[arg(add = super::complete::job_ids())]
     pub id: String,
     /// The job's port accepts connections (at the server itself).
     #[arg(long)]
@@ -168,6 +170,7 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
 #[derive(Debug, Args)]
 pub struct KillArgs {
     /// Job id (`job-3` or `3`).
+    #[arg(add = super::complete::job_ids())]
     pub id: String,
     /// Who is stopping it: agent or user (default: user when typed at a
     /// terminal, agent otherwise).

@@ -25,6 +25,7 @@ use crate::output::{Line, LogPage, LogQuery, PAGE_LINES, Stream};
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Job id (`job-3` or `3`).
+    #[arg(add = super::complete::job_ids())]
     pub id: String,
     /// Last N lines (at most one page: 10,000).
     #[arg(long, conflicts_with = "since")]

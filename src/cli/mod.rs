@@ -2,6 +2,7 @@
 //! verb lives in its own file; this one turns global flags into a [`Config`],
 //! sets up tracing on stderr, and maps errors to one line and an exit code.
 
+mod complete;
 mod copy;
 mod daemon;
 mod doctor;
@@ -114,7 +115,7 @@ pub enum Command {
         #[command(subcommand)]
         action: ImagesAction,
     },
-    /// Print a shell completion script: `berth completions bash > /etc/bash_completion.d/berth`.
+    /// Print a shell completion script (verbs, flags and job ids): `berth completions bash > /etc/bash_completion.d/berth`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
@@ -174,6 +175,8 @@ pub fn main() -> ExitCode {
     // The host-job shim starts for every host job, the watchdog for every
     // manager: no clap, no runtime of the CLI's.
     crate::embed::helpers();
+    // A shell asking for completions on TAB (`COMPLETE=bash berth -- …`).
+    complete::answer_if_asked();
     let cli = Cli::parse();
     crate::logfile::init_tracing(cli.global.log_file.as_deref());
     // A verb that only talks to a running manager needs no worker threads
@@ -243,14 +246,7 @@ pub fn report(e: &anyhow::Error) -> i32 {
 }
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
-    let mut buf = Vec::new();
-    clap_complete::generate(
-        shell,
-        &mut <Cli as clap::CommandFactory>::command(),
-        "berth",
-        &mut buf,
-    );
-    out!("{}", String::from_utf8_lossy(&buf));
+    out!("{}", complete::registration(shell)?);
     Ok(0)
 }
 
@@ -295,17 +291,15 @@ mod tests {
         assert!(missing.is_empty(), "arguments without help: {missing:?}");
     }
 
+    /// The bash script registers berth as its own completer (job ids come
+    /// from berth at each TAB, see `complete.rs`).
     #[test]
-    fn completions_generate_for_bash_and_name_the_verbs() {
-        let mut buf = Vec::new();
-        clap_complete::generate(clap_complete::Shell::Bash, &mut Cli::command(), "berth", &mut buf);
-        let script = String::from_utf8(buf).unwrap();
+    fn completions_register_berth_for_bash() {
+        let script = super::complete::registration(clap_complete::Shell::Bash).unwrap();
         assert!(
-            script.contains("complete -F _berth"),
-            "not a bash completion script"
+            script.contains("complete -o nospace -o bashdefault -o nosort -F _clap_complete_berth berth"),
+            "not a bash registration: {script}"
         );
-        for verb in ["run", "logs", "kill", "completions"] {
-            assert!(script.contains(verb), "{verb} missing from the script");
-        }
+        assert!(script.contains("COMPLETE=\"bash\""), "{script}");
     }
 }

@@ -6,6 +6,7 @@ mod bounds;
 mod cap;
 mod claim;
 mod cli;
+mod completion;
 mod context;
 mod daemon;
 mod docker;
