@@ -70,13 +70,16 @@ fn stamp(f: PathBuf) -> Stamp {
     (f, modified, meta.map_or(0, |m| m.len()))
 }
 
+/// A resolved project and the stamps of its workspace's devcontainer files.
+type Cached = (Arc<Project>, Vec<Stamp>);
+
 /// The manager's own project and the callers' projects it has resolved.
 #[derive(Debug)]
 pub(crate) struct Projects {
     own: Arc<Project>,
     /// Each with the stamps of its workspace's devcontainer files, looked
     /// at again on every hit (the workspace is known only once resolved).
-    cache: Mutex<HashMap<Key, (Arc<Project>, Vec<Stamp>)>>,
+    cache: Mutex<HashMap<Key, Cached>>,
     /// Notes already given, with the workspace they were given for.
     noted: Mutex<HashSet<(PathBuf, String)>>,
 }
