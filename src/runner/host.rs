@@ -24,13 +24,15 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
 
-use super::{Control, Exit, Launched, shim};
+use super::{Control, Launched, shim};
 use crate::error::{Error, Result};
-use crate::model::{AppliedLimits, JobSpec};
-use crate::output::{JobOutput, Stream};
+use crate::model::{AppliedLimits, JobSpec, PortMapping};
+use crate::output::JobOutput;
+
+mod ending;
 
 /// Without a shim: after the leader exits, how long leftovers get after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
@@ -121,6 +123,56 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     }
     // Released when the job has ended (the exit future below holds it).
     let (ports, reservation) = super::host_ports::pick(spec)?;
+    let env = environment(spec, &ports, tag);
+    check_program(&program, cwd, env.get("PATH").map(String::as_str))?;
+
+    let shim_exe = shim::executable();
+    let mut child = spawn(
+        command(shim_exe, &argv, cwd, &env, spec.input.is_some()),
+        &program,
+    )?;
+    let pid = child.id().expect("a just-spawned child has a pid");
+    if shim_exe.is_some() {
+        shim::started(pid as i32).await;
+    }
+    let control = HostControl {
+        pgid: pid as i32,
+        reaped: Arc::new(AtomicBool::new(false)),
+    };
+    let pumps = match ending::Pumps::start(&mut child, output) {
+        Ok(pumps) => pumps,
+        Err(e) => {
+            control.signal(Signal::SIGKILL as i32);
+            return Err(e);
+        }
+    };
+    // Dropped when the leader exits; a keep-alive job holds stdin open until then.
+    let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
+    feed_input(&mut child, spec, exited_rx);
+    let exit = Box::pin(ending::observe(
+        child,
+        control.clone(),
+        shim_exe.is_some(),
+        pumps,
+        exited_tx,
+        reservation,
+    ));
+    Ok(Launched {
+        sweep: None,
+        engine: None,
+        pid: Some(pid),
+        container_id: None,
+        ports,
+        limits: not_enforced(spec),
+        internal_ip: None,
+        control: Control::Host(control),
+        exit,
+    })
+}
+
+/// The job's environment on top of berth's own: line-buffered output
+/// (unless set already), its ports, the spec's, and the manager's tag last.
+fn environment(spec: &JobSpec, ports: &[PortMapping], tag: &str) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in super::LINE_BUFFERED {
         if std::env::var_os(k).is_none() {
@@ -130,76 +182,62 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
     if let Some(first) = ports.first() {
         env.insert("PORT".into(), first.host_port.to_string());
     }
-    for m in &ports {
+    for m in ports {
         env.insert(format!("BERTH_PORT_{}", m.port), m.host_port.to_string());
     }
     env.extend(spec.env.clone());
     // After the spec's: a job cannot pass for another manager's.
     env.insert(super::tag::TAG_VAR.into(), tag.into());
-    check_program(&program, cwd, env.get("PATH").map(String::as_str))?;
+    env
+}
 
-    let shim_exe = shim::executable();
+/// The command that starts the job: under the shim when there is one, in
+/// a process group of its own, stdin piped only to deliver input.
+fn command(
+    shim_exe: Option<&Path>,
+    argv: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+    has_input: bool,
+) -> Command {
     let mut cmd = match shim_exe {
         Some(exe) => {
             let mut c = Command::new(exe);
-            c.arg(shim::SUBCOMMAND).arg("--").args(&argv);
+            c.arg(shim::SUBCOMMAND).arg("--").args(argv);
             c
         }
         None => {
-            let mut c = Command::new(&program);
+            let mut c = Command::new(&argv[0]);
             c.args(&argv[1..]);
             c
         }
     };
     cmd.current_dir(cwd)
-        .envs(&env)
+        .envs(env)
         .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .stdin(if spec.input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if has_input { Stdio::piped() } else { Stdio::null() })
         .kill_on_drop(false);
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+    cmd
+}
+
+/// Spawn the command; a program that is not there is `CommandNotFound`.
+fn spawn(mut cmd: Command, program: &str) -> Result<Child> {
+    cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::CommandNotFound {
-            program: program.clone(),
+            program: program.to_string(),
         },
         _ => Error::Spawn {
-            program: program.clone(),
+            program: program.to_string(),
             source: e,
         },
-    })?;
-    let pid = child.id().expect("a just-spawned child has a pid");
-    if shim_exe.is_some() {
-        shim::started(pid as i32).await;
-    }
-    let control = HostControl {
-        pgid: pid as i32,
-        reaped: Arc::new(AtomicBool::new(false)),
-    };
+    })
+}
 
-    // Open both writers before reading so a failure cannot leave one half set up.
-    let out_writer = output.writer(Stream::Stdout);
-    let err_writer = output.writer(Stream::Stderr);
-    let (out_writer, err_writer) = match (out_writer, err_writer) {
-        (Ok(o), Ok(e)) => (o, e),
-        (Err(e), _) | (_, Err(e)) => {
-            control.signal(Signal::SIGKILL as i32);
-            return Err(e);
-        }
-    };
-    let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    widen(&stdout);
-    widen(&stderr);
-    // Told to stop reading once the job is over and the drain time is up.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let out_task = tokio::spawn(pump(stdout, out_writer, stop_rx.clone()));
-    let err_task = tokio::spawn(pump(stderr, err_writer, stop_rx));
-    // Dropped when the leader exits; a keep-alive job holds stdin open until then.
-    let (exited_tx, exited_rx) = tokio::sync::oneshot::channel::<()>();
+/// Write the job's input to its stdin, then close it, or under keep-alive
+/// once the leader exited (`exited` is dropped then).
+fn feed_input(child: &mut Child, spec: &JobSpec, exited: tokio::sync::oneshot::Receiver<()>) {
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), spec.input.clone()) {
         // Interactive programs (REPLs, `cat`) quit on end of input; under
         // keep-alive they must see the input and stay up until the timer ends
@@ -210,57 +248,15 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
             let _ = stdin.write_all(input.as_bytes()).await;
             let _ = stdin.flush().await;
             if hold_open {
-                let _ = exited_rx.await;
+                let _ = exited.await;
             }
             drop(stdin);
         });
     }
+}
 
-    let exit_control = control.clone();
-    let exit = Box::pin(async move {
-        let status = child.wait().await;
-        drop(exited_tx);
-        let _reservation = reservation;
-        let drains = async {
-            let _ = out_task.await;
-            let _ = err_task.await;
-        };
-        let mut drains = std::pin::pin!(drains);
-        // A finished future must not be polled again (it panics): remember
-        // whether the grace below already saw the pipes drained.
-        let mut drained = false;
-        if shim_exe.is_none() {
-            // No shim ended the leftovers: what is left of the group gets a
-            // short grace after SIGTERM.
-            let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGTERM);
-            drained = tokio::time::timeout(LEFTOVER_GRACE, &mut drains).await.is_ok();
-        }
-        // The shim ended the tree below it; anything still in the group (the
-        // shim itself was killed from outside) goes now, before the pid is
-        // marked reaped and may be reused.
-        let _ = killpg(Pid::from_raw(exit_control.pgid), Signal::SIGKILL);
-        exit_control.reaped.store(true, Ordering::SeqCst);
-        if !drained && tokio::time::timeout(DRAIN_LIMIT, &mut drains).await.is_err() {
-            tracing::warn!(
-                pgid = exit_control.pgid,
-                "output pipes still open after the job ended; stopped reading"
-            );
-            let _ = stop_tx.send(true);
-            drains.await;
-        }
-        match status {
-            Ok(s) => {
-                use std::os::unix::process::ExitStatusExt;
-                match (s.code(), s.signal()) {
-                    (Some(c), _) => Exit::Code(c),
-                    (None, Some(sig)) => Exit::Signal(sig),
-                    _ => Exit::Lost("no exit status".into()),
-                }
-            }
-            Err(e) => Exit::Lost(format!("wait failed: {e}")),
-        }
-    });
-
+/// The limits a host job asked for, each noted as not enforced.
+fn not_enforced(spec: &JobSpec) -> AppliedLimits {
     let mut limits = AppliedLimits::default();
     if spec.limits.cpus.is_some() {
         limits
@@ -277,63 +273,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
             .not_enforced
             .push("pids: the host runner does not limit processes".into());
     }
-    Ok(Launched {
-        sweep: None,
-        engine: None,
-        pid: Some(pid),
-        container_id: None,
-        ports,
-        limits,
-        internal_ip: None,
-        control: Control::Host(control),
-        exit,
-    })
-}
-
-/// Kernel buffer asked for each output pipe (the default is 64 KiB): a
-/// burst of output waits in the pipe rather than in the job, and each read
-/// takes more at once. Best effort: the per-user pipe budget may refuse it.
-const PIPE_BYTES: i32 = 1 << 20;
-/// Most bytes taken from a pipe per chunk of lines: under 128 KiB, the size
-/// from which glibc maps blocks of their own (a freed one raises that bound
-/// for good, and blocks that size then stay in the daemon's heaps).
-const READ_BYTES: usize = 64 * 1024;
-
-fn widen(pipe: &impl std::os::fd::AsFd) {
-    let _ = nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
-}
-
-/// Copy one pipe into its stream until end of file or until told to stop;
-/// the pipe is closed when this returns.
-async fn pump(
-    mut reader: impl AsyncRead + Unpin,
-    mut writer: crate::output::StreamWriter,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    use futures_util::FutureExt;
-    let mut buf = vec![0u8; READ_BYTES];
-    loop {
-        let mut n = tokio::select! {
-            read = reader.read(&mut buf) => match read {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        // Take what else is in the pipe already: one chunk of lines (and one
-        // store write) per burst, not per write the job made. End of file or
-        // an error shows on the next read.
-        while n < buf.len() {
-            match reader.read(&mut buf[n..]).now_or_never() {
-                Some(Ok(m)) if m > 0 => n += m,
-                _ => break,
-            }
-        }
-        writer.ready().await;
-        writer.write(&buf[..n]);
-    }
-    drop(reader);
-    writer.finish();
+    limits
 }
 
 /// Memory (RSS) of every process in the group `pgid`, and CPU % since each

@@ -5,10 +5,12 @@
 //! commands from their arguments (`payloads.rs`) and interpreters
 //! (`code.rs`). Every simple command ends as one view.
 
+use std::ops::ControlFlow;
+
 use super::line::At;
 use super::scope::{Scope, Val};
 use super::words::{Text, is_name, program, skip_options};
-use super::wrappers::{WRAPPERS, unreadable_script};
+use super::wrappers::{WRAPPERS, Wrapper, unreadable_script};
 use super::{DYNAMIC, MAX_WRAPPERS, Walker};
 
 pub(super) const SHELLS: &[&str] = &[
@@ -27,6 +29,16 @@ pub(super) struct Via {
     pub(super) coproc: bool,
 }
 
+/// What peeling the wrappers off a command gathered.
+#[derive(Default)]
+struct Peeled {
+    /// The wrappers' own views: the files the command touches settle with them.
+    own: Vec<String>,
+    via: Via,
+    /// After `env` (a program, not a builtin) nothing touches this shell.
+    local: Option<Scope>,
+}
+
 impl Walker<'_> {
     /// One simple command after expansion: wrappers peeled, payloads followed.
     pub(super) fn simple(
@@ -38,88 +50,16 @@ impl Walker<'_> {
         at: At,
     ) -> Option<String> {
         let pending = self.files.pending_mark();
-        let mut own: Vec<String> = Vec::new();
-        let mut w = words;
-        let mut peeled = 0;
-        let mut via = Via::default();
-        // After `env` (a program, not a builtin) nothing touches this shell.
-        let mut local: Option<Scope> = None;
-        while let Some(first) = w.first() {
-            let name = self.program_name(first);
-            if KEYWORDS.contains(&name.as_str()) {
-                w = &w[1..];
-                if name == "coproc" {
-                    via.coproc = true;
-                    // `coproc NAME { …; }`: NAME is the coprocess's name.
-                    if w.len() > 1 && w[1].s == "{" && is_name(&w[0].s) {
-                        scope.unknown(&w[0].s);
-                        w = &w[1..];
-                    }
-                }
-                continue;
-            }
-            peeled += 1;
-            if peeled > MAX_WRAPPERS {
-                let v = format!("{DYNAMIC} more than {MAX_WRAPPERS} wrappers");
-                self.push(v.clone());
-                return Some(v);
-            }
-            let whole = self.render(&name, &w[1..], redirs);
-            if name == "env" {
-                self.push(whole.clone());
-                own.push(whole.clone());
-                w = &w[1..];
-                let child = local.get_or_insert_with(|| scope.clone());
-                if self.env_options(&mut w, child, at.depth) {
-                    return Some(whole);
-                }
-                continue;
-            }
-            if let Some(rest) = self.special_wrapper(&name, &w[1..], redirs, scope, at) {
-                self.push(whole.clone());
-                own.push(whole);
-                via.stdin_args |= name == "parallel";
-                match rest {
-                    Some(rest) => {
-                        w = rest;
-                        continue;
-                    }
-                    None => return None,
-                }
-            }
-            let Some(wrapper) = WRAPPERS.iter().find(|x| x.name == name) else {
-                break;
-            };
-            self.push(whole.clone());
-            own.push(whole.clone());
-            // `command -v sudo` only asks where sudo is.
-            if name == "command" && w.get(1).is_some_and(|a| a.s == "-v" || a.s == "-V") {
-                return Some(whole);
-            }
-            via.stdin_args |= name == "xargs";
-            // `exec <FILE` with no command: the script's stdin is no longer the job's input.
-            if name == "exec"
-                && w.len() == 1
-                && redirs.iter().any(|r| r.starts_with('<') && !r.starts_with("<<"))
-            {
-                self.stdin_moved = true;
-            }
-            w = &w[1..];
-            skip_options(&mut w, wrapper.with_value);
-            w = &w[wrapper.operands.min(w.len())..];
-            // `setarch ARCH -R cmd`: options may follow the operands too.
-            skip_options(&mut w, wrapper.with_value);
-            // `flock FILE -c STRING`, `runuser -u me -c STRING`: a shell payload.
-            if w.first().is_some_and(|a| a.s == "-c" || a.s == "--command") {
-                match w.get(1) {
-                    Some(p) if !p.dynamic => self.line(&p.s.clone(), &mut scope.clone(), at.depth + 1, true),
-                    _ => self.push(format!(
-                        "{DYNAMIC} {name} -c with a payload the filter cannot read"
-                    )),
-                }
-                return Some(whole);
-            }
-        }
+        let mut peeled = Peeled::default();
+        let w = match self.peel(words, redirs, scope, at, &mut peeled) {
+            ControlFlow::Continue(w) => w,
+            ControlFlow::Break(view) => return view,
+        };
+        let Peeled {
+            mut own,
+            via,
+            mut local,
+        } = peeled;
         let sc: &mut Scope = match local.as_mut() {
             Some(l) => l,
             None => scope,
@@ -155,6 +95,106 @@ impl Walker<'_> {
         }
         self.files.settle(pending, own);
         Some(view)
+    }
+
+    /// Peel keywords and wrappers off the front of `words`: the command
+    /// they run (`Continue`), or the whole command's view when a wrapper
+    /// ended it (`Break`: a nested line took the rest, `command -v`, too
+    /// many wrappers).
+    fn peel<'w>(
+        &mut self,
+        words: &'w [Text],
+        redirs: &[String],
+        scope: &mut Scope,
+        at: At,
+        p: &mut Peeled,
+    ) -> ControlFlow<Option<String>, &'w [Text]> {
+        let mut w = words;
+        let mut peeled = 0;
+        while let Some(first) = w.first() {
+            let name = self.program_name(first);
+            if KEYWORDS.contains(&name.as_str()) {
+                w = past_keyword(&name, &w[1..], scope, &mut p.via);
+                continue;
+            }
+            peeled += 1;
+            if peeled > MAX_WRAPPERS {
+                let v = format!("{DYNAMIC} more than {MAX_WRAPPERS} wrappers");
+                self.push(v.clone());
+                return ControlFlow::Break(Some(v));
+            }
+            let whole = self.render(&name, &w[1..], redirs);
+            if name == "env" {
+                self.push(whole.clone());
+                p.own.push(whole.clone());
+                w = &w[1..];
+                let child = p.local.get_or_insert_with(|| scope.clone());
+                if self.env_options(&mut w, child, at.depth) {
+                    return ControlFlow::Break(Some(whole));
+                }
+                continue;
+            }
+            if let Some(rest) = self.special_wrapper(&name, &w[1..], redirs, scope, at) {
+                self.push(whole.clone());
+                p.own.push(whole);
+                p.via.stdin_args |= name == "parallel";
+                match rest {
+                    Some(rest) => {
+                        w = rest;
+                        continue;
+                    }
+                    None => return ControlFlow::Break(None),
+                }
+            }
+            let Some(wrapper) = WRAPPERS.iter().find(|x| x.name == name) else {
+                break;
+            };
+            self.push(whole.clone());
+            p.own.push(whole.clone());
+            p.via.stdin_args |= name == "xargs";
+            w = self.past_wrapper(wrapper, w, whole, redirs, scope, at)?;
+        }
+        ControlFlow::Continue(w)
+    }
+
+    /// A wrapper of the table (`WRAPPERS`) with its options and operands
+    /// skipped: the command it runs, or its own view when it runs a shell
+    /// payload (`-c`) or only asks where a program is (`command -v`).
+    fn past_wrapper<'w>(
+        &mut self,
+        wrapper: &Wrapper,
+        mut w: &'w [Text],
+        whole: String,
+        redirs: &[String],
+        scope: &Scope,
+        at: At,
+    ) -> ControlFlow<Option<String>, &'w [Text]> {
+        let name = wrapper.name;
+        // `command -v sudo` only asks where sudo is.
+        if name == "command" && w.get(1).is_some_and(|a| a.s == "-v" || a.s == "-V") {
+            return ControlFlow::Break(Some(whole));
+        }
+        // `exec <FILE` with no command: the script's stdin is no longer the job's input.
+        if name == "exec" && w.len() == 1 && redirs.iter().any(|r| r.starts_with('<') && !r.starts_with("<<"))
+        {
+            self.stdin_moved = true;
+        }
+        w = &w[1..];
+        skip_options(&mut w, wrapper.with_value);
+        w = &w[wrapper.operands.min(w.len())..];
+        // `setarch ARCH -R cmd`: options may follow the operands too.
+        skip_options(&mut w, wrapper.with_value);
+        // `flock FILE -c STRING`, `runuser -u me -c STRING`: a shell payload.
+        if w.first().is_some_and(|a| a.s == "-c" || a.s == "--command") {
+            match w.get(1) {
+                Some(p) if !p.dynamic => self.line(&p.s.clone(), &mut scope.clone(), at.depth + 1, true),
+                _ => self.push(format!(
+                    "{DYNAMIC} {name} -c with a payload the filter cannot read"
+                )),
+            }
+            return ControlFlow::Break(Some(whole));
+        }
+        ControlFlow::Continue(w)
     }
 
     /// The program a word names, after `hash -p` renames.
@@ -322,4 +362,18 @@ impl Walker<'_> {
             None => self.push(format!("| {name}")),
         }
     }
+}
+
+/// The words after a keyword (`!`, `if`, `{` …): for `coproc NAME { …; }`,
+/// NAME is the coprocess's name, not a command, and the command's stdin is
+/// a pipe from this shell.
+fn past_keyword<'w>(keyword: &str, mut w: &'w [Text], scope: &mut Scope, via: &mut Via) -> &'w [Text] {
+    if keyword == "coproc" {
+        via.coproc = true;
+        if w.len() > 1 && w[1].s == "{" && is_name(&w[0].s) {
+            scope.unknown(&w[0].s);
+            w = &w[1..];
+        }
+    }
+    w
 }
