@@ -2,7 +2,7 @@
 //! (`keep_days`); older ones are pruned. Whether `env` values are stored
 //! (`store_env`) is a plain switch in the key table.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Finished runs kept in history (newest first); older ones are pruned.
 pub const DEFAULT_KEEP_RUNS: usize = 500;
@@ -11,13 +11,5 @@ pub const DEFAULT_KEEP_DAYS: f64 = 7.0;
 
 /// `keep_days`: zero prunes every finished run; a negative age means nothing.
 pub(super) fn days(key: &'static str, v: f64) -> Result<f64> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(Error::InvalidValue {
-            what: key,
-            input: v.to_string(),
-            message: "must be zero or more days".into(),
-        })
-    }
+    super::table::zero_or_more(key, v, "zero or more days")
 }

@@ -90,15 +90,7 @@ pub(super) fn default_state_dir() -> PathBuf {
 
 /// `mcp_idle`: 0 means a session is never closed for idling.
 pub(super) fn idle_secs(key: &'static str, v: f64) -> Result<f64> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(Error::InvalidValue {
-            what: key,
-            input: v.to_string(),
-            message: "must be zero (never) or more seconds".into(),
-        })
-    }
+    super::table::zero_or_more(key, v, "zero (never) or more seconds")
 }
 
 impl Config {

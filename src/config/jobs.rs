@@ -64,15 +64,7 @@ pub(super) fn positive(what: &'static str, v: f64) -> Result<f64> {
 
 /// `grace`: zero is allowed (SIGKILL straight after SIGTERM).
 pub(super) fn grace_secs(key: &'static str, v: f64) -> Result<f64> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(Error::InvalidValue {
-            what: key,
-            input: v.to_string(),
-            message: "must be zero or more seconds".into(),
-        })
-    }
+    super::table::zero_or_more(key, v, "zero or more seconds")
 }
 
 /// `max_output`: below [`MIN_MAX_OUTPUT_BYTES`] a job's tail would not fit.

@@ -197,6 +197,21 @@ pub(super) fn at_least_one(key: &'static str, v: usize) -> Result<usize> {
     }
 }
 
+/// Amounts where zero means something (never, at once, everything) and a
+/// negative or non-finite one means nothing: refused in one line ending
+/// with what is accepted (`must be zero or more seconds`).
+pub(super) fn zero_or_more(key: &'static str, v: f64, accepted: &str) -> Result<f64> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::InvalidValue {
+            what: key,
+            input: v.to_string(),
+            message: format!("must be {accepted}"),
+        })
+    }
+}
+
 /// The variable that sets `key`.
 pub(super) fn env_name(key: &str) -> String {
     format!("BERTH_{}", key.to_ascii_uppercase())
