@@ -7,8 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountBindOptions,
-    MountBindOptionsPropagationEnum, MountType, NetworkingConfig, PortBinding,
+    ContainerCreateBody, EndpointSettings, HostConfig, Mount, NetworkingConfig, PortBinding,
 };
 
 use super::ownership::LABEL_STATE;
@@ -175,6 +174,62 @@ pub fn body(
     let (ws, cwd) = mount_plan(ctx.workspace, ctx.cwd)?;
 
     let mut applied = AppliedLimits::default();
+    let resources = resources(spec, ctx, &mut applied)?;
+    let (uid, gid) = user_ids(ctx.user);
+    applied.user = Some(if uid == "0" {
+        "root".into()
+    } else {
+        format!("{uid}:{gid}")
+    });
+    let network_mode = network_mode(spec, ctx);
+    applied.network = Some(network_mode.clone());
+    let (bindings, exposed) = port_bindings(ctx, ports);
+    let home = home_dir(&ws);
+    let env = env::environment(spec, ctx, ports, &home);
+    let tmpfs = mounts::tmpfs(spec, ctx, &ws, home, (&uid, &gid));
+    let mounts = mounts::all(spec, ctx, &ws)?;
+    let networking_config = networking_config(ctx, &network_mode);
+    let host_config = host_config(spec, ctx, resources, bindings, mounts, tmpfs, network_mode);
+
+    let has_input = spec.input.is_some();
+    let body = ContainerCreateBody {
+        image: Some(ctx.image.to_string()),
+        // The caller's uid:gid by default: files the job writes in the
+        // workspace are the caller's, and a setuid copy is not root's.
+        user: Some(format!("{uid}:{gid}")),
+        cmd: Some(argv),
+        // The image's entrypoint would change what `argv` means.
+        entrypoint: Some(Vec::new()),
+        env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        working_dir: Some(cwd.to_string_lossy().into_owned()),
+        labels: Some(labels(ctx)),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        // Stdin only to deliver `input`; StdinOnce closes it after our write
+        // side closes, so a job never waits on an open stdin.
+        attach_stdin: Some(has_input),
+        open_stdin: Some(has_input),
+        stdin_once: Some(has_input),
+        tty: Some(false),
+        hostname: ctx.attach.hostname.clone(),
+        host_config: Some(host_config),
+        networking_config,
+        ..Default::default()
+    };
+    Ok((body, applied))
+}
+
+/// The engine's limits of a job: the spec's, else the project's defaults.
+struct Resources {
+    nano_cpus: Option<i64>,
+    memory: Option<i64>,
+    pids: i64,
+}
+
+/// The job's CPU, memory and process limits in the engine's units, noted
+/// in `applied` as they are set.
+fn resources(spec: &JobSpec, ctx: &Context<'_>, applied: &mut AppliedLimits) -> Result<Resources> {
     let nano_cpus = spec.limits.cpus.or(ctx.defaults.cpus).map(|c| {
         applied.cpus = Some(c);
         (c * 1e9).round() as i64
@@ -197,20 +252,29 @@ pub fn body(
         .or(ctx.defaults.pids)
         .unwrap_or(DEFAULT_PIDS_LIMIT);
     applied.pids = Some(pids);
-    let (uid, gid) = user_ids(ctx.user);
-    applied.user = Some(if uid == "0" {
-        "root".into()
-    } else {
-        format!("{uid}:{gid}")
-    });
-    let network_mode = match spec.network.unwrap_or(ctx.default_network) {
+    Ok(Resources {
+        nano_cpus,
+        memory,
+        pids,
+    })
+}
+
+/// The engine's network mode for the job's network.
+fn network_mode(spec: &JobSpec, ctx: &Context<'_>) -> String {
+    match spec.network.unwrap_or(ctx.default_network) {
         Network::None => "none".to_string(),
         Network::Isolated | Network::Project => ctx.network.to_string(),
         Network::Bridge => "bridge".to_string(),
-    };
-    applied.network = Some(network_mode.clone());
+    }
+}
 
-    let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+/// Port bindings by port key.
+type Bindings = HashMap<String, Option<Vec<PortBinding>>>;
+
+/// The ports the engine publishes (none when berth forwards them), and
+/// their keys as exposed ports.
+fn port_bindings(ctx: &Context<'_>, ports: &[PortPlan]) -> (Bindings, Vec<String>) {
+    let mut bindings: Bindings = HashMap::new();
     let mut exposed = Vec::new();
     // Ports berth forwards are none of the engine's business.
     let published = if ctx.attach.berth_forwards { &[][..] } else { ports };
@@ -226,92 +290,56 @@ pub fn body(
             }]),
         );
     }
+    (bindings, exposed)
+}
 
-    // PORT/BERTH_PORT_N name the container port: inside the container the
-    // server binds its own port; the host side is the engine's business.
-    // The job's own env wins, as on the host runner.
-    let home = home_dir(&ws);
-    let mut env: Vec<(String, String)> = vec![("HOME".into(), home.clone())];
-    env.extend(
-        crate::runner::LINE_BUFFERED
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string())),
-    );
-    if let Some(engine) = ctx.engine {
-        env.extend(engine.env.iter().cloned());
-    }
-    if let Some(first) = ports.first() {
-        env.push(("PORT".into(), first.port.to_string()));
-    }
-    for p in ports {
-        env.push((format!("BERTH_PORT_{}", p.port), p.port.to_string()));
-    }
-    env.extend(ctx.attach.env.iter().cloned());
-    env.retain(|(k, _)| !spec.env.contains_key(k));
-    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-
-    let labels = HashMap::from([
+/// The labels `remove_labelled` and crash recovery find the container by.
+fn labels(ctx: &Context<'_>) -> HashMap<String, String> {
+    HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), ctx.instance.to_string()),
         (LABEL_OWNER.to_string(), ctx.owner.to_string()),
         (LABEL_JOB.to_string(), ctx.id.to_string()),
         (LABEL_STATE.to_string(), ctx.state.to_string()),
-    ]);
-    let mut tmpfs = HashMap::from([(home, format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
-    // A tmpfs over the workspace (or above it) would hide it.
-    if (spec.read_only || ctx.read_only) && !Path::new("/tmp").starts_with(&ws) {
-        tmpfs.insert("/tmp".to_string(), READ_ONLY_TMPFS.to_string());
-    }
+    ])
+}
 
-    let ws_str = ws.to_string_lossy().into_owned();
-    let mut mounts = vec![match ctx.remote {
-        // Anonymous: removed with the container (`v: true`), by whoever removes it.
-        Some(_) => Mount {
-            target: Some(ws_str),
-            typ: Some(MountType::VOLUME),
-            read_only: Some(false),
-            ..Default::default()
-        },
-        None => Mount {
-            target: Some(ws_str.clone()),
-            source: Some(ws_str),
-            typ: Some(MountType::BIND),
-            read_only: Some(false),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    }];
-    mounts.extend(ctx.protected.iter().cloned());
-    mounts.extend(mounts::extra(spec, ctx, &ws)?);
-    mounts.extend(ctx.engine.map(|e| e.mount.clone()));
-    mounts.extend(ctx.attach.mounts.iter().cloned());
-    // The job's own name on its own endpoint (a joined job has none).
-    let networking_config = match (&ctx.attach.alias, network_mode.starts_with("container:")) {
-        (Some(alias), false) if !matches!(network_mode.as_str(), "none" | "bridge") => {
-            Some(NetworkingConfig {
-                endpoints_config: Some(HashMap::from([(
-                    network_mode.clone(),
-                    EndpointSettings {
-                        aliases: Some(vec![alias.clone()]),
-                        ..Default::default()
-                    },
-                )])),
-            })
-        }
+/// The job's own name on its own endpoint (a joined job has none).
+fn networking_config(ctx: &Context<'_>, network_mode: &str) -> Option<NetworkingConfig> {
+    match (&ctx.attach.alias, network_mode.starts_with("container:")) {
+        (Some(alias), false) if !matches!(network_mode, "none" | "bridge") => Some(NetworkingConfig {
+            endpoints_config: Some(HashMap::from([(
+                network_mode.to_string(),
+                EndpointSettings {
+                    aliases: Some(vec![alias.clone()]),
+                    ..Default::default()
+                },
+            )])),
+        }),
         _ => None,
-    };
-    let host_config = HostConfig {
+    }
+}
+
+/// The hardening and limits of the container, with its ports, mounts and
+/// network.
+fn host_config(
+    spec: &JobSpec,
+    ctx: &Context<'_>,
+    resources: Resources,
+    bindings: Bindings,
+    mounts: Vec<Mount>,
+    tmpfs: HashMap<String, String>,
+    network_mode: String,
+) -> HostConfig {
+    HostConfig {
         // A real PID 1 that forwards signals and reaps: a stop takes ~0.1 s
         // instead of the whole grace, and zombies do not pile up.
         init: Some(true),
-        nano_cpus,
-        memory,
+        nano_cpus: resources.nano_cpus,
+        memory: resources.memory,
         // Equal to memory: no swap on top, so the limit means what it says.
-        memory_swap: memory,
-        pids_limit: Some(pids),
+        memory_swap: resources.memory,
+        pids_limit: Some(resources.pids),
         cap_drop: Some(vec!["ALL".into()]),
         security_opt: Some(vec!["no-new-privileges".into()]),
         privileged: Some(false),
@@ -328,35 +356,7 @@ pub fn body(
         tmpfs: Some(tmpfs),
         network_mode: Some(network_mode),
         ..Default::default()
-    };
-
-    let has_input = spec.input.is_some();
-    let body = ContainerCreateBody {
-        image: Some(ctx.image.to_string()),
-        // The caller's uid:gid by default: files the job writes in the
-        // workspace are the caller's, and a setuid copy is not root's.
-        user: Some(format!("{uid}:{gid}")),
-        cmd: Some(argv),
-        // The image's entrypoint would change what `argv` means.
-        entrypoint: Some(Vec::new()),
-        env: Some(env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        working_dir: Some(cwd.to_string_lossy().into_owned()),
-        labels: Some(labels),
-        exposed_ports: (!exposed.is_empty()).then_some(exposed),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        // Stdin only to deliver `input`; StdinOnce closes it after our write
-        // side closes, so a job never waits on an open stdin.
-        attach_stdin: Some(has_input),
-        open_stdin: Some(has_input),
-        stdin_once: Some(has_input),
-        tty: Some(false),
-        hostname: ctx.attach.hostname.clone(),
-        host_config: Some(host_config),
-        networking_config,
-        ..Default::default()
-    };
-    Ok((body, applied))
+    }
 }
 
 /// The mappings the engine actually made, read back from inspect. A port the
@@ -390,6 +390,7 @@ pub fn read_ports(
         .collect()
 }
 
+mod env;
 mod mounts;
 #[cfg(test)]
 mod tests;

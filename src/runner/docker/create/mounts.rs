@@ -1,20 +1,70 @@
-//! A container job's extra bind mounts (`-v`, `model::MountSpec`) as the
-//! engine's mounts: admitted paths inside the workspace (`job/mounts.rs`),
-//! checked once more right before the create.
+//! A container job's mounts: the workspace at its host path (a volume of
+//! its own on a remote engine), the protected project files, the extra bind
+//! mounts (`-v`, `model::MountSpec`: admitted paths inside the workspace,
+//! `job/mounts.rs`, checked once more right before the create), the scoped
+//! engine's socket and the job's `/etc` files; and its tmpfs mounts.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use bollard::models::{Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType};
 
-use super::Context;
+use super::{Context, HOME_TMPFS, READ_ONLY_TMPFS};
 use crate::error::{Error, Result};
 use crate::model::JobSpec;
+
+/// Every mount of the container, the workspace first.
+pub(super) fn all(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
+    let ws_str = ws.to_string_lossy().into_owned();
+    let mut mounts = vec![match ctx.remote {
+        // Anonymous: removed with the container (`v: true`), by whoever removes it.
+        Some(_) => Mount {
+            target: Some(ws_str),
+            typ: Some(MountType::VOLUME),
+            read_only: Some(false),
+            ..Default::default()
+        },
+        None => Mount {
+            target: Some(ws_str.clone()),
+            source: Some(ws_str),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            bind_options: Some(MountBindOptions {
+                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    }];
+    mounts.extend(ctx.protected.iter().cloned());
+    mounts.extend(extra(spec, ctx, ws)?);
+    mounts.extend(ctx.engine.map(|e| e.mount.clone()));
+    mounts.extend(ctx.attach.mounts.iter().cloned());
+    Ok(mounts)
+}
+
+/// The job's tmpfs mounts: HOME, owned by the job's user, and a writable
+/// `/tmp` under a read-only root.
+pub(super) fn tmpfs(
+    spec: &JobSpec,
+    ctx: &Context<'_>,
+    ws: &Path,
+    home: String,
+    (uid, gid): (&str, &str),
+) -> HashMap<String, String> {
+    let mut tmpfs = HashMap::from([(home, format!("{HOME_TMPFS},uid={uid},gid={gid}"))]);
+    // A tmpfs over the workspace (or above it) would hide it.
+    if (spec.read_only || ctx.read_only) && !Path::new("/tmp").starts_with(ws) {
+        tmpfs.insert("/tmp".to_string(), READ_ONLY_TMPFS.to_string());
+    }
+    tmpfs
+}
 
 /// The job's extra mounts (`-v`), checked again against the workspace right
 /// before the create (a symlink may have been swapped in since admission),
 /// read-only when asked or when the job is, and with the protected project
 /// files under a mounted directory kept read-only at their new place too.
-pub(super) fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
+fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
     if spec.mounts.is_empty() {
         return Ok(Vec::new());
     }

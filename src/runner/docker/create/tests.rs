@@ -1,6 +1,7 @@
 //! Unit tests of the create body: limits, hardening, user, mounts, network, names.
 use super::*;
 use crate::model::{Limits, PortSpec};
+use bollard::models::MountBindOptionsPropagationEnum;
 use pretty_assertions::assert_eq;
 
 const NO_DEFAULTS: Limits = Limits {
