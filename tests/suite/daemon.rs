@@ -71,7 +71,14 @@ async fn the_main_journey_in_a_container() {
     assert!(jobs[0].get("usage").is_none(), "{jobs}");
     let (code, table, err) = d.run(&["ps", "--usage"]);
     assert_eq!(code, 0, "{err}");
-    assert!(table.contains("CPU MEM") && table.contains("MiB"), "{table}");
+    // Memory in the one size format (`768 KiB`, `1.5 MiB`).
+    assert!(
+        table.contains("CPU MEM")
+            && regex::Regex::new(r"%\s+\d+(\.\d)? (B|KiB|MiB|GiB)\b")
+                .unwrap()
+                .is_match(&table),
+        "{table}"
+    );
     let sampled = d.json(&["ps", "--usage"]);
     assert!(
         sampled[0]["usage"]["memory_bytes"].as_u64().unwrap() > 0,
