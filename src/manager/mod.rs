@@ -561,11 +561,12 @@ impl Manager {
     pub async fn read_logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
         let output = self.output(id)?;
         let query = query.clone();
+        let path = self.inner.store.path().to_path_buf();
         tokio::task::spawn_blocking(move || output.read(&query))
             .await
             .unwrap_or_else(|e| {
                 Err(Error::Store {
-                    path: std::path::PathBuf::from("the store"),
+                    path,
                     message: format!("reading the job's output failed: {e}"),
                 })
             })
