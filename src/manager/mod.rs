@@ -255,8 +255,9 @@ pub(crate) struct Inner {
     store: Arc<crate::store::Store>,
     /// This manager as `pid:start_time`, the owner recorded on every run.
     owner: String,
-    /// What its host jobs carry to be found without records (`runner::tag`).
-    host_tag: String,
+    /// The host runner; its jobs carry the manager's tag, to be found
+    /// without records (`runner::tag`).
+    host: crate::runner::host::HostRunner,
     /// How many finished jobs were let go of memory (`finished.rs`).
     let_go: std::sync::atomic::AtomicUsize,
     /// Runs of a dead manager waiting for `adopt_orphans` (recovery mode `adopt`).
@@ -397,11 +398,11 @@ impl Manager {
             events: EventLog::with_store(store.clone())?,
             store,
             owner: crate::procinfo::owner_label(),
-            host_tag: crate::runner::tag::tag(
+            host: crate::runner::host::HostRunner::new(crate::runner::tag::tag(
                 &crate::runner::docker::state_hash(&config.state_dir),
                 &config.instance,
                 &crate::procinfo::owner_label(),
-            ),
+            )),
             orphans: Mutex::new(Vec::new()),
             let_go: Default::default(),
             usage_cache: Default::default(),
@@ -762,6 +763,19 @@ fn snapshot(e: &JobEntry) -> JobInfo {
 }
 
 impl Inner {
+    /// The runner for jobs of `kind` (every job, once a test installed a
+    /// scripted runner).
+    fn runner(&self, kind: crate::model::RunnerKind) -> &dyn crate::runner::Runner {
+        #[cfg(any(test, feature = "test-util"))]
+        if let Some(fake) = self.fake.get() {
+            return fake.as_ref();
+        }
+        match kind {
+            crate::model::RunnerKind::Host => &self.host,
+            crate::model::RunnerKind::Docker => &self.engine,
+        }
+    }
+
     fn promote(&self, id: &JobId, by: EndedBy, reason: String) -> Result<()> {
         let changed = self.commit(id, |e| {
             if !e.info.status.is_active() || e.info.start_mode != StartMode::Foreground {

@@ -16,7 +16,7 @@ use super::{Inner, JobEntry, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{JobId, JobInfo, JobSpec, JobStatus, RunnerKind, StartMode};
-use crate::runner::{self, Launched};
+use crate::runner::{Launch, Launched, Progress};
 
 /// Admit `spec`, give it an id and a record, and launch it now or queue it.
 pub(super) async fn start(
@@ -296,44 +296,48 @@ async fn launch(
         let reg = inner.registry.lock().unwrap();
         reg.get(id)?.output.clone()
     };
-    let launched = match kind {
-        #[cfg(any(test, feature = "test-util"))]
-        _ if inner.fake.get().is_some() => {
-            let fake = inner.fake.get().expect("checked by the guard");
-            fake.launch(id, spec, &output).await
+    let runner = inner.runner(kind);
+    let job = Launch {
+        id,
+        spec,
+        cwd,
+        output: &output,
+        config: &project.config,
+        on_denial: egress_reporter(inner, id, spec, project, cwd),
+    };
+    let progress = Progress {
+        pull: pull_reporter(inner, id),
+        build: build_reporter(inner, id),
+    };
+    let prepared = tokio::select! {
+        // A runner with nothing to prepare launches even when a stop is
+        // already waiting: its supervisor then ends the launched job.
+        biased;
+        r = runner.prepare(&job, progress) => r,
+        req = stop_rx.recv() => {
+            // Dropping `prepare` closed the pull's request: the engine stops it.
+            let req = req.unwrap_or_else(|| shutdown_request(inner));
+            output.release_events();
+            finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
+            return Ok(None);
         }
-        RunnerKind::Host => runner::host::launch(spec, cwd, &output, &inner.host_tag).await,
-        RunnerKind::Docker => {
-            let prepared = tokio::select! {
-                r = inner.engine.prepare(id, spec, &project.config, pull_reporter(inner, id), build_reporter(inner, id)) => r,
-                req = stop_rx.recv() => {
-                    // Dropping `prepare` closed the pull's request: the engine stops it.
-                    let req = req.unwrap_or_else(|| shutdown_request(inner));
-                    output.release_events();
-                    finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
-                    return Ok(None);
-                }
+    };
+    let launched = match prepared {
+        Ok(None) => runner.launch(&job).await,
+        Ok(Some(choice)) => {
+            let spec = JobSpec {
+                image: Some(choice.name.clone()),
+                ..spec.clone()
             };
-            match prepared {
-                Ok(choice) => {
-                    let spec = JobSpec {
-                        image: Some(choice.name.clone()),
-                        ..spec.clone()
-                    };
-                    if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
-                        e.info.pulling = None;
-                        e.info.building = None;
-                        e.info.image = Some(choice);
-                    }
-                    let on_denial = egress_reporter(inner, id, &spec, project, cwd);
-                    inner
-                        .engine
-                        .launch_in(id, &spec, cwd, &output, &project.config, on_denial)
-                        .await
-                }
-                Err(e) => Err(e),
+            if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
+                e.info.pulling = None;
+                e.info.building = None;
+                e.info.image = Some(choice);
             }
+            let job = Launch { spec: &spec, ..job };
+            runner.launch(&job).await
         }
+        Err(e) => Err(e),
     };
     let mut launched = match launched {
         Ok(l) => l,

@@ -66,10 +66,9 @@ impl Manager {
         if let Some(u) = self.inner.usage_cache.get(&info.id) {
             return u;
         }
-        let u = match (&info.container_id, info.pid) {
-            (Some(c), _) => self.inner.engine.usage(c).await,
-            (None, Some(pid)) => crate::runner::host::usage(pid as i32),
-            _ => None,
+        let u = match info.runner {
+            Some(kind) => self.inner.runner(kind).usage(info).await,
+            None => None,
         };
         self.inner.usage_cache.put(&info.id, u.clone());
         u

@@ -18,7 +18,9 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 
-use super::{Control, Exit, Launched};
+use futures_util::future::BoxFuture;
+
+use super::{Control, Exit, JobControl, Launch, Launched, Runner};
 use crate::error::{Error, Result};
 use crate::model::{JobId, JobSpec};
 use crate::output::{JobOutput, Stream, StreamWriter};
@@ -157,7 +159,7 @@ impl FakeRunner {
             ports: Vec::new(),
             limits: Default::default(),
             internal_ip: None,
-            control: Control::Fake(FakeControl(job.0.clone())),
+            control: Control::new(FakeControl(job.0.clone())),
             exit,
         })
     }
@@ -283,5 +285,22 @@ impl FakeControl {
     pub fn kill_now(&self) {
         self.0.signals.send_modify(|s| s.push(Signal::SIGKILL as i32));
         self.0.end(Exit::Signal(Signal::SIGKILL as i32));
+    }
+}
+
+impl JobControl for FakeControl {
+    fn signal(&self, signal: i32) -> BoxFuture<'_, ()> {
+        FakeControl::signal(self, signal);
+        Box::pin(async {})
+    }
+
+    fn kill_now(&self) {
+        FakeControl::kill_now(self)
+    }
+}
+
+impl Runner for FakeRunner {
+    fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
+        Box::pin(FakeRunner::launch(self, job.id, job.spec, job.output))
     }
 }

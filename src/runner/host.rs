@@ -27,9 +27,11 @@ use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 
-use super::{Control, Launched, shim};
+use futures_util::future::BoxFuture;
+
+use super::{Control, JobControl, Launch, Launched, Runner, shim};
 use crate::error::{Error, Result};
-use crate::model::{AppliedLimits, JobSpec, PortMapping};
+use crate::model::{AppliedLimits, JobInfo, JobSpec, PortMapping, Usage};
 use crate::output::JobOutput;
 
 mod ending;
@@ -66,6 +68,55 @@ impl HostControl {
             // ESRCH (group already gone) is the normal end of a race with exit.
             let _ = killpg(Pid::from_raw(self.pgid), sig);
         }
+    }
+}
+
+impl JobControl for HostControl {
+    fn signal(&self, signal: i32) -> BoxFuture<'_, ()> {
+        // Off the async workers: a KILL walks `/proc` for the job's
+        // descendants and may retry for up to `shim::KILL_LIMIT`.
+        let h = self.clone();
+        Box::pin(async move {
+            if tokio::task::spawn_blocking(move || h.signal(signal))
+                .await
+                .is_err()
+            {
+                tracing::warn!(signal, "signalling a host job failed (its thread panicked)");
+            }
+        })
+    }
+
+    fn kill_now(&self) {
+        HostControl::signal(self, Signal::SIGKILL as i32);
+    }
+}
+
+/// Jobs as process groups on this machine, tagged with the manager's tag
+/// (see [`super::tag`]) so that a later manager can tell its own.
+pub struct HostRunner {
+    tag: String,
+}
+
+impl HostRunner {
+    pub fn new(tag: String) -> HostRunner {
+        HostRunner { tag }
+    }
+}
+
+impl Runner for HostRunner {
+    fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
+        Box::pin(launch(job.spec, job.cwd, job.output, &self.tag))
+    }
+
+    fn usage<'a>(&'a self, info: &'a JobInfo) -> BoxFuture<'a, Option<Usage>> {
+        let pgid = info.pid.map(|p| p as i32);
+        // Reading /proc is blocking file work: off the async workers.
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || usage(pgid?))
+                .await
+                .ok()
+                .flatten()
+        })
     }
 }
 
@@ -165,7 +216,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
         ports,
         limits: not_enforced(spec),
         internal_ip: None,
-        control: Control::Host(control),
+        control: Control::new(control),
         exit,
     })
 }

@@ -11,6 +11,7 @@ pub mod docker;
 pub mod fake;
 pub mod host;
 pub mod host_ports;
+mod seam;
 pub mod setuid;
 pub mod shim;
 pub mod tag;
@@ -21,6 +22,8 @@ use std::path::PathBuf;
 use futures_util::future::BoxFuture;
 
 use crate::model::{AppliedLimits, PortMapping};
+
+pub use seam::{Control, JobControl, Launch, Progress, Runner};
 
 /// Variables that make common runtimes write each line as it comes rather
 /// than in 4-8 KiB blocks when their output is a pipe (Python's is block
@@ -56,81 +59,6 @@ pub struct Launched {
     pub sweep: Option<setuid::Sweep>,
     /// A container job's scoped engine: its children and its refusals.
     pub engine: Option<docker::EngineHandle>,
-}
-
-/// How to signal a running job.
-#[derive(Clone)]
-pub enum Control {
-    Host(host::HostControl),
-    Docker(docker::DockerControl),
-    /// A scripted job of the fake runner (tests).
-    #[cfg(any(test, feature = "test-util"))]
-    Fake(fake::FakeControl),
-}
-
-impl Control {
-    /// Send `signal` (SIGTERM for a polite stop) to the whole job.
-    pub async fn signal(&self, signal: i32) {
-        match self {
-            Control::Host(h) => host_signal(h, signal).await,
-            Control::Docker(d) => d.signal(signal).await,
-            #[cfg(any(test, feature = "test-util"))]
-            Control::Fake(f) => f.signal(signal),
-        }
-    }
-
-    /// Kill the job outright.
-    pub async fn kill(&self) {
-        match self {
-            Control::Host(h) => host_signal(h, libc_sigkill()).await,
-            Control::Docker(d) => d.signal(libc_sigkill()).await,
-            #[cfg(any(test, feature = "test-util"))]
-            Control::Fake(f) => f.signal(libc_sigkill()),
-        }
-    }
-
-    /// Remove what the job started through its scoped engine (children,
-    /// networks, volumes): before the job counts as ended.
-    pub async fn end_children(&self) {
-        if let Control::Docker(d) = self {
-            d.end_children().await;
-        }
-    }
-
-    /// Clean up after the job ended and its output was read: the container
-    /// is removed in the background (the job can be answered meanwhile);
-    /// the engine's teardown finishes a removal still under way.
-    pub fn cleanup(&self) {
-        if let Control::Docker(d) = self {
-            d.remove_later();
-        }
-    }
-
-    /// Synchronous last-resort kill, for `Drop` paths that cannot await.
-    pub fn kill_now(&self) {
-        match self {
-            Control::Host(h) => h.signal(libc_sigkill()),
-            Control::Docker(d) => d.remove_blocking(),
-            #[cfg(any(test, feature = "test-util"))]
-            Control::Fake(f) => f.kill_now(),
-        }
-    }
-}
-
-/// Signal a host job off the async workers: a KILL walks `/proc` for the
-/// job's descendants and may retry for up to `shim::KILL_LIMIT`.
-async fn host_signal(h: &host::HostControl, signal: i32) {
-    let h = h.clone();
-    if tokio::task::spawn_blocking(move || h.signal(signal))
-        .await
-        .is_err()
-    {
-        tracing::warn!(signal, "signalling a host job failed (its thread panicked)");
-    }
-}
-
-fn libc_sigkill() -> i32 {
-    nix::sys::signal::Signal::SIGKILL as i32
 }
 
 /// Resolve a job's working directory against the workspace root.

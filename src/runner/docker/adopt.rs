@@ -164,7 +164,7 @@ pub(super) async fn adopt(
         ports,
         limits,
         internal_ip,
-        control: Control::Docker(control),
+        control: Control::new(control),
         exit,
     })
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bollard::query_parameters::KillContainerOptions;
+use futures_util::future::BoxFuture;
 
 use super::cleanup::{Removals, blocking_remove_all, remove_container};
 use super::{DockerClient, Engine, holder, pod, pool, reach, scoped};
@@ -163,6 +164,24 @@ impl DockerControl {
         }
         let removed = blocking_remove_all((*self.endpoint).clone(), ids, None);
         self.free_slot(removed.first().copied().unwrap_or(false));
+    }
+}
+
+impl crate::runner::JobControl for DockerControl {
+    fn signal(&self, signal: i32) -> BoxFuture<'_, ()> {
+        Box::pin(DockerControl::signal(self, signal))
+    }
+
+    fn end_children(&self) -> BoxFuture<'_, ()> {
+        Box::pin(DockerControl::end_children(self))
+    }
+
+    fn cleanup(&self) {
+        self.remove_later();
+    }
+
+    fn kill_now(&self) {
+        self.remove_blocking();
     }
 }
 

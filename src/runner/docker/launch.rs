@@ -40,7 +40,7 @@ use crate::error::Result;
 use crate::images::PullPolicy;
 use crate::model::{JobId, JobSpec};
 use crate::output::JobOutput;
-use crate::runner::{Control, Launched};
+use crate::runner::Launched;
 
 mod attempts;
 mod prepare;
@@ -68,9 +68,6 @@ pub(super) async fn launch(
         super::scoped::Scope::open(scoped_opening(engine, &docker, id, spec, output, project)).await?;
     match launch_one(engine, docker, id, spec, cwd, output, project, Some(&scope)).await {
         Ok(mut launched) => {
-            if let Control::Docker(d) = &mut launched.control {
-                d.scope = Some(scope);
-            }
             launched.engine = Some(handle);
             Ok(launched)
         }
@@ -131,7 +128,8 @@ struct Job<'a> {
     output: &'a Arc<JobOutput>,
     project: &'a Project<'a>,
     /// The job's scoped engine, opened already (`scoped/`).
-    scope: Option<&'a super::scoped::Scope>,
+    /// Its control closes the scope when the job ends.
+    scope: Option<&'a Arc<super::scoped::Scope>>,
     image: String,
     /// Before the create: anything the job changes has a later change time.
     since: std::time::SystemTime,
@@ -149,7 +147,7 @@ async fn launch_one(
     cwd: &Path,
     output: &Arc<JobOutput>,
     project: &Project<'_>,
-    scope: Option<&super::scoped::Scope>,
+    scope: Option<&Arc<super::scoped::Scope>>,
 ) -> Result<Launched> {
     let since = std::time::SystemTime::now();
     let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
@@ -185,7 +183,7 @@ async fn launch_one(
         spec,
         cwd,
         project,
-        scope,
+        scope: scope.map(|s| &**s),
         image: &job.image,
         decision: &prepared.decision,
         remote: prepared.remote.as_ref(),

@@ -50,6 +50,7 @@ mod pull;
 pub mod reach;
 mod remote;
 mod scoped;
+mod seam;
 mod slot;
 mod ssh;
 #[cfg(test)]

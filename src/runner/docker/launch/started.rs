@@ -62,6 +62,7 @@ pub(super) async fn finish(
         net,
     );
     control.warm = warm;
+    control.scope = job.scope.cloned();
     control.pod = prepared.member.take().and_then(|m| m.keep());
 
     // From here on the container runs: any failure must take it down again.
@@ -95,7 +96,7 @@ pub(super) async fn finish(
         ports: read.ports,
         limits: applied,
         internal_ip: read.internal_ip,
-        control: Control::Docker(control),
+        control: Control::new(control),
         exit,
         // A remote job changes only its copy of the workspace.
         sweep: prepared.remote.is_none().then(|| crate::runner::setuid::Sweep {
