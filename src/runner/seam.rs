@@ -19,7 +19,6 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use super::Launched;
-use super::docker::{BuildProgressFn, ProgressFn};
 use crate::config::Config;
 use crate::error::Result;
 use crate::images::ImageChoice;
@@ -42,8 +41,8 @@ pub struct Launch<'a> {
 /// Who hears how the preparation goes (pull and build progress).
 #[derive(Clone)]
 pub struct Progress {
-    pub pull: ProgressFn,
-    pub build: BuildProgressFn,
+    pub pull: Arc<dyn Fn(crate::images::PullProgress) + Send + Sync>,
+    pub build: Arc<dyn Fn(crate::images::BuildProgress) + Send + Sync>,
 }
 
 /// A place jobs run.
