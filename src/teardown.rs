@@ -2,7 +2,7 @@
 //!
 //! - **Clean exit.** A serving manager (the daemon, or `berth mcp` hosting
 //!   the instance) serves until [`signals`], `berth down` or its own end,
-//!   then `daemon::Bound::serve` tears down: `Manager::shutdown` stops every
+//!   then `daemon::Daemon::serve` tears down: `Manager::shutdown` stops every
 //!   job (grace, then kill; containers removed), closes the MCP sessions and
 //!   removes the socket. The last `Manager` handle dropped kills whatever
 //!   still runs (`TeardownGuard` in `manager/mod.rs`).

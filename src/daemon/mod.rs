@@ -8,7 +8,7 @@
 //! [`bind`] takes the instance lock (`<instance>/daemon.lock`, held for the
 //! life of the process, so a second daemon is refused with the first one's
 //! pid), replaces a stale socket left by a dead daemon, and binds the socket
-//! with mode 0600 in a 0700 directory. [`Bound::serve`] answers requests until
+//! with mode 0600 in a 0700 directory. [`Daemon::serve`] answers requests until
 //! its shutdown future completes (SIGINT, SIGTERM, `POST /v1/shutdown`, or
 //! the caller's own, e.g. stdin EOF for `berth mcp`), then stops every job
 //! (grace, then kill), closes the attached MCP sessions, stops serving, and
@@ -49,7 +49,7 @@ const DRAIN_SESSIONS: Duration = Duration::from_secs(2);
 const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// A manager with its socket bound, ready to serve.
-pub struct Bound {
+pub struct Daemon {
     manager: Manager,
     listener: UnixListener,
     socket: PathBuf,
@@ -58,7 +58,7 @@ pub struct Bound {
 }
 
 /// Take the instance lock and bind the socket for `manager`.
-pub fn bind(manager: &Manager) -> Result<Bound> {
+pub fn bind(manager: &Manager) -> Result<Daemon> {
     let config = manager.config();
     let claim = Claim::take(config)?;
     let socket = socket_path(config);
@@ -79,7 +79,7 @@ pub fn bind(manager: &Manager) -> Result<Bound> {
         return Err(e);
     }
     claim.publish()?;
-    Ok(Bound {
+    Ok(Daemon {
         manager: manager.clone(),
         listener,
         socket,
@@ -125,7 +125,7 @@ fn prepare_socket_path(socket: &Path) -> Result<()> {
     }
 }
 
-impl Bound {
+impl Daemon {
     pub fn socket(&self) -> &Path {
         &self.socket
     }

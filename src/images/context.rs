@@ -42,7 +42,7 @@ enum Kind {
 }
 
 #[derive(Debug, Clone)]
-struct Entry {
+struct ContextFile {
     rel: String,
     kind: Kind,
     mode: u32,
@@ -55,7 +55,7 @@ pub struct Context {
     pub dir: PathBuf,
     /// The context directory, open: every file is read through it.
     root: Arc<beneath::Dir>,
-    entries: Vec<Entry>,
+    entries: Vec<ContextFile>,
     /// The Dockerfile's path inside the tar.
     pub dockerfile_in_tar: String,
     dockerfile_text: Vec<u8>,
@@ -296,7 +296,7 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
                 }
                 beneath::Kind::Other => continue, // sockets, fifos, devices: nothing a build can copy
             };
-            entries.push(Entry {
+            entries.push(ContextFile {
                 rel,
                 kind,
                 mode,

@@ -17,7 +17,7 @@
 //!
 //! Lifecycle: [`bind`] takes the host ports before the container is made
 //! (an asked host port when free, else one the kernel picks, with a note),
-//! so the ports are reported exactly as the engine's were; [`Bound::serve`]
+//! so the ports are reported exactly as the engine's were; [`BoundPorts::serve`]
 //! starts relaying once the job's address is known; [`Forwarder::close`]
 //! (or dropping it) closes the listeners and every open connection. The
 //! forwarder belongs to the job's runner control and closes when the job
@@ -94,7 +94,7 @@ enum Socket {
 }
 
 /// A job's host ports, bound and not yet relaying.
-pub struct Bound {
+pub struct BoundPorts {
     job: String,
     sockets: Vec<(u16, Socket)>,
     mappings: Vec<PortMapping>,
@@ -104,7 +104,7 @@ pub struct Bound {
 /// host port that is taken fails the bind when the caller asked for it
 /// ([`Want::strict`]), else is replaced by one the kernel picks, with a
 /// note; any other failure is the error.
-pub fn bind(job: &str, wants: &[Want]) -> Result<Bound> {
+pub fn bind(job: &str, wants: &[Want]) -> Result<BoundPorts> {
     let mut sockets = Vec::new();
     let mut mappings = Vec::new();
     for w in wants {
@@ -155,14 +155,14 @@ pub fn bind(job: &str, wants: &[Want]) -> Result<Bound> {
         });
         sockets.push((w.port, socket));
     }
-    Ok(Bound {
+    Ok(BoundPorts {
         job: job.to_string(),
         sockets,
         mappings,
     })
 }
 
-impl Bound {
+impl BoundPorts {
     /// The ports as they will be reported (`127.0.0.1:HOST→PORT`).
     pub fn mappings(&self) -> &[PortMapping] {
         &self.mappings

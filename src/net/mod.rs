@@ -12,7 +12,7 @@ pub mod relay;
 mod udp;
 
 pub use allow::{Allowlist, DEFAULT_EGRESS_ALLOW};
-pub use forward::{Bound, Forwarder, Upstream, Want};
+pub use forward::{BoundPorts, Forwarder, Upstream, Want};
 pub use proxy::{Denial, DenialFn, Policy, Proxy};
 
 /// The runtime of berth's forwarders and proxies (see the module docs).

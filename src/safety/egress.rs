@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::Safety;
-use super::log::Entry;
+use super::log::SecurityRecord;
 
 impl Safety {
     /// Log that job `job` (running `command` in `cwd`) was denied `request`
@@ -21,7 +21,7 @@ impl Safety {
         reason: &str,
     ) {
         let command = super::shorten(command.to_string());
-        self.log.append(&Entry {
+        self.log.append(&SecurityRecord {
             kind: "egress",
             reason: format!("egress to {target} denied: {reason}"),
             pattern: "egress_allow".into(),

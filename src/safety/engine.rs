@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use super::Safety;
-use super::log::Entry;
+use super::log::SecurityRecord;
 
 impl Safety {
     /// Log that job `job` (running `command` in `cwd`) was refused
@@ -23,7 +23,7 @@ impl Safety {
         reason: &str,
     ) {
         let command = super::shorten(command.to_string());
-        self.log.append(&Entry {
+        self.log.append(&SecurityRecord {
             kind: "engine",
             reason: format!("scoped engine refused {endpoint}: {reason}"),
             pattern: "scoped engine".into(),

@@ -26,7 +26,7 @@ pub const KEEP: usize = 3;
 
 /// One refusal, as written.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Entry {
+pub struct SecurityRecord {
     /// RFC 3339, UTC.
     pub timestamp: String,
     /// `blocked` (the filter), `outside_workspace` (the guard), `engine` (a
@@ -57,7 +57,7 @@ pub struct Entry {
 struct Line<'a> {
     blocked: bool,
     #[serde(flatten)]
-    entry: &'a Entry,
+    entry: &'a SecurityRecord,
 }
 
 /// The append-only log file of one manager.
@@ -107,7 +107,7 @@ impl SecurityLog {
     }
 
     /// Append `entry`; on failure, warn and carry on.
-    pub fn append(&self, entry: &Entry) {
+    pub fn append(&self, entry: &SecurityRecord) {
         if let Err(e) = self.try_append(entry) {
             tracing::warn!(
                 log = %self.path.display(),
@@ -118,7 +118,7 @@ impl SecurityLog {
         }
     }
 
-    fn try_append(&self, entry: &Entry) -> std::io::Result<()> {
+    fn try_append(&self, entry: &SecurityRecord) -> std::io::Result<()> {
         let line = Line { blocked: true, entry };
         let mut line = serde_json::to_string(&line).map_err(std::io::Error::other)?;
         line.push('\n');
@@ -145,8 +145,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn entry(command: &str) -> Entry {
-        Entry {
+    fn entry(command: &str) -> SecurityRecord {
+        SecurityRecord {
             timestamp: chrono::Utc::now().to_rfc3339(),
             kind: "blocked",
             reason: "r".into(),

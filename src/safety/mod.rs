@@ -58,7 +58,7 @@ pub use filter::{Filter, Hit};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::model::JobSpec;
-use log::{Entry, SecurityLog};
+use log::{SecurityLog, SecurityRecord};
 use workspace::WorkspaceGuard;
 
 /// How much CPU time the filter may spend deciding one command before it is
@@ -198,7 +198,7 @@ impl Safety {
         client: &str,
     ) {
         let command = redact(shorten(spec.display_command()), spec);
-        self.log.append(&Entry {
+        self.log.append(&SecurityRecord {
             kind,
             reason,
             pattern,
@@ -212,7 +212,7 @@ impl Safety {
             let command = shorten(spec.display_command());
             // The log is a record of what was refused, not of the job's
             // secrets: env values are `***` as in the store.
-            self.log.append(&Entry {
+            self.log.append(&SecurityRecord {
                 kind: "blocked",
                 reason: hit.reason.clone(),
                 pattern: hit.pattern.clone(),
@@ -227,7 +227,7 @@ impl Safety {
         }
         if let Err(e) = self.guard.check(cwd) {
             if let Error::OutsideWorkspace { root, .. } = &e {
-                self.log.append(&Entry {
+                self.log.append(&SecurityRecord {
                     kind: "outside_workspace",
                     reason: format!("working directory outside the workspace {}", root.display()),
                     pattern: "workspace".into(),
@@ -250,8 +250,8 @@ impl Safety {
     }
 
     /// The parts of a log entry every refusal shares.
-    fn entry(&self, command: &str, cwd: &Path, client: &str) -> Entry {
-        Entry {
+    fn entry(&self, command: &str, cwd: &Path, client: &str) -> SecurityRecord {
+        SecurityRecord {
             timestamp: chrono::Utc::now().to_rfc3339(),
             kind: "",
             reason: String::new(),

@@ -7,7 +7,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{Context, Entry, Kind, OUTSIDE_DOCKERFILE};
+use super::{Context, ContextFile, Kind, OUTSIDE_DOCKERFILE};
 
 impl Context {
     /// Write the context as a tar (owned by root, as `docker build` sends it).
@@ -49,7 +49,7 @@ impl Context {
         owner: (u64, u64),
     ) -> std::io::Result<()> {
         tar.follow_symlinks(false);
-        let header = |e: &Entry, kind: tar::EntryType, size: u64| {
+        let header = |e: &ContextFile, kind: tar::EntryType, size: u64| {
             let mut h = tar::Header::new_gnu();
             h.set_entry_type(kind);
             h.set_mode(e.mode);

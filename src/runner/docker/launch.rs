@@ -35,7 +35,7 @@ use std::sync::Arc;
 use super::DockerClient;
 
 use super::create;
-use super::{Engine, Project};
+use super::{Engine, Sandbox};
 use crate::error::Result;
 use crate::images::PullPolicy;
 use crate::model::{JobId, JobSpec};
@@ -59,7 +59,7 @@ pub(super) async fn launch(
     spec: &JobSpec,
     cwd: &Path,
     output: &Arc<JobOutput>,
-    project: &Project<'_>,
+    project: &Sandbox<'_>,
 ) -> Result<Launched> {
     if spec.engine != Some(crate::model::EngineAccess::Scoped) {
         return launch_one(engine, docker, id, spec, cwd, output, project, None).await;
@@ -86,7 +86,7 @@ fn scoped_opening<'a>(
     id: &'a JobId,
     spec: &JobSpec,
     output: &'a Arc<JobOutput>,
-    project: &'a Project<'_>,
+    project: &'a Sandbox<'_>,
 ) -> super::scoped::Opening<'a> {
     let limits = |ask: Option<f64>, default: Option<f64>, fallback: f64| ask.or(default).unwrap_or(fallback);
     super::scoped::Opening {
@@ -126,7 +126,7 @@ struct Job<'a> {
     id: &'a JobId,
     spec: &'a JobSpec,
     output: &'a Arc<JobOutput>,
-    project: &'a Project<'a>,
+    project: &'a Sandbox<'a>,
     /// The job's scoped engine, opened already (`scoped/`).
     /// Its control closes the scope when the job ends.
     scope: Option<&'a Arc<super::scoped::Scope>>,
@@ -146,7 +146,7 @@ async fn launch_one(
     spec: &JobSpec,
     cwd: &Path,
     output: &Arc<JobOutput>,
-    project: &Project<'_>,
+    project: &Sandbox<'_>,
     scope: Option<&Arc<super::scoped::Scope>>,
 ) -> Result<Launched> {
     let since = std::time::SystemTime::now();

@@ -159,8 +159,9 @@ pub struct Engine {
     max_children: usize,
 }
 
-/// What a job's project decides about its container.
-pub(super) struct Project<'a> {
+/// What a job's sandbox is made of: its project's decisions about its
+/// container (image, workspace, user, network, egress, limits, protected files).
+pub(super) struct Sandbox<'a> {
     pub image: &'a str,
     pub workspace: &'a Path,
     pub user: String,
@@ -364,7 +365,7 @@ impl Engine {
         let on_denial: crate::net::DenialFn = Arc::new(move |d: crate::net::Denial| {
             tracing::warn!(job = %job, request = %d.request(), reason = %d.reason, "egress denied");
         });
-        let project = Project {
+        let project = Sandbox {
             image: &self.image,
             workspace: &self.workspace,
             user: self.user.clone(),
@@ -396,7 +397,7 @@ impl Engine {
         on_denial: crate::net::DenialFn,
     ) -> Result<Launched> {
         let allow = crate::net::Allowlist::parse(&config.egress_allow)?;
-        let project = Project {
+        let project = Sandbox {
             image: &config.image,
             workspace: &config.workspace,
             user: config.container_user(),

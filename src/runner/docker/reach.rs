@@ -27,7 +27,7 @@ use std::sync::Mutex;
 
 use bollard::models::Mount;
 
-use super::Project;
+use super::Sandbox;
 use super::etc;
 use super::slot::{Holder, NetAddr};
 use crate::error::{Error, Result};
@@ -100,7 +100,7 @@ pub fn decide(spec: &JobSpec, network: Network, egress: Egress, publish: Publish
     }
 }
 
-impl Project<'_> {
+impl Sandbox<'_> {
     /// [`decide`] with this project's settings.
     pub fn decide(&self, spec: &JobSpec) -> Decision {
         decide(spec, self.network, self.egress, self.publish)

@@ -17,7 +17,7 @@ use super::super::reach::{self, Attach, Decision};
 use super::super::remote::RemoteJob;
 use super::super::scoped::{Scope, Setup};
 use super::super::slot::{Holder, Slot};
-use super::super::{DockerClient, Engine, Project, holder, remove_container};
+use super::super::{DockerClient, Engine, Sandbox, holder, remove_container};
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec};
 
@@ -29,7 +29,7 @@ pub(super) struct Attempts<'a> {
     pub id: &'a JobId,
     pub spec: &'a JobSpec,
     pub cwd: &'a Path,
-    pub project: &'a Project<'a>,
+    pub project: &'a Sandbox<'a>,
     pub scope: Option<&'a Scope>,
     pub image: &'a str,
     pub decision: &'a Decision,

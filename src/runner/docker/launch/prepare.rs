@@ -33,7 +33,7 @@ pub(super) struct Prepared {
     /// Why the job is in no pod although it would be (`not_enforced`).
     pub pod_note: Option<String>,
     /// berth's own listeners, released again if the launch fails.
-    pub bound: Option<forward::Bound>,
+    pub bound: Option<forward::BoundPorts>,
     pub plan: Vec<PortPlan>,
     /// The job may join its network's holder (`holder.rs`).
     pub may_join: bool,
@@ -99,7 +99,7 @@ fn ports(
     job: &Job<'_>,
     decision: &Decision,
     remote: bool,
-) -> Result<(Vec<PortPlan>, Option<forward::Bound>)> {
+) -> Result<(Vec<PortPlan>, Option<forward::BoundPorts>)> {
     let mut plan = create::plan_ports(
         job.spec,
         job.engine.precheck_ports && decision.engine_publishes && !remote,

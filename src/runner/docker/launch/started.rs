@@ -266,7 +266,7 @@ fn upstream(
 /// The job's ports: the engine's, or berth's listeners relaying to
 /// `upstream` (the ports as bound when there is none).
 fn serve_ports(
-    bound: Option<forward::Bound>,
+    bound: Option<forward::BoundPorts>,
     upstream: Option<Upstream>,
     published: impl Fn() -> Vec<PortMapping>,
     control: &DockerControl,
