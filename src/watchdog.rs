@@ -33,7 +33,7 @@ pub const POLL: Duration = Duration::from_millis(200);
 /// In `adopt` mode, how long a new manager gets to take over.
 pub const ADOPT_WINDOW: Duration = Duration::from_secs(3);
 /// Pauses before sweeping the dead manager's containers again. A request it
-/// sent just before dying (a container create, a network holder being made)
+/// sent just before dying (a container create, a pause container being made)
 /// may reach the engine after the first sweep listed the containers, and
 /// leave a container nobody starts or removes. The engine answers such a
 /// request within moments, even a busy one within seconds, so later sweeps

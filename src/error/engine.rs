@@ -1,6 +1,6 @@
 //! What an engine failure means, read once from its status and words: the
 //! engine answers most failures with 404/409/500 and a sentence, and several
-//! decisions (retry on a fresh network, forget a vanished holder, call a
+//! decisions (retry on a fresh network, forget a vanished pause, call a
 //! busy port a busy port) hang on which sentence. The phrases are the
 //! engine's (moby's daemon and libnetwork), matched here and nowhere else;
 //! the table test below holds one real message for each.
@@ -13,7 +13,7 @@ pub enum EngineFailure {
     /// A network the container needs is gone or briefly doubled
     /// (`network … not found`, `… is ambiguous`): ensure it again and retry.
     NetworkMissing,
-    /// The container (a network holder joined by namespace) is gone or
+    /// The container (a pause container joined by namespace) is gone or
     /// stopped (`No such container`, `… non running container`).
     ContainerGone,
     /// A host port is taken (`port is already allocated`, `address already in use`).

@@ -717,7 +717,7 @@ impl Manager {
     }
 
     /// Keep a container job's network set-up ready between jobs (an idle
-    /// holder per job network, joined by the next job without published
+    /// pause per job network, joined by the next job without published
     /// ports: ~0.1 s less per start). For a manager that lives on between
     /// jobs (the daemon, an MCP host); everything is removed at teardown.
     pub fn keep_warm(&self) {

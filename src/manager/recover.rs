@@ -118,7 +118,7 @@ impl Manager {
     /// continuing their output from the last stored line (a container that
     /// is gone, or cannot be followed, is reaped as `lost`); then remove
     /// whatever else dead managers left on the engine, labelled with this
-    /// instance and state dir (their jobs' and holders' containers,
+    /// instance and state dir (their jobs' and pauses' containers,
     /// networks), which their records may not name (a create that landed
     /// late, a watchdog killed with its daemon). Call once this manager owns
     /// the instance (after binding its socket), before serving.

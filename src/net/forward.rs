@@ -7,7 +7,7 @@
 //! and it is published only for a container that owns its network. With
 //! berth forwarding, a job's network needs no way in at all (it is made
 //! `internal`: the engine drops traffic between it and any other
-//! interface), and a job with ports joins a network holder like any other.
+//! interface), and a job with ports joins a pause container like any other.
 //!
 //! [`Upstream`] is the seam: how a connection reaches the job's port. A
 //! local engine's container is reached at its address on its own network

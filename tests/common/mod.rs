@@ -299,13 +299,13 @@ impl Drop for Daemon {
 }
 
 /// How many containers (any state) carry `berth.instance=<instance>`: jobs'
-/// and the daemon's network holders (what must be gone after teardown).
+/// and the daemon's pause containers (what must be gone after teardown).
 pub fn containers_of(instance: &str) -> usize {
     labelled(&[&format!("berth.instance={instance}")])
 }
 
 /// How many job containers (any state) `instance` has: a daemon's idle
-/// network holders, made once a job without ports ended, are not jobs.
+/// pause containers, made once a job without ports ended, are not jobs.
 pub fn job_containers_of(instance: &str) -> usize {
     labelled(&[&format!("berth.instance={instance}"), "berth.job"])
 }

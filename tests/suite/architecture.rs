@@ -125,9 +125,9 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
         ("safety/mod.rs", "#[cfg(test)]\nmod tests;\npub struct Rules;\n"),
         ("safety/tests.rs", "use crate::config::Config;\n"),
         ("runner/mod.rs", "pub mod docker;\n"),
-        ("runner/docker/mod.rs", "mod launch;\nmod holder;\nmod network;\n"),
-        ("runner/docker/launch.rs", "use super::{holder, network};\n"),
-        ("runner/docker/holder.rs", "use super::network::Net;\n"),
+        ("runner/docker/mod.rs", "mod launch;\nmod pause;\nmod network;\n"),
+        ("runner/docker/launch.rs", "use super::{pause, network};\n"),
+        ("runner/docker/pause.rs", "use super::network::Net;\n"),
         ("runner/docker/network.rs", "pub struct Net;\n"),
     ]);
     assert!(ok.is_empty(), "no cycle yet (tests may reach anywhere): {ok:?}");
@@ -153,14 +153,15 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
         ("config.rs", ""),
         ("safety/mod.rs", ""),
         ("runner/mod.rs", "pub mod docker;\n"),
-        ("runner/docker/mod.rs", "mod launch;\nmod holder;\nmod network;\n"),
         (
-            "runner/docker/launch.rs",
-            "use super::{holder::Holder, network};\n",
+            "runner/docker/mod.rs",
+            "mod launch;\nmod pause;\nmod network;\nmod slot;\n",
         ),
+        ("runner/docker/launch.rs", "use super::{pause::Pause, slot};\n"),
+        ("runner/docker/slot.rs", ""),
         (
-            "runner/docker/holder.rs",
-            "pub struct Holder;\nfn f() { super::network::make(); }\n",
+            "runner/docker/pause.rs",
+            "pub struct Pause;\nfn f() { super::network::make(); }\n",
         ),
         (
             "runner/docker/network.rs",
@@ -169,7 +170,7 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
     ]);
     assert_eq!(docker_ring.len(), 1, "{docker_ring:?}");
     assert!(docker_ring[0].starts_with("  runner/docker: "), "{docker_ring:?}");
-    for edge in ["launch -> holder", "holder -> network", "network -> launch"] {
+    for edge in ["launch -> pause", "pause -> network", "network -> launch"] {
         assert!(docker_ring[0].contains(edge), "{edge}: {docker_ring:?}");
     }
 }

@@ -3,7 +3,7 @@
 //! allowed host through berth's proxy (plain HTTP and CONNECT) and not
 //! another (denied in the security log and as an event), and nothing
 //! directly; under `none` not even the proxy; a job cannot ask for looser
-//! egress than its project's; and a job joined to a network holder has
+//! egress than its project's; and a job joined to a pause container has
 //! its own `/etc/hosts`, which no later job on that network sees.
 
 use std::time::Duration;
@@ -118,8 +118,8 @@ async fn egress_none_reaches_nothing_and_a_job_cannot_loosen_its_projects_egress
 }
 
 /// The red team's poisoning, played as root (as they did): a job joined to
-/// a network holder appends to `/etc/hosts`; the next job joined to the
-/// same holder (same network, any project) must not see it.
+/// a pause container appends to `/etc/hosts`; the next job joined to the
+/// same pause (same network, any project) must not see it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     let t = manager_with(|mut c| {
@@ -131,15 +131,15 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     let first = t.manager.start(sandbox(JobSpec::argv(["true"]))).await.unwrap();
     first.wait_end().await.unwrap();
     let state = berth::runner::docker::state_hash(&t.manager.config().state_dir);
-    let holder = || {
+    let pause = || {
         let o = std::process::Command::new("docker")
-            .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.holder"])
+            .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.pause"])
             .args(["--filter", &format!("label=berth.state={state}")])
             .output()
             .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
-    eventually(Duration::from_secs(30), "a holder", || !holder().is_empty()).await;
+    eventually(Duration::from_secs(30), "a pause", || !pause().is_empty()).await;
     let joined_mode = |job: &berth::JobHandle| {
         let cid = job.info().unwrap().container_id.unwrap();
         crate::common::docker_inspect("container", &cid).unwrap()["HostConfig"]["NetworkMode"].clone()
@@ -156,10 +156,7 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     assert_eq!(poison.output_lines().unwrap(), ["REFUSED"]);
     assert!(mode.as_str().unwrap().starts_with("container:"), "{mode}");
 
-    eventually(Duration::from_secs(30), "the holder again", || {
-        !holder().is_empty()
-    })
-    .await;
+    eventually(Duration::from_secs(30), "the pause again", || !pause().is_empty()).await;
     let reader = t
         .manager
         .start(sandbox(JobSpec::shell(
@@ -167,7 +164,7 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
         )))
         .await
         .unwrap();
-    assert_eq!(joined_mode(&reader), mode, "the same holder's namespace");
+    assert_eq!(joined_mode(&reader), mode, "the same pause's namespace");
     reader.wait_end().await.unwrap();
     let lines = reader.output_lines().unwrap();
     assert!(!lines.iter().any(|l| l.contains("poisoned")), "{lines:?}");

@@ -224,10 +224,10 @@ serve('127.0.0.1',{p_local})\n"
     services.wait().unwrap();
 }
 
-/// The running holders (network namespaces kept for the next job) of a state dir.
-fn holders_of(state: &str) -> Vec<String> {
+/// The running pauses (network namespaces kept for the next job) of a state dir.
+fn pauses_of(state: &str) -> Vec<String> {
     let o = Command::new("docker")
-        .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.holder"])
+        .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.pause"])
         .args(["--filter", &format!("label={LABEL_STATE}={state}")])
         .output()
         .expect("docker CLI");
@@ -239,37 +239,37 @@ fn holders_of(state: &str) -> Vec<String> {
 }
 
 /// A manager that stays up between jobs (`keep_warm`, as the daemon) keeps an
-/// idle holder on a job network once its job ended; the next job without
+/// idle pause on a job network once its job ended; the next job without
 /// published ports joins that namespace: same network, reachable at the
-/// holder's address (readiness probes inside work), still unreachable from a
-/// job running beside it. A holder removed by hand costs only the saving,
+/// pause's address (readiness probes inside work), still unreachable from a
+/// job running beside it. A pause removed by hand costs only the saving,
 /// and nothing outlives shutdown.
 #[tokio::test]
-async fn a_warm_manager_lets_the_next_job_join_a_holder_and_keeps_jobs_apart() {
+async fn a_warm_manager_lets_the_next_job_join_a_pause_and_keeps_jobs_apart() {
     let t = manager();
     t.manager.keep_warm();
     let state = state_hash(&t.manager.config().state_dir);
-    let holder_up = || async {
+    let pause_up = || async {
         eventually(
             Duration::from_secs(30),
-            "a holder on the ended job's network",
-            || holders_of(&state).len() == 1,
+            "a pause on the ended job's network",
+            || pauses_of(&state).len() == 1,
         )
         .await;
-        holders_of(&state).remove(0)
+        pauses_of(&state).remove(0)
     };
     let first = t.manager.start(docker(JobSpec::argv(["true"]))).await.unwrap();
     first.wait_end().await.unwrap();
     let net = first.info().unwrap().limits.network.unwrap();
-    let holder = holder_up().await;
-    assert_eq!(network_of(&holder).0, net);
-    let h = inspect("container", &holder).unwrap();
+    let pause = pause_up().await;
+    assert_eq!(network_of(&pause).0, net);
+    let h = inspect("container", &pause).unwrap();
     assert_eq!(h["HostConfig"]["CapDrop"], serde_json::json!(["ALL"]));
     assert_eq!(h["HostConfig"]["ReadonlyRootfs"], true);
 
     // Removed by hand: the next job starts on the network itself.
     let o = Command::new("docker")
-        .args(["rm", "-f", &holder])
+        .args(["rm", "-f", &pause])
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
@@ -286,10 +286,10 @@ async fn a_warm_manager_lets_the_next_job_join_a_holder_and_keeps_jobs_apart() {
         Some(net.as_str())
     );
 
-    // It gets a new holder, which the next job without ports joins; its
+    // It gets a new pause, which the next job without ports joins; its
     // server is found inside.
-    let holder = holder_up().await;
-    let (_, holder_ip, _) = network_of(&holder);
+    let pause = pause_up().await;
+    let (_, pause_ip, _) = network_of(&pause);
     let server = t
         .manager
         .start(docker(JobSpec::argv(["httpd", "-f", "-p", "8080", "-h", "/www"])).background())
@@ -298,7 +298,7 @@ async fn a_warm_manager_lets_the_next_job_join_a_holder_and_keeps_jobs_apart() {
     let info = server.info().unwrap();
     assert_eq!(info.limits.network.as_deref(), Some(net.as_str()));
     let c = inspect("container", info.container_id.as_deref().unwrap()).unwrap();
-    assert_eq!(c["HostConfig"]["NetworkMode"], format!("container:{holder}"));
+    assert_eq!(c["HostConfig"]["NetworkMode"], format!("container:{pause}"));
     let ready = server
         .wait(&[ReadyCondition::port(8080)], Duration::from_secs(30))
         .await
@@ -309,7 +309,7 @@ async fn a_warm_manager_lets_the_next_job_join_a_holder_and_keeps_jobs_apart() {
     let probe = t
         .manager
         .start(docker(JobSpec::shell(format!(
-            "if nc -w 3 {holder_ip} 8080 </dev/null 2>/dev/null; then echo REACHED; else echo BLOCKED; fi"
+            "if nc -w 3 {pause_ip} 8080 </dev/null 2>/dev/null; then echo REACHED; else echo BLOCKED; fi"
         ))))
         .await
         .unwrap();
@@ -318,6 +318,6 @@ async fn a_warm_manager_lets_the_next_job_join_a_holder_and_keeps_jobs_apart() {
     assert_eq!(probe.output_lines().unwrap(), ["BLOCKED"]);
 
     t.manager.shutdown().await;
-    assert_eq!(holders_of(&state), Vec::<String>::new());
+    assert_eq!(pauses_of(&state), Vec::<String>::new());
     assert_eq!(networks_of(&state), Vec::<String>::new());
 }

@@ -23,7 +23,7 @@ fn berth(d: &Daemon, args: &[&str]) -> (i32, String) {
     (o.status.code().unwrap_or(-1), text)
 }
 
-fn pod_holders(instance: &str) -> usize {
+fn pod_pauses(instance: &str) -> usize {
     let o = Command::new("docker")
         .args([
             "ps",
@@ -63,7 +63,7 @@ async fn a_projects_jobs_reach_each_other_by_label_on_network_project() {
         .as_str()
         .unwrap_or_else(|| panic!("{out}"))
         .to_string();
-    assert_eq!(pod_holders(&d.instance), 1);
+    assert_eq!(pod_pauses(&d.instance), 1);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (code, out) = berth(
@@ -102,7 +102,7 @@ async fn a_projects_jobs_reach_each_other_by_label_on_network_project() {
     assert_eq!(code, 0, "{out}");
     let instance = d.instance.clone();
     eventually(Duration::from_secs(15), "the project's pod is gone", || {
-        pod_holders(&instance) == 0
+        pod_pauses(&instance) == 0
     })
     .await;
 }

@@ -3,7 +3,7 @@
 //! the job subnet through this machine reaches nothing (the job's network
 //! is internal), while the port the engine publishes (`publish = "engine"`,
 //! kept behind the switch) is reached from there, as before; a job with a
-//! port joins a network holder; the forwarder closes with its job, and a
+//! port joins a pause container; the forwarder closes with its job, and a
 //! `--no-daemon` run forwards from its own process; UDP is forwarded too.
 
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::common::{
 };
 
 /// An httpd job publishing 8080, ready; its container's address (empty
-/// when it joined a holder, whose address it has).
+/// when it joined a pause, whose address it has).
 async fn httpd(m: &berth::Manager) -> (berth::JobHandle, String) {
     let job = m
         .start(
@@ -86,11 +86,11 @@ async fn a_lan_host_routed_through_this_machine_cannot_reach_a_jobs_server() {
     engine.manager.shutdown().await;
 }
 
-/// A `-p` job answers through berth's forwarder, joins a network holder
+/// A `-p` job answers through berth's forwarder, joins a pause container
 /// (a warm manager, as the daemon), and its host port is closed once the
 /// job ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ported_job_joins_a_holder_and_its_port_closes_when_it_ends() {
+async fn a_ported_job_joins_a_pause_and_its_port_closes_when_it_ends() {
     let t = manager();
     t.manager.keep_warm();
     let first = t
@@ -100,9 +100,9 @@ async fn a_ported_job_joins_a_holder_and_its_port_closes_when_it_ends() {
         .unwrap();
     first.wait_end().await.unwrap();
     let state = berth::runner::docker::state_hash(&t.manager.config().state_dir);
-    let holder = || {
+    let pause = || {
         let o = std::process::Command::new("docker")
-            .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.holder"])
+            .args(["ps", "-q", "--no-trunc", "--filter", "label=berth.pause"])
             .args(["--filter", &format!("label=berth.state={state}")])
             .output()
             .unwrap();
@@ -110,16 +110,16 @@ async fn a_ported_job_joins_a_holder_and_its_port_closes_when_it_ends() {
     };
     eventually(
         Duration::from_secs(30),
-        "a holder on the ended job's network",
-        || !holder().is_empty(),
+        "a pause on the ended job's network",
+        || !pause().is_empty(),
     )
     .await;
-    let holder = holder();
+    let pause = pause();
 
     let (job, _) = httpd(&t.manager).await;
     let info = job.info().unwrap();
     let c = docker_inspect("container", info.container_id.as_deref().unwrap()).unwrap();
-    assert_eq!(c["HostConfig"]["NetworkMode"], format!("container:{holder}"));
+    assert_eq!(c["HostConfig"]["NetworkMode"], format!("container:{pause}"));
     let port = job.host_port(8080).unwrap();
     let page = http_get(port);
     assert!(

@@ -114,7 +114,7 @@ async fn no_container_outlives_a_quick_job_at_down_or_crash() {
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
     // Once the watchdog says it is done, nothing of the daemon is left: not
-    // the job's container, nor a network holder whose creation the daemon
+    // the job's container, nor a pause container whose creation the daemon
     // had sent just before dying (it lands after the first sweep, so a count
     // of zero at some moment proves nothing).
     let report = watchdog_report(&d).await;
@@ -247,7 +247,7 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     // And one nobody owns, which adopt mode follows on.
     spec.owner = None;
     let free = client.create(&spec).await.unwrap().info.id;
-    // Two jobs, and the session's pod holder (its job is in the session's pod).
+    // Two jobs, and the session's pod pause (its job is in the session's pod).
     assert_eq!(job_containers_of(&d.instance), 2);
     assert_eq!(containers_of(&d.instance), 3);
     d.child.kill().unwrap();

@@ -85,17 +85,17 @@ pub(super) async fn adopt(
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
     let pump_task = tokio::spawn(pump(stream, out, err, None));
-    // A job that joined a network holder has the holder's address and network.
+    // A job that joined a pause container has the pause's address and network.
     let joined = inspected
         .host_config
         .as_ref()
         .and_then(|h| h.network_mode.as_deref())
         .and_then(|m| m.strip_prefix("container:"));
-    let holder = match joined {
-        Some(holder) => docker.inspect_container(holder).await.ok(),
+    let pause = match joined {
+        Some(pause) => docker.inspect_container(pause).await.ok(),
         None => None,
     };
-    let on_network = holder.as_ref().unwrap_or(&inspected);
+    let on_network = pause.as_ref().unwrap_or(&inspected);
     let internal_ip = super::client::container_ip(on_network);
     // On a pool network: hold its slot until the container is removed.
     let slot = claim(engine, on_network);

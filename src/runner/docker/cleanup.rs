@@ -178,14 +178,14 @@ impl Engine {
 
     /// When a manager takes the instance over (before it serves): remove
     /// every container of this instance and state dir whose owner is no
-    /// live manager — a dead daemon's jobs, network holders and creates that
+    /// live manager — a dead daemon's jobs, pause containers and creates that
     /// landed after its watchdog's sweeps (or with the watchdog killed too)
-    /// — except `keep` (containers just adopted) and, with `keep_holders`,
-    /// network holders (an adopted job may share one's namespace); then the
+    /// — except `keep` (containers just adopted) and, with `keep_pauses`,
+    /// pause containers (an adopted job may share one's namespace); then the
     /// instance's networks nothing uses any more. A live manager's objects
     /// (a `berth run` beside the daemon) are left alone. Returns how many
     /// containers were removed (0 without an engine).
-    pub async fn remove_dead_owners(&self, keep: &[String], keep_holders: bool) -> usize {
+    pub async fn remove_dead_owners(&self, keep: &[String], keep_pauses: bool) -> usize {
         let Ok(docker) = self.client().await else {
             return 0;
         };
@@ -206,9 +206,9 @@ impl Engine {
         let dead = list.iter().filter(|c| {
             let labels = c.labels.as_ref();
             let owner = labels.and_then(|l| l.get(LABEL_OWNER));
-            let holder = labels.is_some_and(|l| l.contains_key(super::ownership::LABEL_HOLDER));
+            let pause = labels.is_some_and(|l| l.contains_key(super::ownership::LABEL_PAUSE));
             owner.is_none_or(|o| *o != me && !crate::procinfo::owner_alive(o))
-                && !(keep_holders && holder)
+                && !(keep_pauses && pause)
                 && c.id.as_ref().is_some_and(|id| {
                     !keep
                         .iter()
@@ -216,7 +216,7 @@ impl Engine {
                 })
         });
         let removed = remove_all(docker, dead.filter_map(|c| c.id.as_deref())).await;
-        if !keep_holders {
+        if !keep_pauses {
             network::release_all(docker, &self.ownership).await;
         }
         removed
@@ -277,7 +277,7 @@ pub(super) async fn remove_volumes(docker: &DockerClient, labels: &[String]) {
 impl Engine {
     /// A job network with no container on it, made if needed, from the
     /// pool of `internal` networks or of NAT'd ones. `join`: the job could
-    /// join a network holder (the engine publishes no ports for it).
+    /// join a pause container (the engine publishes no ports for it).
     pub(super) async fn acquire_network(
         &self,
         docker: &DockerClient,
@@ -298,11 +298,11 @@ impl Drop for Engine {
         if !self.used_network.load(Ordering::SeqCst) {
             return;
         }
-        // Holders made from here on are removed by whoever makes them;
+        // Pauses made from here on are removed by whoever makes them;
         // `release_all` sweeps this process's own.
         self.pods.begin_close();
-        self.pool.holders.begin_close();
-        self.nat_pool.holders.begin_close();
+        self.pool.pauses.begin_close();
+        self.nat_pool.pauses.begin_close();
         let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());
         let done = std::thread::Builder::new()
             .name("berth-docker-network".into())

@@ -1,6 +1,6 @@
 //! [`DockerControl`]: one job's container as the manager holds it: signal
 //! it, remove it (now, in the background once the job was answered, or
-//! blocking from `Drop`), give its pool network back (with a holder made
+//! blocking from `Drop`), give its pool network back (with a pause made
 //! on it when the engine keeps warm) or its pod seat, and close what berth ran for the job
 //! on this machine (its forwarded ports, its egress proxy, its scoped engine
 //! and that engine's children) when it ends.
@@ -12,7 +12,7 @@ use bollard::query_parameters::KillContainerOptions;
 use futures_util::future::BoxFuture;
 
 use super::cleanup::{Removals, blocking_remove_all, remove_container};
-use super::{DockerClient, Engine, holder, pod, pool, reach, scoped};
+use super::{DockerClient, Engine, pause, pod, pool, reach, scoped};
 
 /// Signals and removes one job's container.
 #[derive(Clone)]
@@ -29,9 +29,9 @@ pub struct DockerControl {
     slot: Arc<std::sync::Mutex<Option<pool::Slot>>>,
     /// The engine's removals under way, which teardown finishes.
     removals: Arc<Removals>,
-    /// Set when the slot should get a network holder once the container
+    /// Set when the slot should get a pause container once the container
     /// exited (a long-lived manager, a pool network without one).
-    pub(super) warm: Option<Arc<(Arc<holder::Holders>, holder::Recipe)>>,
+    pub(super) warm: Option<Arc<(Arc<pause::Pauses>, pause::Recipe)>>,
     /// berth's forwarder and egress proxy of this job: closed when it ends.
     net: Arc<reach::JobNet>,
     /// The job's scoped engine: closed (its children removed) when the job ends.
@@ -138,8 +138,8 @@ impl DockerControl {
         // A back-to-back job reuses the network instead of making another.
         let slot = self.slot.lock().ok().and_then(|mut s| s.take());
         match (slot, self.warm.as_deref()) {
-            (Some(slot), Some((holders, recipe))) if slot.holder.is_none() => {
-                holders.warm(self.docker.clone(), slot, recipe.clone());
+            (Some(slot), Some((pauses, recipe))) if slot.pause.is_none() => {
+                pauses.warm(self.docker.clone(), slot, recipe.clone());
             }
             (Some(slot), _) => slot.vacate(),
             (None, _) => {}

@@ -3,15 +3,15 @@
 //! (`<state>/<instance>/jobs/<id>/etc/`) and bind-mounted read-only over
 //! the engine's (the engine skips its own files when a mount targets them).
 //!
-//! Why: a job that joins a network holder's namespace (`container:<holder>`)
-//! would otherwise get the holder's files, the very files every later job
+//! Why: a job that joins a pause container's namespace (`container:<pause>`)
+//! would otherwise get the pause's files, the very files every later job
 //! on that network gets: one job appending `7.7.7.7 pypi.org` to
 //! `/etc/hosts` would redirect the next job's names. A job's own file,
 //! read-only to it, is seen by nobody else, and nobody else's is seen by it.
 //!
 //! What the files say: `hosts` has the usual localhost lines plus the job's
 //! name (its id) on its address when that is known before the start (a
-//! holder's address, which the job shares); a job with an endpoint of its
+//! pause's address, which the job shares); a job with an endpoint of its
 //! own gets its address from the engine at start, so its name is given to
 //! the engine as a network alias instead and resolves through the engine's
 //! DNS (`127.0.0.11`, which `resolv.conf` names, as the engine's own would
@@ -62,7 +62,7 @@ pub fn hosts_text(id: &JobId, address: Option<IpAddr>) -> String {
 
 /// Write job `id`'s files under `job_dir/etc`. `address`: the job's address
 /// when known now; `resolv`: write (and mount) `resolv.conf`. Written
-/// again on each attempt (a holder that vanished changes the address).
+/// again on each attempt (a pause that vanished changes the address).
 pub fn write(job_dir: &Path, id: &JobId, address: Option<IpAddr>, resolv: bool) -> Result<EtcFiles> {
     let dir = job_dir.join("etc");
     let fail = |source| Error::JobFiles {

@@ -38,11 +38,11 @@ pub mod endpoint;
 mod etc;
 mod exec;
 mod exit;
-mod holder;
 mod images;
 mod launch;
 mod network;
 mod ownership;
+mod pause;
 mod pod;
 mod pool;
 mod protect;
@@ -153,7 +153,7 @@ pub struct Engine {
     removals: Arc<Removals>,
     /// Skip asked host ports that are visibly taken before asking the engine.
     precheck_ports: bool,
-    /// Keep network holders (holder.rs): a long-lived manager only.
+    /// Keep pause containers (pause.rs): a long-lived manager only.
     warm: std::sync::atomic::AtomicBool,
     /// The config's child limit of a scoped engine, for `launch` without a project.
     max_children: usize,
@@ -228,10 +228,10 @@ impl Engine {
         }
     }
 
-    /// Keep a network holder on pool networks (holder.rs): a job without
+    /// Keep a pause container on pool networks (pause.rs): a job without
     /// published ports then starts ~0.1 s sooner. For managers that live on
     /// between jobs (the daemon, an MCP host); a one-off run would make a
-    /// holder only to remove it again at exit.
+    /// pause only to remove it again at exit.
     pub fn keep_warm(&self) {
         self.warm.store(true, Ordering::SeqCst);
     }
@@ -329,8 +329,8 @@ impl Engine {
         match self.client().await {
             Ok(docker) => {
                 self.pods.close().await;
-                self.pool.holders.close(docker).await;
-                self.nat_pool.holders.close(docker).await;
+                self.pool.pauses.close(docker).await;
+                self.nat_pool.pauses.close(docker).await;
                 network::release_all(docker, &self.ownership).await
             }
             Err(_) => 0,

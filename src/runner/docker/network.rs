@@ -13,7 +13,7 @@
 //! Containers on different bridges cannot talk (the engine's isolation
 //! chains); `enable_icc=false` stays on as a second guard. A job reaches the
 //! host through its gateway, not the other jobs. A network may also have an
-//! idle holder (holder.rs) whose namespace the next job joins: still one
+//! idle pause (pause.rs) whose namespace the next job joins: still one
 //! job, and one endpoint, per network.
 //!
 //! Two kinds, two pools. Networks of jobs with `egress` `none` or `proxy`
@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 
 use super::DockerClient;
-use super::holder;
+use super::pause;
 use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
@@ -164,8 +164,8 @@ pub async fn ensure(docker: &DockerClient, name: &str, owner: &Ownership, intern
 /// down`, the crash watchdog. Failures only cost a leftover network; they
 /// are logged, not raised. Returns how many were removed.
 pub async fn release_all(docker: &DockerClient, owner: &Ownership) -> usize {
-    // A holder keeps its network in use: the stale ones go first.
-    holder::sweep(docker, owner).await;
+    // A pause keeps its network in use: the stale ones go first.
+    pause::sweep(docker, owner).await;
     let opts = ListNetworksOptions {
         filters: Some(HashMap::from([("label".to_string(), owner.filters())])),
     };

@@ -12,10 +12,10 @@ use crate::model::JobId;
 
 /// Label key: hash of the canonical state dir of the manager that made it.
 pub const LABEL_STATE: &str = "berth.state";
-/// The label naming the pool network a holder holds (the sweeps keep or
-/// remove holders by it).
-pub const LABEL_HOLDER: &str = "berth.holder";
-/// The label naming the MCP session whose pod a holder holds (`pod/`).
+/// The label naming the pool network a pause holds (the sweeps keep or
+/// remove pauses by it).
+pub const LABEL_PAUSE: &str = "berth.pause";
+/// The label naming the MCP session whose pod a pause holds (`pod/`).
 pub const LABEL_POD: &str = "berth.pod";
 
 /// The `berth.state` value for `state_dir`: 16 hex digits of FNV-1a over the

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::DockerClient;
-use super::holder::{self, Holders};
 use super::network::ensure;
 use super::ownership::Ownership;
+use super::pause::{self, Pauses};
 pub use super::slot::{NetAddr, Slot};
 use crate::error::{Error, Result};
 use crate::store::private;
@@ -54,8 +54,8 @@ pub struct Pool {
     /// One acquire at a time: two launches would otherwise pick one slot.
     /// (A tokio mutex: held across the engine calls on purpose.)
     one: tokio::sync::Mutex<()>,
-    /// The slots' network holders (holder.rs).
-    pub holders: Arc<Holders>,
+    /// The slots' pause containers (pause.rs).
+    pub pauses: Arc<Pauses>,
 }
 
 /// The network name of slot `n`.
@@ -117,18 +117,18 @@ impl Pool {
     /// The lowest free slot whose network exists (made if needed), is ours,
     /// of this pool's kind and has no container on it (one of another
     /// process, or a leftover that still runs, makes it skipped). `join`:
-    /// the job can join a holder, so a free slot with one comes first;
-    /// otherwise slots with a holder are left to such jobs.
+    /// the job can join a pause, so a free slot with one comes first;
+    /// otherwise slots with a pause are left to such jobs.
     pub async fn acquire(&self, docker: &DockerClient, owner: &Ownership, join: bool) -> Result<Slot> {
         if join {
-            self.holders.settle(holder::JOIN_WAIT).await;
+            self.pauses.settle(pause::JOIN_WAIT).await;
         }
         let _one = self.one.lock().await;
-        if join && let Some(slot) = self.free_holder_slot() {
+        if join && let Some(slot) = self.free_pause_slot() {
             return Ok(slot);
         }
         for n in 0..MAX_SLOTS {
-            if self.busy.lock().is_ok_and(|b| b.contains(&n)) || self.holders.has(n) {
+            if self.busy.lock().is_ok_and(|b| b.contains(&n)) || self.pauses.has(n) {
                 continue;
             }
             let Lock::Held(lock) = self.lock(n) else {
@@ -177,11 +177,11 @@ impl Pool {
         ))
     }
 
-    /// A free slot whose network has a holder (known, so never inspected).
-    fn free_holder_slot(&self) -> Option<Slot> {
+    /// A free slot whose network has a pause (known, so never inspected).
+    fn free_pause_slot(&self) -> Option<Slot> {
         let candidates: Vec<u32> = self.vacant.lock().ok()?.iter().copied().collect();
         for n in candidates {
-            if !self.holders.has(n) || self.busy.lock().is_ok_and(|b| b.contains(&n)) {
+            if !self.pauses.has(n) || self.busy.lock().is_ok_and(|b| b.contains(&n)) {
                 continue;
             }
             let Some(known) = self.known.lock().ok().and_then(|k| k.get(&n).cloned()) else {
@@ -231,7 +231,7 @@ impl Pool {
             id: known.id,
             name,
             addr: known.addr,
-            holder: self.holders.of(n),
+            pause: self.pauses.of(n),
             busy: self.busy.clone(),
             vacant: self.vacant.clone(),
             _lock: lock,

@@ -7,7 +7,7 @@
 //! - `network = "isolated"` (the default): a pool network, `internal` unless
 //!   the job's egress is `all`. Ports are berth's (`publish = "berth"`, the
 //!   default): berth listens on 127.0.0.1 and relays to the job's address,
-//!   and the job may join a network holder, ports or not. With `publish =
+//!   and the job may join a pause container, ports or not. With `publish =
 //!   "engine"` a job with ports gets a NAT'd network (the engine publishes
 //!   nothing on an internal one), so its egress is `all`: said in the
 //!   record's `not_enforced`.
@@ -29,7 +29,7 @@ use bollard::models::Mount;
 
 use super::Sandbox;
 use super::etc;
-use super::slot::{Holder, NetAddr};
+use super::slot::{NetAddr, Pause};
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec, Network, Publish};
 use crate::net::{Allowlist, DenialFn, Forwarder, Policy, Proxy};
@@ -38,10 +38,10 @@ use crate::net::{Allowlist, DenialFn, Forwarder, Policy, Proxy};
 /// the job network's gateway, this machine's address the job reaches
 /// directly: a scoped engine's children are relayed there).
 pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
-/// The kernel hostname of a job that joins a holder: the engine copies the
-/// holder's and a job cannot set its own, so it is the same neutral word
+/// The kernel hostname of a job that joins a pause: the engine copies the
+/// pause's and a job cannot set its own, so it is the same neutral word
 /// for every such job (the job's id is in `/etc/hostname` and `$HOSTNAME`).
-pub const HOLDER_HOSTNAME: &str = "berth-job";
+pub const PAUSE_HOSTNAME: &str = "berth-job";
 
 /// How one job's network is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,12 +215,12 @@ impl JobNet {
 /// `HOSTNAME`, the proxy's variables, its own `/etc` files (written under
 /// `job_dir`; the engine's default bridge keeps the engine's, which are
 /// the container's own there), and its name: the kernel hostname and a
-/// DNS alias on an endpoint of its own, the holder's address in
+/// DNS alias on an endpoint of its own, the pause's address in
 /// `/etc/hosts` when it `joined` one.
 pub fn attach(
     id: &JobId,
     decision: &Decision,
-    joined: Option<&Holder>,
+    joined: Option<&Pause>,
     job_dir: &Path,
     proxy: Option<&Proxy>,
 ) -> Result<Attach> {

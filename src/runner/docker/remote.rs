@@ -18,7 +18,7 @@
 //!   there (with a note); a job with ports needs a network with a way out
 //!   (the engine publishes only there), so it gets `all`, as with
 //!   `publish = "engine"`.
-//! - No network holders, `/etc` files, protected copies or set-uid sweep:
+//! - No pause containers, `/etc` files, protected copies or set-uid sweep:
 //!   each of those is a file of this machine's; the job's files on the
 //!   engine are a copy that nothing of the caller's reads back.
 

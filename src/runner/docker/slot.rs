@@ -1,7 +1,7 @@
 //! What a job holds of the network pool (`pool.rs`): a [`Slot`] (one pool
 //! network, given back when dropped), where that network is ([`NetAddr`])
-//! and the network holder the job may join ([`Holder`], made in
-//! `holder.rs`). Plain data below both, so the pool and the holders need
+//! and the pause container the job may join ([`Pause`], made in
+//! `pause.rs`). Plain data below both, so the pool and the pauses need
 //! not know each other's insides.
 
 use std::collections::BTreeSet;
@@ -39,10 +39,10 @@ impl NetAddr {
     }
 }
 
-/// A running holder: the container and its address on the pool network
+/// A running pause: the container and its address on the pool network
 /// (what readiness probes of a job that joined it connect to).
 #[derive(Clone, Debug)]
-pub struct Holder {
+pub struct Pause {
     pub id: String,
     pub ip: Option<IpAddr>,
 }
@@ -54,8 +54,8 @@ pub struct Slot {
     pub id: String,
     pub name: String,
     pub addr: NetAddr,
-    /// The network's holder when the slot was taken: the job joins its namespace.
-    pub holder: Option<Holder>,
+    /// The network's pause when the slot was taken: the job joins its namespace.
+    pub pause: Option<Pause>,
     pub(super) busy: Arc<Mutex<BTreeSet<u32>>>,
     pub(super) vacant: Arc<Mutex<BTreeSet<u32>>>,
     /// The slot's flock, released when the file closes.

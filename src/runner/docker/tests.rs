@@ -22,7 +22,7 @@ use crate::runner::Exit;
 use crate::watch::Watchers;
 
 mod engine_errors;
-mod holders;
+mod pauses;
 mod removal;
 
 /// Upper bound for any single job in these tests; nothing here should come close.
@@ -465,8 +465,8 @@ async fn fast_exits_are_never_missed() {
 #[tokio::test]
 async fn an_asked_host_port_that_is_taken_is_refused_not_replaced() {
     let mut fx = Fixture::new("port").await;
-    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let taken = holder.local_addr().unwrap().port();
+    let pause = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = pause.local_addr().unwrap().port();
     let mut spec = JobSpec::argv(["sleep", "60"]);
     spec.ports.push(PortSpec {
         port: 80,
@@ -483,7 +483,7 @@ async fn an_asked_host_port_that_is_taken_is_refused_not_replaced() {
             "precheck {precheck}: {err}"
         );
     }
-    drop(holder);
+    drop(pause);
 }
 
 #[tokio::test]

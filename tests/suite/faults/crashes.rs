@@ -1,5 +1,5 @@
 //! A dead daemon's resources are the next daemon's to clean, even when its
-//! crash watchdog died with it: containers (jobs and network holders) and
+//! crash watchdog died with it: containers (jobs and pause containers) and
 //! networks labelled with the instance are gone once a new daemon serves.
 
 use std::process::{Command, Stdio};
@@ -39,7 +39,7 @@ async fn daemon_and_watchdog_killed_together_ten_times_leave_nothing_behind() {
     let mut current: Option<Started> = None;
     for round in 0..10 {
         // A job with a published port, one that ended (its network gets a
-        // holder), and one without ports (it joins the holder) when there is one.
+        // pause), and one without ports (it joins the pause) when there is one.
         docker_job(&d, &["-p", "8080", "--", "sleep", "300"]);
         let (code, _, err) = d.run(&["run", "--runner", "docker", "--image", SANDBOX, "--", "true"]);
         assert_eq!(code, 0, "{err}");

@@ -4,7 +4,7 @@
 //! Docker as on a host shell, and siblings reach each other by label; a job
 //! of another session reaches neither that localhost nor the first
 //! session's address; two siblings cannot publish one port; and the pods
-//! go with their sessions (no holder, no network of the instance left).
+//! go with their sessions (no pause, no network of the instance left).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -96,7 +96,7 @@ fn listed(kind: &[&str], instance: &str, labels: &[&str]) -> Vec<String> {
         .collect()
 }
 
-fn pod_holders(instance: &str) -> Vec<String> {
+fn pod_pauses(instance: &str) -> Vec<String> {
     listed(&["ps", "-a"], instance, &["berth.pod"])
 }
 
@@ -105,17 +105,17 @@ fn networks(instance: &str) -> Vec<String> {
 }
 
 /// The address of the pod a running job container of `instance` is in (its
-/// holder's), and the holder's `berth.pod` label.
+/// pause's), and the pause's `berth.pod` label.
 fn pod_address(instance: &str) -> (String, String) {
     let jobs = listed(&["ps"], instance, &["berth.job"]);
     let job = docker_inspect("container", &jobs[0]).expect("the job container");
     let mode = job["HostConfig"]["NetworkMode"].as_str().unwrap().to_string();
-    let holder = mode
+    let pause = mode
         .strip_prefix("container:")
-        .unwrap_or_else(|| panic!("a pod member joins its holder: {mode}"));
-    let h = docker_inspect("container", holder).expect("the pod holder");
+        .unwrap_or_else(|| panic!("a pod member joins its pause: {mode}"));
+    let h = docker_inspect("container", pause).expect("the pod pause");
     let nets = h["NetworkSettings"]["Networks"].as_object().unwrap();
-    assert_eq!(nets.len(), 1, "one endpoint: the holder's");
+    assert_eq!(nets.len(), 1, "one endpoint: the pause's");
     let ip = nets.values().next().unwrap()["IPAddress"]
         .as_str()
         .unwrap()
@@ -163,7 +163,7 @@ async fn safe_shell_serves_on_localhost_to_its_session_and_to_no_other() {
     assert!(page.contains("Directory listing"), "{page}");
     let (ip, pod) = pod_address(&a.instance);
     assert!(pod.starts_with("mcp:"), "{pod}");
-    assert_eq!(pod_holders(&a.instance).len(), 1);
+    assert_eq!(pod_pauses(&a.instance).len(), 1);
 
     // Another session: neither that localhost nor that address.
     let mut b = Other::open(a.dir.path(), &a.instance, "safe_shell").await;
@@ -190,11 +190,11 @@ async fn safe_shell_serves_on_localhost_to_its_session_and_to_no_other() {
             r.text
         );
     }
-    assert_eq!(pod_holders(&a.instance).len(), 2, "a pod per session");
+    assert_eq!(pod_pauses(&a.instance).len(), 2, "a pod per session");
     // The other session's end takes its pod; the first serves on.
     b.close().await;
     eventually(Duration::from_secs(10), "the ended session's pod is gone", || {
-        pod_holders(&a.instance).len() == 1
+        pod_pauses(&a.instance).len() == 1
     })
     .await;
     let page = until_ok(
@@ -208,7 +208,7 @@ async fn safe_shell_serves_on_localhost_to_its_session_and_to_no_other() {
     // The host session's end: nothing of the instance is left.
     let instance = a.instance.clone();
     a.close().await;
-    assert_eq!(containers_of(&instance), 0, "no holder nor job left");
+    assert_eq!(containers_of(&instance), 0, "no pause nor job left");
     assert!(
         networks(&instance).is_empty(),
         "no network left: {:?}",
@@ -264,7 +264,7 @@ async fn siblings_resolve_each_other_by_label_and_cannot_publish_one_port_twice(
         "{}",
         r.text
     );
-    assert_eq!(pod_holders(&a.instance).len(), 1);
+    assert_eq!(pod_pauses(&a.instance).len(), 1);
 }
 
 #[tokio::test]
@@ -275,7 +275,7 @@ async fn a_crashed_hosts_pods_are_swept_by_its_watchdog() {
         json!({"command": "sleep", "args": ["300"], "background": true}),
     )
     .await;
-    assert_eq!(pod_holders(&a.instance).len(), 1);
+    assert_eq!(pod_pauses(&a.instance).len(), 1);
     // SIGKILL: no teardown of its own; its watchdog sweeps by label.
     let pid = a.child.id().expect("running");
     assert!(

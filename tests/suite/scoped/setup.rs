@@ -23,7 +23,7 @@ pub fn children_of(instance: &str) -> usize {
     String::from_utf8_lossy(&o.stdout).lines().count()
 }
 
-/// Containers of `instance` (any state): jobs', children, holders.
+/// Containers of `instance` (any state): jobs', children, pauses.
 pub fn containers_of(instance: &str) -> usize {
     crate::common::containers_of(instance)
 }

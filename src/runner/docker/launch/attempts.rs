@@ -2,7 +2,7 @@
 //! the job's network, writes what the network gives the container, and asks
 //! the engine to create and start it (`attempt.rs`). A failed round either
 //! mends what it found (a network removed meanwhile is made again, a gone
-//! holder is forgotten, a leftover with the job's name is cleared) and the
+//! pause is forgotten, a leftover with the job's name is cleared) and the
 //! next round runs, or ends the launch with the engine's failure.
 
 use std::path::Path;
@@ -16,8 +16,8 @@ use super::super::pod::{LeaveOnDrop, Pod};
 use super::super::reach::{self, Attach, Decision};
 use super::super::remote::RemoteJob;
 use super::super::scoped::{Scope, Setup};
-use super::super::slot::{Holder, Slot};
-use super::super::{DockerClient, Engine, Sandbox, holder, remove_container};
+use super::super::slot::{Pause, Slot};
+use super::super::{DockerClient, Engine, Sandbox, pause, remove_container};
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, JobSpec};
 
@@ -35,7 +35,7 @@ pub(super) struct Attempts<'a> {
     pub decision: &'a Decision,
     pub remote: Option<&'a RemoteJob>,
     pub plan: &'a [PortPlan],
-    /// The job may join its network's holder (`holder.rs`).
+    /// The job may join its network's pause (`pause.rs`).
     pub may_join: bool,
     /// The session's pod the job is in, and its seat there.
     pub pod: Option<&'a Arc<Pod>>,
@@ -54,9 +54,9 @@ pub(super) struct Attempts<'a> {
 }
 
 impl Attempts<'_> {
-    /// Create rounds until one starts the container (with the holder it
+    /// Create rounds until one starts the container (with the pause it
     /// joined, if any) or one fails for good.
-    pub async fn run(&mut self) -> Result<(Started, Option<Holder>)> {
+    pub async fn run(&mut self) -> Result<(Started, Option<Pause>)> {
         loop {
             let joined = self.joined();
             if !self.proxy_on_network().await? {
@@ -90,15 +90,15 @@ impl Attempts<'_> {
         }
     }
 
-    /// The holder this round's container joins: its pod's, or its network's
+    /// The pause this round's container joins: its pod's, or its network's
     /// when it may join one.
-    fn joined(&self) -> Option<Holder> {
+    fn joined(&self) -> Option<Pause> {
         match self.pod {
-            Some(pod) => Some(pod.holder.clone()),
+            Some(pod) => Some(pod.pause.clone()),
             None => self
                 .slot
                 .as_ref()
-                .and_then(|s| s.holder.clone())
+                .and_then(|s| s.pause.clone())
                 .filter(|_| self.may_join),
         }
     }
@@ -134,7 +134,7 @@ impl Attempts<'_> {
 
     /// What the job's network gives this round's container: its `/etc`
     /// files, the pod's hosts file, the proxy's variables.
-    fn attach(&self, joined: Option<&Holder>) -> Result<Attach> {
+    fn attach(&self, joined: Option<&Pause>) -> Result<Attach> {
         let mut attach = reach::attach(self.id, self.decision, joined, self.job_dir, self.proxy.as_ref())?;
         if let Some(m) = self.member.and_then(LeaveOnDrop::member) {
             // The pod's hosts file, which names every member, for its own.
@@ -147,9 +147,9 @@ impl Attempts<'_> {
         Ok(attach)
     }
 
-    /// The engine's network mode for this round: the joined holder's
+    /// The engine's network mode for this round: the joined pause's
     /// namespace, the slot's network, or none of berth's.
-    fn network_mode(&self, joined: Option<&Holder>) -> String {
+    fn network_mode(&self, joined: Option<&Pause>) -> String {
         match (joined, &self.slot) {
             (Some(h), _) => format!("container:{}", h.id),
             (None, Some(s)) => s.id.clone(),
@@ -170,30 +170,30 @@ impl Attempts<'_> {
 
     /// What a failed round means: `Ok` when it was mended and the next
     /// round may run, else the launch's failure.
-    async fn recover(&mut self, failed: AttemptError, joined: Option<&Holder>) -> Result<()> {
+    async fn recover(&mut self, failed: AttemptError, joined: Option<&Pause>) -> Result<()> {
         match failed {
-            // The pod's holder went away: the pod is forgotten (the
+            // The pod's pause went away: the pod is forgotten (the
             // session's next job makes another) and this start fails.
             AttemptError::Other(e) | AttemptError::NetworkGone(e)
-                if self.member.is_some() && joined.is_some_and(|h| holder::is_gone(&e, h)) =>
+                if self.member.is_some() && joined.is_some_and(|h| pause::is_gone(&e, h)) =>
             {
                 if let Some(m) = self.member.and_then(LeaveOnDrop::member) {
                     m.broken();
                 }
                 Err(e)
             }
-            // The holder went away (removed by hand, the engine restarted):
+            // The pause went away (removed by hand, the engine restarted):
             // forget it and start the ordinary way on the same network.
             AttemptError::Other(e) | AttemptError::NetworkGone(e)
-                if joined.is_some_and(|h| holder::is_gone(&e, h)) =>
+                if joined.is_some_and(|h| pause::is_gone(&e, h)) =>
             {
-                tracing::debug!(job = %self.id, error = %e, "network holder gone; starting on the network itself");
+                tracing::debug!(job = %self.id, error = %e, "pause container gone; starting on the network itself");
                 if let Some(s) = self.slot.as_mut() {
                     self.engine
                         .pool_of(self.decision.internal)
-                        .holders
+                        .pauses
                         .forget(self.docker, s.index());
-                    s.holder = None;
+                    s.pause = None;
                 }
                 Ok(())
             }

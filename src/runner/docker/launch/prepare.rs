@@ -35,7 +35,7 @@ pub(super) struct Prepared {
     /// berth's own listeners, released again if the launch fails.
     pub bound: Option<forward::BoundPorts>,
     pub plan: Vec<PortPlan>,
-    /// The job may join its network's holder (`holder.rs`).
+    /// The job may join its network's pause (`pause.rs`).
     pub may_join: bool,
     pub decision: Decision,
     /// A remote engine's job (remote.rs).
@@ -62,8 +62,8 @@ impl Prepared {
         };
         let (plan, bound) = ports(job, &decision, remote.is_some())?;
         // Unless the engine publishes its ports, the job may join the
-        // network's holder (holder.rs): the engine then sets up no network for
-        // it. A remote engine's jobs never do (a holder's files are this machine's).
+        // network's pause (pause.rs): the engine then sets up no network for
+        // it. A remote engine's jobs never do (a pause's files are this machine's).
         let may_join = remote.is_none() && (!decision.engine_publishes || plan.is_empty());
         let (member, pod_note) = join_pod(job, &decision, remote.is_none()).await?;
         let pod = member.as_ref().map(|m| m.pod.clone());

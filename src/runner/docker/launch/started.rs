@@ -13,10 +13,10 @@ use super::super::DockerControl;
 use super::super::attempt::{Started, feed, note_warnings};
 use super::super::create::{self, PortPlan};
 use super::super::exit::{OutputStream, Waited, exit_future, pump};
-use super::super::holder;
+use super::super::pause;
 use super::super::reach::JobNet;
 use super::super::remote::RemoteJob;
-use super::super::slot::Holder;
+use super::super::slot::Pause;
 use super::Job;
 use super::prepare::Prepared;
 use crate::error::Result;
@@ -25,11 +25,11 @@ use crate::net::{Proxy, Upstream, forward};
 use crate::output::Stream as OutStream;
 use crate::runner::{Control, Launched};
 
-/// What the create rounds ended with: the started container, the holder
+/// What the create rounds ended with: the started container, the pause
 /// it joined, and the proxy on its network.
 pub(super) struct Made {
     pub started: Started,
-    pub joined: Option<Holder>,
+    pub joined: Option<Pause>,
     pub proxy: Option<Proxy>,
 }
 
@@ -121,7 +121,7 @@ struct ReadBack {
 async fn read_back(
     job: &Job<'_>,
     prepared: &mut Prepared,
-    joined: Option<&Holder>,
+    joined: Option<&Pause>,
     container_id: &str,
     control: &DockerControl,
 ) -> Result<ReadBack> {
@@ -164,18 +164,18 @@ fn note_network(applied: &mut AppliedLimits, prepared: &mut Prepared) {
     }
 }
 
-/// A pool network without a holder gets one once this job exited, when
+/// A pool network without a pause gets one once this job exited, when
 /// the job could join one: jobs whose ports the engine publishes never
 /// do, and warming their networks would only grow the pool by a network
 /// per such job.
-fn warm_recipe(job: &Job<'_>, prepared: &Prepared) -> Option<Arc<(Arc<holder::Holders>, holder::Recipe)>> {
+fn warm_recipe(job: &Job<'_>, prepared: &Prepared) -> Option<Arc<(Arc<pause::Pauses>, pause::Recipe)>> {
     let engine = job.engine;
     (engine.warm.load(std::sync::atomic::Ordering::SeqCst)
         && prepared.may_join
-        && prepared.slot.as_ref().is_some_and(|s| s.holder.is_none()))
+        && prepared.slot.as_ref().is_some_and(|s| s.pause.is_none()))
     .then(|| {
-        let recipe = holder::Recipe {
-            // The instance's own default image, never the job's: the holder
+        let recipe = pause::Recipe {
+            // The instance's own default image, never the job's: the pause
             // shares its namespace with later jobs, so its `sleep` must not
             // be code a job chose.
             image: engine.image.clone(),
@@ -183,7 +183,7 @@ fn warm_recipe(job: &Job<'_>, prepared: &Prepared) -> Option<Arc<(Arc<holder::Ho
             owner: engine.owner.clone(),
             pod: None,
         };
-        Arc::new((engine.pool_of(prepared.decision.internal).holders.clone(), recipe))
+        Arc::new((engine.pool_of(prepared.decision.internal).pauses.clone(), recipe))
     })
 }
 
@@ -225,10 +225,10 @@ async fn take_down(
     }
 }
 
-/// A job in its holder's namespace has the holder's address.
+/// A job in its pause's namespace has the pause's address.
 /// A remote engine's container address is on its host: not for probes here.
 fn internal_ip(
-    joined: Option<&Holder>,
+    joined: Option<&Pause>,
     remote: Option<&RemoteJob>,
     inspected: &ContainerInspectResponse,
 ) -> Option<std::net::IpAddr> {

@@ -68,13 +68,13 @@ impl Member {
                     rt.spawn(async move { pods.retire(&pod).await });
                 }
                 // Outside a runtime (a `Drop` path): the labelled sweep at
-                // teardown removes the holder.
+                // teardown removes the pause.
                 Err(_) => pods.forget(&pod),
             }
         }
     }
 
-    /// The pod's holder was found gone: the pod is forgotten.
+    /// The pod's pause was found gone: the pod is forgotten.
     pub fn broken(&self) {
         self.left.store(true, Ordering::SeqCst);
         self.pods.forget(&self.pod);

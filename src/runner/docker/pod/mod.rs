@@ -4,10 +4,10 @@
 //! job reaches a sibling by its label (`web:8000`) or id.
 //!
 //! How: a pod is one pool network slot held for the pod's whole life, with
-//! one idle holder on it (holder.rs's recipe, labelled `berth.pod` too);
-//! every member joins the holder's namespace (`network_mode =
-//! container:<holder>`). So the pod still has ONE endpoint on its network
-//! (the holder's): the engine deadlock of several containers on one
+//! one idle pause on it (pause.rs's recipe, labelled `berth.pod` too);
+//! every member joins the pause's namespace (`network_mode =
+//! container:<pause>`). So the pod still has ONE endpoint on its network
+//! (the pause's): the engine deadlock of several containers on one
 //! user-defined network exiting at once (network.rs) has no partner, and
 //! pods stay isolated from each other and from other jobs as pool networks
 //! are (one bridge each, the engine's isolation chains between bridges).
@@ -35,10 +35,10 @@
 //!
 //! Lifecycle ([`Life`]): open while the session lasts; at its end
 //! ([`Pods::end`], from the manager's `end_owner`) the pod goes with its
-//! last member (at once when it has none): its holder removed, its slot given
+//! last member (at once when it has none): its pause removed, its slot given
 //! back to the pool. Manager teardown removes every pod ([`Pods::close`]);
-//! a crashed manager's pod holders are holders like the others (labelled
-//! `berth.holder`), which the labelled sweeps remove.
+//! a crashed manager's pod pauses are pauses like the others (labelled
+//! `berth.pause`), which the labelled sweeps remove.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,7 +53,7 @@ pub use member::{Joined, LeaveOnDrop, Member};
 use seats::{Seat, Seats, conflict, hostname_ok, hosts_text, names};
 
 use super::client::remove_container;
-use super::holder::{self, Holder};
+use super::pause::{self, Pause};
 use super::reach::Decision;
 use super::slot::{NetAddr, Slot};
 use super::{DockerClient, Engine};
@@ -77,19 +77,19 @@ struct State {
     closing: bool,
 }
 
-/// One pod: its holder, its network and who is in it.
+/// One pod: its pause, its network and who is in it.
 pub struct Pod {
     key: String,
     /// The session (`mcp:<id>`).
     owner: String,
-    pub holder: Holder,
+    pub pause: Pause,
     pub addr: NetAddr,
     /// Its pool network's name.
     pub network: String,
     hosts: PathBuf,
     docker: DockerClient,
     life: Mutex<Life>,
-    /// Held for the pod's life; given back once its holder is removed.
+    /// Held for the pod's life; given back once its pause is removed.
     slot: Mutex<Option<Slot>>,
 }
 
@@ -99,7 +99,7 @@ enum Life {
     Open(Seats),
     /// The session ended: nobody joins; the pod goes with its last member.
     Ending(Seats),
-    /// Its holder is (being) removed.
+    /// Its pause is (being) removed.
     Closed,
 }
 
@@ -178,7 +178,7 @@ impl Pods {
         }))
     }
 
-    /// Make the pod `key`: a slot of its own, a holder on it, its hosts file.
+    /// Make the pod `key`: a slot of its own, a pause on it, its hosts file.
     async fn make(
         &self,
         engine: &Engine,
@@ -188,28 +188,28 @@ impl Pods {
         internal: bool,
         project_image: &str,
     ) -> Result<Arc<Pod>> {
-        // A slot without a pool holder: the pod's holder is its own.
+        // A slot without a pool pause: the pod's pause is its own.
         let slot = engine.acquire_network(docker, internal, false).await?;
         // The instance's default image, else the project's: never one a job
-        // chose (the holder's `sleep` shares the namespace with every member).
+        // chose (the pause's `sleep` shares the namespace with every member).
         let mut images = vec![engine.image.clone()];
         if project_image != engine.image {
             images.push(project_image.to_string());
         }
         let mut made = Err(Error::InvalidSpec("no image to hold a pod".into()));
         for image in images {
-            let recipe = holder::Recipe {
+            let recipe = pause::Recipe {
                 image,
                 ownership: engine.ownership.clone(),
                 owner: engine.owner.clone(),
                 pod: Some(owner.to_string()),
             };
-            made = holder::make(docker, &slot, &recipe).await;
+            made = pause::make(docker, &slot, &recipe).await;
             if made.is_ok() {
                 break;
             }
         }
-        let holder = match made {
+        let pause = match made {
             Ok(h) => h,
             Err(e) => {
                 // Whatever was made was removed again: the network is empty.
@@ -223,7 +223,7 @@ impl Pods {
             .and_then(|()| crate::store::private::create_dir(&dir))
             .and_then(|()| super::etc::put(&hosts, &hosts_text(&Seats::new())));
         if let Err(source) = written {
-            remove_container(docker, &holder.id).await;
+            remove_container(docker, &pause.id).await;
             slot.vacate();
             return Err(Error::Io {
                 action: "write the pod's hosts file",
@@ -236,7 +236,7 @@ impl Pods {
             owner: owner.to_string(),
             addr: slot.addr,
             network: slot.name.clone(),
-            holder,
+            pause,
             hosts,
             docker: docker.clone(),
             life: Mutex::new(Life::Open(Seats::new())),
@@ -263,7 +263,7 @@ impl Pods {
         }
     }
 
-    /// Teardown: no pod any more; every holder removed, every slot given back.
+    /// Teardown: no pod any more; every pause removed, every slot given back.
     pub async fn close(&self) {
         let pods: Vec<Arc<Pod>> = self
             .state
@@ -280,14 +280,14 @@ impl Pods {
     }
 
     /// From synchronous teardown: no pod is made or joined from now on (the
-    /// labelled sweep removes the holders).
+    /// labelled sweep removes the pauses).
     pub fn begin_close(&self) {
         if let Ok(mut s) = self.state.lock() {
             s.closing = true;
         }
     }
 
-    /// Forget `pod` and remove its holder.
+    /// Forget `pod` and remove its pause.
     async fn retire(&self, pod: &Arc<Pod>) {
         if let Ok(mut s) = self.state.lock()
             && s.by_key.get(&pod.key).is_some_and(|p| Arc::ptr_eq(p, pod))
@@ -298,7 +298,7 @@ impl Pods {
         tracing::info!(pod = %pod.key, "pod removed");
     }
 
-    /// `pod`'s holder was found gone: the next job of its session makes a new one.
+    /// `pod`'s pause was found gone: the next job of its session makes a new one.
     fn forget(&self, pod: &Arc<Pod>) {
         if let Ok(mut s) = self.state.lock()
             && s.by_key.get(&pod.key).is_some_and(|p| Arc::ptr_eq(p, pod))
@@ -392,9 +392,9 @@ impl Pod {
         &self.hosts
     }
 
-    /// Remove the holder, then give the slot back (empty once it is gone).
+    /// Remove the pause, then give the slot back (empty once it is gone).
     async fn remove(&self) {
-        let removed = remove_container(&self.docker, &self.holder.id).await;
+        let removed = remove_container(&self.docker, &self.pause.id).await;
         let slot = self.slot.lock().ok().and_then(|mut s| s.take());
         if let (Some(slot), true) = (slot, removed) {
             slot.vacate();

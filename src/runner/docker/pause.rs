@@ -1,5 +1,5 @@
-//! Network holders: one idle container per pool network whose network
-//! namespace the next job joins (`network_mode = container:<holder>`), so
+//! Pause containers: one idle container per pool network whose network
+//! namespace the next job joins (`network_mode = container:<pause>`), so
 //! that job skips the engine's network setup.
 //!
 //! Why: on a user-defined bridge the engine spends ~100 ms per container on
@@ -7,28 +7,28 @@
 //! namespace), which made an `isolated` job slower than `docker run` on the
 //! default bridge. Joining a namespace that already has all of it takes
 //! ~10 ms. Isolation is unchanged: a pool network still serves one job at a
-//! time (its [`Slot`] is held while the job runs), the holder is on that
+//! time (its [`Slot`] is held while the job runs), the pause is on that
 //! network alone, and it is not a job (an idle `sleep`, no capabilities,
 //! read-only, nobody's uid). A job with published ports joins one too when
 //! berth forwards its ports (the default); one whose ports the engine
 //! publishes (`publish = "engine"`) never does: the engine publishes ports
 //! only for a container with a network of its own. A joined job gets its
 //! own `/etc/hosts`, `resolv.conf` and `hostname` (etc.rs), never the
-//! holder's; its kernel hostname is the holder's, which the engine copies
-//! and the job cannot change: the same neutral word for every holder.
+//! pause's; its kernel hostname is the pause's, which the engine copies
+//! and the job cannot change: the same neutral word for every pause.
 //!
 //! Lifecycle: only a long-lived manager (the daemon, an MCP host) warms
-//! holders ([`super::Engine::keep_warm`]). When a job on a pool network without
-//! a holder ended, a holder is made on that network while the slot stays
-//! held; the slot is then given back with its holder. The holder runs the
+//! pauses ([`super::Engine::keep_warm`]). When a job on a pool network without
+//! a pause ended, a pause is made on that network while the slot stays
+//! held; the slot is then given back with its pause. The pause runs the
 //! instance's default image (never a job's: it shares its namespace with
 //! later jobs, so what runs in it must not be a job's choice), and only when
-//! that image is present (no pull). A holder that vanished (removed by hand) is
-//! forgotten and the job starts the ordinary way. Every holder carries the
-//! instance's labels plus `berth.holder`, and goes at teardown: manager
-//! shutdown and drop ([`Holders::close`], [`sweep`]), `berth down` and the
+//! that image is present (no pull). A pause that vanished (removed by hand) is
+//! forgotten and the job starts the ordinary way. Every pause carries the
+//! instance's labels plus `berth.pause`, and goes at teardown: manager
+//! shutdown and drop ([`Pauses::close`], [`sweep`]), `berth down` and the
 //! crash watchdog (the labelled sweeps), before the networks they sit on.
-//! A pod's holder (`pod/`) is made from the same recipe (plus a
+//! A pod's pause (`pod/`) is made from the same recipe (plus a
 //! `berth.pod` label) but belongs to its pod, not to this pool: swept alike.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,19 +41,19 @@ use bollard::query_parameters::{CreateContainerOptions, ListContainersOptions};
 use super::DockerClient;
 use super::client::{remove_all, remove_container};
 use super::ownership::{LABEL_STATE, Ownership};
-pub use super::slot::Holder;
+pub use super::slot::Pause;
 use super::slot::Slot;
 use super::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use crate::error::{EngineFailure, Error, Result};
 
-pub use super::ownership::LABEL_HOLDER;
-/// How long teardown waits for holders still being made.
+pub use super::ownership::LABEL_PAUSE;
+/// How long teardown waits for pauses still being made.
 const WARMING_LIMIT: Duration = Duration::from_secs(5);
-/// How long a job that can join a holder waits for one being made.
+/// How long a job that can join a pause waits for one being made.
 pub const JOIN_WAIT: Duration = Duration::from_secs(2);
 
-/// One holder being made: `warming` is counted down when it drops.
-struct Warming(Arc<Holders>);
+/// One pause being made: `warming` is counted down when it drops.
+struct Warming(Arc<Pauses>);
 
 impl Drop for Warming {
     fn drop(&mut self) {
@@ -61,20 +61,20 @@ impl Drop for Warming {
     }
 }
 
-/// The holders of one engine, by pool slot.
-pub struct Holders {
+/// The pauses of one engine, by pool slot.
+pub struct Pauses {
     state: Mutex<State>,
-    /// How many holders are being made now: counted up under `state`'s
+    /// How many pauses are being made now: counted up under `state`'s
     /// lock (with `closing` looked at), down by their task's guard however
     /// it ends, a panic included; waited on to reach 0.
     warming: tokio::sync::watch::Sender<usize>,
-    /// The tasks making and removing holders.
+    /// The tasks making and removing pauses.
     tasks: tokio_util::task::TaskTracker,
 }
 
-impl Default for Holders {
+impl Default for Pauses {
     fn default() -> Self {
-        Holders {
+        Pauses {
             state: Mutex::default(),
             warming: tokio::sync::watch::channel(0).0,
             tasks: tokio_util::task::TaskTracker::new(),
@@ -84,35 +84,35 @@ impl Default for Holders {
 
 #[derive(Default)]
 struct State {
-    by_slot: BTreeMap<u32, Holder>,
+    by_slot: BTreeMap<u32, Pause>,
     /// Set at teardown: nothing new is made, what is made meanwhile is removed.
     closing: bool,
-    /// Images a holder cannot run from (absent, no `sleep`): not tried again.
+    /// Images a pause cannot run from (absent, no `sleep`): not tried again.
     unable: BTreeSet<String>,
 }
 
-/// What a holder is made of and labelled with.
+/// What a pause is made of and labelled with.
 #[derive(Clone)]
 pub struct Recipe {
     pub image: String,
     pub ownership: Ownership,
     pub owner: String,
-    /// The session whose pod the holder holds (pod/), labelled `berth.pod`.
+    /// The session whose pod the pause holds (pod/), labelled `berth.pod`.
     pub pod: Option<String>,
 }
 
-impl Holders {
-    /// The holder of slot `n`, if any.
-    pub fn of(&self, n: u32) -> Option<Holder> {
+impl Pauses {
+    /// The pause of slot `n`, if any.
+    pub fn of(&self, n: u32) -> Option<Pause> {
         self.state.lock().ok()?.by_slot.get(&n).cloned()
     }
 
-    /// True when slot `n` has a holder.
+    /// True when slot `n` has a pause.
     pub fn has(&self, n: u32) -> bool {
         self.state.lock().is_ok_and(|s| s.by_slot.contains_key(&n))
     }
 
-    /// Slot `n`'s holder was found gone (or unusable): forget it, and
+    /// Slot `n`'s pause was found gone (or unusable): forget it, and
     /// remove what is left of it in the background.
     pub fn forget(&self, docker: &DockerClient, n: u32) {
         let gone = self.state.lock().ok().and_then(|mut s| s.by_slot.remove(&n));
@@ -123,9 +123,9 @@ impl Holders {
         }
     }
 
-    /// Give `slot` back with a holder on its network, made now in the
+    /// Give `slot` back with a pause on its network, made now in the
     /// background (the slot stays held meanwhile, so no job lands on the
-    /// network half-way). Without a holder (teardown began, the image cannot
+    /// network half-way). Without a pause (teardown began, the image cannot
     /// hold, the engine refused) the slot is given back as it is.
     pub fn warm(self: &Arc<Self>, docker: DockerClient, slot: Slot, recipe: Recipe) {
         let go = self.state.lock().is_ok_and(|s| {
@@ -155,7 +155,7 @@ impl Holders {
                         s.by_slot.insert(slot.index(), h);
                     }
                     Err(e) => {
-                        tracing::debug!(image = %recipe.image, error = %e, "no network holder made");
+                        tracing::debug!(image = %recipe.image, error = %e, "no pause container made");
                         // An absent image or one without `sleep` will not
                         // hold next time either; other failures (a busy
                         // engine) may pass.
@@ -172,8 +172,8 @@ impl Holders {
         });
     }
 
-    /// Wait (at most `limit`) until no holder is being made. A job that can
-    /// join one waits for the holder of the job that just ended rather than
+    /// Wait (at most `limit`) until no pause is being made. A job that can
+    /// join one waits for the pause of the job that just ended rather than
     /// making a network of its own, which costs as much and grows the pool.
     pub async fn settle(&self, limit: Duration) {
         let mut warming = self.warming.subscribe();
@@ -181,11 +181,11 @@ impl Holders {
     }
 
     /// Teardown: make no more, wait (bounded) for those being made, then
-    /// remove every holder of this engine.
+    /// remove every pause of this engine.
     pub async fn close(&self, docker: &DockerClient) {
         self.begin_close();
         self.settle(WARMING_LIMIT).await;
-        let held: Vec<Holder> = self
+        let held: Vec<Pause> = self
             .state
             .lock()
             .map(|mut s| std::mem::take(&mut s.by_slot).into_values().collect())
@@ -193,7 +193,7 @@ impl Holders {
         remove_all(docker, held.iter().map(|h| h.id.as_str())).await;
     }
 
-    /// From synchronous teardown: no new holder is kept from now on.
+    /// From synchronous teardown: no new pause is kept from now on.
     pub fn begin_close(&self) {
         if let Ok(mut s) = self.state.lock() {
             s.closing = true;
@@ -201,15 +201,15 @@ impl Holders {
     }
 }
 
-/// Make, start and read back a holder on `slot`'s network. Whatever was
+/// Make, start and read back a pause on `slot`'s network. Whatever was
 /// made is removed again when a step fails.
-pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Holder> {
+pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) -> Result<Pause> {
     let mut labels = HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), recipe.ownership.instance.clone()),
         (LABEL_STATE.to_string(), recipe.ownership.state.clone()),
         (LABEL_OWNER.to_string(), recipe.owner.clone()),
-        (LABEL_HOLDER.to_string(), slot.name.clone()),
+        (LABEL_PAUSE.to_string(), slot.name.clone()),
     ]);
     if let Some(pod) = &recipe.pod {
         labels.insert(super::ownership::LABEL_POD.to_string(), pod.clone());
@@ -219,7 +219,7 @@ pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) ->
         image: Some(recipe.image.clone()),
         // Idle for ~68 years: any `sleep` takes a plain number of seconds.
         entrypoint: Some(vec!["sleep".into()]),
-        hostname: Some(super::reach::HOLDER_HOSTNAME.into()),
+        hostname: Some(super::reach::PAUSE_HOSTNAME.into()),
         cmd: Some(vec!["2147483647".into()]),
         user: Some("65534:65534".into()),
         labels: Some(labels),
@@ -241,7 +241,7 @@ pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) ->
     // Named after its network (what `docker ps` shows), unique per process.
     static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let name = format!(
-        "{}-holder-{}-{}",
+        "{}-pause-{}-{}",
         slot.name,
         std::process::id(),
         MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -258,7 +258,7 @@ pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) ->
     }
     .await;
     match ready {
-        Ok(ip) => Ok(Holder { id: created.id, ip }),
+        Ok(ip) => Ok(Pause { id: created.id, ip }),
         Err(e) => {
             remove_container(docker, &created.id).await;
             Err(e)
@@ -266,13 +266,13 @@ pub(super) async fn make(docker: &DockerClient, slot: &Slot, recipe: &Recipe) ->
     }
 }
 
-/// Remove the holders of `owner`'s instance and state dir that no live
+/// Remove the pauses of `owner`'s instance and state dir that no live
 /// manager keeps: this process's own (its teardown) and those of managers
-/// that died. Another live manager's holders (a `berth run` beside the
+/// that died. Another live manager's pauses (a `berth run` beside the
 /// daemon) are left to it. Returns how many were removed.
 pub async fn sweep(docker: &DockerClient, owner: &Ownership) -> usize {
     let mut labels = owner.filters();
-    labels.push(LABEL_HOLDER.to_string());
+    labels.push(LABEL_PAUSE.to_string());
     let opts = ListContainersOptions {
         all: true,
         filters: Some(HashMap::from([("label".to_string(), labels)])),
@@ -297,10 +297,10 @@ fn cannot_hold(e: &Error) -> bool {
     )
 }
 
-/// True when a create or start that joined `holder` failed because the
-/// holder is gone or stopped (the job then starts the ordinary way).
-pub fn is_gone(e: &Error, holder: &Holder) -> bool {
-    let short = &holder.id[..holder.id.len().min(12)];
+/// True when a create or start that joined `pause` failed because the
+/// pause is gone or stopped (the job then starts the ordinary way).
+pub fn is_gone(e: &Error, pause: &Pause) -> bool {
+    let short = &pause.id[..pause.id.len().min(12)];
     e.engine_failure() == EngineFailure::ContainerGone || e.engine_reason().contains(short)
 }
 
@@ -309,14 +309,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_vanished_or_stopped_holder_is_told_from_other_failures() {
-        let h = Holder {
+    fn a_vanished_or_stopped_pause_is_told_from_other_failures() {
+        let h = Pause {
             id: "0123456789abcdef0123".into(),
             ip: None,
         };
         let engine = |status: u16, message: &str| Error::Engine {
             op: crate::error::EngineOp::CreateContainer,
-            target: "berth-holder".into(),
+            target: "berth-pause".into(),
             source: bollard::errors::Error::DockerResponseServerError {
                 status_code: status,
                 message: message.into(),

@@ -1,6 +1,6 @@
-//! Network holders at the engine level: made once a job on a pool network
+//! Pause containers at the engine level: made once a job on a pool network
 //! ended (when the engine keeps warm), joined by the next job (at the
-//! holder's address), ports or not, unless the engine publishes its ports,
+//! pause's address), ports or not, unless the engine publishes its ports,
 //! and removed when the engine is dropped without a shutdown.
 
 use std::collections::HashMap;
@@ -13,12 +13,12 @@ use super::{Fixture, JOB_LIMIT, ended};
 use crate::config::Config;
 use crate::model::{JobId, JobSpec};
 use crate::runner::Exit;
-use crate::runner::docker::holder::LABEL_HOLDER;
+use crate::runner::docker::pause::LABEL_PAUSE;
 use crate::runner::docker::{DockerClient, Engine, LABEL_INSTANCE};
 
-/// The holder containers (any state) of `instance`.
-async fn holders(docker: &DockerClient, instance: &str) -> Vec<String> {
-    let labels = vec![LABEL_HOLDER.to_string(), format!("{LABEL_INSTANCE}={instance}")];
+/// The pause containers (any state) of `instance`.
+async fn pauses(docker: &DockerClient, instance: &str) -> Vec<String> {
+    let labels = vec![LABEL_PAUSE.to_string(), format!("{LABEL_INSTANCE}={instance}")];
     let opts = ListContainersOptions {
         all: true,
         filters: Some(HashMap::from([("label".to_string(), labels)])),
@@ -29,8 +29,8 @@ async fn holders(docker: &DockerClient, instance: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_holder_is_joined_by_the_next_job_and_goes_with_the_engine() {
-    let fx = Fixture::new("holders").await;
+async fn a_pause_is_joined_by_the_next_job_and_goes_with_the_engine() {
+    let fx = Fixture::new("pauses").await;
     let docker = fx.docker().await.clone();
     let config = Config::isolated(fx.dir.path().join("state"), &fx.instance).with_workspace(&fx.workspace);
     let engine = Engine::new(&config);
@@ -61,37 +61,37 @@ async fn a_holder_is_joined_by_the_next_job_and_goes_with_the_engine() {
     };
     run(1, JobSpec::argv(["true"])).await;
     let deadline = Instant::now() + JOB_LIMIT;
-    while !engine.pool.holders.has(0) {
+    while !engine.pool.pauses.has(0) {
         assert!(
             Instant::now() < deadline,
-            "no holder was made on the first network"
+            "no pause was made on the first network"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let holder = engine.pool.holders.of(0).unwrap();
-    assert_eq!(holders(&docker, &fx.instance).await, vec![holder.id.clone()]);
+    let pause = engine.pool.pauses.of(0).unwrap();
+    assert_eq!(pauses(&docker, &fx.instance).await, vec![pause.id.clone()]);
 
-    // Without ports: joins the holder, and has its address.
+    // Without ports: joins the pause, and has its address.
     let (mode, ip, _) = run(2, JobSpec::argv(["true"])).await;
-    assert_eq!(mode, format!("container:{}", holder.id));
-    assert_eq!(ip, holder.ip);
+    assert_eq!(mode, format!("container:{}", pause.id));
+    assert_eq!(ip, pause.ip);
 
     // With a port berth forwards: joins it too.
     engine.settle_removals(JOB_LIMIT).await;
-    engine.pool.holders.settle(JOB_LIMIT).await;
+    engine.pool.pauses.settle(JOB_LIMIT).await;
     let (mode, ip, _) = run(3, JobSpec::argv(["true"]).with_port(8080)).await;
-    assert_eq!(mode, format!("container:{}", holder.id));
-    assert_eq!(ip, holder.ip);
+    assert_eq!(mode, format!("container:{}", pause.id));
+    assert_eq!(ip, pause.ip);
 
     // Dropped without a shutdown (a process ending): nothing is left.
     engine.settle_removals(JOB_LIMIT).await;
     drop(engine);
-    assert_eq!(holders(&docker, &fx.instance).await, Vec::<String>::new());
+    assert_eq!(pauses(&docker, &fx.instance).await, Vec::<String>::new());
 }
 
 /// A port the engine publishes (`publish = "engine"`) needs a network of
 /// the job's own (the engine publishes only for such a container), with a
-/// way out (none on an internal network): a NAT'd one, never a holder's.
+/// way out (none on an internal network): a NAT'd one, never a pause's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_the_engine_publishes_gets_a_nat_network_of_its_own() {
     let fx = Fixture::new("engine-publish").await;
@@ -125,10 +125,10 @@ async fn a_port_the_engine_publishes_gets_a_nat_network_of_its_own() {
         control.cleanup();
         engine.settle_removals(JOB_LIMIT).await;
     }
-    // Its network gets no holder (such jobs never use one, and the pool
+    // Its network gets no pause (such jobs never use one, and the pool
     // would grow by a network per such job).
     assert_eq!(
-        holders(&fx.docker().await.clone(), &fx.instance).await,
+        pauses(&fx.docker().await.clone(), &fx.instance).await,
         Vec::<String>::new()
     );
     engine.release_networks().await;
