@@ -328,7 +328,7 @@ impl Client {
         let body = serde_json::to_vec(spec).expect("request bodies serialize");
         let res = self.send(Method::POST, "/v1/run", Some(body)).await?;
         Ok(FrameReader {
-            body: self.streaming(res).await?,
+            body: FrameBody::Http(self.streaming(res).await?),
             buf: bytes::BytesMut::new(),
         })
     }
@@ -341,7 +341,7 @@ impl Client {
             .send(Method::POST, &format!("/v1/jobs/{id}/exec"), Some(body))
             .await?;
         Ok(FrameReader {
-            body: self.streaming(res).await?,
+            body: FrameBody::Http(self.streaming(res).await?),
             buf: bytes::BytesMut::new(),
         })
     }
@@ -407,21 +407,40 @@ pub fn log_query(q: &LogQuery) -> String {
     }
 }
 
-/// Reads the frames of a `POST /v1/run` answer.
+/// Reads the frames of a `POST /v1/run` answer, or of the same stream made
+/// in this process (`berth run --no-daemon`: one driver reads both).
 pub struct FrameReader {
-    body: Incoming,
+    body: FrameBody,
     buf: bytes::BytesMut,
 }
 
+enum FrameBody {
+    Http(Incoming),
+    Local(tokio::sync::mpsc::Receiver<std::result::Result<Bytes, std::convert::Infallible>>),
+}
+
 impl FrameReader {
+    /// Frames sent by a stream in this process, as the daemon would send them.
+    pub fn local(
+        rx: tokio::sync::mpsc::Receiver<std::result::Result<Bytes, std::convert::Infallible>>,
+    ) -> Self {
+        FrameReader {
+            body: FrameBody::Local(rx),
+            buf: bytes::BytesMut::new(),
+        }
+    }
+
     /// The next `(kind, payload)`; `None` when the stream ends.
     pub async fn next(&mut self) -> Option<(u8, Bytes)> {
         loop {
             if let Some(frame) = super::frames::take_frame(&mut self.buf) {
                 return Some(frame);
             }
-            let frame = self.body.frame().await?.ok()?;
-            if let Ok(bytes) = frame.into_data() {
+            let bytes = match &mut self.body {
+                FrameBody::Http(body) => body.frame().await?.ok()?.into_data().ok(),
+                FrameBody::Local(rx) => rx.recv().await?.ok(),
+            };
+            if let Some(bytes) = bytes {
                 self.buf.extend_from_slice(&bytes);
             }
         }

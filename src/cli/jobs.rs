@@ -29,7 +29,8 @@ pub async fn client(global: &Global) -> Result<Client, Error> {
     }
 }
 
-fn color() -> bool {
+/// Colour for cards: stdout is a terminal and `NO_COLOR` is unset.
+pub(super) fn color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 

@@ -8,6 +8,7 @@ mod daemon;
 mod doctor;
 mod env_file;
 mod exec;
+mod foreground;
 mod images;
 mod jobs;
 mod lists;

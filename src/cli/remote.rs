@@ -1,31 +1,22 @@
 //! `berth run` through a running daemon. `-d` starts a background job and
-//! returns at once (after its ready conditions, if any); without `-d` the
-//! output streams live until the job ends or its foreground budget runs out,
-//! at which point it is promoted to background (never killed) and the card
+//! returns at once (after its ready conditions, if any); without `-d` one
+//! request creates the job and streams it, driven by the one foreground
+//! driver (`foreground.rs`) until the job ends or its budget runs out, at
+//! which point it is promoted to background (never killed) and the card
 //! says why.
 
-use std::io::IsTerminal;
-
+use super::foreground::{self, Backend};
 use super::out::{StdoutClosed, out, outln};
 use super::run_args::RunArgs;
-use super::verdict::{exit_code, oom_line, warn_fallback};
+use super::verdict::warn_fallback;
 use crate::api::JobView;
 use crate::api::client::Client;
 use crate::api::frames as wire;
 use crate::card;
 use crate::config::DEFAULT_WAIT_SECS;
-use crate::manager::{Foreground, KillRequest};
-use crate::model::{EndedBy, JobId, JobInfo, JobSpec, OnTimeout, StopCause};
+use crate::manager::KillRequest;
+use crate::model::{EndedBy, JobId, JobInfo, JobSpec, OnTimeout};
 use crate::ready::WaitOutcome;
-
-fn color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-}
-
-/// Exit code of a foreground `berth run` whose job was moved to the background
-/// and is still running (EX_TEMPFAIL: "not done yet, look again later"). Never 0,
-/// so a CI step cannot mistake a job that is still running for a success.
-pub const STILL_RUNNING_EXIT: i32 = 75;
 
 /// Create the job through the daemon. `None` when no daemon answered the
 /// create request (nothing was started; the caller may run it itself).
@@ -51,7 +42,7 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::
         Ok::<_, crate::Error>((frames, job))
     }
     .await;
-    let (mut frames, job) = match started {
+    let (frames, job) = match started {
         Ok(f) => f,
         Err(crate::Error::NoDaemon { .. }) => {
             progress.stop(None).await;
@@ -70,91 +61,18 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::
         }
     };
     progress.stop(view.info.image.as_ref()).await;
-    warn_fallback(&view.info);
-    let id = view.info.id.clone();
-    let stop = |cause: StopCause| KillRequest {
-        ended_by: Some(EndedBy::User),
-        reason: Some(cause.to_string()),
-        ..Default::default()
-    };
+    // Ctrl+C stops the job; a SIGTERM or SIGHUP ends only this client (the
+    // job goes on in the daemon under its budget).
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    // Set once the job was told to stop: the stream still runs to its end frame.
-    let mut stopping = false;
-    let mut stdout_closed = false;
-    let end = loop {
-        let frame = tokio::select! {
-            f = frames.next() => f,
-            _ = interrupt.recv(), if !stopping => {
-                stopping = true;
-                client.kill(&id, &stop(StopCause::Interrupted)).await?;
-                continue;
-            }
-        };
-        match frame {
-            Some((wire::STDOUT, bytes)) if !stdout_closed => {
-                if write_all(&mut std::io::stdout().lock(), &bytes).is_err() {
-                    // Like a shell pipeline (`berth run -- yes | head -1`): the
-                    // job is stopped rather than left running unseen.
-                    stdout_closed = true;
-                    stopping = true;
-                    client.kill(&id, &stop(StopCause::StdoutClosed)).await?;
-                }
-            }
-            Some((wire::STDERR, bytes)) if !stdout_closed => {
-                let _ = write_all(&mut std::io::stderr().lock(), &bytes);
-            }
-            Some((wire::END, json)) => break serde_json::from_slice::<wire::RunEnd>(&json)?,
-            // Output after stdout closed, or a kind from a newer manager.
-            Some(_) => {}
-            // The stream broke off (the manager went away mid-run): ask once more.
-            None => {
-                let outcome = client.foreground(&id).await?;
-                break wire::RunEnd {
-                    outcome,
-                    snippet: String::new(),
-                };
-            }
-        }
+    let interrupted = async move {
+        interrupt.recv().await;
     };
-    if stdout_closed {
-        return Err(StdoutClosed.into());
-    }
-    match end.outcome {
-        Foreground::Finished { info } => {
-            if args.json {
-                outln!("{}", serde_json::to_string_pretty(&info)?);
-            } else if let Some(line) = oom_line(&info) {
-                eprintln!("{line}");
-            }
-            Ok(Some(exit_code(&info)))
-        }
-        Foreground::Promoted { info } => {
-            if args.json {
-                outln!("{}", serde_json::to_string_pretty(&info)?);
-            } else {
-                print_card(&info, &end.snippet)?;
-            }
-            eprintln!(
-                "berth: {id} {}; it keeps running in the background (exit {STILL_RUNNING_EXIT}). \
-                 Wait for it with `berth wait {id}`, follow it with `berth logs {id} --follow`, \
-                 stop it with `berth kill {id}`; `--on-timeout kill` kills at the budget instead.",
-                info.promotion_reason
-                    .clone()
-                    .unwrap_or_else(|| "moved to background".into()),
-            );
-            Ok(Some(STILL_RUNNING_EXIT))
-        }
-    }
-}
-
-/// Write a frame of output in one call (it holds whole lines).
-fn write_all(w: &mut impl std::io::Write, bytes: &[u8]) -> std::io::Result<()> {
-    w.write_all(bytes)?;
-    w.flush()
+    let code = foreground::drive(Backend::Daemon(client), frames, &view, args, interrupted).await?;
+    Ok(Some(code))
 }
 
 fn print_card(info: &JobInfo, snippet: &str) -> Result<(), StdoutClosed> {
-    out!("{}", card::render(info, snippet, color()));
+    out!("{}", card::render(info, snippet, super::jobs::color()));
     Ok(())
 }
 

@@ -24,6 +24,7 @@ pub mod server;
 mod state;
 
 pub use mcp_host::run_mcp;
+pub(crate) use run::stream_job;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -61,19 +61,32 @@ pub(super) async fn run(
         info: s.manager.info(&job.id)?,
         snippet: s.manager.snippet(&job.id)?,
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(IN_FLIGHT);
-    let first = json_frame(JOB, &view);
-    let manager = s.manager.clone();
-    tokio::spawn(async move {
-        if tx.send(Ok(first)).await.is_ok() {
-            // A closed connection ends the task; the job goes on as any
-            // foreground job whose client left (its budget still applies).
-            let _ = stream(&manager, &job.id, &tx).await;
-        }
-    });
+    let rx = stream_job(s.manager.clone(), job.id.clone(), Some(json_frame(JOB, &view)));
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
     Ok(([(header::CONTENT_TYPE, FRAMES_TYPE)], body).into_response())
 }
+
+/// The frames of foreground job `id` (after `first`, when given): its
+/// output from seq 1, then how it ended or that it moved to the background.
+/// The route sends them on a connection; `berth run --no-daemon` reads them
+/// in its own process, so one driver serves both (`cli/foreground.rs`).
+pub(crate) fn stream_job(manager: Manager, id: JobId, first: Option<Bytes>) -> FrameStream {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(IN_FLIGHT);
+    tokio::spawn(async move {
+        if let Some(first) = first
+            && tx.send(Ok(first)).await.is_err()
+        {
+            return;
+        }
+        // A closed connection ends the task; the job goes on as any
+        // foreground job whose client left (its budget still applies).
+        let _ = stream(&manager, &id, &tx).await;
+    });
+    rx
+}
+
+/// What [`stream_job`] gives: encoded frames (`api/frames.rs`).
+pub(crate) type FrameStream = tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>;
 
 /// The connection is gone (or the job vanished): stop streaming.
 struct Gone;

@@ -18,6 +18,7 @@ mod exec;
 mod exits;
 mod fake;
 mod faults;
+mod foreground;
 mod host;
 mod host_ports;
 mod images;
