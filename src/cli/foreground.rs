@@ -14,8 +14,8 @@ use std::future::Future;
 use serde_json::json;
 
 use super::out::{StdoutClosed, out, outln};
+use super::outcome::{exit_code, oom_line, warn_fallback};
 use super::run_args::RunArgs;
-use super::verdict::{exit_code, oom_line, warn_fallback};
 use crate::api::JobView;
 use crate::api::client::{Client, FrameReader};
 use crate::api::frames as wire;

@@ -15,13 +15,13 @@ mod lists;
 mod logs;
 mod offline;
 pub(crate) mod out;
+mod outcome;
 mod progress;
 mod recipes;
 mod remote;
 mod run;
 mod run_args;
 mod settings;
-mod verdict;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -7,8 +7,8 @@
 
 use super::foreground::{self, Backend};
 use super::out::{StdoutClosed, out, outln};
+use super::outcome::warn_fallback;
 use super::run_args::RunArgs;
-use super::verdict::warn_fallback;
 use crate::api::JobView;
 use crate::api::client::Client;
 use crate::api::frames as wire;

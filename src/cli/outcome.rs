@@ -1,7 +1,7 @@
 //! How a finished job comes back to the shell: the CLI's exit code, and the
 //! one-line notes printed beside it (out of memory, ran on the host instead
 //! of a container, project settings the running manager did not apply).
-//! Shared by the in-process and the daemon paths of `berth run`.
+//! Used by the one foreground driver (`foreground.rs`) and `run -d`.
 
 use crate::model::{JobInfo, JobStatus, StopCause};
 
