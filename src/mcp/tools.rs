@@ -359,9 +359,9 @@ impl BerthMcp {
         });
         spec.background = a.background;
         spec.timeout = a.timeout.filter(|_| !a.background);
-        super::args::Settings {
-            runner: a.runner,
-            engine: a.engine,
+        crate::model::RunRequest {
+            runner: a.runner.map(super::args::RunnerArg::word),
+            engine: a.engine.map(super::args::EngineArg::word),
             ..Default::default()
         }
         .apply(&mut spec)?;

@@ -14,6 +14,7 @@ mod image;
 mod line;
 mod net;
 mod ready;
+mod request;
 mod spec;
 mod status;
 
@@ -24,6 +25,7 @@ pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, Publish};
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
+pub use request::RunRequest;
 pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
     RunnerChoice, RunnerKind, host_cpus,
