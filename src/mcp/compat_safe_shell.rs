@@ -114,11 +114,7 @@ impl BerthMcp {
                     Some(c) => format!("exit code: {c}"),
                     None => "exit code: none".into(),
                 };
-                text += &format!(
-                    " ({}) after {}\n",
-                    format::info_end_words(&info),
-                    format::duration(&info)
-                );
+                text += &format!(" ({}) after {}\n", info.end_words(), format::duration(&info));
                 text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell)?;
                 Ok(Answer {
                     is_error: info.status.is_failure(),

@@ -17,6 +17,7 @@ mod ready;
 mod request;
 mod spec;
 mod status;
+mod words;
 
 pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
 pub use chunk::{Chunk, LineBuf};
@@ -32,3 +33,4 @@ pub use spec::{
 };
 pub use spec::{JobSpec, MountSpec};
 pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};
+pub use words::{clock, elapsed, end_words};
