@@ -246,15 +246,8 @@ pub fn render_head(info: &JobInfo, color: bool) -> String {
     out
 }
 
-/// `mm:ss`, or `h:mm:ss` from an hour on (runtimes, ETAs).
-pub fn clock(d: chrono::Duration) -> String {
-    let s = d.num_seconds().max(0);
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{:02}:{:02}", s / 60, s % 60)
-    }
-}
+/// `mm:ss`, or `h:mm:ss` from an hour on: the one clock (`model/words.rs`).
+pub use crate::model::clock;
 
 /// Keep the head and tail of `text` within `max` bytes, saying what was cut.
 /// Returns the text and how many bytes were cut.

@@ -1,7 +1,9 @@
 //! The flags of `berth run` (and of `berth test`/`build`, which run a
-//! project command the same way) and the [`JobSpec`] they make, with the
-//! caller's context (directory, `BERTH_*` variables) the manager resolves
-//! the project from.
+//! project command the same way) and the [`JobSpec`] they make: what every
+//! face can ask goes through the core's one [`RunRequest`], then what only
+//! a terminal has is added (env and input files, `-e KEY` from this shell,
+//! volumes from here, the caller's context: directory, `BERTH_*` variables,
+//! which the manager resolves the project from).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,8 +12,7 @@ use clap::Args;
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::job::parse_size;
-use crate::model::{JobSpec, Limits, PortSpec};
+use crate::model::{JobSpec, ReadyAsk, RunRequest};
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
@@ -141,35 +142,40 @@ impl RunArgs {
         } else {
             JobSpec::argv(self.command.clone())
         };
-        // Unset (`auto`): the manager gives the job its project's runner.
-        if let Some(r) = &self.runner {
-            spec.runner = r.parse()?;
-        }
-        spec.image = self.image.clone();
-        spec.pull = self.pull.as_deref().map(str::parse).transpose()?;
-        spec.network = self.network.as_deref().map(str::parse).transpose()?;
-        spec.egress = self.egress.as_deref().map(str::parse).transpose()?;
-        spec.engine = self.engine.as_deref().map(str::parse).transpose()?;
-        spec.timeout = self.timeout;
-        spec.keep_alive = self.keep_alive;
-        spec.input = match (&self.input, &self.input_file) {
-            (Some(t), _) => Some(t.clone()),
-            (None, Some(f)) => {
-                Some(std::fs::read_to_string(f).map_err(|e| Error::io("read input file", f, e))?)
-            }
-            _ => None,
-        };
-        spec.ports = self
-            .ports
-            .iter()
-            .map(|p| p.parse::<PortSpec>())
-            .collect::<Result<_, _>>()?;
-        spec.watch = self.watch.clone();
-        spec.limits = Limits {
+        // What every face can ask, parsed as MCP's tools have theirs.
+        RunRequest {
+            runner: self.runner.clone(),
+            image: self.image.clone(),
+            pull: self.pull.clone(),
+            network: self.network.clone(),
+            egress: self.egress.clone(),
+            engine: self.engine.clone(),
+            ports: self.ports.clone(),
+            cwd: self.cwd.clone(),
             cpus: self.cpus,
-            memory: self.memory.as_deref().map(parse_size).transpose()?,
+            memory: self.memory.clone(),
             pids: self.pids,
-        };
+            read_only: None,
+            timeout: self.timeout,
+            keep_alive: self.keep_alive,
+            input: self.input.clone(),
+            env: BTreeMap::new(),
+            watch: self.watch.clone(),
+            label: self.label.clone(),
+            queue: self.queue,
+            ready: ReadyAsk {
+                port: self.ready_port,
+                log: self.ready_log.clone(),
+                http: self.ready_http.clone(),
+                status: None,
+            },
+        }
+        .apply(&mut spec)?;
+        // What only a terminal has: files to read, this shell's variables,
+        // paths from where berth runs, and who is asking.
+        if let Some(f) = &self.input_file {
+            spec.input = Some(std::fs::read_to_string(f).map_err(|e| Error::io("read input file", f, e))?);
+        }
         let mut env = BTreeMap::new();
         for f in &self.env_file {
             env.extend(super::env_file::read(f)?);
@@ -190,7 +196,6 @@ impl RunArgs {
             env.insert(k, v);
         }
         spec.env = env;
-        spec.cwd = self.cwd.clone();
         for v in &self.volume {
             let mut m: crate::model::MountSpec = v.parse()?;
             // As the caller means it: from where berth runs.
@@ -202,17 +207,6 @@ impl RunArgs {
         if let Some(r) = &self.runner {
             spec.caller_env.insert("BERTH_RUNNER".into(), r.clone());
         }
-        spec.label = self.label.clone();
-        spec.queue = self.queue;
-        spec.ready.extend(
-            crate::model::ReadyAsk {
-                port: self.ready_port,
-                log: self.ready_log.clone(),
-                http: self.ready_http.clone(),
-                status: None,
-            }
-            .conditions(),
-        );
         // Validated by the manager that starts it (with its defaults filled).
         Ok(spec)
     }

@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 mod duration;
 mod mounts;
+mod request;
 mod sizes;
 
 pub use duration::{parse_secs, secs_value};

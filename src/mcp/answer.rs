@@ -18,7 +18,7 @@ impl Core {
         let mut text = format!(
             "{} {} after {} · `{}`\n",
             info.id,
-            format::info_end_words(info),
+            info.end_words(),
             format::duration(info),
             format::short(&info.command, 120)
         );
@@ -98,7 +98,7 @@ impl Core {
                 let mut t = format!(
                     "{} already ended: {} · `{}`\n",
                     info.id,
-                    format::info_end_words(info),
+                    info.end_words(),
                     format::short(&info.command, 120)
                 );
                 if let Some(w) = w {

@@ -8,10 +8,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::logs::LogMode;
-pub use super::spec::{EngineArg, RunnerArg, Settings};
+pub use super::spec::{EngineArg, RunnerArg};
 use crate::JobSpec;
 use crate::error::{Error, Result};
 use crate::manager::ListFilter;
+use crate::model::{ReadyAsk, RunRequest};
 use crate::output::Stream;
 use crate::ready::ReadyCondition;
 
@@ -30,14 +31,17 @@ pub struct ReadyArg {
 }
 
 impl ReadyArg {
-    pub fn conditions(&self) -> Vec<ReadyCondition> {
-        crate::model::ReadyAsk {
+    /// The core's readiness ask: the same conditions as the CLI's flags.
+    pub fn ask(&self) -> ReadyAsk {
+        ReadyAsk {
             port: self.port,
             log: self.log.clone(),
             http: self.http.clone(),
             status: self.status,
         }
-        .conditions()
+    }
+    pub fn conditions(&self) -> Vec<ReadyCondition> {
+        self.ask().conditions()
     }
 }
 
@@ -114,35 +118,37 @@ impl RunArgs {
                 ));
             }
         };
-        let ready = self.ready.as_ref().map(ReadyArg::conditions).unwrap_or_default();
-        spec.background = self.background.unwrap_or(!ready.is_empty());
-        if !spec.background && !ready.is_empty() {
+        let ready = self.ready.as_ref().map(ReadyArg::ask).unwrap_or_default();
+        let asks_ready = !ready.conditions().is_empty();
+        spec.background = self.background.unwrap_or(asks_ready);
+        if !spec.background && asks_ready {
             return Err(Error::InvalidSpec(
                 "`ready` needs a background job: drop `background: false`".into(),
             ));
         }
-        spec.ready = ready;
-        spec.timeout = self.timeout.filter(|_| !spec.background);
-        spec.keep_alive = self.keep_alive;
-        spec.input = self.input.clone();
-        Settings {
+        RunRequest {
             ports: self.ports.clone(),
             image: self.image.clone(),
             pull: self.pull.clone(),
-            runner: self.runner,
-            engine: self.engine,
-            cwd: self.cwd.clone(),
+            runner: self.runner.map(RunnerArg::word),
+            engine: self.engine.map(EngineArg::word),
+            cwd: self.cwd.clone().map(Into::into),
             cpus: self.cpus,
             memory: self.memory.clone(),
             pids: self.pids,
             network: self.network.clone(),
             read_only: self.read_only,
+            timeout: self.timeout.filter(|_| !spec.background),
+            keep_alive: self.keep_alive,
+            input: self.input.clone(),
+            env: self.env.clone(),
+            watch: self.watch.clone(),
+            label: self.label.clone(),
+            queue: self.queue,
+            ready,
+            ..Default::default()
         }
         .apply(&mut spec)?;
-        spec.env = self.env.clone();
-        spec.watch = self.watch.clone();
-        spec.label = self.label.clone();
-        spec.queue = self.queue;
         // Validated by the manager, with its defaults filled in.
         Ok(spec)
     }

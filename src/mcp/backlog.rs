@@ -237,7 +237,7 @@ pub fn line(manager: &Manager, e: &Event) -> String {
             format!("started ({runner}, {start_mode}){}", ports.concat())
         }
         EventKind::Ready { elapsed_ms } => {
-            format!("ready after {}", format::secs(*elapsed_ms as f64 / 1000.0))
+            format!("ready after {}", format::elapsed(*elapsed_ms as f64 / 1000.0))
         }
         EventKind::WatchHit {
             line_seq,

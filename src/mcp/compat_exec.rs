@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{Settings, job_id, opt_id_de};
+use super::args::{job_id, opt_id_de};
 use super::core::{Answer, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
@@ -18,7 +18,7 @@ use super::tools::kill_json;
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::manager::KillRequest;
-use crate::model::{EndedBy, JobSpec};
+use crate::model::{EndedBy, JobSpec, RunRequest};
 
 /// What the exec `shell` tool does.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -93,10 +93,10 @@ impl BerthMcp {
             None | Some(Action::Spawn) => {
                 let mut spec = JobSpec::shell(command()?);
                 spec.background = a.action.is_some() && a.background.unwrap_or(true);
-                spec.watch = a.watch.clone();
-                Settings {
+                RunRequest {
                     ports: a.ports.clone(),
                     image: a.image.clone(),
+                    watch: a.watch.clone(),
                     ..Default::default()
                 }
                 .apply(&mut spec)?;

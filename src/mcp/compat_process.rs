@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::{Settings, WaitForPortArgs, id_de, job_id, opt_id_de};
+use super::args::{EngineArg, RunnerArg, WaitForPortArgs, id_de, job_id, opt_id_de};
 use super::core::{Answer, reply};
 use super::format::Dialect;
 use super::logs::{self, LogMode, LogRequest};
@@ -17,7 +17,7 @@ use super::service::BerthMcp;
 use super::tools::kill_json;
 use crate::error::{Error, Result};
 use crate::manager::{KillRequest, ListFilter};
-use crate::model::{EndedBy, JobSpec};
+use crate::model::{EndedBy, JobSpec, RunRequest};
 use crate::ready::ReadyCondition;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -33,9 +33,9 @@ pub struct RunBackgroundArgs {
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
     /// auto (default: docker when available), docker or host.
-    pub runner: Option<super::args::RunnerArg>,
+    pub runner: Option<RunnerArg>,
     /// Engine access for a container process: none (default) or scoped (testcontainers work inside).
-    pub engine: Option<super::args::EngineArg>,
+    pub engine: Option<EngineArg>,
     /// Docker image (default berth/sandbox:latest).
     pub image: Option<String>,
     /// CPU cores, e.g. 0.5.
@@ -117,11 +117,11 @@ read_process_output to peek at logs, stop_process when done. All processes stop 
                     None => JobSpec::shell(a.command),
                 };
                 spec.background = true;
-                Settings {
+                RunRequest {
                     ports: a.ports,
-                    cwd: a.cwd,
-                    runner: a.runner,
-                    engine: a.engine,
+                    cwd: a.cwd.map(Into::into),
+                    runner: a.runner.map(RunnerArg::word),
+                    engine: a.engine.map(EngineArg::word),
                     image: a.image,
                     cpus: a.cpus,
                     memory: a.memory,

@@ -17,13 +17,12 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::args::Settings;
 use super::core::{Answer, Started, reply};
 use super::format::{self, Dialect};
 use super::service::BerthMcp;
 use crate::error::{Error, Result};
 use crate::manager::{KillRequest, ListFilter};
-use crate::model::{EndedBy, JobInfo, JobSpec};
+use crate::model::{EndedBy, JobInfo, JobSpec, RunRequest};
 use crate::output::{LogQuery, Stream};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -82,12 +81,12 @@ impl BerthMcp {
         let mut argv = vec![a.command.clone()];
         argv.extend(a.args.iter().cloned());
         let mut spec = JobSpec::argv(argv);
-        Settings {
+        RunRequest {
             ports: a.ports.clone(),
+            input: a.input.clone(),
             ..Default::default()
         }
         .apply(&mut spec)?;
-        spec.input = a.input.clone();
         spec.background = a.background;
         let keep = a.keep_alive.filter(|k| *k > 0).map(|k| k as f64);
         spec.keep_alive = keep;
@@ -115,11 +114,7 @@ impl BerthMcp {
                     Some(c) => format!("exit code: {c}"),
                     None => "exit code: none".into(),
                 };
-                text += &format!(
-                    " ({}) after {}\n",
-                    format::info_end_words(&info),
-                    format::duration(&info)
-                );
+                text += &format!(" ({}) after {}\n", info.end_words(), format::duration(&info));
                 text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell)?;
                 Ok(Answer {
                     is_error: info.status.is_failure(),

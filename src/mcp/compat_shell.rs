@@ -171,7 +171,7 @@ reason, ended_by, shell_id} with the new shell_id."
                 Ok(Answer::json(&serde_json::json!({
                     "result": "resumed",
                     "shell_id": job,
-                    "reason": format!("{old} ({}) restarted as {job}", format::info_end_words(&before)),
+                    "reason": format!("{old} ({}) restarted as {job}", before.end_words()),
                     "ended_by": serde_json::Value::Null,
                 })))
             }

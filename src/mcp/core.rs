@@ -200,7 +200,7 @@ impl Core {
             // Ended: how, and its last lines (a test run's summary, a crash).
             let mut text = format!(
                 "{id} ended: {} after {}.\n",
-                format::info_end_words(&info),
+                info.end_words(),
                 format::duration(&info)
             );
             text += &self.last_lines(id, END_TAIL);
@@ -210,7 +210,7 @@ impl Core {
             WaitOutcome::TimedOut { elapsed_ms, .. } if conds.is_empty() => (
                 format!(
                     "{id} is still running after {}.\n",
-                    format::secs(*elapsed_ms as f64 / 1000.0)
+                    format::elapsed(*elapsed_ms as f64 / 1000.0)
                 ),
                 false,
             ),

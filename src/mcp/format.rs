@@ -8,7 +8,7 @@ pub use super::dialect::Dialect;
 use crate::card;
 use crate::error::Result;
 use crate::manager::Manager;
-use crate::model::{EndedBy, JobId, JobInfo};
+use crate::model::{JobId, JobInfo};
 use crate::output::{Line, LogPage, LogQuery};
 
 /// Most lines of output in one answer.
@@ -18,60 +18,14 @@ pub const MAX_BYTES: usize = 16 * 1024;
 /// Longest single line shown inside a capped output block.
 pub const MAX_LINE_SHOWN: usize = 4 * 1024;
 
-/// How a job ended, in a few words: `success (exit 0)`, `killed by user (exit 143)`, …
-pub fn end_words(
-    status: &str,
-    ended_by: Option<EndedBy>,
-    exit_code: Option<i32>,
-    reason: Option<&str>,
-) -> String {
-    let exit = exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default();
-    match status {
-        "success" | "failed" => format!("{status}{exit}"),
-        "killed" => {
-            let by = ended_by
-                .map(|b| b.to_string())
-                .unwrap_or_else(|| "someone".into());
-            let plain = format!("killed by {by}");
-            match reason {
-                Some(r) if !r.is_empty() && r != plain => format!("{plain}: {r}{exit}"),
-                _ => format!("{plain}{exit}"),
-            }
-        }
-        "timed_out" => format!("timed out{exit}"),
-        "signaled" => format!("{}{exit}", reason.unwrap_or("died of a signal")),
-        "start_failed" => format!("failed to start: {}", reason.unwrap_or("unknown error")),
-        other => match reason {
-            Some(r) => format!("{other}: {r}{exit}"),
-            None => format!("{other}{exit}"),
-        },
-    }
-}
-
-/// [`end_words`] for a job record.
-pub fn info_end_words(info: &JobInfo) -> String {
-    end_words(
-        info.status.name(),
-        info.ended_by,
-        info.exit_code,
-        info.reason.as_deref(),
-    )
-}
+/// How a job ended and for how long: the core's words, the same for every face.
+pub use crate::model::{elapsed, end_words};
 
 /// `1.2s`, `3m04s`.
 pub fn duration(info: &JobInfo) -> String {
     match info.runtime() {
-        Some(d) => secs(d.num_milliseconds().max(0) as f64 / 1000.0),
+        Some(d) => elapsed(d.num_milliseconds().max(0) as f64 / 1000.0),
         None => "-".into(),
-    }
-}
-
-pub fn secs(s: f64) -> String {
-    if s < 60.0 {
-        format!("{s:.1}s")
-    } else {
-        let s = s.round() as u64;
-        format!("{}m{:02}s", s / 60, s % 60)
     }
 }
 
@@ -110,8 +64,8 @@ pub fn image_line(info: &JobInfo) -> String {
     match &info.image {
         Some(i) => {
             let pulled = match (i.pull_ms, i.build_ms) {
-                (Some(ms), _) => format!(" (pulled in {})", secs(ms as f64 / 1000.0)),
-                (None, Some(ms)) => format!(" (built in {})", secs(ms as f64 / 1000.0)),
+                (Some(ms), _) => format!(" (pulled in {})", elapsed(ms as f64 / 1000.0)),
+                (None, Some(ms)) => format!(" (built in {})", elapsed(ms as f64 / 1000.0)),
                 (None, None) => String::new(),
             };
             format!("  image: {}{pulled}\n", i.name)
@@ -280,7 +234,7 @@ pub fn table(jobs: &[JobInfo]) -> String {
         } else if j.status.is_active() {
             j.status.name().to_string()
         } else {
-            info_end_words(j)
+            j.end_words()
         };
         let mut cols = vec![
             j.id.to_string(),
@@ -317,16 +271,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn end_words_read_well() {
-        assert_eq!(end_words("success", None, Some(0), None), "success (exit 0)");
-        assert_eq!(
-            end_words("killed", Some(EndedBy::User), Some(143), Some("killed by user")),
-            "killed by user (exit 143)"
-        );
-        assert_eq!(
-            end_words("killed", Some(EndedBy::System), None, Some("shutdown")),
-            "killed by system: shutdown"
-        );
+    fn lines_are_shortened() {
         assert_eq!(short("abcdef", 4), "abc…");
         assert_eq!(truncate_line("héllo", 2), "h…[+5 bytes]");
     }

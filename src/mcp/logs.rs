@@ -109,7 +109,7 @@ pub fn answer(m: &Manager, id: &JobId, req: &LogRequest, d: Dialect) -> Result<A
     let state = if info.status.is_active() {
         "running".to_string()
     } else {
-        format!("ended: {}", format::info_end_words(&info))
+        format!("ended: {}", info.end_words())
     };
     let stream = match req.stream {
         Some(Stream::Stdout) if mode != LogMode::Diagnostic => " (stdout only)",

@@ -301,7 +301,7 @@ impl BerthMcp {
             WaitOutcome::Ready { elapsed_ms, .. } => Answer::ok(format!(
                 "{host}:{} accepts connections{whose} (after {}).\n",
                 a.port,
-                format::secs(*elapsed_ms as f64 / 1000.0)
+                format::elapsed(*elapsed_ms as f64 / 1000.0)
             )),
             WaitOutcome::Exited {
                 status,
@@ -317,7 +317,7 @@ impl BerthMcp {
             WaitOutcome::TimedOut { .. } => Answer::fail(format!(
                 "nothing accepted connections at {host}:{}{whose} within {}.\n",
                 a.port,
-                format::secs(t.as_secs_f64())
+                format::elapsed(t.as_secs_f64())
             )),
         })
     }
@@ -359,9 +359,9 @@ impl BerthMcp {
         });
         spec.background = a.background;
         spec.timeout = a.timeout.filter(|_| !a.background);
-        super::args::Settings {
-            runner: a.runner,
-            engine: a.engine,
+        crate::model::RunRequest {
+            runner: a.runner.map(super::args::RunnerArg::word),
+            engine: a.engine.map(super::args::EngineArg::word),
             ..Default::default()
         }
         .apply(&mut spec)?;
@@ -387,8 +387,9 @@ pub fn kill_json(out: &KillOutcome) -> KillAnswer<'_> {
     KillAnswer {
         result: out.result,
         job: &out.job,
-        status: Some(out.status.name())
-            .filter(|s| !(*s == "killed" && out.result == crate::manager::KillResult::Killed)),
+        status: (!(matches!(out.status, crate::model::JobStatus::Killed { .. })
+            && out.result == crate::manager::KillResult::Killed))
+            .then(|| out.status.name()),
         exit_code: out.exit_code,
         ended_by: out.ended_by,
         reason: out.reason.as_deref(),

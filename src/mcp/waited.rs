@@ -18,7 +18,7 @@ pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
         } => {
             let mut s = format!(
                 "{id} is ready after {}",
-                format::secs(*elapsed_ms as f64 / 1000.0)
+                format::elapsed(*elapsed_ms as f64 / 1000.0)
             );
             if let Some(u) = url {
                 // The port's URL is on its own line: the path says which check.
@@ -48,7 +48,7 @@ pub fn wait_words(info: &JobInfo, w: &WaitOutcome) -> (String, bool) {
         WaitOutcome::TimedOut { elapsed_ms, pending } => (
             format!(
                 "{id} did not become ready within {}; still waiting for: {}. It is {}.\n",
-                format::secs(*elapsed_ms as f64 / 1000.0),
+                format::elapsed(*elapsed_ms as f64 / 1000.0),
                 pending.join(", "),
                 info.status.name()
             ),

@@ -14,8 +14,10 @@ mod image;
 mod line;
 mod net;
 mod ready;
+mod request;
 mod spec;
 mod status;
+mod words;
 
 pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
 pub use chunk::{Chunk, LineBuf};
@@ -24,9 +26,11 @@ pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, Publish};
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
+pub use request::RunRequest;
 pub use spec::{
     AppliedLimits, JobId, Limits, MAX_PIDS, MIN_MEMORY, Network, OnTimeout, PortMapping, PortSpec, Proto,
     RunnerChoice, RunnerKind, host_cpus,
 };
 pub use spec::{JobSpec, MountSpec};
 pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};
+pub use words::{clock, elapsed, end_words};

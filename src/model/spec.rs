@@ -52,6 +52,17 @@ pub enum RunnerChoice {
     Host,
 }
 
+impl RunnerChoice {
+    /// The word a caller types for it (`auto`, `docker`, `host`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerChoice::Auto => "auto",
+            RunnerChoice::Docker => "docker",
+            RunnerChoice::Host => "host",
+        }
+    }
+}
+
 /// The runner a job actually ran on, once `auto` is resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

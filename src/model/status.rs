@@ -459,8 +459,12 @@ impl JobInfo {
 
     /// Runtime so far (running) or in total (ended).
     pub fn runtime(&self) -> Option<chrono::Duration> {
-        let start = self.started_at?;
-        Some(self.ended_at.unwrap_or_else(Utc::now) - start)
+        self.runtime_at(Utc::now())
+    }
+
+    /// [`JobInfo::runtime`] against `now` (so a view renders the same in tests).
+    pub fn runtime_at(&self, now: DateTime<Utc>) -> Option<chrono::Duration> {
+        Some(self.ended_at.unwrap_or(now) - self.started_at?)
     }
 }
 

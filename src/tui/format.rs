@@ -29,7 +29,7 @@ pub fn eta(info: &JobInfo, now: DateTime<Utc>) -> Option<Duration> {
 
 /// Runtime so far (running) or in total (ended), against `now`.
 pub fn runtime(info: &JobInfo, now: DateTime<Utc>) -> Option<Duration> {
-    Some(info.ended_at.unwrap_or(now) - info.started_at?)
+    info.runtime_at(now)
 }
 
 /// The TIME cell: `ETA 00:43` for a foreground job, else the runtime.

@@ -4,7 +4,7 @@
 //! even when it cannot: a manager shutting down still sends its events).
 
 use crate::events::{Event, EventKind};
-use crate::model::{CauseKind, EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
+use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
 
 /// The three tabs, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
             cause,
             ..
         } => {
-            info.status = ended_status(status, *ended_by, *exit_code, reason.clone(), *cause);
+            info.status = JobStatus::from_ended(status, *ended_by, *exit_code, reason.clone(), *cause);
             info.ended_at = Some(e.ts);
             info.ended_by = *ended_by;
             info.exit_code = *exit_code;
@@ -106,70 +106,5 @@ pub fn patch(info: &mut JobInfo, e: &Event) {
         }
         EventKind::WatchDropped { total, .. } => info.watch_hits_dropped = *total,
         _ => {}
-    }
-}
-
-/// The final status an `ended` event names (see `JobStatus::name`).
-fn ended_status(
-    name: &str,
-    by: Option<EndedBy>,
-    code: Option<i32>,
-    reason: Option<String>,
-    cause: Option<CauseKind>,
-) -> JobStatus {
-    let reason = reason.unwrap_or_default();
-    match name {
-        "success" => JobStatus::Exited { code: 0 },
-        "failed" => JobStatus::Exited {
-            code: code.unwrap_or(1),
-        },
-        "signaled" => JobStatus::Signaled {
-            signal: code.map_or(0, |c| c - 128),
-        },
-        "timed_out" => JobStatus::TimedOut,
-        "lost" => JobStatus::Lost { reason },
-        "start_failed" => JobStatus::StartFailed { error: reason },
-        _ => JobStatus::Killed {
-            signal: code.and_then(|c| (c > 128).then_some(c - 128)),
-            ended_by: by.unwrap_or(EndedBy::Agent),
-            reason: StopCause::read(cause, &reason),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ended_events_name_the_status() {
-        assert_eq!(
-            ended_status("success", None, Some(0), None, None),
-            JobStatus::Exited { code: 0 }
-        );
-        assert_eq!(
-            ended_status("failed", None, Some(3), None, None),
-            JobStatus::Exited { code: 3 }
-        );
-        assert_eq!(
-            ended_status("timed_out", Some(EndedBy::System), Some(124), None, None),
-            JobStatus::TimedOut
-        );
-        let killed = ended_status(
-            "killed",
-            Some(EndedBy::User),
-            Some(143),
-            Some("killed by user".into()),
-            None,
-        );
-        assert_eq!(
-            killed,
-            JobStatus::Killed {
-                signal: Some(15),
-                ended_by: EndedBy::User,
-                reason: "killed by user".into()
-            }
-        );
-        assert!(ended_status("killed", Some(EndedBy::System), None, Some("oom".into()), None).is_failure());
     }
 }
