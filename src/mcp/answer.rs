@@ -14,7 +14,7 @@ use crate::ready::WaitOutcome;
 /// hints it stays under [`format::MAX_BYTES`].
 pub const PROMOTED_OUTPUT_BYTES: usize = 12 * 1024;
 impl Core {
-    pub fn finished(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
+    pub async fn finished(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
         let mut text = format!(
             "{} {} after {} · `{}`\n",
             info.id,
@@ -24,7 +24,7 @@ impl Core {
         );
         text += &format::image_line(info);
         text += &format!("Output ({} lines):\n", info.last_seq);
-        text += &format::output_block(&self.manager, &info.id, d)?;
+        text += &format::output_block(&self.manager, &info.id, d).await?;
         Ok(Answer {
             is_error: info.status.is_failure(),
             text,
@@ -34,7 +34,7 @@ impl Core {
     /// A foreground job that outran its budget: one line saying so, its
     /// card (without "Last log": the output follows) and its output so far,
     /// at most the shell seed's 120 lines within [`PROMOTED_OUTPUT_BYTES`].
-    pub fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
+    pub async fn promoted(&self, info: &JobInfo, d: Dialect) -> Result<Answer> {
         let reason = info
             .promotion_reason
             .clone()
@@ -49,7 +49,7 @@ impl Core {
         text += &format::card_head(info);
         text += &format::port_lines(info);
         text += &format!("Output so far ({} lines):\n", info.last_seq);
-        text += &format::output_within(&self.manager, &info.id, d, PROMOTED_OUTPUT_BYTES)?;
+        text += &format::output_within(&self.manager, &info.id, d, PROMOTED_OUTPUT_BYTES).await?;
         text += &format!(
             "Next: read on with {}, check it with {}, stop it with {}.\n",
             d.logs(&info.id, info.last_seq + 1),

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::args::{job_id, opt_id_de};
-use super::core::{Answer, reply};
+use super::core::{Answer, off_worker, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
 use super::service::BerthMcp;
@@ -132,7 +132,7 @@ impl BerthMcp {
                     "reason": info.reason.clone().or(info.promotion_reason.clone()),
                     "runtime": format::duration(&info),
                     "next_seq": info.last_seq,
-                    "snippet": self.poll_snippet(&id)?,
+                    "snippet": self.poll_snippet(&id).await?,
                 })))
             }
             Some(Action::Log) => {
@@ -146,8 +146,8 @@ impl BerthMcp {
                     limit: a.limit,
                     stream: None,
                 };
-                let page = logs::read(&self.core.manager, &id, &req)?.page;
-                let items = self.items(&id, after, &page)?;
+                let page = logs::read(&self.core.manager, &id, &req).await?.page;
+                let items = self.items(&id, after, &page).await?;
                 Ok(Answer::json(&serde_json::json!({
                     "run_id": id,
                     "next_seq": items.last().and_then(|i| i["seq"].as_u64()).unwrap_or(after),
@@ -171,33 +171,46 @@ impl BerthMcp {
 impl BerthMcp {
     /// `poll`'s snippet, or the event that carries the same output: one
     /// this session was sent, or an unseen watch hit this answer ends with.
-    fn poll_snippet(&self, id: &crate::JobId) -> Result<String> {
-        let core = &self.core;
-        if let Some(n) = core.snippets.current(&core.manager, id) {
-            return Ok(format!("see event #{n} (no output since)"));
-        }
-        if let Some(n) = core.backlog.unseen_watch_hit(&core.manager, id) {
-            return Ok(format!("see event #{n} below"));
-        }
-        core.manager.snippet(id)
+    /// Off the async workers: the events, record and output it looks at
+    /// may be read from the store.
+    async fn poll_snippet(&self, id: &crate::JobId) -> Result<String> {
+        let (core, id) = (self.core.clone(), id.clone());
+        off_worker(move || {
+            if let Some(n) = core.snippets.current(&core.manager, &id) {
+                return Ok(format!("see event #{n} (no output since)"));
+            }
+            if let Some(n) = core.backlog.unseen_watch_hit(&core.manager, &id) {
+                return Ok(format!("see event #{n} below"));
+            }
+            core.manager.snippet(&id)
+        })
+        .await
     }
 
     /// The seed's run items: output lines and the run's events in one
     /// seq-ordered stream. A watch hit sits right after the line it matched
     /// (same seq); the end of the run is the item after the last line
     /// (`last_seq + 1`), once the page reaches it.
-    fn items(
+    async fn items(
         &self,
         id: &crate::JobId,
         after: u64,
         page: &crate::output::LogPage,
     ) -> Result<Vec<serde_json::Value>> {
-        let m = &self.core.manager;
-        let events: Vec<crate::events::Event> = m
-            .events(0, crate::events::MAX_EVENTS)
-            .into_iter()
-            .filter(|e| e.job == *id)
-            .collect();
+        // The run's events and record, read off the async workers (older
+        // events and a finished run's record come from the store).
+        let (events, info) = {
+            let (m, id) = (self.core.manager.clone(), id.clone());
+            off_worker(move || {
+                let events: Vec<crate::events::Event> = m
+                    .events(0, crate::events::MAX_EVENTS)
+                    .into_iter()
+                    .filter(|e| e.job == id)
+                    .collect();
+                (events, m.info(&id))
+            })
+            .await
+        };
         let mut items = Vec::new();
         for l in &page.lines {
             items.push(
@@ -217,7 +230,7 @@ impl BerthMcp {
                 }
             }
         }
-        let info = m.info(id)?;
+        let info = info?;
         let end_seq = page.last_seq + 1;
         if !page.has_more && !info.status.is_active() && after < end_seq {
             items.push(serde_json::json!({

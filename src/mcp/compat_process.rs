@@ -185,12 +185,7 @@ merged. since_seq reads forward from a line number instead."
             limit: Some(a.lines.unwrap_or(50)),
             stream: None,
         };
-        reply(logs::answer(
-            &self.core.manager,
-            &job_id(&a.process_id),
-            &req,
-            Dialect::Process,
-        ))
+        reply(logs::answer(&self.core.manager, &job_id(&a.process_id), &req, Dialect::Process).await)
     }
 
     #[tool(

@@ -74,7 +74,7 @@ impl BerthMcp {
             if let Some(answer) = self.kill_own_job(&a).await? {
                 return Ok(answer);
             }
-            if let Some(answer) = self.cat_own_log(&a)? {
+            if let Some(answer) = self.cat_own_log(&a).await? {
                 return Ok(answer);
             }
         }
@@ -108,14 +108,15 @@ impl BerthMcp {
                 }
                 Ok(Answer::json(&v))
             }
-            Started::Promoted => self.core.promoted(&info, Dialect::SafeShell),
+            Started::Promoted => self.core.promoted(&info, Dialect::SafeShell).await,
             Started::Finished => {
                 let mut text = match info.exit_code {
                     Some(c) => format!("exit code: {c}"),
                     None => "exit code: none".into(),
                 };
-                text += &format!(" ({}) after {}\n", info.end_words(), format::duration(&info));
-                text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell)?;
+                text += &format!(" ({}) after {}
+", info.end_words(), format::duration(&info));
+                text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell).await?;
                 Ok(Answer {
                     is_error: info.status.is_failure(),
                     text,
@@ -168,7 +169,7 @@ impl BerthMcp {
     }
 
     /// `cat <log file>…` where every path is a log file of one of our jobs: that stream's lines.
-    fn cat_own_log(&self, a: &SafeShellArgs) -> Result<Option<Answer>> {
+    async fn cat_own_log(&self, a: &SafeShellArgs) -> Result<Option<Answer>> {
         if (a.command != "cat" && a.command != "/bin/cat") || a.args.is_empty() || a.input.is_some() {
             return Ok(None);
         }
@@ -187,14 +188,18 @@ impl BerthMcp {
             let Some((job, stream)) = found else {
                 return Ok(None);
             };
-            let mut page = self.core.manager.logs(
-                &job.id,
-                &LogQuery {
-                    tail: Some(format::MAX_LINES),
-                    stream: Some(stream),
-                    ..Default::default()
-                },
-            )?;
+            let mut page = self
+                .core
+                .manager
+                .read_logs(
+                    &job.id,
+                    &LogQuery {
+                        tail: Some(format::MAX_LINES),
+                        stream: Some(stream),
+                        ..Default::default()
+                    },
+                )
+                .await?;
             // The last lines within the answer's byte cap, as `logs` reads them.
             format::cap_page_tail(&mut page);
             for l in page.lines {

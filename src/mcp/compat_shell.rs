@@ -120,12 +120,7 @@ the answer gives next_seq."
             limit: Some(a.limit.unwrap_or(format::MAX_LINES).min(format::MAX_LINES)),
             stream: None,
         };
-        reply(logs::answer(
-            &self.core.manager,
-            &job_id(&a.shell_id),
-            &req,
-            Dialect::Shell,
-        ))
+        reply(logs::answer(&self.core.manager, &job_id(&a.shell_id), &req, Dialect::Shell).await)
     }
 
     #[tool(

@@ -75,6 +75,19 @@ pub fn reply(r: Result<Answer>) -> CallToolResult {
     }
 }
 
+/// Run `read` on the blocking pool: reads that may reach SQLite (events
+/// older than memory, records and output of finished jobs) never run on an
+/// async worker. A panic in `read` goes on in the calling task.
+pub async fn off_worker<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(v) => v,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("a blocking read was cancelled: {e}"),
+        },
+    }
+}
+
 /// State shared by every tool of one MCP session.
 pub struct Core {
     pub manager: Manager,
@@ -120,8 +133,8 @@ impl Core {
     pub async fn run(&self, spec: JobSpec, ready_timeout: Option<f64>, d: Dialect) -> Result<Answer> {
         let (info, outcome) = self.start(spec, ready_timeout).await?;
         match outcome {
-            Started::Finished => self.finished(&info, d),
-            Started::Promoted => self.promoted(&info, d),
+            Started::Finished => self.finished(&info, d).await,
+            Started::Promoted => self.promoted(&info, d).await,
             Started::Background(waited) => self.background(&info, waited.as_ref(), d),
         }
     }
@@ -203,7 +216,7 @@ impl Core {
                 info.end_words(),
                 format::duration(&info)
             );
-            text += &self.last_lines(id, END_TAIL);
+            text += &self.last_lines(id, END_TAIL).await;
             return Ok(Answer::ok(text));
         }
         let (mut text, ok) = match &outcome {
@@ -224,7 +237,7 @@ impl Core {
 
     /// The job's last `n` lines under a `Last N lines` header (`of M` when
     /// there are more), made inert; nothing for none.
-    pub fn last_lines(&self, id: &JobId, n: usize) -> String {
+    pub async fn last_lines(&self, id: &JobId, n: usize) -> String {
         if n == 0 {
             return String::new();
         }
@@ -232,7 +245,7 @@ impl Core {
             tail: Some(n),
             ..Default::default()
         };
-        match self.manager.logs(id, &query) {
+        match self.manager.read_logs(id, &query).await {
             Ok(mut page) if !page.lines.is_empty() => {
                 format::cap_page_tail(&mut page);
                 let shown = page.lines.len();

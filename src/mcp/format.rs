@@ -113,31 +113,35 @@ pub fn truncate_line(text: &str, max: usize) -> String {
 
 /// A job's whole output, merged in seq order, capped head+tail. Says what was
 /// cut and how to read it.
-pub fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String> {
-    output_within(m, id, dialect, MAX_BYTES)
+pub async fn output_block(m: &Manager, id: &JobId, dialect: Dialect) -> Result<String> {
+    output_within(m, id, dialect, MAX_BYTES).await
 }
 
 /// [`output_block`] within `max_bytes` of output (an answer that says more
 /// than the output keeps room for it under [`MAX_BYTES`]).
-pub fn output_within(m: &Manager, id: &JobId, dialect: Dialect, max_bytes: usize) -> Result<String> {
-    let head = m.logs(
-        id,
-        &LogQuery {
-            since: Some(1),
-            limit: Some(MAX_LINES),
-            ..Default::default()
-        },
-    )?;
+pub async fn output_within(m: &Manager, id: &JobId, dialect: Dialect, max_bytes: usize) -> Result<String> {
+    let head = m
+        .read_logs(
+            id,
+            &LogQuery {
+                since: Some(1),
+                limit: Some(MAX_LINES),
+                ..Default::default()
+            },
+        )
+        .await?;
     let mut lines = head.lines;
     if head.has_more {
         lines.truncate(MAX_LINES / 2);
-        let tail = m.logs(
-            id,
-            &LogQuery {
-                tail: Some(MAX_LINES / 2),
-                ..Default::default()
-            },
-        )?;
+        let tail = m
+            .read_logs(
+                id,
+                &LogQuery {
+                    tail: Some(MAX_LINES / 2),
+                    ..Default::default()
+                },
+            )
+            .await?;
         let after = lines.last().map(|l| l.seq).unwrap_or(0);
         lines.extend(tail.lines.into_iter().filter(|l| l.seq > after));
     }

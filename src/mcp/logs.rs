@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::core::Answer;
+use super::core::{Answer, off_worker};
 use super::format::{self, Dialect, MAX_LINES};
 use crate::error::{Error, Result};
 use crate::manager::Manager;
@@ -55,7 +55,7 @@ pub struct Read {
 }
 
 /// Read a page as asked, capped.
-pub fn read(m: &Manager, id: &JobId, req: &LogRequest) -> Result<Read> {
+pub async fn read(m: &Manager, id: &JobId, req: &LogRequest) -> Result<Read> {
     let req = req.clone().normalized();
     if let Some(0) = req.limit {
         return Err(Error::InvalidValue {
@@ -66,15 +66,18 @@ pub fn read(m: &Manager, id: &JobId, req: &LogRequest) -> Result<Read> {
     }
     let limit = req.limit.unwrap_or(MAX_LINES).min(MAX_LIMIT);
     let page = match req.mode {
-        LogMode::Body => format::cap_page_forward(m.logs(
-            id,
-            &LogQuery {
-                since: Some(req.since.unwrap_or(1).max(1)),
-                limit: Some(limit),
-                stream: req.stream,
-                ..Default::default()
-            },
-        )?),
+        LogMode::Body => format::cap_page_forward(
+            m.read_logs(
+                id,
+                &LogQuery {
+                    since: Some(req.since.unwrap_or(1).max(1)),
+                    limit: Some(limit),
+                    stream: req.stream,
+                    ..Default::default()
+                },
+            )
+            .await?,
+        ),
         LogMode::Tail | LogMode::Diagnostic => {
             let n = if req.mode == LogMode::Diagnostic {
                 MAX_LINES
@@ -86,14 +89,16 @@ pub fn read(m: &Manager, id: &JobId, req: &LogRequest) -> Result<Read> {
             } else {
                 req.stream
             };
-            let mut page = m.logs(
-                id,
-                &LogQuery {
-                    tail: Some(n),
-                    stream,
-                    ..Default::default()
-                },
-            )?;
+            let mut page = m
+                .read_logs(
+                    id,
+                    &LogQuery {
+                        tail: Some(n),
+                        stream,
+                        ..Default::default()
+                    },
+                )
+                .await?;
             format::cap_page_tail(&mut page);
             page
         }
@@ -102,9 +107,13 @@ pub fn read(m: &Manager, id: &JobId, req: &LogRequest) -> Result<Read> {
 }
 
 /// A page as text: a header with the seq range and `next_seq`, the lines, how to read on.
-pub fn answer(m: &Manager, id: &JobId, req: &LogRequest, d: Dialect) -> Result<Answer> {
-    let Read { page, mode } = read(m, id, req)?;
-    let info = m.info(id)?;
+pub async fn answer(m: &Manager, id: &JobId, req: &LogRequest, d: Dialect) -> Result<Answer> {
+    let Read { page, mode } = read(m, id, req).await?;
+    // A finished job's record may be only in the store.
+    let info = {
+        let (m, id) = (m.clone(), id.clone());
+        off_worker(move || m.info(&id)).await?
+    };
     super::backlog::cover(m, id);
     let state = if info.status.is_active() {
         "running".to_string()

@@ -16,6 +16,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use super::backlog;
+use super::core::off_worker;
 use super::format::Dialect;
 use super::service::BerthMcp;
 
@@ -91,13 +92,19 @@ impl ServerHandler for BerthMcp {
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("error: {}", e.message))]),
         };
         // Each set's event fields: the shell seed's metadata; the exec seed's
-        // watcher notifications carry a snippet of the output.
-        let meta = |e: &crate::events::Event| match self.dialect {
-            Dialect::Shell => super::compat_shell::shell_event_meta(&self.core, e),
-            Dialect::Exec => super::compat_exec::exec_event_meta(&self.core, e),
-            _ => None,
-        };
-        let lines = self.core.backlog.take(&self.core.manager, &covered, &meta);
+        // watcher notifications carry a snippet of the output. Off the async
+        // workers: older events, finished jobs' records and snippets may be
+        // read from the store.
+        let (core, dialect) = (self.core.clone(), self.dialect);
+        let lines = off_worker(move || {
+            let meta = |e: &crate::events::Event| match dialect {
+                Dialect::Shell => super::compat_shell::shell_event_meta(&core, e),
+                Dialect::Exec => super::compat_exec::exec_event_meta(&core, e),
+                _ => None,
+            };
+            core.backlog.take(&core.manager, &covered, &meta)
+        })
+        .await;
         if !lines.is_empty() {
             result.content.push(ContentBlock::text(format!(
                 "Events since your last call:\n{}\n",

@@ -14,7 +14,7 @@ use super::args::{
     CopyOutArgs, EventsArgs, IdArgs, KillArgs, ListArgs, LogsArgs, ProjectArgs, RunArgs, WaitArgs,
     WaitForPortArgs, job_id,
 };
-use super::core::{Answer, reply};
+use super::core::{Answer, off_worker, reply};
 use super::format::{self, Dialect};
 use super::logs::{self, LogRequest};
 use super::project::{ProjectTask, append_args, project_command};
@@ -80,12 +80,7 @@ Pages are capped at 16 KiB. `stream` picks stdout or stderr only."
             limit: a.tail.or(a.limit),
             stream: a.stream.map(Into::into),
         };
-        reply(logs::answer(
-            &self.core.manager,
-            &job_id(&a.id),
-            &req,
-            Dialect::Canonical,
-        ))
+        reply(logs::answer(&self.core.manager, &job_id(&a.id), &req, Dialect::Canonical).await)
     }
 
     #[tool(
@@ -137,7 +132,8 @@ lines (default 10), so no `logs` call is needed after it. A job that already end
                 text += "\n";
                 text += &self
                     .core
-                    .last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL));
+                    .last_lines(&id, a.tail.unwrap_or(KILL_TAIL).min(MAX_KILL_TAIL))
+                    .await;
                 Ok(Answer::ok(text))
             }
             .await,
@@ -171,10 +167,12 @@ or asked about) unless `all: true`, which also makes your later answers carry ev
         if let Some(all) = a.all {
             self.core.backlog.set_all(all);
         }
-        let (lines, next) =
-            self.core
-                .backlog
-                .list(&self.core.manager, a.since, a.limit.unwrap_or(100).max(1));
+        let core = self.core.clone();
+        let (lines, next) = off_worker(move || {
+            core.backlog
+                .list(&core.manager, a.since, a.limit.unwrap_or(100).max(1))
+        })
+        .await;
         let text = if lines.is_empty() {
             format!("No new events. Next event seq: {next}.\n")
         } else {

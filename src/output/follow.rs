@@ -6,7 +6,8 @@
 //! reads older lines from the store later. Each line comes exactly once, in
 //! seq order; lines the output cap dropped before they were read are said
 //! on the next batch (`truncated_before`); the stream ends once the job's
-//! output is closed and every line was given out.
+//! output is closed and every line was given out. Reads from the store run
+//! on the blocking pool: no SQLite read holds an async worker.
 
 use std::sync::Arc;
 
@@ -47,7 +48,23 @@ impl JobOutput {
                 // Looked at before reading: a close seen here means every
                 // line is in, so the read below gets the last of them.
                 let progress = *c.progress.borrow_and_update();
-                let (mut batch, next) = match c.output.read_batch(c.since, &page) {
+                let read = match c.output.ring_batch(c.since, &page) {
+                    Some(read) => Ok(read),
+                    // Older than the ring: SQLite, on the blocking pool.
+                    None => {
+                        let (output, since) = (c.output.clone(), c.since);
+                        match tokio::task::spawn_blocking(move || output.store_batch(since, &page)).await {
+                            Ok(read) => read,
+                            // A panic in the read goes on here, as when it ran
+                            // in this task; a runtime shutting down ends the stream.
+                            Err(e) => match e.try_into_panic() {
+                                Ok(panic) => std::panic::resume_unwind(panic),
+                                Err(_) => return None,
+                            },
+                        }
+                    }
+                };
+                let (mut batch, next) = match read {
                     Ok(read) => read,
                     Err(e) => return Some((Err(e), None)),
                 };
@@ -68,8 +85,9 @@ impl JobOutput {
     }
 
     /// Up to `page` of lines from seq `since` on, as pieces of chunks, and
-    /// the seq to ask for next (past lines of the other stream looked at).
-    fn read_batch(&self, since: u64, page: &FollowPage) -> Result<(Batch, u64)> {
+    /// the seq to ask for next (past lines of the other stream looked at);
+    /// `None` when `since` is older than the ring ([`JobOutput::store_batch`]).
+    fn ring_batch(&self, since: u64, page: &FollowPage) -> Option<(Batch, u64)> {
         let since = since.max(1);
         let limit = page.lines.max(1);
         {
@@ -98,10 +116,16 @@ impl JobOutput {
                     pieces,
                     ..Default::default()
                 };
-                return Ok((batch, next));
+                return Some((batch, next));
             }
         }
-        // Older than the ring: from the store (and on into the ring), as lines.
+        None
+    }
+
+    /// [`JobOutput::ring_batch`] older than the ring: from the store (and on
+    /// into the ring), as lines. Reads SQLite: not on an async worker.
+    fn store_batch(&self, since: u64, page: &FollowPage) -> Result<(Batch, u64)> {
+        let (since, limit) = (since.max(1), page.lines.max(1));
         let page = self.read(&LogQuery {
             since: Some(since),
             limit: Some(limit),

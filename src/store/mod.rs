@@ -34,15 +34,16 @@ mod read;
 mod retention;
 mod scan;
 mod schema;
+mod wait;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 
 pub use crate::persist::StoredPage;
 pub use held::StoreHealth;
@@ -87,7 +88,7 @@ pub struct RunRow {
 }
 
 /// Where the writer answers a prune: `Err` carries the database's message.
-type PruneReply = std::sync::mpsc::Sender<std::result::Result<(), String>>;
+type PruneReply = oneshot::Sender<std::result::Result<(), String>>;
 
 enum Op {
     Lines(JobId, Vec<Line>),
@@ -95,10 +96,10 @@ enum Op {
     Chunk(JobId, Arc<Chunk>),
     Event(Box<Event>),
     Run(Box<RunRow>),
-    Flush(std::sync::mpsc::Sender<()>),
+    Flush(oneshot::Sender<()>),
     /// Fold the write-ahead log into the database and empty it (a clean
     /// shutdown: the next start finds no log to trust or doubt).
-    Checkpoint(std::sync::mpsc::Sender<()>),
+    Checkpoint(oneshot::Sender<()>),
     /// Delete these runs and everything stored for them; answer when done
     /// (after the freed space went back to the file system).
     Prune(Vec<String>, PruneReply),
@@ -109,7 +110,7 @@ pub struct Store {
     path: PathBuf,
     /// The per-job output budget: lines here plus the job's raw log files.
     max_job_bytes: u64,
-    tx: SyncSender<Op>,
+    tx: mpsc::Sender<Op>,
     shared: Arc<Shared>,
     reader: Mutex<Connection>,
     /// Held shared while the store is open: only a process that has the
@@ -227,7 +228,7 @@ impl Store {
             tracing::info!(path = %path.display(), from, to = current_version(), "store upgraded");
         }
         let reader = connect(path)?;
-        let (tx, rx) = sync_channel(QUEUE_BOUND);
+        let (tx, rx) = mpsc::channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
         let shared = Arc::new(Shared::new(held_per_job));
         let wshared = shared.clone();
@@ -277,7 +278,7 @@ impl Store {
             });
         }
         // No writer: the receiving end is dropped at once.
-        let (tx, _) = sync_channel(1);
+        let (tx, _) = mpsc::channel(1);
         Ok(Arc::new(Store {
             shared: Arc::new(Shared::new(1)),
             path: path.to_path_buf(),

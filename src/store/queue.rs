@@ -1,48 +1,29 @@
-//! The writer's queue, seen from the store's handle: queueing writes with
-//! backpressure that never waits for good, the room an async producer waits
-//! for, flushes and checkpoints that wait a bounded time, and what the store
-//! says about its health. A write that finds the queue full waits for the
-//! writer; one that waited [`STUCK_LIMIT`] in vain (a hung disk) marks the
-//! store stuck, and from then on writes that find the queue full are dropped
-//! (their lines said as lost) until the writer takes writes again.
+//! The writer's queue, seen from the store's handle: a bounded tokio mpsc
+//! channel whose capacity is the backpressure, writes that never wait for
+//! good, the room an async producer waits for, flushes and checkpoints that
+//! wait a bounded time, and what the store says about its health. A write
+//! that finds the queue full waits for the writer; one that waited
+//! [`STUCK_LIMIT`] in vain (a hung disk) marks the store stuck, and from then
+//! on writes that find the queue full are dropped (their lines said as lost)
+//! until the writer takes writes again.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::TrySendError;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{FLUSH_LIMIT, Op, QUEUE_BOUND, RunRow, STUCK_LIMIT, Store, StoreHealth, held};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::oneshot;
+
+use super::wait::block_until;
+use super::{FLUSH_LIMIT, Op, RunRow, STUCK_LIMIT, Store, StoreHealth, held};
 use crate::error::{Error, Result};
 use crate::model::{Chunk, Event, JobId, Line};
 
-/// How many writes are queued, so that an async producer can wait for room
-/// without blocking its thread (see [`Store::room`]), and a blocking one
-/// for at most [`STUCK_LIMIT`].
-#[derive(Default)]
-pub(crate) struct Room {
-    pub(super) queued: AtomicUsize,
-    pub(super) freed: tokio::sync::Notify,
-    /// Held by a blocked sender between its try and its wait, and by the
-    /// writer to tell it: no wake-up falls in between.
-    pub(super) lock: Mutex<()>,
-    pub(super) taken: Condvar,
-    /// A write waited [`STUCK_LIMIT`] in vain: writes stop waiting.
-    pub(super) stuck: AtomicBool,
-}
-
-impl Room {
-    /// The writer took `n` writes off the queue.
-    pub(super) fn taken(&self, n: usize) {
-        self.queued.fetch_sub(n, Ordering::SeqCst);
-        self.freed.notify_waiters();
-        let _wake = self.lock.lock();
-        self.taken.notify_all();
-    }
-}
-
 /// What the store's handle and its writer thread share.
 pub(crate) struct Shared {
-    pub(super) room: Room,
+    /// A write waited [`STUCK_LIMIT`] in vain: writes stop waiting (the
+    /// writer clears it when it takes writes again).
+    pub(super) stuck: AtomicBool,
     pub(super) held: held::Held,
     pub(super) health: tokio::sync::watch::Sender<StoreHealth>,
     /// How long a write waits for room before the store counts as stuck
@@ -59,7 +40,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(super) fn new(held_per_job: usize) -> Shared {
         Shared {
-            room: Room::default(),
+            stuck: AtomicBool::new(false),
             held: held::Held::new(held_per_job),
             health: tokio::sync::watch::channel(StoreHealth::Ok).0,
             stuck_after: (STUCK_LIMIT.as_millis() as u64).into(),
@@ -86,7 +67,7 @@ impl Store {
     /// [`STUCK_LIMIT`]), if they are: unlike a degraded store that holds
     /// output, a stuck one keeps nothing.
     pub fn unavailable(&self) -> Option<String> {
-        if !self.shared.room.stuck.load(Ordering::SeqCst) {
+        if !self.shared.stuck.load(Ordering::SeqCst) {
             return None;
         }
         match self.health() {
@@ -121,51 +102,38 @@ impl Store {
     /// store is reported stuck and `op` is dropped (as are later writes that
     /// find the queue full, until the writer takes writes again).
     fn send(&self, op: Op) {
-        let room = &self.shared.room;
-        room.queued.fetch_add(1, Ordering::SeqCst);
         let op = match self.tx.try_send(op) {
             Ok(()) => return,
             Err(TrySendError::Full(op)) => op,
-            Err(TrySendError::Disconnected(_)) => {
-                room.taken(1);
+            Err(TrySendError::Closed(_)) => {
                 tracing::error!("store writer is gone");
                 return;
             }
         };
-        // The writer is its own thread: blocking here cannot deadlock.
-        let sent = wait_for_writer(|| {
-            let limit = Duration::from_millis(self.shared.stuck_after.load(Ordering::SeqCst));
-            let deadline = Instant::now() + limit;
-            let mut op = op;
-            let mut wake = room.lock.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                match self.tx.try_send(op) {
-                    Ok(()) => return true,
-                    Err(TrySendError::Disconnected(_)) => return false,
-                    Err(TrySendError::Full(back)) => op = back,
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() || room.stuck.load(Ordering::SeqCst) {
-                    return false;
-                }
-                wake = match room.taken.wait_timeout(wake, left) {
-                    Ok((w, _)) => w,
-                    Err(e) => e.into_inner().0,
-                };
+        if self.shared.stuck.load(Ordering::SeqCst) {
+            return; // dropped: its lines read as lost
+        }
+        let limit = Duration::from_millis(self.shared.stuck_after.load(Ordering::SeqCst));
+        let deadline = Instant::now() + limit;
+        // The writer is its own thread: blocking here cannot deadlock. The
+        // wait holds a place in the channel's line, so room goes to the
+        // writes that waited longest.
+        let sent = wait_for_writer(|| match block_until(self.tx.reserve(), Some(deadline)) {
+            Some(Ok(permit)) => {
+                permit.send(op);
+                true
             }
+            Some(Err(_)) | None => false,
         });
-        if !sent {
-            room.taken(1);
-            if !room.stuck.swap(true, Ordering::SeqCst) {
-                tracing::error!(path = %self.path.display(), "the store writer took no write for {STUCK_LIMIT:?}; writes are dropped until it does");
-                self.shared.health.send_replace(StoreHealth::Degraded {
-                    since: chrono::Utc::now(),
-                    reason: format!(
-                        "the store took no write for {}s (a hung disk?)",
-                        STUCK_LIMIT.as_secs()
-                    ),
-                });
-            }
+        if !sent && !self.shared.stuck.swap(true, Ordering::SeqCst) {
+            tracing::error!(path = %self.path.display(), "the store writer took no write for {STUCK_LIMIT:?}; writes are dropped until it does");
+            self.shared.health.send_replace(StoreHealth::Degraded {
+                since: chrono::Utc::now(),
+                reason: format!(
+                    "the store took no write for {}s (a hung disk?)",
+                    STUCK_LIMIT.as_secs()
+                ),
+            });
         }
     }
 
@@ -175,16 +143,15 @@ impl Store {
     /// the threads started in its place each grew a malloc arena of their
     /// own that a long-lived daemon kept.
     pub async fn room(&self) {
-        let room = &self.shared.room;
-        loop {
-            let freed = room.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if room.queued.load(Ordering::SeqCst) < QUEUE_BOUND || room.stuck.load(Ordering::SeqCst) {
-                return;
-            }
+        while !self.shared.stuck.load(Ordering::SeqCst) {
             // Looked at again now and then: a stuck writer never frees room.
-            let _ = tokio::time::timeout(Duration::from_secs(1), freed).await;
+            match tokio::time::timeout(Duration::from_secs(1), self.tx.reserve()).await {
+                // The slot goes back at once: the write that follows takes it
+                // (or finds it taken and waits, bounded, in `send`).
+                Ok(Ok(_permit)) => return,
+                Ok(Err(_closed)) => return,
+                Err(_elapsed) => {}
+            }
         }
     }
 
@@ -213,9 +180,10 @@ impl Store {
     /// while the store cannot write (readable either way); at most
     /// [`FLUSH_LIMIT`], so that no reader or shutdown waits on a hung disk.
     pub fn flush(&self) {
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = oneshot::channel();
         self.send(Op::Flush(tx));
-        if wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT)).is_err() {
+        let deadline = Instant::now() + FLUSH_LIMIT;
+        if !matches!(wait_for_writer(|| block_until(rx, Some(deadline))), Some(Ok(()))) {
             tracing::warn!(path = %self.path.display(), "the store did not finish its writes within {FLUSH_LIMIT:?}");
         }
     }
@@ -223,9 +191,10 @@ impl Store {
     /// Fold the write-ahead log into the database and truncate it, after
     /// everything queued so far (at a clean shutdown); at most [`FLUSH_LIMIT`].
     pub fn checkpoint(&self) {
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = oneshot::channel();
         self.send(Op::Checkpoint(tx));
-        let _ = wait_for_writer(|| rx.recv_timeout(FLUSH_LIMIT));
+        let deadline = Instant::now() + FLUSH_LIMIT;
+        let _ = wait_for_writer(|| block_until(rx, Some(deadline)));
     }
 
     /// Delete the runs `jobs` and everything stored for them (lines, events).
@@ -233,14 +202,15 @@ impl Store {
         if jobs.is_empty() {
             return Ok(());
         }
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = oneshot::channel();
         let ids = jobs.iter().map(|j| j.to_string()).collect();
         self.send(Op::Prune(ids, tx));
-        let answer = wait_for_writer(|| rx.recv());
-        let message = match answer {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(message)) => message,
-            Err(_) => "the store writer is gone".into(),
+        // Unbounded as before: a degraded writer refuses a prune at once,
+        // and a dropped one (a stuck store) closes the reply.
+        let message = match wait_for_writer(|| block_until(rx, None)) {
+            Some(Ok(Ok(()))) => return Ok(()),
+            Some(Ok(Err(message))) => message,
+            Some(Err(_)) | None => "the store writer is gone".into(),
         };
         Err(Error::Store {
             path: self.path.clone(),

@@ -15,12 +15,14 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::Receiver;
 
 use super::blocks::BLOCK_AGE;
 use super::commit::{Committer, PruneOutcome, is_transient};
 use super::held::Piece;
+use super::wait::block_until;
 use super::{Op, QUEUE_BOUND, RunRow, Shared, StoreHealth};
 use crate::model::Event;
 
@@ -77,7 +79,7 @@ impl Writer {
         }
     }
 
-    pub fn run(mut self, rx: Receiver<Op>, path: &Path) {
+    pub fn run(mut self, mut rx: Receiver<Op>, path: &Path) {
         loop {
             let wait = match &self.retry {
                 Some(r) => r.at.saturating_duration_since(Instant::now()),
@@ -87,10 +89,10 @@ impl Writer {
             while self.shared.stall_writes.load(std::sync::atomic::Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            let mut batch = match rx.recv_timeout(wait) {
-                Ok(op) => vec![op],
-                Err(RecvTimeoutError::Timeout) => Vec::new(),
-                Err(RecvTimeoutError::Disconnected) => {
+            let mut batch = match block_until(rx.recv(), Some(Instant::now() + wait)) {
+                Some(Some(op)) => vec![op],
+                None => Vec::new(),
+                Some(None) => {
                     if self.retry.is_some() {
                         self.try_again(path); // a last chance before the handle goes
                     }
@@ -105,7 +107,6 @@ impl Writer {
                 }
             }
             if !batch.is_empty() {
-                self.shared.room.taken(batch.len());
                 self.unstick();
             }
             if self.retry.is_some() {
@@ -279,7 +280,7 @@ impl Writer {
     /// The writer takes writes again after a sender gave up waiting on it.
     fn unstick(&self) {
         use std::sync::atomic::Ordering;
-        if self.shared.room.stuck.swap(false, Ordering::SeqCst) && self.retry.is_none() {
+        if self.shared.stuck.swap(false, Ordering::SeqCst) && self.retry.is_none() {
             self.shared.health.send_replace(StoreHealth::Ok);
         }
     }

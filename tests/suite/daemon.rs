@@ -91,8 +91,13 @@ async fn the_main_journey_in_a_container() {
         page.starts_with("HTTP/1.1 200") && page.contains("hello from berth"),
         "{page}"
     );
-    let logs = d.json(&["logs", &id, "--tail", "20"]);
-    assert!(logs["lines"].to_string().contains("response:200"), "{logs}");
+    // httpd logs the request after it answered: the line comes soon after.
+    eventually(Duration::from_secs(10), "the request in the job's log", || {
+        d.json(&["logs", &id, "--tail", "20"])["lines"]
+            .to_string()
+            .contains("response:200")
+    })
+    .await;
     let k = d.json(&["kill", &id]);
     assert_eq!(
         (k["result"].as_str(), k["ended_by"].as_str()),
