@@ -114,8 +114,12 @@ impl BerthMcp {
                     Some(c) => format!("exit code: {c}"),
                     None => "exit code: none".into(),
                 };
-                text += &format!(" ({}) after {}
-", info.end_words(), format::duration(&info));
+                text += &format!(
+                    " ({}) after {}
+",
+                    info.end_words(),
+                    format::duration(&info)
+                );
                 text += &format::output_block(&self.core.manager, &info.id, Dialect::SafeShell).await?;
                 Ok(Answer {
                     is_error: info.status.is_failure(),
