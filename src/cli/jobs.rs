@@ -137,17 +137,16 @@ pub async fn wait(global: &Global, a: WaitArgs) -> anyhow::Result<i32> {
             reason,
             ..
         } => {
-            let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
-            let why = reason.clone().map(|r| format!(": {r}")).unwrap_or_default();
+            let words = super::outcome::ended_words(status, *exit_code, reason.as_deref());
             if until_end {
                 if !a.json {
-                    let line = format!("{} ended: {status}{code}{why}", a.id);
+                    let line = format!("{} ended: {words}", a.id);
                     outln!("{}", crate::inert::visible(&line));
                 }
                 exit_code.unwrap_or(1)
             } else {
                 if !a.json {
-                    let line = format!("berth: {} ended before it was ready: {status}{code}{why}", a.id);
+                    let line = format!("berth: {} ended before it was ready: {words}", a.id);
                     eprintln!("{}", crate::inert::visible(&line));
                 }
                 1

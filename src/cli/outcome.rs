@@ -51,3 +51,10 @@ pub(super) fn exit_code(info: &JobInfo) -> i32 {
         s => s.exit_code().unwrap_or(1),
     }
 }
+
+/// How a wait saw a job end, in words: `failed (code 3): reason`.
+pub(super) fn ended_words(status: &str, exit_code: Option<i32>, reason: Option<&str>) -> String {
+    let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
+    let why = reason.map(|r| format!(": {r}")).unwrap_or_default();
+    format!("{status}{code}{why}")
+}

@@ -214,9 +214,8 @@ fn not_ready(id: &JobId, outcome: &WaitOutcome, snippet: &str, stopped: bool) ->
             reason,
             ..
         } => {
-            let code = exit_code.map(|c| format!(" (code {c})")).unwrap_or_default();
-            let why = reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
-            format!("{id} ended before it was ready: {status}{code}{why}{last}")
+            let words = super::outcome::ended_words(status, *exit_code, reason.as_deref());
+            format!("{id} ended before it was ready: {words}{last}")
         }
         WaitOutcome::TimedOut { elapsed_ms, pending } => {
             let then = if stopped {
