@@ -18,12 +18,15 @@ mod admit;
 mod copy;
 mod exec;
 mod finished;
+mod handle;
 mod ids;
 mod owners;
 mod pages;
 mod ports;
 pub mod project;
+mod reads;
 mod recover;
+mod requests;
 mod retention;
 mod start;
 mod store_watch;
@@ -39,114 +42,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind, EventLog};
+use crate::events::{EventKind, EventLog};
 use crate::model::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, StartMode, StopCause};
-use crate::output::{JobOutput, LogPage, LogQuery};
-use crate::ready::{self, ReadyCondition, WaitOutcome};
+use crate::output::JobOutput;
 use crate::runner::Control;
 use crate::watch::Watchers;
 
 pub use admit::DefaultBudget;
 pub use exec::{ExecEnd, ExecEvent, ExecRequest};
+pub use handle::JobHandle;
 pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
+pub use requests::{Foreground, KillOutcome, KillRequest, KillResult, ListFilter};
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;
-
-/// Which jobs `list` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ListFilter {
-    /// Queued, starting or running.
-    #[default]
-    Running,
-    /// Ended without failure (exit 0, stopped on purpose).
-    Completed,
-    /// Ended in failure (non-zero exit, crash, timeout, OOM, lost, failed start).
-    Failed,
-    All,
-}
-
-impl ListFilter {
-    /// True when a job in status `s` belongs in this list.
-    pub fn admits(self, s: &JobStatus) -> bool {
-        match self {
-            ListFilter::Running => s.is_active(),
-            ListFilter::Completed => s.is_terminal() && !s.is_failure(),
-            ListFilter::Failed => s.is_failure(),
-            ListFilter::All => true,
-        }
-    }
-}
-
-/// A stop request from a caller.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KillRequest {
-    /// Who is stopping it; `agent` when not said.
-    #[serde(default)]
-    pub ended_by: Option<EndedBy>,
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// First signal (default SIGTERM).
-    #[serde(default)]
-    pub signal: Option<i32>,
-    /// Set by the manager itself (shutdown, a session's end); a client's
-    /// words are `reason`.
-    #[serde(skip)]
-    pub cause: Option<StopCause>,
-    /// Seconds between the first signal and SIGKILL (default: the configured grace).
-    #[serde(default)]
-    pub grace: Option<f64>,
-}
-
-/// The answer to a kill.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KillOutcome {
-    pub result: KillResult,
-    pub job: JobId,
-    pub status: JobStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_by: Option<EndedBy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-}
-
-/// What a kill did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KillResult {
-    /// This request (or one just before it) stopped the job.
-    Killed,
-    /// The job had ended already; nothing was done.
-    AlreadyFinished,
-}
-
-impl std::fmt::Display for KillResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            KillResult::Killed => "killed",
-            KillResult::AlreadyFinished => "already_finished",
-        })
-    }
-}
-
-/// How a foreground run came back to its caller.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Foreground {
-    /// The job ended within its budget (or was killed on timeout).
-    Finished { info: Box<JobInfo> },
-    /// The job goes on in the background.
-    Promoted { info: Box<JobInfo> },
-}
 
 pub(crate) struct Live {
     stop_tx: mpsc::UnboundedSender<StopRequest>,
@@ -315,64 +228,6 @@ pub struct Manager {
     _guard: Arc<TeardownGuard>,
 }
 
-/// A started job, with shortcuts to the manager's per-job calls.
-#[derive(Clone)]
-pub struct JobHandle {
-    pub id: JobId,
-    manager: Manager,
-}
-
-impl std::fmt::Debug for JobHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JobHandle").field("id", &self.id).finish()
-    }
-}
-
-impl JobHandle {
-    pub fn info(&self) -> Result<JobInfo> {
-        self.manager.info(&self.id)
-    }
-    /// The host port published for the job's port `port`.
-    pub fn host_port(&self, port: u16) -> Option<u16> {
-        self.info()
-            .ok()?
-            .ports
-            .iter()
-            .find(|m| m.port == port)
-            .map(|m| m.host_port)
-    }
-    pub async fn wait(&self, conditions: &[ReadyCondition], timeout: Duration) -> Result<WaitOutcome> {
-        self.manager.wait(&self.id, conditions, timeout).await
-    }
-    /// Wait until the job has ended and all its output is in.
-    pub async fn wait_end(&self) -> Result<JobInfo> {
-        self.manager.wait_end(&self.id).await
-    }
-    pub fn logs(&self, query: &LogQuery) -> Result<LogPage> {
-        self.manager.logs(&self.id, query)
-    }
-    /// Every output line so far (both streams, in seq order), as text,
-    /// read page by page.
-    pub fn output_lines(&self) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        let mut since = 1;
-        loop {
-            let page = self.logs(&LogQuery {
-                since: Some(since),
-                ..Default::default()
-            })?;
-            out.extend(page.lines.into_iter().map(|l| l.text));
-            if !page.has_more {
-                return Ok(out);
-            }
-            since = page.next_seq;
-        }
-    }
-    pub async fn kill(&self) -> Result<KillOutcome> {
-        self.manager.kill(&self.id, KillRequest::default()).await
-    }
-}
-
 impl Manager {
     /// Launch every later job through `fake` (a scripted runner: no process,
     /// no engine) instead of the host or Docker runner. For tests of code
@@ -526,177 +381,9 @@ impl Manager {
         Ok(spec)
     }
 
-    fn watchers(&self, id: &JobId) -> Result<(watch::Receiver<JobStatus>, watch::Receiver<StartMode>)> {
-        {
-            let reg = self.inner.registry.lock().unwrap();
-            if let Ok(e) = reg.get(id) {
-                return Ok((e.status_tx.subscribe(), e.mode_tx.subscribe()));
-            }
-        }
-        Ok(self.inner.stored_watchers(&self.inner.stored(id)?))
-    }
-
-    pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        let live = {
-            let reg = self.inner.registry.lock().unwrap();
-            reg.get(id).ok().map(|e| reg.snapshot(e))
-        };
-        match live {
-            Some(mut info) => {
-                crate::runner::host_ports::note_listening(&mut info);
-                Ok(info)
-            }
-            None => self.inner.stored(id),
-        }
-    }
-
-    pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
-        let output = self.output(id)?;
-        output.read(query)
-    }
-
-    /// [`Manager::logs`] for async callers (the socket API, MCP tools): a
-    /// page older than the ring is read from SQLite after the store's
-    /// writer flushed, which may wait on the disk, so it runs on the
-    /// blocking pool and never holds an async worker.
-    pub async fn read_logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
-        let output = self.output(id)?;
-        let query = query.clone();
-        let path = self.inner.store.path().to_path_buf();
-        tokio::task::spawn_blocking(move || output.read(&query))
-            .await
-            .unwrap_or_else(|e| {
-                Err(Error::Store {
-                    path,
-                    message: format!("reading the job's output failed: {e}"),
-                })
-            })
-    }
-
-    /// The last `tail` lines (all, up to 1 MiB, when `None`) of the output
-    /// of child `name` of job `id` (a container it started through its
-    /// scoped engine), kept with the job while it runs and after.
-    pub fn child_logs(&self, id: &JobId, name: &str, tail: Option<usize>) -> Result<Vec<String>> {
-        let output = self.output(id)?;
-        crate::runner::docker::read_child_log(output.dir(), id.as_str(), name, tail)
-    }
-
-    /// The last ~1.5 KiB of a job's output.
-    pub fn snippet(&self, id: &JobId) -> Result<String> {
-        Ok(self.output(id)?.snippet())
-    }
-
-    /// Bytes of output held in memory for a job (bounded by the ring size).
-    pub fn ring_bytes(&self, id: &JobId) -> Result<usize> {
-        Ok(self.output(id)?.ring_bytes())
-    }
-
-    pub(crate) fn output(&self, id: &JobId) -> Result<Arc<JobOutput>> {
-        {
-            let reg = self.inner.registry.lock().unwrap();
-            if let Ok(e) = reg.get(id) {
-                return Ok(e.output.clone());
-            }
-        }
-        Ok(self.inner.stored_output(&self.inner.stored(id)?))
-    }
-
     /// True once shutdown began: no new jobs are accepted.
     pub fn is_shutting_down(&self) -> bool {
         self.inner.shutting_down.load(Ordering::SeqCst)
-    }
-
-    /// Events with `seq >= since`.
-    pub fn events(&self, since: u64, limit: usize) -> Vec<Event> {
-        self.inner.events.since(since, limit)
-    }
-
-    /// Wait until all `conditions` hold, the job ends, or `timeout` passes.
-    /// With no conditions, wait for the job to end.
-    pub async fn wait(
-        &self,
-        id: &JobId,
-        conditions: &[ReadyCondition],
-        timeout: Duration,
-    ) -> Result<WaitOutcome> {
-        if conditions.is_empty() {
-            return self.wait_for_end(id, timeout).await;
-        }
-        let target = {
-            let reg = self.inner.registry.lock().unwrap();
-            reg.get(id).ok().map(|e| ready::Target {
-                output: e.output.clone(),
-                status: e.status_tx.subscribe(),
-                ports: e.info.ports.clone(),
-                internal_ip: e.live.as_ref().and_then(|l| l.internal_ip),
-                relayed: e.info.runner == Some(crate::model::RunnerKind::Docker)
-                    && e.live.as_ref().is_some_and(|l| l.internal_ip.is_none()),
-                on_host: e.info.runner == Some(crate::model::RunnerKind::Host),
-            })
-        };
-        let target = match target {
-            Some(t) => t,
-            None => {
-                let info = self.inner.stored(id)?;
-                ready::Target {
-                    output: self.inner.stored_output(&info),
-                    status: self.inner.stored_watchers(&info).0,
-                    ports: info.ports.clone(),
-                    internal_ip: None,
-                    relayed: false,
-                    on_host: info.runner == Some(crate::model::RunnerKind::Host),
-                }
-            }
-        };
-        let outcome = ready::wait(target, conditions, timeout).await?;
-        if let WaitOutcome::Ready { elapsed_ms, .. } = &outcome {
-            let first = {
-                let mut reg = self.inner.registry.lock().unwrap();
-                reg.get_mut(id)
-                    .is_ok_and(|e| !std::mem::replace(&mut e.ready_seen, true))
-            };
-            if first && !conditions.is_empty() {
-                self.inner.events.emit(
-                    id.clone(),
-                    EventKind::Ready {
-                        elapsed_ms: *elapsed_ms,
-                    },
-                );
-            }
-        }
-        Ok(outcome)
-    }
-
-    /// `wait` with no conditions: until the job ends, or the timeout.
-    async fn wait_for_end(&self, id: &JobId, timeout: Duration) -> Result<WaitOutcome> {
-        let started = std::time::Instant::now();
-        let elapsed_ms = || started.elapsed().as_millis() as u64;
-        Ok(match tokio::time::timeout(timeout, self.wait_end(id)).await {
-            Ok(info) => {
-                let info = info?;
-                WaitOutcome::Exited {
-                    elapsed_ms: elapsed_ms(),
-                    status: info.status.name().into(),
-                    exit_code: info.exit_code,
-                    reason: info.reason,
-                }
-            }
-            Err(_) => WaitOutcome::TimedOut {
-                elapsed_ms: elapsed_ms(),
-                pending: vec!["the job to end".into()],
-            },
-        })
-    }
-
-    /// Wait until the job has ended and all its output is in.
-    pub async fn wait_end(&self, id: &JobId) -> Result<JobInfo> {
-        let (mut status_rx, _) = self.watchers(id)?;
-        while !status_rx.borrow_and_update().is_terminal() {
-            if status_rx.changed().await.is_err() {
-                break;
-            }
-        }
-        self.info(id)
     }
 
     /// Stop a job: the first signal, the grace, then SIGKILL. A job that has
