@@ -16,7 +16,6 @@ use serde_json::json;
 use super::out::{StdoutClosed, out, outln};
 use super::outcome::{exit_code, oom_line, warn_fallback};
 use super::run_args::RunArgs;
-use crate::api::JobView;
 use crate::api::client::{Client, FrameReader};
 use crate::api::frames as wire;
 use crate::card;
@@ -61,18 +60,18 @@ fn stop(cause: StopCause) -> KillRequest {
     }
 }
 
-/// Drive foreground job `view` from its `frames` (after the job frame) to
+/// Drive foreground job `info` from its `frames` (after the job frame) to
 /// its end or its move to the background; `interrupted` completes when the
 /// user asks to stop it. The exit code, or `StdoutClosed`.
 pub async fn drive(
     backend: Backend<'_>,
     mut frames: FrameReader,
-    view: &JobView,
+    info: &JobInfo,
     args: &RunArgs,
     interrupted: impl Future<Output = ()>,
 ) -> anyhow::Result<i32> {
-    warn_fallback(&view.info);
-    let id = view.info.id.clone();
+    warn_fallback(info);
+    let id = info.id.clone();
     tokio::pin!(interrupted);
     // Set once the job was told to stop: the stream still runs to its end frame.
     let mut stopping = false;

@@ -67,7 +67,7 @@ pub async fn run(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow::
     let interrupted = async move {
         interrupt.recv().await;
     };
-    let code = foreground::drive(Backend::Daemon(client), frames, &view, args, interrupted).await?;
+    let code = foreground::drive(Backend::Daemon(client), frames, &view.info, args, interrupted).await?;
     Ok(Some(code))
 }
 

@@ -91,10 +91,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         printer.close();
     }
     let handle = handle?;
-    let view = crate::api::JobView {
-        info: handle.info()?,
-        snippet: manager.snippet(&handle.id)?,
-    };
+    let info = handle.info()?;
     // The frames a daemon would send, made here: one driver for both.
     let frames = FrameReader::local(crate::daemon::stream_job(
         manager.clone(),
@@ -104,7 +101,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     // SIGTERM (a CI step's timeout) and SIGHUP (a closed terminal) too:
     // this process is the job's manager, and must not die leaving it.
     let driven =
-        super::foreground::drive(Backend::InProcess(&manager), frames, &view, &args, interrupted).await;
+        super::foreground::drive(Backend::InProcess(&manager), frames, &info, &args, interrupted).await;
     // Every line and the final record reach the store before this process exits.
     manager.shutdown().await;
     driven
