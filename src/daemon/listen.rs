@@ -23,6 +23,14 @@
 //! descriptor of ours); when every connection is busy answering, the new
 //! one gets one clear `503` and is closed. An upgraded connection (an MCP session) leaves
 //! the count: sessions have their own bound (`mcp/session.rs`).
+//!
+//! The `503` is followed by a lingering close, as web servers do: the
+//! refused connection's write side is shut, and what the client sends is
+//! read and dropped for up to [`LINGER`] before the socket is closed. Closed
+//! at once, a client still writing its request would get `EPIPE` (or its
+//! read `ECONNRESET`, the kernel's answer to a socket closed with unread
+//! data) instead of the answer waiting in its buffer. At most [`LINGERING`]
+//! refusals linger at once; beyond that they are closed at once.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -37,7 +45,9 @@ use axum::body::Body;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
@@ -48,6 +58,14 @@ pub const IDLE: Duration = Duration::from_secs(60);
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Fewest connections served at once, however low the descriptor limit.
 const MIN_CONNECTIONS: usize = 16;
+/// Most refused connections drained at once before they are closed.
+const LINGERING: usize = 16;
+/// How long a refused connection is drained: long enough for a client to
+/// send its request and read the answer, short enough that refusals do
+/// not hold descriptors.
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes read from a refused connection before it is closed.
+const LINGER_BYTES: usize = 64 * 1024;
 
 /// How many connections are served at once: a quarter of the process's
 /// descriptor limit (1024 by default on most systems: 256 connections),
@@ -222,6 +240,7 @@ pub async fn serve(listener: UnixListener, router: Router, closing: Cancellation
         left: tokio::sync::Notify::new(),
     });
     let mut conns = JoinSet::new();
+    let lingering = Arc::new(Semaphore::new(LINGERING));
     let mut next = 0u64;
     loop {
         tokio::select! {
@@ -241,7 +260,13 @@ pub async fn serve(listener: UnixListener, router: Router, closing: Cancellation
                 // Evictions take microseconds; meanwhile new connections
                 // wait in the listen backlog, holding no descriptor of ours.
                 if !table.room(cap).await {
-                    refuse(stream, cap);
+                    tracing::warn!(cap, "connection refused: every connection is busy");
+                    match lingering.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            conns.spawn(refuse(stream, cap, permit, closing.clone()));
+                        }
+                        Err(_) => refuse_now(stream, cap),
+                    }
                     continue;
                 }
                 next += 1;
@@ -261,11 +286,40 @@ pub async fn serve(listener: UnixListener, router: Router, closing: Cancellation
     while conns.join_next().await.is_some() {}
 }
 
-/// Answer a connection over the cap with one line and close it. The socket
-/// is new, so its buffer takes the few hundred bytes without waiting.
-fn refuse(stream: UnixStream, cap: usize) {
-    tracing::warn!(cap, "connection refused: every connection is busy");
+/// Answer a connection over the cap with one line and close it at once
+/// (too many refusals are lingering already). The socket is new, so its
+/// buffer takes the few hundred bytes without waiting.
+fn refuse_now(stream: UnixStream, cap: usize) {
     let _ = stream.try_write(&refusal(cap));
+}
+
+/// Answer a connection over the cap with one line, shut its write side,
+/// and drain what the client sends (its request) until it closes, for at
+/// most [`LINGER`] and [`LINGER_BYTES`]: the client can finish writing and
+/// read the answer before the socket is closed.
+async fn refuse(
+    mut stream: UnixStream,
+    cap: usize,
+    _permit: OwnedSemaphorePermit,
+    closing: CancellationToken,
+) {
+    if stream.write_all(&refusal(cap)).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut read = 0;
+        while read < LINGER_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(LINGER, drain) => {}
+        _ = closing.cancelled() => {}
+    }
 }
 
 /// Serve one connection until it closes, is evicted, or the server shuts down.
