@@ -58,8 +58,8 @@ pub(super) async fn run(
     // No `timeout`: the manager gives the job its project's budget.
     let job = s.manager.start_from(spec, super::state::client(&headers)).await?;
     let view = JobView {
-        info: s.manager.info(&job.id)?,
-        snippet: s.manager.snippet(&job.id)?,
+        info: s.manager.read_info(&job.id).await?,
+        snippet: s.manager.read_snippet(&job.id).await?,
     };
     let rx = stream_job(s.manager.clone(), job.id.clone(), Some(json_frame(JOB, &view)));
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
@@ -135,7 +135,7 @@ async fn stream(
     .map_err(|_| Gone)?;
     let end = RunEnd {
         outcome,
-        snippet: manager.snippet(id).unwrap_or_default(),
+        snippet: manager.read_snippet(id).await.unwrap_or_default(),
     };
     tx.send(Ok(json_frame(END, &end))).await.map_err(|_| Gone)
 }

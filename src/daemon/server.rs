@@ -98,10 +98,12 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     b.map(|Json(t)| t).map_err(ApiError::from)
 }
 
-fn view(m: &Manager, id: &JobId) -> Result<JobView, ApiError> {
+/// A job's record and snippet, read off the async workers when they come
+/// from the store.
+async fn view(m: &Manager, id: &JobId) -> Result<JobView, ApiError> {
     Ok(JobView {
-        info: m.info(id)?,
-        snippet: m.snippet(id)?,
+        info: m.read_info(id).await?,
+        snippet: m.read_snippet(id).await?,
     })
 }
 
@@ -129,10 +131,10 @@ async fn create(
     let conditions = spec.ready.clone();
     let job = s.manager.start_from(spec, super::state::client(&headers)).await?;
     let Some(timeout) = wait else {
-        return Ok(Json(view(&s.manager, &job.id)?).into_response());
+        return Ok(Json(view(&s.manager, &job.id).await?).into_response());
     };
     let ready = s.manager.wait(&job.id, &conditions, timeout).await?;
-    let job = view(&s.manager, &job.id)?;
+    let job = view(&s.manager, &job.id).await?;
     Ok(Json(CreatedReady { job, ready }).into_response())
 }
 
@@ -162,7 +164,11 @@ async fn list(
     let filter = q.filter.unwrap_or_default();
     let before = q.before.as_deref().map(JobId::from);
     let limit = q.limit.unwrap_or(crate::manager::DEFAULT_LIST_LIMIT);
-    let mut page = s.manager.list_page(filter, before.as_ref(), limit);
+    // Finished jobs beyond the registry are read from the store: off the workers.
+    let mut page = s
+        .manager
+        .off_worker(move |m| m.list_page(filter, before.as_ref(), limit))
+        .await;
     if q.usage {
         s.manager.fill_usage(&mut page.jobs).await;
     }
@@ -187,7 +193,7 @@ async fn info(
 ) -> ApiResult<JobView> {
     let Query(q) = q?;
     let id = JobId::from(id.as_str());
-    let mut v = view(&s.manager, &id)?;
+    let mut v = view(&s.manager, &id).await?;
     if q.usage {
         v.info = s.manager.info_with_usage(&id).await?;
     }
@@ -365,7 +371,7 @@ async fn resume(
         .manager
         .resume_from(&JobId::from(id.as_str()), super::state::client(&headers))
         .await?;
-    Ok(Json(view(&s.manager, &job.id)?))
+    Ok(Json(view(&s.manager, &job.id).await?))
 }
 
 async fn background(

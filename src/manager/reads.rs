@@ -43,6 +43,63 @@ impl Manager {
         }
     }
 
+    /// [`Manager::info`] for async callers: a job the registry holds is
+    /// answered at once; one only in the store (an older finished job, or
+    /// an unknown id, which waits for the store's writer once) is read on
+    /// the blocking pool, so a slow disk or a long page read holding the
+    /// store's reader never holds an async worker.
+    pub async fn read_info(&self, id: &JobId) -> Result<JobInfo> {
+        if let Some(mut info) = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.get(id).ok().map(|e| reg.snapshot(e))
+        } {
+            crate::runner::host_ports::note_listening(&mut info);
+            return Ok(info);
+        }
+        let (m, id) = (self.clone(), id.clone());
+        self.blocking(move || m.inner.stored(&id)).await
+    }
+
+    /// [`Manager::snippet`] for async callers, on the blocking pool: the
+    /// snippet of a job recovered from an earlier manager, or only in the
+    /// store, is read from SQLite.
+    pub async fn read_snippet(&self, id: &JobId) -> Result<String> {
+        let (m, id) = (self.clone(), id.clone());
+        self.blocking(move || m.snippet(&id)).await
+    }
+
+    /// Run a read of the store on the blocking pool; a panic in it is a
+    /// store error, not a panic of the caller.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        read: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let path = self.inner.store.path().to_path_buf();
+        tokio::task::spawn_blocking(read).await.unwrap_or_else(|e| {
+            Err(Error::Store {
+                path,
+                message: format!("reading the store failed: {e}"),
+            })
+        })
+    }
+
+    /// Run `read` (one that may read the store: lists with finished jobs,
+    /// records of older jobs) on the blocking pool, for the faces' async
+    /// handlers. A panic in it is resumed in the caller, as if called here.
+    pub async fn off_worker<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Manager) -> T + Send + 'static,
+    ) -> T {
+        let m = self.clone();
+        match tokio::task::spawn_blocking(move || read(&m)).await {
+            Ok(v) => v,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(e) => panic!("a blocking read was cancelled: {e}"),
+            },
+        }
+    }
+
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
         let output = self.output(id)?;
         output.read(query)
@@ -53,17 +110,9 @@ impl Manager {
     /// writer flushed, which may wait on the disk, so it runs on the
     /// blocking pool and never holds an async worker.
     pub async fn read_logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
-        let output = self.output(id)?;
-        let query = query.clone();
-        let path = self.inner.store.path().to_path_buf();
-        tokio::task::spawn_blocking(move || output.read(&query))
-            .await
-            .unwrap_or_else(|e| {
-                Err(Error::Store {
-                    path,
-                    message: format!("reading the job's output failed: {e}"),
-                })
-            })
+        // Finding the output may itself read the store (a job only there).
+        let (m, id, query) = (self.clone(), id.clone(), query.clone());
+        self.blocking(move || m.output(&id)?.read(&query)).await
     }
 
     /// The last `tail` lines (all, up to 1 MiB, when `None`) of the output

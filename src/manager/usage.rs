@@ -39,7 +39,7 @@ impl UsageCache {
 impl Manager {
     /// `info` with live resource usage for running jobs.
     pub async fn info_with_usage(&self, id: &JobId) -> Result<JobInfo> {
-        let mut info = self.info(id)?;
+        let mut info = self.read_info(id).await?;
         info.usage = self.usage(&info).await;
         Ok(info)
     }

@@ -61,7 +61,12 @@ impl Core {
 
     /// A background job just started (or resumed): what the agent needs to
     /// use it, in a few lines (the command is the agent's own: not echoed).
-    pub fn background(&self, info: &JobInfo, waited: Option<&WaitOutcome>, d: Dialect) -> Result<Answer> {
+    pub async fn background(
+        &self,
+        info: &JobInfo,
+        waited: Option<&WaitOutcome>,
+        d: Dialect,
+    ) -> Result<Answer> {
         let runner = info.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
         let mut is_error = false;
         let mut text = match (&info.status, waited) {
@@ -114,7 +119,7 @@ impl Core {
         text += &format::log_paths(info);
         text += &format!("Next: {} · {}\n", d.read(&info.id), d.kill(info));
         if is_error || !info.status.is_active() {
-            text += &format::card(info, &self.manager.snippet(&info.id)?);
+            text += &format::card(info, &self.manager.read_snippet(&info.id).await?);
         }
         Ok(Answer { text, is_error })
     }

@@ -118,7 +118,7 @@ impl BerthMcp {
             }
             Some(Action::Poll) => {
                 let id = run_id()?;
-                let info = self.core.manager.info(&id)?;
+                let info = self.core.manager.read_info(&id).await?;
                 super::backlog::cover(&self.core.manager, &id);
                 Ok(Answer::json(&serde_json::json!({
                     "run_id": id,

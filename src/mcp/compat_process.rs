@@ -248,7 +248,7 @@ impl BerthMcp {
             conds.push(ReadyCondition::Log(re));
         }
         if conds.is_empty() {
-            let info = self.core.manager.info(&id)?;
+            let info = self.core.manager.read_info(&id).await?;
             let port = info.ports.first().map(|m| m.port).ok_or_else(|| {
                 Error::InvalidSpec(format!("{id} publishes no port: give `port` or `output_regex`"))
             })?;

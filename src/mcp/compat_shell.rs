@@ -104,7 +104,7 @@ completed: true and failed: true add ended ones with their exit code and who end
 killed shells are under FAILED. Newest first, 30 at a time: the answer says the `before` to pass for the next page."
     )]
     async fn shell_summary(&self, Parameters(a): Parameters<ShellSummaryArgs>) -> CallToolResult {
-        let all = self.core.manager.list(ListFilter::All);
+        let all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
         reply(Ok(Answer::ok(summary(&all, &a))))
     }
 
@@ -160,7 +160,7 @@ reason, ended_by, shell_id} with the new shell_id."
         reply(
             async {
                 let old = job_id(&a.shell_id);
-                let before = self.core.manager.info(&old)?;
+                let before = self.core.manager.read_info(&old).await?;
                 let job = self.core.resume(&old).await?;
                 super::backlog::cover(&self.core.manager, &job);
                 Ok(Answer::json(&serde_json::json!({

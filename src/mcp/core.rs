@@ -135,13 +135,17 @@ impl Core {
         match outcome {
             Started::Finished => self.finished(&info, d).await,
             Started::Promoted => self.promoted(&info, d).await,
-            Started::Background(waited) => self.background(&info, waited.as_ref(), d),
+            Started::Background(waited) => self.background(&info, waited.as_ref(), d).await,
         }
     }
 
     /// Run a finished job's command again as a new background job of this session.
     pub async fn resume(&self, id: &JobId) -> Result<JobId> {
-        let mut spec = self.manager.resumable_spec(id)?;
+        let target = id.clone();
+        let mut spec = self
+            .manager
+            .off_worker(move |m| m.resumable_spec(&target))
+            .await?;
         self.session.claim(&mut spec);
         let job = self.manager.start_from(spec, "mcp").await?;
         self.backlog.own(&job.id);
@@ -158,7 +162,8 @@ impl Core {
             Some(self.manager.wait(id, &spec.ready, t).await?)
         };
         self.cover(id);
-        self.background(&self.manager.info(id)?, waited.as_ref(), d)
+        self.background(&self.manager.read_info(id).await?, waited.as_ref(), d)
+            .await
     }
 
     /// Start a job and follow it as far as the spec says.
@@ -189,7 +194,10 @@ impl Core {
                 })?)
             };
             self.cover(&job.id);
-            return Ok((self.manager.info(&job.id)?, Started::Background(waited)));
+            return Ok((
+                self.manager.read_info(&job.id).await?,
+                Started::Background(waited),
+            ));
         }
         // An agent is never left waiting: at the budget the job is promoted.
         spec.on_timeout = OnTimeout::Background;
@@ -208,7 +216,7 @@ impl Core {
         let t = Duration::from_secs_f64(timeout.unwrap_or(DEFAULT_WAIT_SECS));
         let outcome = self.manager.wait(id, conds, t).await?;
         self.cover(id);
-        let info = self.manager.info(id)?;
+        let info = self.manager.read_info(id).await?;
         if conds.is_empty() && !matches!(outcome, WaitOutcome::TimedOut { .. }) {
             // Ended: how, and its last lines (a test run's summary, a crash).
             let mut text = format!(
@@ -230,7 +238,7 @@ impl Core {
             _ => wait_words(&info, &outcome),
         };
         if !ok {
-            text += &format::card(&info, &self.manager.snippet(id)?);
+            text += &format::card(&info, &self.manager.read_snippet(id).await?);
         }
         Ok(Answer { text, is_error: !ok })
     }

@@ -226,7 +226,7 @@ impl BerthMcp {
         let id = job_id(id);
         let info = m.info_with_usage(&id).await?;
         super::backlog::cover(m, &id);
-        let mut text = format::card(&info, &m.snippet(&id)?);
+        let mut text = format::card(&info, &m.read_snippet(&id).await?);
         text += &format::port_lines(&info);
         if let Some(u) = &info.usage {
             text += &format!(
@@ -256,7 +256,11 @@ impl BerthMcp {
         let m = &self.core.manager;
         // A page (by count and bytes) copied out of the registry, not every job.
         let before = before.map(job_id);
-        let mut page = m.list_page(filter, before.as_ref(), limit.unwrap_or(DEFAULT_LIST_LIMIT));
+        let limit = limit.unwrap_or(DEFAULT_LIST_LIMIT);
+        let below = before.clone();
+        let mut page = m
+            .off_worker(move |m| m.list_page(filter, below.as_ref(), limit))
+            .await;
         if usage {
             m.fill_usage(&mut page.jobs).await;
         }
@@ -323,7 +327,7 @@ impl BerthMcp {
     pub(super) async fn resume_answer(&self, id: &str, d: Dialect) -> Result<Answer> {
         let old = job_id(id);
         let job = self.core.resume(&old).await?;
-        let spec = self.core.manager.info(&job)?.spec;
+        let spec = self.core.manager.read_info(&job).await?.spec;
         let mut a = self.core.run_started(&job, &spec, d).await?;
         a.text = format!(
             "{old} restarted as {job} · `{}`\n{}",

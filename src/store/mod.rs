@@ -332,5 +332,14 @@ impl Store {
     }
 }
 
+/// Hold the reader connection, as a long page read does (tests of callers
+/// that must not wait for it on an async worker).
+#[cfg(test)]
+impl Store {
+    pub(crate) fn hold_reader(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests;

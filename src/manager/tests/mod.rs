@@ -2,11 +2,13 @@
 //! and its refusal, the queue and foreground promotion (`slots.rs`), and the
 //! races of a stop with an exit, with another stop, with a launch or with
 //! shutdown (`stops.rs`), and the defaults a start gets from its caller's
-//! project (`defaults.rs`). No process or container runs; most tests run on
+//! project (`defaults.rs`), and reads of the store kept off the async workers
+//! (`reads.rs`). No process or container runs; most tests run on
 //! tokio's paused clock, so a grace or a budget of seconds passes at once and
 //! in a fixed order. This file holds the bench they share.
 
 mod defaults;
+mod reads;
 mod slots;
 mod stops;
 
