@@ -8,7 +8,8 @@
 //! time, so a reused pid is not mistaken for it. When the manager is gone
 //! (and its pid file still names it: a manager that ended cleanly removed
 //! it, and one that a new manager replaced is the new one's to settle) it
-//! removes the containers labelled with that owner, kills the host jobs' trees
+//! removes the containers labelled with that owner (and those of dead owners
+//! it adopted, see [`cleanup`]), kills the host jobs' trees
 //! (the shim leading each recorded process group, its descendants and group;
 //! again only where the leader still has its recorded start time), marks those runs
 //! `lost`, sweeps the owner's containers again over the next ~12 s (requests
@@ -148,7 +149,12 @@ async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
 /// Remove `owner`'s containers, kill its process groups, mark its runs lost.
 pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let engine = crate::runner::docker::Engine::new(config);
-    let containers = engine.remove_owned(owner).await;
+    let mut containers = engine.remove_owned(owner).await;
+    // A container this manager adopted still names the dead manager that
+    // started it (labels cannot change): every container of the instance
+    // whose owner is no live manager goes too, as a new manager would
+    // remove it (a live one's, e.g. a `berth run` beside, stays).
+    containers += engine.remove_dead_owners(&[], false).await;
     // Not checked for damage: repairing is the next manager's (or `berth
     // doctor`'s) business, not a cleanup's.
     let store = Store::open_unchecked(&config.instance_dir().join("berth.db"))?;

@@ -230,6 +230,48 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     nothing_left_after_the_last_watchdog(&d).await;
 }
 
+/// A container keeps the label of the manager that started it (labels
+/// cannot change), so one that a second manager adopted names a dead owner.
+/// When the adopter crashes too, its watchdog removes it all the same:
+/// nothing outlives the last manager.
+#[tokio::test]
+async fn an_adopted_container_goes_when_its_adopter_crashes_too() {
+    let mut d = Daemon::start_with(&[("BERTH_RECOVERY", "adopt")]);
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        crate::common::SANDBOX,
+        "--",
+        "sleep",
+        "300",
+    ]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    assert_eq!(d.json(&["status", &id])["status"]["state"], "running");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+
+    let mut again = d
+        .cli()
+        .arg("daemon")
+        .env("BERTH_RECOVERY", "adopt")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let info = d.json(&["status", &id]);
+    assert_eq!(info["recovered"], true, "adopted: {info}");
+    assert_eq!(info["status"]["state"], "running", "{info}");
+    assert_eq!(job_containers_of(&d.instance), 1);
+
+    // The adopter dies too, with the adopted job still running.
+    again.kill().unwrap();
+    again.wait().unwrap();
+    nothing_left_after_the_last_watchdog(&d).await;
+}
+
 /// Recovery mode `adopt` follows a dead daemon's containers, but not those
 /// an MCP session owned: the session died with its daemon, so its job is
 /// reaped (recorded lost, saying so, its container removed) instead of
