@@ -118,6 +118,11 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         Ok(done) => done,
         Err(e) => format!("its records could not be settled ({e})"),
     };
+    // Said before the late sweeps: whoever reads the log meanwhile (a
+    // user, a test playing a late request) knows the first sweep is done.
+    crate::logfile::say(&format!(
+        "berth watchdog: manager {owner} is gone: {cleaned}; sweeping again for ~12 s"
+    ));
     let engine = crate::runner::docker::Engine::new(&config);
     let mut late = 0;
     for pause in LATE_SWEEPS {

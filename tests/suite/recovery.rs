@@ -153,10 +153,12 @@ async fn a_container_landing_after_the_watchdogs_first_sweep_is_removed_too() {
 
     d.child.kill().unwrap(); // SIGKILL: no teardown runs in the daemon
     d.child.wait().unwrap();
+    let log = d.config().instance_dir().join("watchdog.log");
     eventually(Duration::from_secs(10), "the first sweep", || {
-        containers_of(&d.instance) == 0
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("sweeping again"))
     })
     .await;
+    assert_eq!(containers_of(&d.instance), 0);
     let mut late = std::process::Command::new("docker");
     late.arg("create");
     for (k, v) in labels.iter().filter(|(k, _)| k.as_str() != "berth.job") {
