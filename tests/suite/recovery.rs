@@ -192,14 +192,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     d.child.wait().unwrap();
 
     // A new manager takes over within the watchdog's adopt window.
-    let mut again = d
-        .cli()
-        .arg("daemon")
-        .env("BERTH_RECOVERY", "adopt")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let again = adopt(&d).await;
     let info = d.json(&["status", &id]);
     assert_eq!(info["status"]["state"], "running", "{info}");
     assert_eq!(info["recovered"], true, "a taken-over job says so: {info}");
@@ -227,8 +220,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     assert!(lines.len() as u64 >= before + 40);
     let k = d.json(&["kill", &id]);
     assert_eq!(k["result"], "killed");
-    again.kill().unwrap();
-    again.wait().unwrap();
+    drop(again);
     nothing_left_after_the_last_watchdog(&d).await;
 }
 
@@ -255,22 +247,14 @@ async fn an_adopted_container_goes_when_its_adopter_crashes_too() {
     d.child.kill().unwrap();
     d.child.wait().unwrap();
 
-    let mut again = d
-        .cli()
-        .arg("daemon")
-        .env("BERTH_RECOVERY", "adopt")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let again = adopt(&d).await;
     let info = d.json(&["status", &id]);
     assert_eq!(info["recovered"], true, "adopted: {info}");
     assert_eq!(info["status"]["state"], "running", "{info}");
     assert_eq!(job_containers_of(&d.instance), 1);
 
     // The adopter dies too, with the adopted job still running.
-    again.kill().unwrap();
-    again.wait().unwrap();
+    drop(again);
     nothing_left_after_the_last_watchdog(&d).await;
 }
 
@@ -297,16 +281,7 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     d.child.kill().unwrap();
     d.child.wait().unwrap();
 
-    // Stopped (and its watchdog cleaning up) even when an assertion fails.
-    let again = KillOnDrop(
-        d.cli()
-            .arg("daemon")
-            .env("BERTH_RECOVERY", "adopt")
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let again = adopt(&d).await;
     let info = d.json(&["status", owned.as_str()]);
     assert_eq!(info["status"]["state"], "lost", "{info}");
     let reason = info["reason"].as_str().unwrap_or_default();
@@ -326,9 +301,26 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     nothing_left_after_the_last_watchdog(&d).await;
 }
 
-/// A daemon started by hand in a test, killed when the test ends however
-/// it ends (its watchdog then removes what it ran).
+/// A daemon started by hand in a test, SIGKILLed when dropped: when the
+/// test says so, or when it ends however it ends (its watchdog then removes
+/// what it ran, so a failed test leaves nothing on the engine).
 struct KillOnDrop(std::process::Child);
+
+/// A new daemon for `d`'s instance in recovery mode `adopt` (its output is
+/// not ours), once it answers.
+async fn adopt(d: &Daemon) -> KillOnDrop {
+    let again = KillOnDrop(
+        d.cli()
+            .arg("daemon")
+            .env("BERTH_RECOVERY", "adopt")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    again
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -405,17 +397,7 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
         "the forwarder died with its daemon"
     );
 
-    // Killed when the test ends, passed or not (its output is not ours).
-    let mut again = Reaped(
-        d.cli()
-            .arg("daemon")
-            .env("BERTH_RECOVERY", "adopt")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let again = adopt(&d).await;
     let info = d.json(&["status", &id]);
     assert_eq!(info["recovered"], true, "{info}");
     assert_eq!(info["ports"][0]["host_port"], port, "{info}");
@@ -431,17 +413,6 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
     })
     .await;
-    again.0.kill().unwrap();
-    again.0.wait().unwrap();
+    drop(again);
     nothing_left_after_the_last_watchdog(&d).await;
-}
-
-/// A child process killed when dropped.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
