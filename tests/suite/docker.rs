@@ -202,15 +202,22 @@ async fn dropping_the_manager_removes_every_running_container() {
 #[tokio::test]
 async fn out_of_memory_is_a_kill_by_the_system() {
     let t = manager();
-    let mut spec = docker(JobSpec::argv([
-        "dd",
-        "if=/dev/zero",
-        "of=/dev/null",
-        "bs=256M",
-        "count=1",
-    ]));
+    // The allocation waits until the job runs and the test says go: the
+    // engine watches a container for OOM kills from a moment after its
+    // start, and an allocation in that first moment (seen under load in
+    // CI) goes unreported by the engine itself, as in any use of Docker.
+    let mut spec = docker(JobSpec::shell(
+        "echo waiting; while [ ! -e go ]; do sleep 0.05; done; \
+         exec dd if=/dev/zero of=/dev/null bs=256M count=1",
+    ));
     spec.limits.memory = Some(16 << 20);
-    let info = t.manager.start(spec).await.unwrap().wait_end().await.unwrap();
+    let job = t.manager.start(spec).await.unwrap();
+    eventually(Duration::from_secs(20), "the job waiting", || {
+        t.manager.snippet(&job.id).is_ok_and(|s| s.contains("waiting"))
+    })
+    .await;
+    std::fs::write(t.workspace().join("go"), "").unwrap();
+    let info = job.wait_end().await.unwrap();
     match &info.status {
         JobStatus::Killed { ended_by, reason, .. } => {
             let ended_by = *ended_by;
