@@ -57,6 +57,7 @@ pub use exec::{ExecEnd, ExecEvent, ExecRequest};
 pub use handle::JobHandle;
 pub use pages::{EventPage, JobPage, MAX_PAGE_BYTES, MAX_PAGE_ITEMS, job_page, take_page};
 pub use ports::PortWait;
+pub use reads::off_worker;
 pub use requests::{Foreground, KillOutcome, KillRequest, KillResult, ListFilter};
 pub use retention::{DEFAULT_LIST_LIMIT, PruneOutcome, PruneRequest, newest_first};
 pub use supervise::StopRequest;

@@ -30,17 +30,20 @@ impl Manager {
     }
 
     pub fn info(&self, id: &JobId) -> Result<JobInfo> {
-        let live = {
-            let reg = self.inner.registry.lock().unwrap();
-            reg.get(id).ok().map(|e| reg.snapshot(e))
-        };
-        match live {
-            Some(mut info) => {
-                crate::runner::host_ports::note_listening(&mut info);
-                Ok(info)
-            }
+        match self.registered(id) {
+            Some(info) => Ok(info),
             None => self.inner.stored(id),
         }
+    }
+
+    /// The record of a job the registry holds (no store read).
+    fn registered(&self, id: &JobId) -> Option<JobInfo> {
+        let mut info = {
+            let reg = self.inner.registry.lock().unwrap();
+            reg.get(id).ok().map(|e| reg.snapshot(e))
+        }?;
+        crate::runner::host_ports::note_listening(&mut info);
+        Some(info)
     }
 
     /// [`Manager::info`] for async callers: a job the registry holds is
@@ -49,11 +52,7 @@ impl Manager {
     /// the blocking pool, so a slow disk or a long page read holding the
     /// store's reader never holds an async worker.
     pub async fn read_info(&self, id: &JobId) -> Result<JobInfo> {
-        if let Some(mut info) = {
-            let reg = self.inner.registry.lock().unwrap();
-            reg.get(id).ok().map(|e| reg.snapshot(e))
-        } {
-            crate::runner::host_ports::note_listening(&mut info);
+        if let Some(info) = self.registered(id) {
             return Ok(info);
         }
         let (m, id) = (self.clone(), id.clone());
@@ -91,13 +90,7 @@ impl Manager {
         read: impl FnOnce(&Manager) -> T + Send + 'static,
     ) -> T {
         let m = self.clone();
-        match tokio::task::spawn_blocking(move || read(&m)).await {
-            Ok(v) => v,
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                Err(e) => panic!("a blocking read was cancelled: {e}"),
-            },
-        }
+        off_worker(move || read(&m)).await
     }
 
     pub fn logs(&self, id: &JobId, query: &LogQuery) -> Result<LogPage> {
@@ -234,5 +227,18 @@ impl Manager {
             }
         }
         self.info(id)
+    }
+}
+
+/// Run `read` on the blocking pool: reads that may reach SQLite (events
+/// older than memory, records and output of finished jobs) never run on an
+/// async worker. A panic in `read` goes on in the calling task.
+pub async fn off_worker<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(v) => v,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("a blocking read was cancelled: {e}"),
+        },
     }
 }

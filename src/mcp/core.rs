@@ -75,18 +75,8 @@ pub fn reply(r: Result<Answer>) -> CallToolResult {
     }
 }
 
-/// Run `read` on the blocking pool: reads that may reach SQLite (events
-/// older than memory, records and output of finished jobs) never run on an
-/// async worker. A panic in `read` goes on in the calling task.
-pub async fn off_worker<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(read).await {
-        Ok(v) => v,
-        Err(e) => match e.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            Err(e) => panic!("a blocking read was cancelled: {e}"),
-        },
-    }
-}
+/// Reads that may reach SQLite run on the blocking pool (the manager's one helper).
+pub use crate::manager::off_worker;
 
 /// State shared by every tool of one MCP session.
 pub struct Core {
