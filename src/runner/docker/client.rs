@@ -189,17 +189,14 @@ impl DockerClient {
     }
 
     /// Whether the engine reported an OOM kill in container `id` (its event
-    /// log, which it keeps for a while after the container exited), or
-    /// reports one within `late` from now: on a loaded machine the engine's
-    /// OOM event can trail the exit by seconds, and an event stream whose
-    /// `until` is ahead answers as soon as the event comes.
-    pub async fn had_oom(&self, id: &str, late: Duration) -> Result<bool> {
+    /// log, which it keeps for a while after the container exited).
+    pub async fn had_oom(&self, id: &str) -> Result<bool> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let opts = bollard::query_parameters::EventsOptions {
             since: Some(now.saturating_sub(24 * 3600).to_string()),
-            until: Some((now + 1 + late.as_secs()).to_string()),
+            until: Some((now + 1).to_string()),
             filters: Some(HashMap::from([
                 ("type".to_string(), vec!["container".to_string()]),
                 ("container".to_string(), vec![id.to_string()]),
@@ -208,7 +205,7 @@ impl DockerClient {
         };
         let mut events = Box::pin(self.docker.events(Some(opts)));
         // `until` ends the stream; the timeout bounds an engine that does not.
-        let first = tokio::time::timeout(late + Duration::from_secs(2), events.next()).await;
+        let first = tokio::time::timeout(Duration::from_secs(2), events.next()).await;
         match first {
             Ok(Some(Ok(_))) => Ok(true),
             Ok(Some(Err(e))) => Err(fail(EngineOp::Events, id)(e)),

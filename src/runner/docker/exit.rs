@@ -31,13 +31,9 @@ const FALLBACK_POLL: Duration = Duration::from_millis(250);
 const FIRST_LINE_MAX: usize = 4096;
 /// After the engine reported the exit, how long the output may take to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
-/// How long an exit 137 berth did not cause waits for the engine's OOM
-/// flag (its OOM event can trail the exit).
+/// How long an exit 137 berth did not cause waits for the engine to say it
+/// was an OOM kill (its OOM event can trail the exit).
 const OOM_SETTLE: Duration = Duration::from_millis(500);
-/// Then how long it waits for the engine's OOM event, which under load can
-/// come seconds after the exit (seen in CI: an OOM kill reported as exit
-/// 137). Only an exit 137 nobody in berth sent waits this long.
-const OOM_EVENT_WAIT: Duration = Duration::from_secs(3);
 
 pub(super) use super::client::OutputStream;
 
@@ -235,7 +231,7 @@ async fn observe(
             if tokio::time::Instant::now() >= deadline {
                 // The engine can record the OOM event and then let the exit
                 // overwrite its flag: its event log still says so.
-                if docker.had_oom(&cid, OOM_EVENT_WAIT).await.unwrap_or(false) {
+                if docker.had_oom(&cid).await.unwrap_or(false) {
                     return Exit::Oom;
                 }
                 break;
