@@ -5,7 +5,7 @@
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
 //! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps`, `output`,
-//! `finished` (default: all). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
+//! `finished`, `layers` (default: all). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
 //! the output rows and their peers are in `berth/peers.rs`.
 
 use std::io::{Read, Write};
@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "berth/layers.rs"]
+mod layers;
 #[path = "berth/peers.rs"]
 mod peers;
 #[path = "berth/relay.rs"]
@@ -590,6 +592,7 @@ fn main() {
     }
     let all = [
         "finished", "memory", "start", "network", "ready", "detect", "spawn", "output", "ingest", "ps",
+        "layers",
     ];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
@@ -615,6 +618,7 @@ fn main() {
             "ps" => bench_ps(&d),
             "output" => peers::bench_output(&d),
             "finished" => peers::bench_finished(&d),
+            "layers" => layers::bench_layers(&d),
             _ => {}
         }
     }

@@ -113,6 +113,22 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     Some(parts.join(" · "))
 }
 
+/// `layer job-4 (default (write)) · 3 files changed …`: how the job writes
+/// its workspace and why; in `layer` mode, what its layer holds once it ended.
+pub fn writes_text(info: &JobInfo) -> Option<String> {
+    let w = info.writes.as_ref()?;
+    let mut text = match &w.layer {
+        Some(layer) => format!("layer {layer} ({})", w.why),
+        None => format!("{} ({})", w.mode, w.why),
+    };
+    match (w.sentence(), &w.changed) {
+        (Some(s), _) => text += &format!(" · {s}"),
+        (None, Some(_)) => text += " · nothing changed",
+        (None, None) => {}
+    }
+    Some(text)
+}
+
 /// A size as every face prints it: `900 B`, `512 MiB`, `1.5 GiB` (the
 /// one formatter of sizes: cards, `ps`, the TUI, MCP answers, `doctor`).
 pub fn bytes(n: u64) -> String {
@@ -206,6 +222,14 @@ pub fn render_head(info: &JobInfo, color: bool) -> String {
     }
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {}\n", v(&sandbox));
+    }
+    if let Some(w) = writes_text(info) {
+        out += &format!("    Writes: {}\n", v(&w));
+    }
+    // What the job did not get as asked, and what a remote engine changed
+    // (its workspace a copy, its egress): said, not hidden in the JSON.
+    for note in &info.limits.not_enforced {
+        out += &format!("    Note: {}\n", v(note));
     }
     if !info.children.is_empty() {
         out += &format!("    Children: {}\n", info.children.len());
@@ -320,6 +344,7 @@ mod tests {
             recovered: false,
             watch_hits_dropped: 0,
             children: Vec::new(),
+            writes: None,
         };
         assert_eq!(sandbox_text(&info), None, "host jobs have no sandbox line");
         info.limits = crate::model::AppliedLimits {

@@ -42,15 +42,18 @@ impl Claim {
         )
         .map_err(|e| Error::io("open", &lock_path, e))?;
         if lock.try_lock().is_err() {
+            // The holder wrote its pid into the lock; only a serving manager
+            // (a daemon, an MCP host) publishes the pid file too.
             let mut pid = String::new();
-            let _ = File::open(&pid_file).and_then(|mut f| f.read_to_string(&mut pid));
-            return Err(Error::DaemonRunning {
-                instance: config.instance.clone(),
-                pid: if pid.trim().is_empty() {
-                    "unknown".into()
-                } else {
-                    pid.trim().into()
-                },
+            let _ = lock.read_to_string(&mut pid);
+            let pid = match pid.trim() {
+                "" => "unknown".to_string(),
+                p => p.to_string(),
+            };
+            let instance = config.instance.clone();
+            return Err(match pid_file.exists() {
+                true => Error::DaemonRunning { instance, pid },
+                false => Error::InstanceBusy { instance, pid },
             });
         }
         let _ = lock.set_len(0);

@@ -20,6 +20,17 @@ pub enum Error {
     #[error("unknown job `{0}`: list jobs with `berth ps --all`")]
     UnknownJob(String),
 
+    #[error("unknown layer `{0}`: list layers with `berth layers`")]
+    UnknownLayer(String),
+
+    #[error("layer `{layer}` is in use by {jobs}: stop them first (`berth kill ID`), then try again")]
+    LayerBusy { layer: String, jobs: String },
+
+    /// An agent's apply that would touch more than its guards allow: the
+    /// user's own `berth apply` goes through.
+    #[error("{message}; the user can apply it with `berth apply {layer}`")]
+    ApplyRefused { layer: String, message: String },
+
     #[error("invalid regex `{pattern}`: {message}")]
     InvalidRegex { pattern: String, message: String },
 
@@ -61,7 +72,7 @@ pub enum Error {
     },
 
     #[error(
-        "background job limit reached ({max} running: {running}); stop one with `berth kill ID`, or start with `--queue` to wait for a free slot"
+        "job limit reached ({max} running: {running}); stop one with `berth kill ID`, or start with `--queue` to wait for a free slot"
     )]
     CapReached { max: usize, running: String },
 
@@ -92,7 +103,7 @@ pub enum Error {
     DaemonRunning { instance: String, pid: String },
 
     #[error(
-        "instance `{instance}` is in use by another berth process (pid {pid}) running jobs without a daemon; wait for it to end, start a daemon (`berth up`) so runs share one manager, or use another --instance"
+        "instance `{instance}` is in use by another berth process (pid {pid}) running a job without a daemon (--no-daemon); wait for it to end, or use another --instance (runs without --no-daemon share one daemon, started on demand)"
     )]
     InstanceBusy { instance: String, pid: String },
 
@@ -236,12 +247,12 @@ pub enum Error {
 
     /// An agent (MCP client) asked for a job looser than the user allows.
     #[error(
-        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `{switch} = true`, or {env}=1 where `berth mcp` starts) or a trusted berth.toml"
+        "an agent asked for {key} = {value}, which loosens the sandbox beyond what the user allows; the user can allow it in their own config (~/.config/berth/config.toml: `{switch}`, or {env} where `berth mcp` starts) or a trusted berth.toml"
     )]
     AgentLoosening {
         key: &'static str,
         value: String,
-        /// The config key that allows it (`allow_host`, `allow_engine`) and its variable.
+        /// The setting that allows it (`allow_host = true`) and its variable (`BERTH_ALLOW_HOST=1`).
         switch: &'static str,
         env: &'static str,
     },
@@ -257,6 +268,9 @@ impl Error {
     pub fn code(&self) -> &str {
         match self {
             Error::UnknownJob(_) => "unknown_job",
+            Error::UnknownLayer(_) => "unknown_layer",
+            Error::LayerBusy { .. } => "layer_in_use",
+            Error::ApplyRefused { .. } => "apply_refused",
             Error::InvalidRegex { .. } => "invalid_regex",
             Error::InvalidPort { .. } => "invalid_port",
             Error::InvalidSize { .. } => "invalid_size",
@@ -330,6 +344,7 @@ pub enum EngineOp {
     RemoveImage,
     CreateContainer,
     StartContainer,
+    UpdateContainer,
     WaitContainer,
     KillContainer,
     RemoveContainer,
@@ -370,6 +385,7 @@ impl std::fmt::Display for EngineOp {
             EngineOp::InspectExec => "inspect exec",
             EngineOp::CreateContainer => "create container",
             EngineOp::StartContainer => "start container",
+            EngineOp::UpdateContainer => "limit container",
             EngineOp::WaitContainer => "wait for container",
             EngineOp::KillContainer => "signal container",
             EngineOp::RemoveContainer => "remove container",
@@ -439,7 +455,9 @@ pub fn engine_words(e: &bollard::errors::Error) -> String {
 /// only) exits the CLI as the same error raised here would.
 fn answer_for(code: &str) -> (u16, i32) {
     match code {
-        "unknown_job" => (404, 1),
+        "unknown_job" | "unknown_layer" => (404, 1),
+        "layer_in_use" => (409, 1),
+        "apply_refused" => (403, 1),
         "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
         | "outside_workspace" | "bad_request" => (400, 2),
         // A caller's project file (or BERTH_CONFIG) that cannot be read is

@@ -24,6 +24,8 @@
 //! - [`manager`]: registry, cap and queue, lifecycle, session-owned jobs, teardown.
 //! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
 //!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).
+//! - [`layers`]: where a job's writes go in `layer` mode: the overlay's upper
+//!   directory, read as changes (`berth diff`), applied to the checkout or discarded.
 //! - [`output`]: line splitting, seq numbering, the bounded ring, pages, the follow stream.
 //! - [`watch`]: regex watchers that turn output lines into events.
 //! - [`events`]: the global event log with its own seq.
@@ -67,6 +69,7 @@ pub mod events;
 pub mod images;
 pub mod inert;
 pub mod job;
+pub mod layers;
 pub mod logfile;
 pub mod manager;
 #[cfg(feature = "mcp")]

@@ -161,6 +161,40 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}/archive?{q}")).await
     }
 
+    /// Every layer (`berth layers`).
+    pub async fn layers(&self) -> Result<Vec<crate::model::LayerInfo>> {
+        self.get("/v1/layers").await
+    }
+
+    /// Layer `layer` (a name or a job id) as listed.
+    pub async fn layer(&self, layer: &str) -> Result<crate::model::LayerInfo> {
+        self.get(&format!("/v1/layers/{}", url_safe(layer))).await
+    }
+
+    /// Layer `layer`'s changes as text (`berth diff`).
+    pub async fn layer_diff(&self, layer: &str, req: &super::DiffRequest) -> Result<super::DiffAnswer> {
+        self.post(&format!("/v1/layers/{}/diff", url_safe(layer)), req)
+            .await
+    }
+
+    /// Apply layer `layer` to its checkout (`berth apply`).
+    pub async fn layer_apply(&self, layer: &str, req: &super::ApplyRequest) -> Result<crate::model::Applied> {
+        self.post(&format!("/v1/layers/{}/apply", url_safe(layer)), req)
+            .await
+    }
+
+    /// Discard layer `layer` (`berth discard`); the layer's name.
+    pub async fn layer_discard(&self, layer: &str) -> Result<String> {
+        let v: serde_json::Value = self
+            .call(
+                Method::DELETE,
+                &format!("/v1/layers/{}", url_safe(layer)),
+                None::<&()>,
+            )
+            .await?;
+        Ok(v["discarded"].as_str().unwrap_or(layer).to_string())
+    }
+
     pub async fn health(&self) -> Result<Health> {
         self.get("/v1/health").await
     }

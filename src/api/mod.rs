@@ -189,3 +189,34 @@ pub struct ErrorDetail {
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// `POST /v1/layers/{layer}/diff`: a layer's changes as text.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffRequest {
+    /// A unified diff of the text files (else one line a path).
+    #[serde(default)]
+    pub patch: bool,
+    /// Only these paths (relative to the workspace) and what is under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// The answer of `POST /v1/layers/{layer}/diff`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DiffAnswer {
+    pub layer: String,
+    pub text: String,
+}
+
+/// `POST /v1/layers/{layer}/apply`: bring a layer's changes to its checkout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyRequest {
+    /// Only these paths and what is under them (all when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// Most bytes of a diff's text in one answer.
+pub const MAX_DIFF_BYTES: usize = 8 << 20;

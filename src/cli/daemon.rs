@@ -14,14 +14,57 @@ const SETTLE: Duration = Duration::from_secs(15);
 /// How long `berth up` waits for a stopping daemon to be gone.
 const STOPPING_WAIT: Duration = Duration::from_secs(30);
 
-pub async fn daemon(global: &Global, recovery: Option<&str>) -> anyhow::Result<i32> {
+pub async fn daemon(global: &Global, recovery: Option<&str>, idle_exit: Option<f64>) -> anyhow::Result<i32> {
     let mut config = global.config()?;
     if let Some(r) = recovery {
         config.recovery = r.parse()?;
         config.sources.insert("recovery", crate::config::Source::Flag);
     }
-    crate::daemon::run(config).await?;
+    let idle = idle_exit
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64);
+    crate::daemon::run(config, idle).await?;
     Ok(0)
+}
+
+/// Start a daemon for `berth run` when none serves the instance: it exits
+/// after `daemon_idle` with no job and no session. Several runs starting at
+/// once share the one that wins the instance (the others' exit at once).
+pub async fn on_demand(config: &crate::config::Config) -> anyhow::Result<()> {
+    let idle = format!("{}", config.daemon_idle_secs);
+    let log_path = config.instance_dir().join("daemon.log");
+    let mut child = crate::watchdog::spawn_berth(config, &["daemon", "--idle-exit", &idle], "daemon.log")?;
+    let client = Client::new(config);
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        if client.health().await.is_ok_and(|h| h.status != "stopping") {
+            return Ok(());
+        }
+        // One that lost the race to another run's daemon exits at once:
+        // keep waiting for the winner; one that could not start says why.
+        let exited = matches!(child.try_wait(), Ok(Some(_)));
+        let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+        if exited
+            && let Some(why) = log()
+                .lines()
+                .rev()
+                .find(|l| l.contains("berth:"))
+                .map(str::to_string)
+            && !why.contains("already running")
+        {
+            anyhow::bail!("{}", why.trim_start_matches("berth: "));
+        }
+        if Instant::now() > deadline {
+            let log = log();
+            let last = log.lines().last().unwrap_or("").to_string();
+            anyhow::bail!(
+                "no daemon answered within {SETTLE:?} after starting one ({}); see {} (last line: {last}), or run with --no-daemon",
+                if exited { "it exited" } else { "it runs" },
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub async fn up(global: &Global) -> anyhow::Result<i32> {

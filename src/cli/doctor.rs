@@ -28,6 +28,49 @@ fn size(path: &std::path::Path) -> String {
     crate::card::bytes(std::fs::metadata(path).map(|m| m.len()).unwrap_or(0))
 }
 
+/// The instance's layers: how many, and each one half-applied or damaged
+/// (what to do about it). False when one is.
+async fn layers(config: &crate::config::Config) -> anyhow::Result<bool> {
+    use crate::model::LayerState;
+    let layers = crate::layers::Layers::new(config.instance_dir().join("layers"));
+    let all = tokio::task::spawn_blocking(move || {
+        layers.names().iter().map(|n| layers.info(n)).collect::<Vec<_>>()
+    })
+    .await?;
+    if all.is_empty() {
+        return Ok(true);
+    }
+    let bytes: u64 = all.iter().map(|l| l.counts.bytes).sum();
+    outln!(
+        "layers    {} ({} in all; `berth layers` lists them)",
+        all.len(),
+        crate::card::bytes(bytes)
+    );
+    let mut sound = true;
+    for l in &all {
+        match &l.state {
+            LayerState::HalfApplied => {
+                sound = false;
+                outln!(
+                    "          {} is HALF-APPLIED (an apply stopped before its end): run `berth apply {}` again to finish it",
+                    l.name,
+                    l.name
+                );
+            }
+            LayerState::Damaged { reason } => {
+                sound = false;
+                outln!(
+                    "          {} is DAMAGED ({reason}): `berth discard {}` removes it",
+                    l.name,
+                    l.name
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(sound)
+}
+
 fn side(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(suffix);
@@ -124,6 +167,7 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
         );
     }
     drop(lock);
+    sound &= layers(&config).await?;
     let log = config.instance_dir().join("daemon.log");
     if log.exists() {
         outln!(

@@ -132,6 +132,10 @@ pub async fn drive(
                     if let Some(line) = last_line(&info) {
                         eprintln!("{line}");
                     }
+                    // Its files are not in the checkout yet: said last.
+                    if let Some(s) = info.writes.as_ref().and_then(|w| w.sentence()) {
+                        eprintln!("berth: {}: {s}", info.id);
+                    }
                 }
             }
             Ok(code)
@@ -199,6 +203,9 @@ fn print_json(info: &JobInfo, out: HeadTail, err: HeadTail, code: i32) -> anyhow
         "log_files": info.logs,
         "runner": info.runner,
         "runner_note": info.runner_note,
+        "image": info.image,
+        "project_note": info.project_note,
+        "writes": info.writes,
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())

@@ -80,7 +80,20 @@ fn build(_global: &Global, target: &str) -> anyhow::Result<i32> {
 async fn build_project(global: &Global) -> anyhow::Result<i32> {
     let config = global.config()?;
     let engine = crate::runner::docker::Engine::new(&config);
-    match engine.build_project(&config, build_fn(Printer::new())).await? {
+    // What the build's egress proxy denies goes to the security log, as a job's does.
+    let safety = crate::safety::Safety::from_config(&config)?;
+    let cwd = config.workspace.clone();
+    let on_denial: crate::net::DenialFn = std::sync::Arc::new(move |d: crate::net::Denial| {
+        let target = format!("{}:{}", d.host, d.port);
+        let command = "berth images build project";
+        safety.log_egress("build", command, &cwd, &d.request(), &target, &d.reason);
+        let request = crate::inert::visible(&d.request()).into_owned();
+        eprintln!("berth: the build's egress proxy denied {request}: {}", d.reason);
+    });
+    match engine
+        .build_project(&config, build_fn(Printer::new()), on_denial)
+        .await?
+    {
         Some(image) => {
             let how = match image.build_ms {
                 Some(ms) => format!("built in {:.1}s", ms as f64 / 1000.0),

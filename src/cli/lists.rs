@@ -114,6 +114,11 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
     }
     if a.json {
         print_json(&page.jobs)?;
+    } else if page.jobs.is_empty()
+        && (a.all || a.completed || a.failed || a.label.is_some() || a.workspace.is_some())
+    {
+        // Nothing matched what was asked: say so, not "use --all".
+        outln!("no jobs match (none {})", what_was_asked(&a));
     } else {
         out!("{}", table(&page.jobs, a.usage));
         if let Some(last) = page.more {
@@ -126,7 +131,27 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `job-4  running  host  background  127.0.0.1:4000→3000  01:43  sleep 120`,
+/// The filters of a `ps` that matched nothing, in words.
+fn what_was_asked(a: &PsArgs) -> String {
+    let mut parts = vec![match (a.all, a.completed, a.failed) {
+        (true, ..) => "of any state".to_string(),
+        (_, true, _) => "completed".to_string(),
+        (_, _, true) => "failed".to_string(),
+        _ => "running".to_string(),
+    }];
+    if let Some(l) = &a.label {
+        parts.push(format!("labelled `{}`", visible(l)));
+    }
+    if let Some(w) = &a.workspace {
+        parts.push(match w {
+            Some(dir) => format!("in workspace {}", visible(&dir.display().to_string())),
+            None => "in this project's workspace".into(),
+        });
+    }
+    parts.join(", ")
+}
+
+/// `job-4  running  host  direct  background  127.0.0.1:4000→3000  01:43  sleep 120`,
 /// with a `CPU MEM` column when `usage` was sampled.
 pub fn table(jobs: &[JobInfo], usage: bool) -> String {
     if jobs.is_empty() {
@@ -140,10 +165,11 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
         }
     };
     let mut out = format!(
-        "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
+        "{:<8} {:<12} {:<7} {:<6} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
         "ID",
         "STATUS",
         "RUNNER",
+        "WRITES",
         "MODE",
         "WORKSPACE",
         "PORTS",
@@ -164,11 +190,18 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             Some(u) => format!("{:.1}% {}", u.cpu_percent, card::bytes(u.memory_bytes)),
             None => "-".into(),
         };
+        // `layer`, `direct` or `ro`: where the job's writes go (`layers`).
+        let writes = match j.writes.as_ref().map(|w| w.mode) {
+            Some(crate::model::WriteMode::ReadOnly) => "ro".to_string(),
+            Some(m) => m.to_string(),
+            None => "-".into(),
+        };
         out += &format!(
-            "{:<8} {:<12} {:<7} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
+            "{:<8} {:<12} {:<7} {:<6} {:<20} {:<18} {:<24} {}{:>8}  {}\n",
             j.id.to_string(),
             status,
             j.runner.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
+            writes,
             j.start_mode.to_string(),
             visible(&card::workspace_short(j)),
             card::ports_text(j),

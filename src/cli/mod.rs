@@ -11,6 +11,7 @@ mod exec;
 mod foreground;
 mod images;
 mod jobs;
+mod layers;
 mod lists;
 mod logs;
 mod offline;
@@ -71,6 +72,9 @@ pub enum Command {
         /// After a crash: `reap` (default) kills what is left; `adopt` lets the next manager take over.
         #[arg(long)]
         recovery: Option<String>,
+        /// Exit after SECS with no job and no MCP session (a daemon `berth run` starts on demand).
+        #[arg(long, value_name = "SECS")]
+        idle_exit: Option<f64>,
     },
     /// Start the daemon in the background; returns once it answers.
     Up,
@@ -86,6 +90,14 @@ pub enum Command {
     Cp(copy::CpArgs),
     /// Run a command inside a running container job: `berth exec job-3 -- ls -la`
     Exec(exec::ExecArgs),
+    /// List layers: what jobs in `layer` mode wrote instead of the checkout.
+    Layers(layers::LayersArgs),
+    /// Show a layer's changes (a layer's name or a job's id): --stat (default) or --patch.
+    Diff(layers::DiffArgs),
+    /// Bring a layer's changes to the checkout (all, or the paths named); conflicts are skipped and named.
+    Apply(layers::ApplyArgs),
+    /// Throw a layer's changes away.
+    Discard(layers::DiscardArgs),
     /// Wait until a job is ready (port, log line, HTTP); with no condition, until it ends (exits with its code).
     Wait(jobs::WaitArgs),
     /// Stop a job (TERM, grace, KILL).
@@ -105,7 +117,7 @@ pub enum Command {
         #[arg(long, default_value = "canonical", value_parser = ["canonical", "all", "safe_shell", "shell", "process", "exec"])]
         tools: String,
     },
-    /// The live panel of a running manager's jobs (keys: ←/→ tabs, ↑/↓, Enter, k, d, r, Ctrl+R, q).
+    /// The live panel of a running manager's jobs (keys: ←/→ tabs, ↑/↓, Enter, k, d, l (layer diff), r, Ctrl+R, q).
     Tui,
     /// Run the project's tests (detected or `test_command`) in its image; -d for background.
     Test(images::ProjectArgs),
@@ -206,7 +218,9 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Config { json } => settings::show_config(&cli.global, json).await,
         Command::Trust(a) => settings::trust(&cli.global, a),
         Command::Completions { shell } => completions(shell),
-        Command::Daemon { recovery } => daemon::daemon(&cli.global, recovery.as_deref()).await,
+        Command::Daemon { recovery, idle_exit } => {
+            daemon::daemon(&cli.global, recovery.as_deref(), idle_exit).await
+        }
         Command::Mcp { tools } => mcp(&cli.global, &tools).await,
         Command::Tui => tui(&cli.global).await,
         Command::Images { action } => images::images(&cli.global, action).await,
@@ -219,6 +233,10 @@ async fn dispatch(cli: Cli) -> i32 {
         Command::Logs(a) => logs::logs(&cli.global, a).await,
         Command::Cp(a) => copy::cp(&cli.global, a).await,
         Command::Exec(a) => exec::exec(&cli.global, a).await,
+        Command::Layers(a) => layers::list(&cli.global, a).await,
+        Command::Diff(a) => layers::diff(&cli.global, a).await,
+        Command::Apply(a) => layers::apply(&cli.global, a).await,
+        Command::Discard(a) => layers::discard(&cli.global, a).await,
         Command::Wait(a) => jobs::wait(&cli.global, a).await,
         Command::Kill(a) => jobs::kill(&cli.global, a).await,
         Command::Resume(a) => jobs::resume(&cli.global, a).await,

@@ -157,10 +157,15 @@ async fn detached(client: &Client, args: &RunArgs, mut spec: JobSpec) -> anyhow:
     };
     warn_fallback(&view.info);
     let id = view.info.id.clone();
+    let unready = waited
+        .as_ref()
+        .is_some_and(|w| !matches!(w, WaitOutcome::Ready { .. }));
     if args.json {
         let v = serde_json::json!({"job": view, "ready": waited});
         outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else if args.quiet {
+    } else if args.quiet || unready {
+        // Not ready: the id, then one line on stderr below (what was
+        // awaited, the last output, whether it runs on), not the card.
         outln!("{id}");
     } else {
         outln!("{id}");

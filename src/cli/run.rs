@@ -24,20 +24,21 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         // No health check first: the create request itself tells whether a
         // daemon answers (one round trip fewer on every run).
         let client = Client::new(&config);
-        match super::remote::run(&client, &args, spec.clone()).await? {
-            Some(code) => return Ok(code),
-            None if args.detach => {
-                // No manager will see this spec: bad input is still named
-                // as such rather than as a missing daemon.
-                spec.validate()?;
-                return Err(Error::NoDaemon {
-                    instance: config.instance.clone(),
-                    socket: client.socket().to_path_buf(),
-                }
-                .into());
-            }
-            None => {}
+        if let Some(code) = super::remote::run(&client, &args, spec.clone()).await? {
+            return Ok(code);
         }
+        // None serves the instance: start one (parallel runs share it, one
+        // cap and one store), bad input first named as such.
+        spec.validate()?;
+        super::daemon::on_demand(&config).await?;
+        return match super::remote::run(&client, &args, spec).await? {
+            Some(code) => Ok(code),
+            None => Err(Error::NoDaemon {
+                instance: config.instance.clone(),
+                socket: client.socket().to_path_buf(),
+            }
+            .into()),
+        };
     }
     // One manager per instance: an in-process one takes the instance's
     // claim like a daemon, so two never share the store (their event seqs

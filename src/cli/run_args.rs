@@ -19,10 +19,18 @@ pub struct RunArgs {
     /// Start in the background through the daemon and return at once.
     #[arg(short = 'd', long)]
     pub detach: bool,
-    /// When the background cap is reached, wait in line instead of failing.
+    /// With -d: when the cap of running jobs is reached, wait in line
+    /// instead of failing (a foreground run waits anyway: see --no-queue).
     #[arg(long)]
     pub queue: bool,
-    /// Run in this process even when a daemon is running.
+    /// A foreground run at the cap fails at once, naming the running jobs,
+    /// instead of waiting in line for a slot.
+    #[arg(long, conflicts_with = "queue")]
+    pub no_queue: bool,
+    /// Run the job in this process (its manager ends with it) instead of
+    /// through the instance's daemon, which `berth run` otherwise starts on
+    /// demand; when a daemon already serves the instance, the run goes
+    /// through it all the same (one cap, one store).
     #[arg(long)]
     pub no_daemon: bool,
     /// Foreground budget in seconds; without a daemon the job is killed when it runs out (exit 124).
@@ -73,6 +81,15 @@ pub struct RunArgs {
     /// the hosts of egress_allow); no looser than the project's egress.
     #[arg(long, value_name = "WHAT")]
     pub egress: Option<String>,
+    /// How the job writes its workspace: direct (the checkout itself, the
+    /// CLI's default), layer (a layer of its own: `berth diff` shows it,
+    /// `berth apply` brings it to the checkout) or read-only.
+    #[arg(long, value_name = "MODE", value_parser = ["layer", "direct", "read-only"])]
+    pub write: Option<String>,
+    /// Write layer NAME (made when new, or a job's id to join its layer);
+    /// implies --write layer.
+    #[arg(long, value_name = "NAME")]
+    pub layer: Option<String>,
     /// Engine access (containers): none (default) or scoped (an engine
     /// socket of the job's own, through which its tests start containers
     /// of its own, and nothing else).
@@ -149,6 +166,11 @@ impl RunArgs {
             pull: self.pull.clone(),
             network: self.network.clone(),
             egress: self.egress.clone(),
+            write: match (&self.write, &self.layer) {
+                (None, Some(_)) => Some("layer".into()),
+                (w, _) => w.clone(),
+            },
+            layer: self.layer.clone(),
             engine: self.engine.clone(),
             ports: self.ports.clone(),
             cwd: self.cwd.clone(),
@@ -162,7 +184,9 @@ impl RunArgs {
             env: BTreeMap::new(),
             watch: self.watch.clone(),
             label: self.label.clone(),
-            queue: self.queue,
+            // A foreground run waits for its turn (parallel CI steps share
+            // the cap); a background start says at once that it cannot.
+            queue: self.queue || (!self.detach && !self.no_queue),
             ready: ReadyAsk {
                 port: self.ready_port,
                 log: self.ready_log.clone(),

@@ -17,6 +17,8 @@ pub const DEFAULT_MAX_JOBS: usize = 3;
 /// Default bound of the queue: starts waiting for a slot of the cap, per
 /// instance (a start beyond it is refused, naming the bound).
 pub const DEFAULT_MAX_QUEUED: usize = 64;
+/// How long a daemon `berth run` started on demand stays with nothing to do.
+pub const DEFAULT_DAEMON_IDLE_SECS: f64 = 300.0;
 /// Default idle time (seconds) after which an MCP session attached to a
 /// serving manager is closed, when it sent nothing and has no job running
 /// (0 = never).

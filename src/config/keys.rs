@@ -21,7 +21,9 @@ use super::safety::{SafetyConfig, SafetyLayer};
 use super::table::{at_least_one, config_keys, keep, some};
 use super::{DEFAULT_IMAGE, DEFAULT_INSTANCE, Source, project};
 use crate::error::Result;
-use crate::model::{Egress, EngineAccess, ImageValue, Limits, Network, Publish, PullPolicy, RunnerChoice};
+use crate::model::{
+    Egress, EngineAccess, ImageValue, Limits, Network, Publish, PullPolicy, RunnerChoice, WriteMode,
+};
 use crate::trust::{Loosening, Trusted};
 
 config_keys! {
@@ -50,6 +52,13 @@ keys {
         field max_queued: usize = super::DEFAULT_MAX_QUEUED,
         env count, set keep,
         line |c| c.max_queued.to_string();
+    /// Seconds a daemon `berth run` started on demand waits with no job and
+    /// no MCP session before it exits.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
+    daemon_idle: f64,
+        field daemon_idle_secs: f64 = super::DEFAULT_DAEMON_IDLE_SECS,
+        env secs, set jobs::positive,
+        line |c| format!("{}s", c.daemon_idle_secs);
     /// Seconds an attached MCP session may sit idle (nothing sent, no job running); 0 = never.
     #[serde(default, deserialize_with = "crate::job::secs_value")]
     mcp_idle: f64,
@@ -181,6 +190,13 @@ keys {
         field egress_allow: Vec<String> = vec![crate::net::allow::DEFAULTS.to_string()],
         env list, set |_, v| crate::net::Allowlist::parse(&v).map(|_| v),
         line |c| c.egress_allow.join(", ");
+    /// Project image builds may `ADD` a URL, which the engine fetches from
+    /// its own host, past the egress policy (your own config only: a
+    /// project file's value is never applied).
+    build_add_urls: bool,
+        field #[serde(default)] build_add_urls: bool = false,
+        env flag, set keep,
+        line |c| c.build_add_urls.to_string();
     /// Who makes published ports answer on 127.0.0.1: `berth` (default:
     /// berth relays each connection) or `engine`.
     publish: String,
@@ -193,6 +209,41 @@ keys {
         field #[serde(default)] read_only: bool = false,
         env flag, set keep,
         line |c| c.read_only.to_string();
+    /// How CLI jobs write their workspace: `direct` (default: the checkout),
+    /// `layer` (a layer of the job's own, applied with `berth apply`) or `read-only`.
+    write: String,
+        field write: WriteMode = super::DEFAULT_WRITE,
+        env text, set |_, v| v.parse(),
+        line |c| c.write.to_string();
+    /// How agents' (MCP sessions') jobs write their workspace: `layer`
+    /// (default: one layer per session), `direct` or `read-only`.
+    agent_write: String,
+        field agent_write: WriteMode = super::DEFAULT_AGENT_WRITE,
+        env text, set |_, v| v.parse(),
+        line |c| c.agent_write.to_string();
+    /// Days an idle layer is kept (its files), then pruned.
+    layer_days: f64,
+        field layer_days: f64 = super::DEFAULT_LAYER_DAYS,
+        env number, set super::history::days,
+        line |c| c.layer_days.to_string();
+    /// Most bytes one layer may hold (`10g`); a job writing more is stopped.
+    layer_size: SizeValue,
+        field layer_bytes: u64 = super::DEFAULT_LAYER_BYTES,
+        env size, set |_, v| v.bytes(),
+        line |c| size_text(c.layer_bytes);
+    /// Most checkout files an agent's `apply` may delete or truncate (the
+    /// user's `berth apply` has no such bound).
+    apply_max_deletes: usize,
+        field apply_max_deletes: usize = super::DEFAULT_APPLY_MAX_DELETES,
+        env count, set keep,
+        line |c| c.apply_max_deletes.to_string();
+    /// Paths an agent's `apply` never touches, beside `berth.toml`,
+    /// `.devcontainer*`, `.berth/` and `.git/` (`.gitignore`-style: `*.pem`,
+    /// `secrets/`; default `.env`, where secrets usually live).
+    apply_protect: Vec<String>,
+        field apply_protect: Vec<String> = vec![".env".into()],
+        env list, set keep,
+        line |c| c.apply_protect.join(", ");
     /// Agents (MCP clients) may ask for a host job (`runner: "host"`) without
     /// host being the default (`runner = "host"` allows it too).
     allow_host: bool,

@@ -9,6 +9,9 @@
 //! - `user` other than the caller's own: root, or another uid's set-uid files;
 //! - `network`: `bridge` over `project` over `isolated` over `none`;
 //! - `read_only = false` where the user set true;
+//! - `write` / `agent_write` looser than yours (`direct` over `layer` over
+//!   `read-only`), a larger `apply_max_deletes`, fewer
+//!   `apply_protect` patterns;
 //! - `workspace` outside the file's own directory: the job sees more of the disk;
 //! - `state_dir`: where berth writes its records and security log;
 //! - `[safety]`: the default blocklist off, `allow_env` additions, another `security_log`;
@@ -17,7 +20,11 @@
 //!   to `egress_allow`, `publish = "engine"` (the engine's published ports
 //!   take traffic from other machines that route to the job);
 //! - `engine = "scoped"`, `allow_engine = true` and a larger `max_children`:
-//!   jobs (or agents) start containers of their own through the engine.
+//!   jobs (or agents) start containers of their own through the engine;
+//! - `build_add_urls = true`: the project's Dockerfile (agent-writable even
+//!   when berth.toml is trusted) has the engine fetch URLs from its host.
+//!   This one is never the file's to give, trusted or not
+//!   ([`USERS_OWN`]): only the user's config, `BERTH_*` or flags.
 //!
 //! A loosening that only the `BERTH_*` variables or flags set again is the
 //! user's say, not the file's: only values whose source is still the file
@@ -32,6 +39,10 @@ use super::{Config, Source, caller_user};
 use crate::model::{Egress, EngineAccess, Network, Publish, RunnerChoice};
 use crate::trust::Loosening;
 
+/// Loosenings a project file cannot give even when trusted: what its
+/// Dockerfile (which trust does not cover) would do with them.
+const USERS_OWN: &[&str] = &["build_add_urls"];
+
 /// Compare `config` (all layers applied) with `baseline` (defaults and the
 /// user's config) for the values `file` (holding `bytes`) set; untrusted
 /// loosenings are reverted and recorded in `config.untrusted`.
@@ -44,7 +55,13 @@ pub(super) fn settle(
 ) {
     let file_real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let found = loosenings(config, baseline, &file_real, file, safety);
-    if found.is_empty() || config.trusted.allows(&file_real, bytes) {
+    if found.is_empty() {
+        return;
+    }
+    if config.trusted.allows(&file_real, bytes) {
+        for l in found.iter().filter(|l| USERS_OWN.contains(&l.key)) {
+            revert(config, baseline, l.key);
+        }
         return;
     }
     for l in &found {
@@ -133,6 +150,33 @@ fn loosenings(
     }
     if from_file("max_children") && c.max_children > base.max_children {
         add("max_children", c.max_children.to_string());
+    }
+    // Writing the checkout itself is looser than a layer, a layer looser
+    // than nothing (`WriteMode`'s order).
+    if from_file("write") && c.write > base.write {
+        add("write", quoted(c.write.as_str()));
+    }
+    if from_file("agent_write") && c.agent_write > base.agent_write {
+        add("agent_write", quoted(c.agent_write.as_str()));
+    }
+    if from_file("apply_max_deletes") && c.apply_max_deletes > base.apply_max_deletes {
+        add("apply_max_deletes", c.apply_max_deletes.to_string());
+    }
+    if from_file("apply_protect") && base.apply_protect.iter().any(|p| !c.apply_protect.contains(p)) {
+        add(
+            "apply_protect",
+            format!(
+                "[{}]",
+                c.apply_protect
+                    .iter()
+                    .map(|v| quoted(v))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    if from_file("build_add_urls") && c.build_add_urls && !base.build_add_urls {
+        add("build_add_urls", "true".into());
     }
     if from_file("read_only") && !c.read_only && base.read_only {
         add("read_only", "false".into());
@@ -228,9 +272,29 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
             c.max_children = base.max_children;
             source(c, "max_children");
         }
+        "build_add_urls" => {
+            c.build_add_urls = base.build_add_urls;
+            source(c, "build_add_urls");
+        }
         "read_only" => {
             c.read_only = base.read_only;
             source(c, "read_only");
+        }
+        "write" => {
+            c.write = base.write;
+            source(c, "write");
+        }
+        "agent_write" => {
+            c.agent_write = base.agent_write;
+            source(c, "agent_write");
+        }
+        "apply_max_deletes" => {
+            c.apply_max_deletes = base.apply_max_deletes;
+            source(c, "apply_max_deletes");
+        }
+        "apply_protect" => {
+            c.apply_protect = base.apply_protect.clone();
+            source(c, "apply_protect");
         }
         "state_dir" => {
             c.state_dir = base.state_dir.clone();
@@ -433,6 +497,33 @@ mod tests {
         let c = load(&dir, "egress = \"none\"\n", &user);
         assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
         assert_eq!(c.egress, Egress::None);
+    }
+
+    #[test]
+    fn only_the_users_own_config_lets_a_build_add_urls() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        let text = "build_add_urls = true\n";
+        let c = load(&dir, text, &user);
+        assert_eq!(
+            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
+            ["build_add_urls"]
+        );
+        assert!(!c.build_add_urls);
+        // Trusted, the file still cannot give it (its Dockerfile is not trusted).
+        let file = std::fs::canonicalize(dir.join("berth.toml")).unwrap();
+        crate::trust::record(&user, &file, Some(&crate::trust::digest(text.as_bytes()))).unwrap();
+        let c = load(&dir, text, &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert!(!c.build_add_urls);
+        // The user's own config gives it.
+        let mut own = std::fs::read_to_string(&user).unwrap();
+        own.insert_str(0, "build_add_urls = true\n");
+        std::fs::write(&user, own).unwrap();
+        let c = load(&dir, "", &user);
+        assert!(c.build_add_urls);
     }
 
     #[test]

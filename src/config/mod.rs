@@ -9,7 +9,7 @@
 //! `BERTH_*` reading and the `berth config` lines (the macro is in
 //! `table.rs`). The constants, checks and helpers the rows use live in the
 //! topic files: `instance`, `jobs`, `history`, `container`, `project`,
-//! `safety`; `loosen` says which project values need trust. This file
+//! `layers`, `safety`; `loosen` says which project values need trust. This file
 //! loads the layers in order and parses the files.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +24,7 @@ mod history;
 mod instance;
 mod jobs;
 mod keys;
+mod layers;
 mod loosen;
 mod project;
 pub mod safety;
@@ -37,14 +38,17 @@ pub use container::{
 };
 pub use history::{DEFAULT_KEEP_DAYS, DEFAULT_KEEP_RUNS};
 pub use instance::{
-    DEFAULT_INSTANCE, DEFAULT_MAX_JOBS, DEFAULT_MAX_QUEUED, DEFAULT_MCP_IDLE_SECS, Recovery,
-    validate_instance,
+    DEFAULT_DAEMON_IDLE_SECS, DEFAULT_INSTANCE, DEFAULT_MAX_JOBS, DEFAULT_MAX_QUEUED, DEFAULT_MCP_IDLE_SECS,
+    Recovery, validate_instance,
 };
 pub use jobs::{
     DEFAULT_GRACE_SECS, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_SECS, DEFAULT_WAIT_SECS,
     MIN_MAX_OUTPUT_BYTES, SizeValue,
 };
 pub use keys::{Config, Layer};
+pub use layers::{
+    DEFAULT_AGENT_WRITE, DEFAULT_APPLY_MAX_DELETES, DEFAULT_LAYER_BYTES, DEFAULT_LAYER_DAYS, DEFAULT_WRITE,
+};
 pub use project::CONFIG_FILE;
 pub(crate) use project::find_config_file;
 pub use safety::{BlockedPattern, SafetyConfig, SafetyLayer};

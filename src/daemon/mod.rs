@@ -17,6 +17,7 @@
 mod attach;
 mod exec;
 mod files;
+mod layers;
 mod listen;
 mod mcp_host;
 mod run;
@@ -185,8 +186,38 @@ impl Daemon {
     }
 }
 
-/// `berth daemon`: run a manager on the instance socket until a signal or `berth down`.
-pub async fn run(config: crate::config::Config) -> Result<()> {
+/// How often an idle-exit daemon looks whether it is still idle.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+
+/// Cancel `stop` once the manager had no active job and no attached MCP
+/// session for `limit` without a break (a daemon `berth run` started on
+/// demand: it goes when the last CI step that used it is done).
+async fn exit_when_idle(manager: Manager, sessions: Sessions, limit: Duration, stop: CancellationToken) {
+    let mut idle_since: Option<tokio::time::Instant> = None;
+    let mut every = tokio::time::interval(IDLE_CHECK);
+    while stop.run_until_cancelled(every.tick()).await.is_some() {
+        let idle = manager.active_jobs() == 0 && sessions.count() == 0;
+        let since = match (idle, idle_since) {
+            (false, _) => {
+                idle_since = None;
+                continue;
+            }
+            (true, Some(t)) => t,
+            (true, None) => *idle_since.insert(tokio::time::Instant::now()),
+        };
+        if since.elapsed() >= limit {
+            crate::logfile::say(&format!(
+                "berth daemon: no job and no session for {:.0} s (started on demand, daemon_idle): stopping",
+                limit.as_secs_f64()
+            ));
+            stop.cancel();
+        }
+    }
+}
+
+/// `berth daemon`: run a manager on the instance socket until a signal or
+/// `berth down`; with `idle`, also once it was idle that long.
+pub async fn run(config: crate::config::Config, idle: Option<Duration>) -> Result<()> {
     let manager = Manager::new(config.clone())?;
     manager.keep_warm();
     let bound = bind(&manager)?;
@@ -208,6 +239,14 @@ pub async fn run(config: crate::config::Config) -> Result<()> {
         std::process::id()
     ));
     let stop = CancellationToken::new();
+    if let Some(limit) = idle {
+        tokio::spawn(exit_when_idle(
+            manager.clone(),
+            bound.sessions(),
+            limit,
+            stop.clone(),
+        ));
+    }
     let on_signal = {
         let stop = stop.clone();
         async move {

@@ -51,6 +51,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/kill", post(kill))
         .route("/v1/jobs/{id}/resume", post(resume))
         .route("/v1/jobs/{id}/background", post(background))
+        .route("/v1/layers", get(super::layers::list))
+        .route(
+            "/v1/layers/{layer}",
+            get(super::layers::info).delete(super::layers::discard),
+        )
+        .route("/v1/layers/{layer}/diff", post(super::layers::diff))
+        .route("/v1/layers/{layer}/apply", post(super::layers::apply))
         .route("/v1/events", get(events))
         .route("/v1/events/follow", get(follow_events))
         .route("/v1/wait_for_port", post(wait_for_port))

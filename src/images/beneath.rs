@@ -66,7 +66,8 @@ fn kind_of(st: &FileStat) -> Kind {
     }
 }
 
-fn changed(what: &Path) -> io::Error {
+/// `what` is not what the walk saw: refused in berth's own words.
+pub fn changed(what: &Path) -> io::Error {
     io::Error::other(format!(
         "`{}` changed while berth read it (a symlink or another file took its place); try again once nothing writes there",
         what.display()

@@ -62,6 +62,8 @@ pub struct Context {
     /// Hex SHA-256 over the files, the Dockerfile and the build args.
     pub hash: String,
     pub bytes: u64,
+    /// Entries `.dockerignore` kept out (a directory counts once).
+    pub excluded: usize,
 }
 
 /// One `.dockerignore` rule.
@@ -240,7 +242,7 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
     let dir = root.join(dir_rel);
     let rules = ignore_rules(&open_dir);
     let mut entries = Vec::new();
-    let mut bytes = 0;
+    let (mut bytes, mut excluded) = (0, 0);
     // The walk reads the context through its own handle (a directory's
     // listing position is per handle); files are read later through `open_dir`.
     let mut stack = vec![(
@@ -259,6 +261,7 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
             let is_dir = item.kind == beneath::Kind::Dir;
             // An excluded directory is still entered when a `!` rule could bring something back.
             if ignored(&rules, &rel) && !(is_dir && rules.iter().any(|r| r.negate)) {
+                excluded += 1;
                 continue;
             }
             let (mode, mtime) = (item.mode, item.mtime.max(0) as u64);
@@ -314,6 +317,7 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
         dockerfile_text: Vec::new(),
         hash: String::new(),
         bytes,
+        excluded,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod build;
 pub mod context;
 mod devcontainer;
 mod digest;
+pub mod dockerfile;
 
 use crate::config::{Config, DEFAULT_IMAGE, Source};
 use crate::error::{Error, Result};

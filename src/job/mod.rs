@@ -72,6 +72,23 @@ impl FromStr for Network {
     }
 }
 
+impl FromStr for crate::model::WriteMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        use crate::model::WriteMode;
+        match s {
+            "layer" => Ok(WriteMode::Layer),
+            "direct" => Ok(WriteMode::Direct),
+            "read-only" | "read_only" | "readonly" => Ok(WriteMode::ReadOnly),
+            _ => Err(Error::InvalidValue {
+                what: "write",
+                input: s.into(),
+                message: "expected layer (the job writes a layer of its own; `berth apply` brings it to the checkout), direct (the checkout itself) or read-only".into(),
+            }),
+        }
+    }
+}
+
 impl FromStr for Egress {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -311,6 +328,31 @@ impl FromStr for EndedBy {
                 message: "expected agent, user or system".into(),
             }),
         }
+    }
+}
+
+/// Longest layer name.
+pub const MAX_LAYER_NAME: usize = 64;
+
+/// Whether `name` may name a layer: 1–64 of `a-z 0-9 . _ -`, starting with a
+/// letter or digit (it becomes part of a volume and directory name).
+pub fn check_layer_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_LAYER_NAME
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidValue {
+            what: "layer",
+            input: name.chars().take(80).collect(),
+            message: format!(
+                "a layer name is 1-{MAX_LAYER_NAME} of a-z, 0-9, `.`, `_`, `-`, starting with a letter or digit"
+            ),
+        })
     }
 }
 

@@ -30,6 +30,13 @@ impl RunRequest {
         if let Some(e) = &self.egress {
             spec.egress = Some(e.parse()?);
         }
+        if let Some(w) = &self.write {
+            spec.write = Some(w.parse()?);
+        }
+        if let Some(l) = self.layer {
+            super::check_layer_name(&l)?;
+            spec.layer = Some(l);
+        }
         if let Some(e) = &self.engine {
             spec.engine = Some(e.parse()?);
         }

@@ -54,6 +54,8 @@ pub(super) struct Admitted {
     /// The directory the job runs in (the one the guard checked).
     pub cwd: PathBuf,
     pub watchers: Watchers,
+    /// How it writes its workspace, and why (`layers.rs`).
+    pub writes: crate::model::Writes,
 }
 
 /// Complete and check `spec` for a start on behalf of `client`.
@@ -89,8 +91,8 @@ pub(super) async fn admit(
         let refusal = Error::AgentLoosening {
             key: "runner",
             value: "\"host\"".into(),
-            switch: "allow_host",
-            env: "BERTH_ALLOW_HOST",
+            switch: "allow_host = true",
+            env: "BERTH_ALLOW_HOST=1",
         };
         let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
         project.safety.record(
@@ -110,8 +112,8 @@ pub(super) async fn admit(
         let refusal = Error::AgentLoosening {
             key: "engine",
             value: "\"scoped\"".into(),
-            switch: "allow_engine",
-            env: "BERTH_ALLOW_ENGINE",
+            switch: "allow_engine = true",
+            env: "BERTH_ALLOW_ENGINE=1",
         };
         let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
         project.safety.record(
@@ -164,6 +166,7 @@ pub(super) async fn admit(
     // with a deadline) and the workspace guard.
     project.safety.check_bounded(&spec, &real, client).await?;
     let (kind, runner_note) = resolve_runner(inner, spec.runner, project.config.fallback).await?;
+    let writes = super::layers::decide(&mut spec, &project.config, client, &inner.owner)?;
     // A container job must not reach the user's own config (the trust
     // table): from there it could loosen every later job.
     if kind == RunnerKind::Docker
@@ -199,6 +202,7 @@ pub(super) async fn admit(
         runner_note,
         cwd,
         watchers,
+        writes,
     })
 }
 

@@ -20,6 +20,7 @@ mod exec;
 mod finished;
 mod handle;
 mod ids;
+mod layers;
 mod owners;
 mod pages;
 mod ports;
@@ -178,6 +179,8 @@ pub(crate) struct Inner {
     orphans: Mutex<Vec<crate::store::RunRow>>,
     /// Recent CPU/memory samples (see `usage.rs`).
     usage_cache: usage::UsageCache,
+    /// Where `layer` jobs write (`crate::layers`), and who writes each now.
+    layers: crate::layers::Layers,
     /// Tests launch every job through a scripted runner once one is set.
     #[cfg(any(test, feature = "test-util"))]
     fake: std::sync::OnceLock<Arc<crate::runner::fake::FakeRunner>>,
@@ -262,6 +265,7 @@ impl Manager {
             orphans: Mutex::new(Vec::new()),
             let_go: Default::default(),
             usage_cache: Default::default(),
+            layers: crate::layers::Layers::new(config.instance_dir().join("layers")),
             config,
             registry: Mutex::new(Registry::default()),
             record_order: Mutex::new(()),
@@ -379,6 +383,11 @@ impl Manager {
             )));
         }
         spec.background = true;
+        // A session's job writes its session's layer, decided anew (the
+        // session resuming it may be another); a CLI job keeps its layer.
+        if spec.owner.as_deref().is_some_and(|o| o.starts_with("mcp:")) {
+            spec.layer = None;
+        }
         Ok(spec)
     }
 
@@ -429,8 +438,10 @@ impl Manager {
         }
         // Removals of finished jobs' containers may still be under way.
         self.inner.engine.settle_removals(Duration::from_secs(10)).await;
-        // Every container is removed by now: its job network can go too.
+        // Every container is removed by now: its job network can go too,
+        // and the volumes that mounted layers (their files stay).
         self.inner.engine.release_networks().await;
+        self.inner.engine.release_layer_volumes().await;
         // Every line and event reaches the disk before we say we are done,
         // and the log is folded in: the next start has no log to doubt.
         self.inner.store.flush();

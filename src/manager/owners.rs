@@ -18,9 +18,17 @@ impl Manager {
     /// with their ids.
     pub async fn end_owner(&self, owner: &str, cause: StopCause) -> Vec<JobId> {
         let ended = self.end_active(Some(owner), cause).await;
-        // Its container jobs' shared network (its pod) goes with them.
+        // Its container jobs' shared network (its pod) goes with them, and
+        // the volume that mounted its layer (the layer's files stay).
         self.inner.engine.end_pods(owner).await;
+        self.inner.engine.forget_owner_layers(owner).await;
         ended
+    }
+
+    /// How many jobs are queued, starting or running, whoever owns them.
+    pub fn active_jobs(&self) -> usize {
+        let reg = self.inner.registry.lock().unwrap();
+        reg.jobs.values().filter(|e| e.info.status.is_active()).count()
     }
 
     /// True while a job of `owner` is queued, starting or running.

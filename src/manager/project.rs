@@ -245,11 +245,14 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         max_output_bytes => "max_output",
         keep_runs => "keep_runs",
         keep_days => "keep_days",
+        layer_days => "layer_days",
+        layer_bytes => "layer_size",
         recovery => "recovery",
         store_env => "store_env",
         pull_timeout_secs => "pull_timeout",
         max_queued => "max_queued",
         mcp_idle_secs => "mcp_idle",
+        daemon_idle_secs => "daemon_idle",
     );
     // The security log is the instance's (one file, one rotation).
     project.safety.security_log = own.safety.security_log.clone();

@@ -20,7 +20,6 @@ use tokio::sync::watch;
 use super::{Inner, JobEntry, Live, Manager, number};
 use crate::config::Recovery;
 use crate::error::Result;
-use crate::events::EventKind;
 use crate::model::JobStatus;
 use crate::output::JobOutput;
 use crate::procinfo;
@@ -220,14 +219,9 @@ impl Manager {
                         // Recorded as this manager's now.
                         let _ = inner.commit(&id, |_| Ok(()));
                     }
-                    inner.events.emit(
-                        id.clone(),
-                        EventKind::Started {
-                            runner: crate::model::RunnerKind::Docker,
-                            start_mode: row.info.start_mode,
-                            ports: row.info.ports.clone(),
-                        },
-                    );
+                    // No second `started`: the job started once, under the
+                    // manager that died; its record says `recovered`.
+                    tracing::info!(job = %id, "adopted a running container");
                     super::supervise::spawn_guarded(
                         inner,
                         &id,

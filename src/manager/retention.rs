@@ -32,6 +32,10 @@ pub struct PruneOutcome {
     pub pruned: Vec<JobId>,
     /// Finished runs still kept.
     pub kept: usize,
+    /// Idle layers removed by `layer_days` (a prune by the policy only:
+    /// `--all` and `--older-than` are about runs, not unapplied work).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
 }
 
 /// Jobs listed in a page of history: at most this many unless asked otherwise.
@@ -132,9 +136,17 @@ impl Manager {
         if !ids.is_empty() {
             tracing::info!(pruned = ids.len(), kept = total - ids.len(), "history pruned");
         }
+        let layers = match req.all || req.older_than_secs.is_some() {
+            true => Vec::new(),
+            false => inner.layers.prune(inner.config.layer_days),
+        };
+        if !layers.is_empty() {
+            tracing::info!(?layers, "idle layers pruned (layer_days)");
+        }
         Ok(PruneOutcome {
             kept: total - ids.len(),
             pruned: ids,
+            layers,
         })
     }
 }

@@ -46,12 +46,13 @@ pub(super) async fn start(
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
-        spec,
+        mut spec,
         project,
         kind,
         runner_note,
         cwd,
         watchers,
+        mut writes,
     } = admit(inner, spec, client, budget).await?;
     let workspace = &project.config.workspace;
     // The cap is looked at before anything is made for the job (a refused
@@ -62,6 +63,7 @@ pub(super) async fn start(
         cap_refusal(inner, &inner.registry.lock().unwrap(), &spec)?;
     }
     let id = inner.ids.next()?;
+    super::layers::own_layer(&mut spec, &mut writes, &id);
     let dir = inner.job_dir(&id);
     let output = inner.job_output(&id, watchers, 1)?;
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
@@ -127,6 +129,7 @@ pub(super) async fn start(
             recovered: false,
             watch_hits_dropped: 0,
             children: Vec::new(),
+            writes: Some(writes),
         };
         let n = number(&id).expect("allocated ids are job-N");
         reg.jobs.insert(
@@ -304,6 +307,7 @@ async fn launch(
         output: &output,
         config: &project.config,
         on_denial: egress_reporter(inner, id, spec, project, cwd),
+        layer: None,
     };
     let progress = Progress {
         pull: pull_reporter(inner, id),
@@ -321,6 +325,21 @@ async fn launch(
             finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
             return Ok(None);
         }
+    };
+    // The layer is taken once the image is there (a pull may be stopped).
+    let layer = match &prepared {
+        Ok(_) => match super::layers::take(inner, id, spec, &project.config.workspace).await {
+            Ok(l) => l,
+            Err(e) => {
+                output.release_events();
+                return Err(e);
+            }
+        },
+        Err(_) => None,
+    };
+    let job = Launch {
+        layer: layer.as_ref(),
+        ..job
     };
     let launched = match prepared {
         Ok(None) => runner.launch(&job).await,
@@ -343,6 +362,9 @@ async fn launch(
         Ok(l) => l,
         Err(e) => {
             output.release_events();
+            if let Some(l) = &layer {
+                inner.layers.release(&l.meta.name, id);
+            }
             return Err(e);
         }
     };

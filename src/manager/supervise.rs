@@ -101,6 +101,16 @@ pub(super) async fn supervise(
     let mut budget_timer = std::pin::pin!(budget_timer);
     let mut budget_armed = budget.is_some();
     let mut stop: Option<StopRequest> = None;
+    // A `layer` job's layer is measured now and then: past `layer_size` the
+    // job is stopped rather than fill berth's disk.
+    let layer = spec
+        .layer
+        .clone()
+        .filter(|_| spec.write == Some(crate::model::WriteMode::Layer));
+    let mut size_check = tokio::time::interval_at(
+        tokio::time::Instant::now() + super::layers::SIZE_CHECK,
+        super::layers::SIZE_CHECK,
+    );
 
     let exit = loop {
         tokio::select! {
@@ -123,6 +133,22 @@ pub(super) async fn supervise(
                 let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                 stop = Some(req);
                 break e;
+            }
+            _ = size_check.tick(), if layer.is_some() => {
+                let limit = inner.config.layer_bytes;
+                let name = layer.as_deref().unwrap_or_default();
+                if let Some(cause) = super::layers::over_size(&inner, name, limit).await {
+                    tracing::warn!(job = %id, layer = name, limit, "the job's layer outgrew layer_size; stopping it");
+                    let req = StopRequest {
+                        ended_by: EndedBy::System,
+                        cause,
+                        signal: Signal::SIGTERM as i32,
+                        grace: inner.config.grace(),
+                    };
+                    let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
+                    stop = Some(req);
+                    break e;
+                }
             }
             _ = &mut budget_timer, if budget_armed => {
                 budget_armed = false;
@@ -150,6 +176,8 @@ pub(super) async fn supervise(
     // What it started through its scoped engine goes before the job counts
     // as ended (children, one at a time; see runner/docker/scoped/).
     control.end_children().await;
+    // A remote `layer` job's changes come back into its layer first.
+    control.collect().await;
     // The container goes in the background (the engine's removals list it
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
@@ -167,6 +195,8 @@ pub(super) async fn supervise(
             e.info.setid_cleared = Some(swept.cleared);
         }
     }
+    // What it left in its layer, on its record (`layers.rs`).
+    super::layers::settle(&inner, &id).await;
     let status = match (stop, exit) {
         (
             Some(StopRequest {
@@ -240,6 +270,16 @@ pub(super) fn finish(inner: &Arc<Inner>, id: &JobId, status: JobStatus) {
         return;
     };
     tracing::debug!(job = %id, status = status.name(), last_seq, "job ended");
+    // Its layer is let go (a launched job took it; `layers.rs`).
+    let layer = {
+        let reg = inner.registry.lock().unwrap();
+        reg.get(id)
+            .ok()
+            .and_then(|e| e.info.writes.as_ref()?.layer.clone())
+    };
+    if let Some(name) = layer {
+        inner.layers.release(&name, id);
+    }
     inner.events.emit(id.clone(), ended);
     {
         let reg = inner.registry.lock().unwrap();

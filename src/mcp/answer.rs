@@ -23,6 +23,9 @@ impl Core {
             format::short(&info.command, 120)
         );
         text += &format::image_line(info);
+        if let Some(s) = info.writes.as_ref().and_then(|w| w.sentence_for(true)) {
+            text += &format!("{s}\n");
+        }
         text += &format!("Output ({} lines):\n", info.last_seq);
         text += &format::output_block(&self.manager, &info.id, d).await?;
         Ok(Answer {
@@ -116,6 +119,7 @@ impl Core {
         };
         text += &format::port_lines(info);
         text += &format::image_line(info);
+        text += &format::writes_line(info);
         text += &format::log_paths(info);
         text += &format!("Next: {} · {}\n", d.read(&info.id), d.kill(info));
         if is_error || !info.status.is_active() {

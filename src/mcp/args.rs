@@ -86,6 +86,10 @@ pub struct RunArgs {
     pub network: Option<String>,
     /// true: a read-only root file system (a writable /tmp; the workspace stays writable).
     pub read_only: Option<bool>,
+    /// How the job writes the workspace: "layer" (default: its writes wait in this session's
+    /// layer, shared by the session's jobs, until `apply` brings them to the checkout) or
+    /// "read-only"; "direct" (the checkout itself) only where the user's config allows it.
+    pub write: Option<String>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
     /// Extra environment variables.
@@ -138,6 +142,7 @@ impl RunArgs {
             pids: self.pids,
             network: self.network.clone(),
             read_only: self.read_only,
+            write: self.write.clone(),
             timeout: self.timeout.filter(|_| !spec.background),
             keep_alive: self.keep_alive,
             input: self.input.clone(),
@@ -162,6 +167,35 @@ pub struct IdArgs {
     #[serde(deserialize_with = "id_de")]
     #[schemars(with = "String")]
     pub id: String,
+}
+
+/// Arguments of `diff`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiffArgs {
+    /// A job of this session whose layer to show (default: this session's layer).
+    #[serde(default, deserialize_with = "opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub id: Option<String>,
+    /// true: a unified diff of the text files; default: one line a changed path.
+    #[serde(default)]
+    pub patch: bool,
+    /// Only these paths (relative to the workspace root) and what is under them.
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+/// Arguments of `apply`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyArgs {
+    /// A job of this session whose layer to apply (default: this session's layer).
+    #[serde(default, deserialize_with = "opt_id_de")]
+    #[schemars(with = "Option<String>")]
+    pub id: Option<String>,
+    /// Only these paths (relative to the workspace root) and what is under them.
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 /// Arguments of `copy_out`.

@@ -60,6 +60,19 @@ pub fn port_urls(info: &JobInfo) -> serde_json::Map<String, serde_json::Value> {
 
 /// `  image: berth/dev:latest (pulled in 3.2s)` for container jobs; why
 /// that image is on the card (`status`).
+/// `  writes: layer mcp-3f… (`apply` to keep)` — where the job's writes go,
+/// short (the card says why): an agent must know its files wait in a layer.
+pub fn writes_line(info: &JobInfo) -> String {
+    let Some(w) = &info.writes else {
+        return String::new();
+    };
+    match (&w.layer, w.mode) {
+        (Some(layer), _) => format!("  writes: layer {layer} (`apply` to keep)\n"),
+        (None, crate::model::WriteMode::ReadOnly) => "  writes: nothing (read-only)\n".into(),
+        (None, _) => "  writes: the checkout\n".into(),
+    }
+}
+
 pub fn image_line(info: &JobInfo) -> String {
     match &info.image {
         Some(i) => {

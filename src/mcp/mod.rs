@@ -58,6 +58,7 @@ mod copy;
 mod core;
 mod dialect;
 mod format;
+mod layers;
 mod logs;
 pub(crate) mod project;
 mod server;
@@ -109,14 +110,18 @@ const CANONICAL: &[&str] = &[
     "run_test",
     "run_build",
     "copy_out",
+    "diff",
+    "apply",
 ];
-const SAFE_SHELL: &[&str] = &["safe_shell"];
+const SAFE_SHELL: &[&str] = &["safe_shell", "diff", "apply"];
 const SHELL: &[&str] = &[
     "shell_run",
     "shell_summary",
     "shell_log",
     "shell_kill",
     "shell_resume",
+    "diff",
+    "apply",
 ];
 const PROCESS: &[&str] = &[
     "run_background",
@@ -127,8 +132,10 @@ const PROCESS: &[&str] = &[
     "wait_for_port",
     "run_test",
     "run_build",
+    "diff",
+    "apply",
 ];
-const EXEC: &[&str] = &["shell"];
+const EXEC: &[&str] = &["shell", "diff", "apply"];
 
 impl ToolSet {
     /// The names accepted by `--tools`.

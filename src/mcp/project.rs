@@ -48,13 +48,13 @@ fn detect(root: &Path, task: ProjectTask) -> Result<String> {
         ("npm test", Some("npm run build"))
     } else if has("go.mod") {
         ("go test ./...", Some("go build ./..."))
-    } else if has("pytest.ini") || has("pyproject.toml") || has("setup.py") {
+    } else if has("pytest.ini") || has("pyproject.toml") || has("setup.py") || plain_pytest(root) {
         ("pytest", None)
     } else if makefile.is_some() {
         ("make test", Some("make"))
     } else {
         return Err(Error::InvalidSpec(format!(
-            "no test/build command configured and none detected in {} (looked for Cargo.toml, package.json, go.mod, pytest.ini/pyproject.toml/setup.py, Makefile); set test_command/build_command in berth.toml or use `run`",
+            "no test/build command configured and none detected in {} (looked for Cargo.toml, package.json, go.mod, pytest.ini/pyproject.toml/setup.py, conftest.py or test_*.py/*_test.py here or in tests/, Makefile); set test_command/build_command in berth.toml or use `run`",
             root.display()
         )));
     };
@@ -66,6 +66,20 @@ fn detect(root: &Path, task: ProjectTask) -> Result<String> {
             )
         }),
     }
+}
+
+/// A plain pytest layout: `conftest.py`, or `test_*.py` / `*_test.py` at
+/// the root or in `tests/` (pytest's own discovery, without a config file).
+fn plain_pytest(root: &Path) -> bool {
+    let tests_in = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.ends_with(".py") && (n.starts_with("test_") || n.ends_with("_test.py"))
+            })
+        })
+    };
+    root.join("conftest.py").is_file() || tests_in(root) || tests_in(&root.join("tests"))
 }
 
 /// Whether a Makefile's text defines `target` as a rule (`test:`,
@@ -136,5 +150,19 @@ mod tests {
             append_args("cargo test", &["a b".into(), "--x".into()]),
             "cargo test 'a b' --x"
         );
+    }
+
+    #[test]
+    fn a_plain_pytest_layout_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("app.py"), "").unwrap();
+        let err = detect(dir.path(), ProjectTask::Test).unwrap_err().to_string();
+        assert!(err.contains("test_*.py"), "{err}");
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/test_app.py"), "").unwrap();
+        assert_eq!(detect(dir.path(), ProjectTask::Test).unwrap(), "pytest");
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("app_test.py"), "").unwrap();
+        assert_eq!(detect(root.path(), ProjectTask::Test).unwrap(), "pytest");
     }
 }

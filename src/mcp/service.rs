@@ -35,7 +35,8 @@ impl BerthMcp {
             + Self::safe_shell_router()
             + Self::shell_router()
             + Self::process_router()
-            + Self::exec_router();
+            + Self::exec_router()
+            + Self::layers_router();
         let names = tools.tool_names();
         router.map.retain(|name, _| names.contains(&name.as_ref()));
         BerthMcp {

@@ -152,6 +152,11 @@ impl Sessions {
         Ok(Attached(self.clone()))
     }
 
+    /// How many sessions are attached now.
+    pub fn count(&self) -> usize {
+        *self.attached.borrow()
+    }
+
     /// Wait until no session is attached.
     pub async fn none_attached(&self) {
         let mut rx = self.attached.subscribe();

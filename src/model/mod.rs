@@ -11,6 +11,7 @@ mod child;
 mod chunk;
 mod event;
 mod image;
+mod layer;
 mod line;
 mod net;
 mod ready;
@@ -23,8 +24,9 @@ pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
+pub use layer::{Applied, Change, ChangeKind, EntryKind, LayerCounts, LayerInfo, LayerState, Writes};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
-pub use net::{Egress, Publish};
+pub use net::{Egress, Publish, WriteMode};
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
 pub use request::RunRequest;
 pub use spec::{

@@ -1,6 +1,6 @@
-//! How a container job talks to the world: what it may reach outside
-//! ([`Egress`]) and who makes its published ports answer on 127.0.0.1
-//! ([`Publish`]). Plain data, serialized as the words a caller types;
+//! How a job touches the world: what it may reach outside ([`Egress`]), who
+//! makes its published ports answer on 127.0.0.1 ([`Publish`]) and how it
+//! writes its workspace ([`WriteMode`]). Plain data, serialized as the words a caller types;
 //! parsing lives in `job.rs`.
 
 use std::fmt;
@@ -60,6 +60,37 @@ impl Publish {
 }
 
 impl fmt::Display for Publish {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a job writes its workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// The workspace is mounted read-only: the job writes nowhere in it.
+    ReadOnly,
+    /// The job's writes go to a layer of its own (an overlay whose lower is
+    /// the live checkout); `berth diff` shows them, `berth apply` brings
+    /// them to the checkout.
+    Layer,
+    /// The checkout itself, bind-mounted: the job changes it at once.
+    #[default]
+    Direct,
+}
+
+impl WriteMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteMode::ReadOnly => "read-only",
+            WriteMode::Layer => "layer",
+            WriteMode::Direct => "direct",
+        }
+    }
+}
+
+impl fmt::Display for WriteMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

@@ -26,6 +26,10 @@ pub struct RunRequest {
     pub network: Option<String>,
     /// `none`, `proxy` or `all`.
     pub egress: Option<String>,
+    /// `layer`, `direct` or `read-only`.
+    pub write: Option<String>,
+    /// A layer to write (CLI: `--layer NAME`).
+    pub layer: Option<String>,
     /// `3000`, `3000/udp`, `8080:3000`.
     pub ports: Vec<String>,
     /// Relative to the workspace root.

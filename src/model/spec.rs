@@ -349,6 +349,16 @@ pub struct JobSpec {
     /// workspace (`-v HOST:CONTAINER[:ro]`), checked at admission.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountSpec>,
+    /// How the job writes its workspace: `layer`, `direct` or `read-only`;
+    /// unset = the caller's default (`write` for the CLI, `agent_write` for
+    /// MCP sessions). Admission writes the mode that applies here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<super::WriteMode>,
+    /// `layer` mode: the layer to write (a name, created when new); unset =
+    /// the session's layer (MCP) or one of the job's own (CLI). Admission
+    /// writes the layer's name here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
 }
 
 /// An extra bind mount of a container job (`berth run -v HOST:CONTAINER[:ro]`):

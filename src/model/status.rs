@@ -83,6 +83,8 @@ pub enum StopCause {
     TimedOut { secs: f64 },
     /// The kernel's OOM killer, at the job's memory limit.
     Oom,
+    /// Its layer grew past `layer_size` (bytes).
+    LayerFull { limit: u64 },
 }
 
 impl StopCause {
@@ -109,6 +111,7 @@ impl fmt::Display for StopCause {
             StopCause::KeepAliveExpired { secs } => write!(f, "keep_alive expired ({secs}s)"),
             StopCause::TimedOut { secs } => write!(f, "timed out after {secs}s"),
             StopCause::Oom => f.write_str("oom"),
+            StopCause::LayerFull { limit } => write!(f, "layer full ({limit} bytes, layer_size)"),
         }
     }
 }
@@ -128,6 +131,12 @@ impl From<&str> for StopCause {
                     StopCause::KeepAliveExpired { secs }
                 } else if let Some(secs) = w.strip_prefix("timed out after ").and_then(|r| secs(r, "s")) {
                     StopCause::TimedOut { secs }
+                } else if let Some(limit) = w
+                    .strip_prefix("layer full (")
+                    .and_then(|r| r.strip_suffix(" bytes, layer_size)"))
+                    .and_then(|n| n.parse().ok())
+                {
+                    StopCause::LayerFull { limit }
                 } else {
                     StopCause::Requested(w.to_string())
                 }
@@ -157,6 +166,7 @@ pub enum CauseKind {
     KeepAliveExpired { secs: f64 },
     TimedOut { secs: f64 },
     Oom,
+    LayerFull { limit: u64 },
 }
 
 impl StopCause {
@@ -171,6 +181,7 @@ impl StopCause {
             StopCause::KeepAliveExpired { secs } => CauseKind::KeepAliveExpired { secs: *secs },
             StopCause::TimedOut { secs } => CauseKind::TimedOut { secs: *secs },
             StopCause::Oom => CauseKind::Oom,
+            StopCause::LayerFull { limit } => CauseKind::LayerFull { limit: *limit },
         }
     }
 
@@ -187,6 +198,7 @@ impl StopCause {
             Some(CauseKind::KeepAliveExpired { secs }) => StopCause::KeepAliveExpired { secs },
             Some(CauseKind::TimedOut { secs }) => StopCause::TimedOut { secs },
             Some(CauseKind::Oom) => StopCause::Oom,
+            Some(CauseKind::LayerFull { limit }) => StopCause::LayerFull { limit },
         }
     }
 }
@@ -427,6 +439,10 @@ pub struct JobInfo {
     /// Containers the job started through its scoped engine, as last seen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<super::ChildInfo>,
+    /// How the job writes its workspace (its layer, and once ended what
+    /// the layer holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<super::Writes>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -35,6 +35,7 @@ use crate::model::{AppliedLimits, JobInfo, JobSpec, PortMapping, Usage};
 use crate::output::JobOutput;
 
 mod ending;
+mod mounts;
 
 /// Without a shim: after the leader exits, how long leftovers get after SIGTERM.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
@@ -105,7 +106,10 @@ impl HostRunner {
 
 impl Runner for HostRunner {
     fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
-        Box::pin(launch(job.spec, job.cwd, job.output, &self.tag))
+        Box::pin(async move {
+            let mount = mounts::for_job(job.spec, &job.config.workspace, job.layer)?;
+            launch(job.spec, job.cwd, job.output, &self.tag, mount).await
+        })
     }
 
     fn usage<'a>(&'a self, info: &'a JobInfo) -> BoxFuture<'a, Option<Usage>> {
@@ -166,7 +170,13 @@ fn check_program(program: &str, cwd: &Path, path_var: Option<&str>) -> Result<()
 
 /// Start `spec` as a host process group writing into `output`, tagged
 /// `tag` (see [`super::tag`]).
-pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &str) -> Result<Launched> {
+pub async fn launch(
+    spec: &JobSpec,
+    cwd: &Path,
+    output: &Arc<JobOutput>,
+    tag: &str,
+    mount: Option<super::host_mounts::WorkspaceMount>,
+) -> Result<Launched> {
     let argv = spec.effective_argv();
     let program = argv[0].clone();
     if !cwd.is_dir() {
@@ -179,7 +189,7 @@ pub async fn launch(spec: &JobSpec, cwd: &Path, output: &Arc<JobOutput>, tag: &s
 
     let shim_exe = shim::executable();
     let mut child = spawn(
-        command(shim_exe, &argv, cwd, &env, spec.input.is_some()),
+        command(shim_exe, &argv, cwd, &env, spec.input.is_some(), mount.as_ref()),
         &program,
     )?;
     let pid = child.id().expect("a just-spawned child has a pid");
@@ -236,6 +246,13 @@ fn environment(spec: &JobSpec, ports: &[PortMapping], tag: &str) -> BTreeMap<Str
     for m in ports {
         env.insert(format!("BERTH_PORT_{}", m.port), m.host_port.to_string());
     }
+    if spec.write == Some(crate::model::WriteMode::Layer) {
+        for (k, v) in super::LAYER_POLLING {
+            if std::env::var_os(k).is_none() {
+                env.insert(k.to_string(), v.to_string());
+            }
+        }
+    }
     env.extend(spec.env.clone());
     // After the spec's: a job cannot pass for another manager's.
     env.insert(super::tag::TAG_VAR.into(), tag.into());
@@ -250,11 +267,16 @@ fn command(
     cwd: &Path,
     env: &BTreeMap<String, String>,
     has_input: bool,
+    mount: Option<&super::host_mounts::WorkspaceMount>,
 ) -> Command {
     let mut cmd = match shim_exe {
         Some(exe) => {
             let mut c = Command::new(exe);
-            c.arg(shim::SUBCOMMAND).arg("--").args(argv);
+            c.arg(shim::SUBCOMMAND);
+            if let Some(m) = mount {
+                c.args(m.args());
+            }
+            c.arg("--").args(argv);
             c
         }
         None => {

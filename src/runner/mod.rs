@@ -10,6 +10,7 @@ pub mod docker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod host;
+pub mod host_mounts;
 pub mod host_ports;
 mod seam;
 pub mod setuid;
@@ -32,6 +33,20 @@ pub use seam::{Control, JobControl, Launch, Progress, Runner};
 /// wait times out on the most common banner. Set in every job unless the
 /// job's own env (or, on the host, the caller's) names the variable.
 pub const LINE_BUFFERED: &[(&str, &str)] = &[("PYTHONUNBUFFERED", "1")];
+
+/// File watchers set to poll in `layer` mode, unless the job names them:
+/// inotify inside an overlay does not see edits made on the host to the
+/// checkout below it, so a dev server's hot reload would miss the user's
+/// edits. Each is the switch of a common watcher: chokidar (Vite, nodemon,
+/// webpack-dev-server 4), webpack 5's watchpack, Python's watchfiles
+/// (uvicorn, Django with watchfiles), TypeScript's `tsc --watch`.
+pub const LAYER_POLLING: &[(&str, &str)] = &[
+    ("CHOKIDAR_USEPOLLING", "true"),
+    ("WATCHPACK_POLLING", "true"),
+    ("WATCHFILES_FORCE_POLLING", "true"),
+    ("TSC_WATCHFILE", "DynamicPriorityPolling"),
+    ("TSC_WATCHDIRECTORY", "DynamicPriorityPolling"),
+];
 
 /// How a job's process ended, as the runner saw it.
 #[derive(Debug, Clone, PartialEq)]

@@ -36,6 +36,8 @@ pub struct Launch<'a> {
     pub config: &'a Config,
     /// Told of every request the job's egress proxy denies.
     pub on_denial: crate::net::DenialFn,
+    /// `layer` mode: the layer the job writes (`crate::layers`).
+    pub layer: Option<&'a crate::layers::Layer>,
 }
 
 /// Who hears how the preparation goes (pull and build progress).
@@ -78,6 +80,13 @@ pub trait JobControl: Send + Sync {
         Box::pin(async {})
     }
 
+    /// Bring back what the ended job wrote where this machine cannot see
+    /// it (a remote engine's `layer` job: its changes, into its layer),
+    /// before it is cleaned up.
+    fn collect(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Clean up after the job ended and its output was read (a container is
     /// removed in the background). Called inside a tokio runtime.
     fn cleanup(&self) {}
@@ -115,6 +124,11 @@ impl Control {
     /// See [`JobControl::end_children`].
     pub async fn end_children(&self) {
         self.0.end_children().await
+    }
+
+    /// See [`JobControl::collect`].
+    pub async fn collect(&self) {
+        self.0.collect().await
     }
 
     /// See [`JobControl::cleanup`].

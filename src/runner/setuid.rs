@@ -27,6 +27,8 @@ pub const MAX_TIME: Duration = Duration::from_secs(10);
 pub struct Sweep {
     pub root: PathBuf,
     pub since: SystemTime,
+    /// The uid the job ran as, when known: a set-uid file lends it.
+    pub uid: Option<u32>,
 }
 
 /// What a sweep did.
@@ -41,6 +43,26 @@ pub struct Swept {
 }
 
 impl Sweep {
+    /// Whether another user could reach a file in the workspace at all: no
+    /// when the workspace or one of its parents lets neither its group nor
+    /// others through (mode `..0` for search), and is owned by the job's
+    /// own uid or by root. Then a set-uid file there lends the job's uid to
+    /// nobody who lacks it, and the walk (a whole `node_modules`) is skipped.
+    pub fn needed(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mut at = Some(self.root.as_path());
+        while let Some(dir) = at {
+            if let Ok(m) = std::fs::metadata(dir)
+                && m.mode() & 0o011 == 0
+                && (m.uid() == 0 || Some(m.uid()) == self.uid)
+            {
+                return false;
+            }
+            at = dir.parent();
+        }
+        true
+    }
+
     /// Walk the workspace and clear the bits (blocking: call it on a
     /// blocking thread). Errors on single entries are skipped: a file the
     /// job removed meanwhile is nothing to clear.
@@ -93,6 +115,7 @@ pub fn sweep(root: &Path, since: SystemTime) -> Swept {
     Sweep {
         root: root.to_path_buf(),
         since,
+        uid: None,
     }
     .run()
 }
@@ -138,5 +161,27 @@ mod tests {
         let later = SystemTime::now() + Duration::from_secs(5);
         assert_eq!(sweep(ws, later).cleared, 0);
         assert_eq!(mode(&ws.join("x")), 0o4755);
+    }
+
+    #[test]
+    fn a_workspace_no_other_user_can_reach_needs_no_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("a/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let me = nix::unistd::getuid().as_raw();
+        let s = |uid| Sweep {
+            root: ws.clone(),
+            since: SystemTime::now(),
+            uid: Some(uid),
+        };
+        for d in [dir.path().to_path_buf(), dir.path().join("a"), ws.clone()] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        // /tmp itself lets everyone through: reachable.
+        assert!(s(me).needed());
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(!s(me).needed(), "a parent of the job's own (or root's) at 0700");
+        std::fs::set_permissions(dir.path().join("a"), std::fs::Permissions::from_mode(0o750)).unwrap();
+        assert!(s(me).needed(), "its group may pass");
     }
 }

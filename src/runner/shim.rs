@@ -104,9 +104,18 @@ enum Ended {
 /// Entry point for `berth __shim -- CMD ARGS…` (`args` excludes the subcommand).
 /// Never returns normally: exits with the command's status.
 pub fn main(args: Vec<OsString>) -> ! {
+    // `layer` and `read-only` jobs: their workspace mounted in a namespace
+    // of their own, while this process is still single-threaded.
+    let (mount, args) = super::host_mounts::WorkspaceMount::parse(&args);
+    if let Some(m) = mount
+        && let Err(e) = m.enter()
+    {
+        eprintln!("berth: could not mount the job's workspace in a namespace of its own: {e}");
+        std::process::exit(125);
+    }
     let argv: Vec<OsString> = match args.first().map(|a| a == "--") {
         Some(true) => args[1..].to_vec(),
-        _ => args,
+        _ => args.to_vec(),
     };
     let Some(program) = argv.first().cloned() else {
         eprintln!("berth: {SUBCOMMAND}: no command given");

@@ -17,6 +17,7 @@ fn info(n: u64) -> JobInfo {
         recovered: false,
         watch_hits_dropped: 0,
         children: Vec::new(),
+        writes: None,
         status: JobStatus::Exited { code: 0 },
         start_mode: StartMode::Background,
         created_at: Utc::now(),

@@ -47,6 +47,9 @@ pub struct App {
     quit: bool,
     /// Height of the log viewport at the last render, for PgUp/PgDn.
     pub(super) log_height: Cell<usize>,
+    /// A kill asked for and not yet confirmed (`y`): one stray `k` must
+    /// not stop a server.
+    confirm_kill: Option<JobId>,
 }
 
 impl App {
@@ -67,6 +70,7 @@ impl App {
             utc_offset: FixedOffset::east_opt(0).expect("zero offset"),
             quit: false,
             log_height: Cell::new(10),
+            confirm_kill: None,
         }
     }
 
@@ -226,6 +230,7 @@ impl App {
             Msg::LogPage(job, page) => self.with_pane(&job, |p| p.apply_page(page)),
             Msg::LogLine(job, line) => self.with_pane(&job, |p| p.push(line)),
             Msg::LogEnd(job) => self.with_pane(&job, LogPane::set_ended),
+            Msg::Text(job, text) => self.with_pane(&job, |p| p.set_text(&text)),
             Msg::Resumed { from, view } => {
                 let id = view.info.id.clone();
                 self.say(format!("{from} resumed as {id}"));
@@ -273,6 +278,15 @@ impl App {
                 _ => Action::None,
             };
         }
+        // A kill waiting for its `y`: that key kills, any other cancels.
+        if let Some(id) = self.confirm_kill.take() {
+            if key.code == KeyCode::Char('y') {
+                self.say(format!("stopping {id}…"));
+                return Action::Kill(id);
+            }
+            self.say(format!("{id} keeps running"));
+            return Action::None;
+        }
         match self.screen {
             Screen::Panel => self.panel_key(key.code),
             Screen::Pane(_) => self.pane_key(key.code),
@@ -297,6 +311,9 @@ impl App {
             KeyCode::Enter => return selected.map_or(Action::None, |id| self.open(id, PaneKind::Details)),
             KeyCode::Char('d') => {
                 return selected.map_or(Action::None, |id| self.open(id, PaneKind::Diagnostic));
+            }
+            KeyCode::Char('l') => {
+                return selected.map_or(Action::None, |id| self.open(id, PaneKind::Layer));
             }
             KeyCode::Char('k') => return selected.map_or(Action::None, |id| self.kill(id)),
             KeyCode::Char('r') => return selected.map_or(Action::None, |id| self.resume(id)),
@@ -329,6 +346,7 @@ impl App {
             }
             KeyCode::Char('k') => return self.kill(job),
             KeyCode::Char('r') => return self.resume(job),
+            KeyCode::Char('l') => return self.open(job, PaneKind::Layer),
             _ => None,
         };
         older.map_or(Action::None, |p| Action::LoadOlder(job, p))
@@ -343,8 +361,12 @@ impl App {
     fn kill(&mut self, id: JobId) -> Action {
         match self.job(&id) {
             Some(j) if j.status.is_active() => {
-                self.say(format!("stopping {id}…"));
-                Action::Kill(id)
+                self.say(format!(
+                    "kill {id} ({})? y to stop it, any other key keeps it",
+                    sanitize_short(&j.command)
+                ));
+                self.confirm_kill = Some(id);
+                Action::None
             }
             _ => {
                 self.say(format!("{id} is not running: k stops running jobs"));
@@ -396,5 +418,14 @@ impl App {
                 Action::None
             }
         }
+    }
+}
+
+/// A command, on one line and at most 40 characters, for a question.
+fn sanitize_short(command: &str) -> String {
+    let one = super::format::sanitize(command).replace('\n', " ");
+    match one.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one,
     }
 }

@@ -22,6 +22,7 @@ const PANE_KEYS: &[(&str, &str)] = &[
     ("c", "copy"),
     ("k", "kill"),
     ("r", "resume"),
+    ("l", "diff"),
     ("q/Esc", "back"),
 ];
 
@@ -35,6 +36,7 @@ pub fn render(app: &App, pane: &LogPane, frame: &mut Frame) {
             lines
         }
         (PaneKind::Diagnostic, Some(info)) => vec![diagnostic_title(info)],
+        (PaneKind::Layer, Some(info)) => vec![layer_title(info)],
     };
     let status = status_lines(app, frame.area().width);
     let [top, log, status_area, keys] = Layout::vertical([
@@ -130,14 +132,12 @@ fn facts(app: &App, info: &JobInfo) -> Vec<Line<'static>> {
     if let Some(p) = l.pids {
         limits.push(format!("pids {p}"));
     }
-    let mut limits = if limits.is_empty() {
+    // What was not enforced is on the card above (its `Note:` lines).
+    let limits = if limits.is_empty() {
         "none".to_string()
     } else {
         limits.join(", ")
     };
-    if !l.not_enforced.is_empty() {
-        limits += &format!(" (not enforced: {})", l.not_enforced.join("; "));
-    }
     let fact = |k: &str, v: String| Line::from(vec![Span::raw(format!("  {k}: ")).dim(), Span::raw(v)]);
     let mut lines = vec![fact("Mode", mode), fact("Time", time), fact("Limits", limits)];
     if let Some(u) = &info.usage {
@@ -158,6 +158,13 @@ fn diagnostic_title(info: &JobInfo) -> Line<'static> {
     ))
     .reversed()
     .bold()
+}
+
+fn layer_title(info: &JobInfo) -> Line<'static> {
+    let what = card::writes_text(info).unwrap_or_else(|| "no layer".into());
+    Line::from(format!(" Layer · {} · {} ", info.id, sanitize(&what)))
+        .reversed()
+        .bold()
 }
 
 fn log_view(app: &App, pane: &LogPane, frame: &mut Frame, area: Rect) {
@@ -196,6 +203,7 @@ fn log_title(pane: &LogPane, shown: std::ops::Range<usize>) -> String {
     let what = match pane.kind {
         PaneKind::Details => format!("Log · {}", pane.job),
         PaneKind::Diagnostic => format!("Last {DIAGNOSTIC_LINES} lines · {}", pane.job),
+        PaneKind::Layer => format!("Layer diff · {}", pane.job),
     };
     let state = if !pane.loaded() {
         "loading"

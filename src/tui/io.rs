@@ -59,8 +59,13 @@ pub enum Msg {
     LogPage(JobId, LogPage),
     LogLine(JobId, Line),
     LogEnd(JobId),
-    Resumed { from: JobId, view: Box<JobView> },
+    Resumed {
+        from: JobId,
+        view: Box<JobView>,
+    },
     Notice(String),
+    /// A text for the open pane (a layer's diff).
+    Text(JobId, String),
 }
 
 /// What a background task reports.
@@ -153,6 +158,21 @@ impl Io {
                         Err(e) => Msg::Notice(format!("could not resume {id}: {e}")),
                     };
                     let _ = tx.send(Reply::App(msg));
+                });
+            }
+            Action::Open(id, PaneKind::Layer) => {
+                self.close_pane();
+                self.refresh(id.clone());
+                self.spawn(|c, tx| async move {
+                    let req = crate::api::DiffRequest {
+                        patch: true,
+                        ..Default::default()
+                    };
+                    let text = match c.layer_diff(id.as_str(), &req).await {
+                        Ok(d) => d.text,
+                        Err(e) => format!("{id} has no layer to show: {e}"),
+                    };
+                    let _ = tx.send(Reply::App(Msg::Text(id, text)));
                 });
             }
             Action::Open(id, kind) => {

@@ -28,13 +28,15 @@ pub enum PaneKind {
     Details,
     /// The newest [`DIAGNOSTIC_LINES`] lines, full screen.
     Diagnostic,
+    /// The job's layer as a unified diff (`berth diff --patch`), full screen.
+    Layer,
 }
 
 impl PaneKind {
     /// How many of the newest lines to fetch when the screen opens.
     pub fn first_page(self) -> usize {
         match self {
-            PaneKind::Details => PAGE_LINES,
+            PaneKind::Details | PaneKind::Layer => PAGE_LINES,
             PaneKind::Diagnostic => DIAGNOSTIC_LINES,
         }
     }
@@ -76,7 +78,7 @@ impl LogPane {
 
     fn cap(&self) -> usize {
         match self.kind {
-            PaneKind::Details => MAX_PANE_LINES,
+            PaneKind::Details | PaneKind::Layer => MAX_PANE_LINES,
             PaneKind::Diagnostic => DIAGNOSTIC_LINES,
         }
     }
@@ -118,6 +120,25 @@ impl LogPane {
             self.lines.pop_front();
         }
         self.back = self.back.min(self.lines.len());
+    }
+
+    /// A text that is not the job's log (its layer's diff): one numbered
+    /// line each, loaded whole.
+    pub fn set_text(&mut self, text: &str) {
+        let ts = chrono::Utc::now();
+        self.lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, t)| Line {
+                seq: i as u64 + 1,
+                stream: crate::output::Stream::Stdout,
+                ts,
+                text: t.to_string(),
+            })
+            .collect();
+        self.trim();
+        self.loaded = true;
+        self.ended = true;
     }
 
     pub fn set_ended(&mut self) {

@@ -22,6 +22,7 @@ const PANEL_KEYS: &[(&str, &str)] = &[
     ("Enter", "details"),
     ("k", "kill"),
     ("d", "diagnostic"),
+    ("l", "diff"),
     ("r", "resume"),
     ("q", "quit"),
 ];

@@ -130,6 +130,58 @@ http.server.ThreadingHTTPServer(('{}', {port}), H).serve_forever()\n",
     }
 }
 
+/// The namespace's canary: every connection's first line appended to the
+/// log (argv[1]); "listening" in the ready file (argv[2]) once bound.
+const CANARY_PY: &str = r#"import socket, sys, threading
+log, ready, addr, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, port)); s.listen(64)
+open(ready, "w").write("listening\n")
+def serve(c):
+    c.settimeout(2)
+    try:
+        data = c.recv(1024)
+    except OSError:
+        data = b""
+    with open(log, "a") as f:
+        f.write((data.decode(errors="replace").splitlines() or [""])[0] + "\n")
+    try:
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 7\r\n\r\ncanary\n")
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+impl LanHost {
+    /// A canary on the namespace's address, `port`: each connection's first
+    /// line goes to `log` (one line per connection). Returns once it listens.
+    pub fn serve_canary(&mut self, port: u16, log: &std::path::Path) {
+        let ready = log.with_extension("ready");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "python3", "-c", CANARY_PY])
+            .arg(log)
+            .arg(&ready)
+            .args([self.addr.to_string(), port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 in the namespace");
+        self.servers.push(child);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !ready.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the canary in {} did not come up",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for LanHost {
     fn drop(&mut self) {
         for s in &mut self.servers {

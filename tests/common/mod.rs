@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use berth::{Config, Manager};
 
+pub mod canary;
 pub mod lan;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -153,6 +154,8 @@ pub fn berth(state: &Path) -> Command {
         // the workspace holds the user's config); never written unless a
         // test trusts something.
         .env("BERTH_USER_CONFIG", state.with_extension("user-config.toml"))
+        // A daemon a `berth run` starts on demand goes soon after the test.
+        .env("BERTH_DAEMON_IDLE", "2")
         .env_remove("BERTH_CONFIG")
         .env_remove("BERTH_LOG");
     cmd

@@ -63,6 +63,7 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
         first
             .args([
                 "run",
+                "--no-daemon",
                 "--",
                 "sh",
                 "-c",
@@ -81,7 +82,7 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
     let marker = dir.path().join("second-ran");
     let second = berth(dir.path())
         .env("BERTH_INSTANCE", &instance)
-        .args(["run", "--", "touch", marker.to_str().unwrap()])
+        .args(["run", "--no-daemon", "--", "touch", marker.to_str().unwrap()])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&second.stderr);
@@ -100,7 +101,7 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
     // Once it ended, the instance is free again.
     let third = berth(dir.path())
         .env("BERTH_INSTANCE", &instance)
-        .args(["run", "--", "touch", marker.to_str().unwrap()])
+        .args(["run", "--no-daemon", "--", "touch", marker.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(

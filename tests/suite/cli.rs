@@ -31,7 +31,8 @@ fn timeout_kills_the_whole_group_and_exits_124() {
     let token = unique_sleep();
     let started = Instant::now();
     let o = berth(dir.path())
-        .args(["run", "--timeout", "1", "--", "sh", "-c"])
+        // In-process: a budget kills (a daemon's would promote).
+        .args(["run", "--no-daemon", "--timeout", "1", "--", "sh", "-c"])
         .arg(format!("echo start; sleep {token} & sleep {token}"))
         .output()
         .unwrap();
@@ -83,6 +84,7 @@ fn a_timed_out_json_answer_has_no_exit_code_and_says_timed_out() {
     let o = berth(dir.path())
         .args([
             "run",
+            "--no-daemon",
             "--json",
             "--timeout",
             "1",
@@ -293,6 +295,10 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         &["logs"],
         &["cp"],
         &["exec"],
+        &["layers"],
+        &["diff"],
+        &["apply"],
+        &["discard"],
         &["wait"],
         &["kill"],
         &["resume"],
@@ -388,4 +394,26 @@ fn test_and_build_take_the_run_flags_users_reach_for() {
     let (_, stderr) = out(&o);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("timeout"), "{stderr}");
+}
+
+/// README and CLI agree: a `ps` filter that matches nothing says so (not
+/// "use --all" to someone who gave it), and a foreground `--json` answer
+/// carries `image` and `project_note` as README says JSON answers do.
+#[test]
+fn an_empty_filtered_ps_says_what_matched_nothing_and_run_json_names_its_image() {
+    let d = crate::common::Daemon::start();
+    let (code, out, err) = d.run(&["ps", "--all", "--label", "web", "--workspace"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        "no jobs match (none of any state, labelled `web`, in this project's workspace)"
+    );
+    let (code, out, _) = d.run(&["ps"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "no jobs (use --all to include ended ones)")
+    );
+    let v = d.json(&["run", "--", "true"]);
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert!(keys.contains(&"image") && keys.contains(&"project_note"), "{v}");
 }

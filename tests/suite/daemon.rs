@@ -588,6 +588,8 @@ fn a_start_that_is_not_ready_in_time_says_so_in_one_line() {
             line.contains("not ready after") && line.contains("log /^never$/"),
             "{line}"
         );
+        // The id on stdout and that line: no card (README: one line).
+        assert_eq!(out.lines().count(), 1, "{out}");
         assert!(line.contains("last output: warming up"), "{line}");
         let id = out.lines().next().unwrap().trim().to_string();
         let state = d.json(&["status", &id])["status"]["state"].clone();

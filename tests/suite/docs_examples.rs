@@ -95,7 +95,9 @@ fn run_block(block: &Block) -> Outcome {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = dir.path().join("home");
     let project = home.join("project");
-    std::fs::create_dir_all(&project).unwrap();
+    // A user's project: a root test's is another uid's, as a user's is
+    // theirs (container jobs run as the workspace's owner).
+    crate::common::workspace_dir(&project);
     std::fs::create_dir_all(home.join(".run")).unwrap();
     let instance = instance_name("doc");
     let bin = Path::new(env!("CARGO_BIN_EXE_berth"))

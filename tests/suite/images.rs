@@ -388,3 +388,27 @@ fn project_config(ws: &Path, state: &Path) -> berth::Config {
     };
     berth::Config::load(ws, flags).unwrap()
 }
+
+/// The sandbox's busybox applets the suite and the README use work on this
+/// engine: `httpd`, `nc` both ways, and `wget` bounded by `timeout` (Debian
+/// builds busybox without `wget -T`, and an option it lacks crashes it:
+/// README says to write `timeout N wget …`).
+#[test]
+fn the_sandbox_applets_the_suite_uses_work() {
+    let script = "httpd -p 8080 -h /www && timeout 5 wget -q -O- http://127.0.0.1:8080/ \
+                  && (nc -l -p 9000 > /tmp/got &) && sleep 0.2 \
+                  && echo over-nc | nc -w 2 127.0.0.1 9000; \
+                  for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/got ] && break; sleep 0.1; done; cat /tmp/got; \
+                  timeout 2 wget -q -O- http://127.0.0.1:1/ 2>&1; echo refused=$?";
+    let o = Command::new("docker")
+        .args(["run", "--rm", "berth/sandbox:latest", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("hello from berth"), "httpd or wget: {out}");
+    assert!(out.contains("over-nc"), "nc: {out}");
+    assert!(
+        out.contains("refused=1"),
+        "wget's failure is an exit, not a crash: {out}"
+    );
+}

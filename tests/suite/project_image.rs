@@ -14,6 +14,8 @@ use berth::{Error, EventKind, JobSpec, JobStatus, ListFilter, RunnerChoice};
 
 use crate::common::{Daemon, instance_name};
 
+mod confined;
+
 /// A workspace whose directory name is unique (the tag is named after it),
 /// and whose images are removed on drop.
 struct Project {
@@ -376,53 +378,4 @@ async fn a_job_can_be_killed_while_its_image_builds() {
     })
     .await;
     m.shutdown().await;
-}
-
-/// A build runs the project's RUN steps (a job could have written them): it
-/// gets the project's memory limit and runs on the instance's own build
-/// bridge, not the engine's default bridge beside other containers.
-#[tokio::test]
-async fn a_build_is_confined_like_a_job() {
-    let p = Project::new();
-    p.write(
-        "berth.toml",
-        "memory = \"96m\"\n[image]\ndockerfile = \"Dockerfile\"\n",
-    );
-    p.write(
-        "Dockerfile",
-        "FROM berth/sandbox:latest\n\
-         RUN (cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max) > /mem.txt\n\
-         RUN ip -4 -o addr show eth0 | awk '{print $4}' > /net.txt\n",
-    );
-    let m = p.manager();
-    let (out, _tag, built, _) = run_cat(&m, &["/mem.txt", "/net.txt"]).await;
-    assert!(built);
-    let mut lines = out.lines();
-    assert_eq!(lines.next(), Some((96u64 << 20).to_string().as_str()), "{out}");
-    let addr = lines.next().unwrap_or_default().to_string();
-    let instance = m.config().instance.clone();
-    let o = Command::new("docker")
-        .args([
-            "network",
-            "ls",
-            "-q",
-            "--filter",
-            &format!("label=berth.instance={instance}"),
-        ])
-        .args(["--filter", "name=-net-build"])
-        .output()
-        .unwrap();
-    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let net = crate::common::docker_inspect("network", &id).expect("the build network exists");
-    let subnet = net["IPAM"]["Config"][0]["Subnet"].as_str().unwrap().to_string();
-    let prefix: String = subnet.split('.').take(2).collect::<Vec<_>>().join(".");
-    assert!(
-        addr.starts_with(&prefix),
-        "built on {addr}, the build bridge is {subnet}"
-    );
-    m.shutdown().await;
-    assert!(
-        crate::common::docker_inspect("network", &id).is_none(),
-        "the build network goes with the manager"
-    );
 }

@@ -218,6 +218,15 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
         );
     }
     assert!(lines.len() as u64 >= before + 40);
+    // It started once: the adoption is on its record, not a second `started`.
+    let events = d.json(&["events"]);
+    let starts = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["job"] == id.as_str() && e["kind"] == "started")
+        .count();
+    assert_eq!(starts, 1, "{events}");
     let k = d.json(&["kill", &id]);
     assert_eq!(k["result"], "killed");
     drop(again);

@@ -162,6 +162,13 @@ async fn a_job_on_a_remote_engine_gets_the_workspace_serves_its_port_and_leaves_
     assert!(page.contains("hello from the caller's workspace"), "{page}");
     let notes = v["job"]["limits"]["not_enforced"].to_string();
     assert!(notes.contains("remote engine"), "{notes}");
+    // The card tells the remote truths: a copy (what .dockerignore kept out), the egress.
+    let (_, card, _) = d.run(&["status", &id]);
+    assert!(
+        card.contains("Note: remote engine on") && card.contains("1 kept out by .dockerignore"),
+        "{card}"
+    );
+    assert!(card.contains("Note: egress"), "{card}");
 
     // A port condition means the server inside accepts, through the relay
     // too: a job whose port nothing listens on is not ready.
@@ -276,4 +283,44 @@ async fn an_ssh_engine_runs_the_same_job() {
     assert_eq!(code, 0, "{err}");
     assert!(d.wait_exit(Duration::from_secs(20)).is_some());
     assert_eq!(remote.berth_containers(), 0, "containers left on the engine");
+}
+
+/// A `layer` job on a remote engine: what it wrote there comes back into
+/// its layer when it ends, so `berth diff` and `berth apply` bring a test
+/// report home after the job (and its container) are gone.
+#[tokio::test]
+async fn a_remote_layer_job_brings_its_report_back_with_apply_after_it_ended() {
+    let remote = RemoteEngine::start();
+    let d = Daemon::start_with(&remote.env());
+    let ws = d.dir.path().join("ws");
+    std::fs::write(ws.join("old.txt"), "to be removed\n").unwrap();
+    std::fs::write(ws.join("kept.txt"), "kept\n").unwrap();
+    let script = "mkdir -p reports && echo '<testsuite tests=\"1\"/>' > reports/junit.xml && rm old.txt";
+    let (code, _, err) = d.run(&[
+        "run", "--write", "layer", "--runner", "docker", "--image", SANDBOX, "--", "sh", "-c", script,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("changed in layer job-1"), "{err}");
+    // Its container goes (in the background); the layer does not need it.
+    eventually(Duration::from_secs(15), "the job's container removed", || {
+        remote.berth_containers() == 0
+    })
+    .await;
+    let (_, diff, _) = d.run(&["diff", "job-1"]);
+    for line in ["A  reports/junit.xml", "D  old.txt"] {
+        assert!(
+            diff.lines().any(|l| l.starts_with(line)),
+            "{line} missing:\n{diff}"
+        );
+    }
+    assert!(!diff.contains("kept.txt"), "{diff}");
+    let (code, out, err) = d.run(&["apply", "job-1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("reports/junit.xml")).unwrap(),
+        "<testsuite tests=\"1\"/>\n"
+    );
+    assert!(!ws.join("old.txt").exists());
+    let layers = d.json(&["layers"]);
+    assert_eq!(layers[0]["remote"], true, "{layers}");
 }

@@ -3,13 +3,19 @@
 //! nothing behind; hostile requests through the job's socket are refused
 //! and logged; a SIGKILLed daemon's children go with the watchdog; the cap
 //! counts the job once and its children count against its child limit.
+//! Requests written byte for byte against the engine's own parsing are
+//! `differential.rs`; random creates are `fuzz.rs`.
 
 use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{Daemon, eventually};
 
+mod bodies;
+mod differential;
+mod fuzz;
 mod py;
+mod raw;
 mod setup;
 
 use py::*;

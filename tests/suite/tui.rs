@@ -163,8 +163,12 @@ fn kill_and_background_from_the_panel() {
     tmux.keys(&["Escape"]);
     tmux.wait_for("the panel again", |s| s.contains("RUNNING (3)"));
 
-    // `k` stops job-1, and the manager records that a user did it.
+    // `k` asks, `y` stops job-1, and the manager records that a user did it.
     tmux.keys(&["k"]);
+    tmux.wait_for("the question", |s| {
+        s.contains("kill job-1 (") && s.contains("y to stop it")
+    });
+    tmux.keys(&["y"]);
     poll("job-1's ended event with ended_by=user", || {
         d.json(&["events"])["events"]
             .as_array()

@@ -70,14 +70,43 @@ impl Context {
                     tar.append_link(&mut h, under(prefix, &e.rel), target)?;
                 }
                 Kind::File { size, ident, .. } => {
-                    let f = self.root.file(Path::new(&e.rel), Some(*ident))?;
-                    // Exactly the size hashed: a file that grew meanwhile is cut, not overrun.
+                    // Swapped, removed or replaced since the walk: berth's words, not an errno.
+                    let changed = || super::super::beneath::changed(&self.dir.join(&e.rel));
+                    let f = self
+                        .root
+                        .file(Path::new(&e.rel), Some(*ident))
+                        .map_err(|_| changed())?;
+                    // Exactly the size hashed: a file that grew meanwhile is
+                    // cut, one that shrank is refused (its tar entry would be short).
                     let mut h = header(e, tar::EntryType::Regular, *size);
-                    tar.append_data(&mut h, under(prefix, &e.rel), f.take(*size))?;
+                    let exact = Exact {
+                        inner: f.take(*size),
+                        left: *size,
+                        changed: &changed,
+                    };
+                    tar.append_data(&mut h, under(prefix, &e.rel), exact)?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// A file read for exactly the size the walk saw: ending early is an error.
+struct Exact<'a, R> {
+    inner: R,
+    left: u64,
+    changed: &'a dyn Fn() -> std::io::Error,
+}
+
+impl<R: Read> Read for Exact<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.left > 0 && !buf.is_empty() {
+            return Err((self.changed)());
+        }
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 

@@ -198,3 +198,34 @@ fn the_workspace_upload_is_the_tree_under_its_path_owned_by_the_job() {
         ]
     );
 }
+
+/// A file replaced, removed or shortened after the walk: the tar is refused
+/// in berth's own words, never sent short or with another file's bytes.
+#[test]
+fn a_context_changed_after_the_walk_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join("Dockerfile"), "FROM scratch\n").unwrap();
+    let write = |change: &dyn Fn()| {
+        std::fs::write(ws.join("a.txt"), "0123456789").unwrap();
+        let ctx = walk(ws, ws, &ws.join("Dockerfile"), &BTreeMap::new()).unwrap();
+        change();
+        ctx.write_tar(std::io::sink()).unwrap_err().to_string()
+    };
+    // Made before the old one goes, so it cannot get the old one's inode.
+    let replaced = || {
+        std::fs::write(ws.join("a.new"), "0123456789").unwrap();
+        std::fs::rename(ws.join("a.new"), ws.join("a.txt")).unwrap();
+    };
+    let shortened = || std::fs::write(ws.join("a.txt"), "01").unwrap();
+    let removed = || std::fs::remove_file(ws.join("a.txt")).unwrap();
+    for (what, change) in [
+        ("replaced", &replaced as &dyn Fn()),
+        ("shortened", &shortened),
+        ("removed", &removed),
+    ] {
+        let err = write(change);
+        assert!(err.contains("changed while berth read it"), "{what}: {err}");
+        assert!(err.contains("a.txt"), "{what}: {err}");
+    }
+}

@@ -106,13 +106,15 @@ pub(super) async fn adopt(
     }
     let rules = engine.rules(allow, on_denial);
     let proxy = match (proxy_port(&inspected), &slot) {
-        (Some(port), Some(slot)) => match reach::start_proxy(id, &slot.addr, &slot.name, &rules, port) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!(job = %id, error = %e, "could not start the adopted job's egress proxy again");
-                None
+        (Some(port), Some(slot)) => {
+            match reach::start_proxy(id.as_str(), &slot.addr, &slot.name, &rules, port) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!(job = %id, error = %e, "could not start the adopted job's egress proxy again");
+                    None
+                }
             }
-        },
+        }
         _ => None,
     };
     let control = DockerControl::new(

@@ -3,20 +3,21 @@
 //! that hash is reused as it is, else the tar is streamed to the engine's
 //! classic builder while its output is folded into [`BuildProgress`]
 //! reports. A failed build is one error naming the Dockerfile and the
-//! engine's last error line; intermediate containers are always removed
-//! (`forcerm`) and no tag is left, so nothing of a failed build is used. One
-//! build per tag at a time in this process: a second job asking for the same
-//! context waits and then reuses it. After a build, older images of the same
-//! workspace are removed (unless a container still uses them).
+//! engine's last error line (or the context and berth's own line, when it
+//! changed while berth sent it); intermediate containers are always
+//! removed (`forcerm`) and no tag is left, so nothing of a failed build is
+//! used. One build per tag at a time in this process: a second job asking
+//! for the same context waits and then reuses it. After a build, older
+//! images of the same workspace are removed (unless a container still uses
+//! them).
 //!
 //! A build runs the project's `RUN` steps, which a job could have written:
-//! it is sandboxed like a job (and only ever starts from a file the user
-//! trusted, see `crate::trust`). Its steps get the project's CPU and memory
-//! limits, and no network at all when the Dockerfile runs nothing; one that
-//! does runs on the instance's own build bridge (`…-net-build`, no traffic
-//! between its containers, removed with the job networks), never on the
-//! engine's default bridge beside other containers. The classic builder's
-//! API has no process limit and no capability list: SECURITY.md says so.
+//! it only ever starts from a file the user trusted (`crate::trust`), and
+//! is confined like a job (`confine.rs`: the project's egress, limits and
+//! processes). It fetches nothing by itself: a Dockerfile whose `ADD` names
+//! a URL (which the engine would download from its own host, past every
+//! network the build has) is refused before the build, naming the line,
+//! unless the user's own config says `build_add_urls = true`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -28,13 +29,18 @@ use super::DockerClient;
 use bollard::query_parameters::{BuildImageOptions, ListImagesOptions};
 use bytes::Bytes;
 
+use super::Engine;
 use super::throttle::Throttle;
-use super::{Engine, network};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::images::build::{WORKSPACE_LABEL, project_tag};
 use crate::images::context::{self, Context};
 use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
-use crate::model::Limits;
+use crate::net::DenialFn;
+
+mod confine;
+
+use confine::{Confined, confine};
 
 /// Shortest time between two progress reports.
 /// Bytes per chunk of the context sent to the engine.
@@ -61,62 +67,24 @@ pub async fn walk(workspace: &Path, build: &ProjectBuild) -> Result<Context> {
         })?
 }
 
-/// Whether a Dockerfile runs commands (then its build may need a network).
-pub fn runs_commands(dockerfile: &[u8]) -> bool {
-    String::from_utf8_lossy(dockerfile).lines().any(|l| {
-        let word = l.split_whitespace().next().unwrap_or("");
-        // ONBUILD RUN triggers run in builds FROM this image, not this one.
-        word.eq_ignore_ascii_case("RUN")
-    })
-}
-
-/// The network and limits a build's steps get (see the module doc).
-struct Confined {
-    network: String,
-    memory: Option<i32>,
-    cpu_quota: Option<i32>,
-}
-
-async fn confine(engine: &Engine, docker: &DockerClient, ctx: &Context, limits: &Limits) -> Result<Confined> {
-    let network = match runs_commands(ctx.dockerfile_text()) {
-        false => "none".to_string(),
-        true => {
-            static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-            let _one = LOCK.lock().await;
-            engine
-                .used_network
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            let name = format!("{}-build", engine.pool.prefix());
-            // A build's RUN steps fetch packages: a NAT'd network, not an internal one.
-            network::ensure(docker, &name, &engine.ownership, false).await?;
-            name
-        }
-    };
-    // The engine's build API takes 32-bit sizes: at most 2 GiB − 1 byte.
-    let memory = limits.memory.map(|m| m.min(i32::MAX as u64) as i32);
-    let cpu_quota = limits
-        .cpus
-        .map(|c| (c * 100_000.0).round().clamp(1_000.0, i32::MAX as f64) as i32);
-    Ok(Confined {
-        network,
-        memory,
-        cpu_quota,
-    })
-}
-
-/// Make the project image of `build` present: reused when its tag exists,
-/// else built, confined to `limits` (see the module doc). `reason` says why
-/// this build applies (for the card).
+/// Make the project image of `build` present for `project` (its workspace,
+/// egress and limits): reused when its tag exists, else built, confined
+/// (see the module doc). `reason` says why this build applies (for the
+/// card); `on_denial` hears of what the build's egress proxy denies.
 pub async fn ensure(
     engine: &Engine,
     docker: &DockerClient,
-    workspace: &Path,
+    project: &Config,
     build: &ProjectBuild,
     reason: &str,
     progress: &BuildProgressFn,
-    limits: &Limits,
+    on_denial: DenialFn,
 ) -> Result<ImageChoice> {
+    let workspace = &project.workspace;
     let ctx = walk(workspace, build).await?;
+    if !project.build_add_urls {
+        refuse_fetches(project, build, &ctx)?;
+    }
     let tag = project_tag(workspace, &ctx.hash);
     let mut choice = ImageChoice {
         name: tag.clone(),
@@ -129,11 +97,30 @@ pub async fn ensure(
         return Ok(choice);
     }
     let started = Instant::now();
-    let confined = confine(engine, docker, &ctx, limits).await?;
-    run_build(docker, workspace, build, ctx, &tag, progress, confined).await?;
+    let confined = confine(engine, docker, &ctx, project, &tag, on_denial).await?;
+    run_build(docker, workspace, build, ctx, &tag, progress, &confined).await?;
     choice.build_ms = Some(started.elapsed().as_millis() as u64);
     remove_older(docker, workspace, &tag).await;
     Ok(choice)
+}
+
+/// A Dockerfile whose `ADD` fetches a URL, refused in one line naming it.
+fn refuse_fetches(project: &Config, build: &ProjectBuild, ctx: &Context) -> Result<()> {
+    let Some(fetch) = crate::images::dockerfile::first_fetch(ctx.dockerfile_text()) else {
+        return Ok(());
+    };
+    let own = match &project.user_file {
+        Some(f) => format!(" ({})", f.display()),
+        None => String::new(),
+    };
+    Err(Error::BuildContext {
+        path: build.dockerfile.clone(),
+        message: format!(
+            "line {}: `{}` would have the engine fetch a URL from its own host, past the project's egress; fetch it in a RUN step (under the egress policy), or allow URL sources with build_add_urls = true in your own berth config{own}",
+            fetch.line,
+            crate::inert::visible(&fetch.instruction)
+        ),
+    })
 }
 
 async fn present(docker: &DockerClient, tag: &str) -> Result<bool> {
@@ -183,81 +170,47 @@ async fn run_build(
     ctx: Context,
     tag: &str,
     progress: &BuildProgressFn,
-    confined: Confined,
+    confined: &Confined,
 ) -> Result<()> {
     let failed = |reason: String| Error::ImageBuildFailed {
         dockerfile: build.dockerfile.clone(),
         reason,
     };
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let dockerfile = ctx.dockerfile_in_tar.clone();
-    let hash = ctx.hash.clone();
+    let opts = options(workspace, build, &ctx, tag, confined);
     let writer = tokio::task::spawn_blocking(move || {
         let mut w = ChannelWriter {
             tx,
             buf: Vec::with_capacity(CHUNK),
         };
-        if let Err(e) = ctx.write_tar(&mut w) {
-            let _ = w.tx.blocking_send(Err(e));
+        let wrote = ctx.write_tar(&mut w);
+        if let Err(e) = &wrote {
+            // Ends the request: the engine never builds from a cut context.
+            let _ =
+                w.tx.blocking_send(Err(std::io::Error::new(e.kind(), e.to_string())));
         }
+        wrote
     });
     let body = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let opts = BuildImageOptions {
-        dockerfile,
-        t: Some(tag.into()),
-        rm: true,
-        // Intermediate containers go even when a step fails: nothing is left behind.
-        forcerm: true,
-        buildargs: Some(build.args.clone().into_iter().collect()),
-        labels: Some(HashMap::from([
-            (WORKSPACE_LABEL.to_string(), workspace.display().to_string()),
-            ("berth.project.hash".to_string(), hash),
-        ])),
-        networkmode: Some(confined.network),
-        memory: confined.memory,
-        // No swap on top of the limit, as for jobs.
-        memswap: confined.memory,
-        cpuperiod: confined.cpu_quota.map(|_| 100_000),
-        cpuquota: confined.cpu_quota,
-        ..Default::default()
-    };
     let mut p = BuildProgress {
         image: tag.into(),
         dockerfile: build.dockerfile.clone(),
         ..Default::default()
     };
-    let started = Instant::now();
-    progress(p.clone());
-    let mut stream = Box::pin(docker.build_image(tag, opts, body));
-    let mut outcome = Ok(());
-    let mut throttle = Throttle::new();
-    while let Some(item) = throttle.next(&mut stream, || progress(p.clone())).await {
-        let info = match item {
-            Ok(info) => info,
-            // The builder's own error comes as a stream error: its words, unwrapped.
-            Err(e) => {
-                outcome = Err(last_line(&e.engine_reason()));
-                break;
-            }
-        };
-        if let Some(detail) = &info.error_detail {
-            let msg = detail.message.clone().unwrap_or_default();
-            outcome = Err(last_line(&msg));
-            break;
-        }
-        for text in [info.stream.as_deref(), info.status.as_deref()]
-            .into_iter()
-            .flatten()
-        {
-            for line in text.lines() {
-                p.add_line(line);
-            }
-        }
-        p.elapsed_ms = started.elapsed().as_millis() as u64;
-        throttle.changed(|| progress(p.clone()));
+    let stream = Box::pin(docker.build_image(tag, opts, body));
+    let outcome = follow(docker, stream, &mut p, progress, confined.pids).await;
+    // The context changed while berth sent it: berth's own words, not the
+    // engine's about a request cut short. (A broken pipe is the engine
+    // having stopped reading: its own error says why.)
+    if let Ok(Err(e)) = writer.await
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        let _ = docker.remove_image(tag).await;
+        return Err(Error::BuildContext {
+            path: build.context.clone(),
+            message: e.to_string(),
+        });
     }
-    drop(stream);
-    let _ = writer.await;
     if let Err(reason) = outcome {
         let at = match p.steps {
             0 => String::new(),
@@ -270,9 +223,88 @@ async fn run_build(
         return Err(failed("the build ended but the image is not there".into()));
     }
     p.done = true;
-    p.elapsed_ms = started.elapsed().as_millis() as u64;
     progress(p);
     Ok(())
+}
+
+/// The build's query: the tag, labels, args and confinement.
+fn options(
+    workspace: &Path,
+    build: &ProjectBuild,
+    ctx: &Context,
+    tag: &str,
+    c: &Confined,
+) -> BuildImageOptions {
+    let mut args: HashMap<String, String> = build.args.clone().into_iter().collect();
+    args.extend(c.proxy_args.iter().cloned());
+    BuildImageOptions {
+        dockerfile: ctx.dockerfile_in_tar.clone(),
+        t: Some(tag.into()),
+        rm: true,
+        // Intermediate containers go even when a step fails: nothing is left behind.
+        forcerm: true,
+        buildargs: Some(args),
+        labels: Some(HashMap::from([
+            (WORKSPACE_LABEL.to_string(), workspace.display().to_string()),
+            ("berth.project.hash".to_string(), ctx.hash.clone()),
+        ])),
+        networkmode: Some(c.network.clone()),
+        memory: c.memory,
+        // No swap on top of the limit, as for jobs.
+        memswap: c.memory,
+        cpuperiod: c.cpu_quota.map(|_| 100_000),
+        cpuquota: c.cpu_quota,
+        ..Default::default()
+    }
+}
+
+/// Fold the build's output into `p` (reported through `progress`), giving
+/// each step's container the `pids` limit as soon as it is named; the
+/// engine's error line, if the build failed.
+async fn follow(
+    docker: &DockerClient,
+    mut stream: impl futures_util::Stream<Item = Result<bollard::models::BuildInfo>> + Unpin,
+    p: &mut BuildProgress,
+    progress: &BuildProgressFn,
+    pids: Option<i64>,
+) -> std::result::Result<(), String> {
+    let started = Instant::now();
+    progress(p.clone());
+    let mut throttle = Throttle::new();
+    while let Some(item) = throttle.next(&mut stream, || progress(p.clone())).await {
+        let info = match item {
+            Ok(info) => info,
+            // The builder's own error comes as a stream error: its words, unwrapped.
+            Err(e) => return Err(last_line(&e.engine_reason())),
+        };
+        if let Some(detail) = &info.error_detail {
+            return Err(last_line(detail.message.as_deref().unwrap_or_default()));
+        }
+        for text in [info.stream.as_deref(), info.status.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            for line in text.lines() {
+                if let (Some(id), Some(pids)) = (line.trim().strip_prefix("---> Running in "), pids) {
+                    limit_step(docker, id.trim(), pids).await;
+                }
+                p.add_line(line);
+            }
+        }
+        p.elapsed_ms = started.elapsed().as_millis() as u64;
+        throttle.changed(|| progress(p.clone()));
+    }
+    p.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(())
+}
+
+/// The step container `id` gets the project's process limit (the build API
+/// has none; see `confine.rs`).
+async fn limit_step(docker: &DockerClient, id: &str, pids: i64) {
+    if let Err(e) = docker.limit_pids(id, pids).await {
+        // A step that ended already needs none.
+        tracing::debug!(container = id, error = %e, "a build step's process limit was not set");
+    }
 }
 
 /// The last non-empty line of an engine message (builds can answer with several).
@@ -307,5 +339,54 @@ async fn remove_older(docker: &DockerClient, workspace: &Path, keep: &str) {
                 tracing::debug!(error = %e, "older project image kept");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context file that shrank between the walk and the send: the build
+    /// fails in berth's words (not the engine's about a request cut short)
+    /// and leaves no tag. Talks to the real engine.
+    #[tokio::test]
+    async fn a_context_changed_while_sent_is_said_in_berths_words() {
+        let limit = std::time::Duration::from_secs(5);
+        let docker = DockerClient::connect(super::super::Endpoint::current(), limit)
+            .await
+            .expect("a Docker engine (see runner/docker/tests.rs)");
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(
+            ws.join("Dockerfile"),
+            "FROM berth/sandbox:latest\nCOPY a.txt /a.txt\n",
+        )
+        .unwrap();
+        std::fs::write(ws.join("a.txt"), vec![b'x'; 600 << 10]).unwrap();
+        let build = ProjectBuild {
+            dockerfile: ws.join("Dockerfile"),
+            context: ws.to_path_buf(),
+            args: Default::default(),
+            declared_in: ws.join("berth.toml"),
+        };
+        let ctx = walk(ws, &build).await.unwrap();
+        std::fs::write(ws.join("a.txt"), "short").unwrap();
+        let tag = format!("berth-project/changed-{}:test", std::process::id());
+        let confined = Confined {
+            network: "none".into(),
+            memory: None,
+            cpu_quota: None,
+            pids: None,
+            proxy_args: Vec::new(),
+            proxy: None,
+        };
+        let quiet: BuildProgressFn = Arc::new(|_| {});
+        let err = run_build(&docker, ws, &build, ctx, &tag, &quiet, &confined)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("changed while berth read it"), "{err}");
+        assert!(err.contains("a.txt") && !err.contains("hyper"), "{err}");
+        assert!(!present(&docker, &tag).await.unwrap(), "no tag is left");
     }
 }

@@ -219,6 +219,16 @@ impl Engine {
         if !keep_pauses {
             network::release_all(docker, &self.ownership).await;
         }
+        // Dead managers' volumes (layers' mounts): one still in use by an
+        // adopted job stays (the engine refuses).
+        if let Ok(volumes) = docker.volumes_labelled(&self.ownership.filters()).await {
+            for (name, labels) in volumes {
+                let owner = labels.get(LABEL_OWNER);
+                if owner.is_some_and(|o| *o != me && !crate::procinfo::owner_alive(o)) {
+                    let _ = docker.remove_volume(&name).await;
+                }
+            }
+        }
         removed
     }
 

@@ -152,6 +152,19 @@ impl DockerClient {
             .map_err(fail(EngineOp::CreateContainer, name))
     }
 
+    /// Set container `id`'s process limit (a build step's: the build API has none).
+    pub async fn limit_pids(&self, id: &str, pids: i64) -> Result<()> {
+        let body = bollard::models::ContainerUpdateBody {
+            pids_limit: Some(pids),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(id, body)
+            .await
+            .map(|_| ())
+            .map_err(fail(EngineOp::UpdateContainer, id))
+    }
+
     pub async fn start_container(&self, id: &str) -> Result<()> {
         self.docker
             .start_container(id, None)
@@ -392,6 +405,20 @@ impl DockerClient {
 
     /// Names of the volumes whose labels match every `key=value` of `labels`.
     pub async fn list_volumes(&self, labels: &[String]) -> Result<Vec<String>> {
+        Ok(self
+            .volumes_labelled(labels)
+            .await?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    /// The volumes whose labels match every `key=value` of `labels`, each
+    /// with all its labels.
+    pub async fn volumes_labelled(
+        &self,
+        labels: &[String],
+    ) -> Result<Vec<(String, HashMap<String, String>)>> {
         let opts = ListVolumesOptions {
             filters: Some(HashMap::from([("label".to_string(), labels.to_vec())])),
         };
@@ -404,7 +431,7 @@ impl DockerClient {
             .volumes
             .unwrap_or_default()
             .into_iter()
-            .map(|v| v.name)
+            .map(|v| (v.name, v.labels))
             .collect())
     }
 }

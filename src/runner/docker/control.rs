@@ -38,6 +38,9 @@ pub struct DockerControl {
     pub(super) scope: Option<Arc<scoped::Scope>>,
     /// The job's seat in its session's pod (pod/): given up when it ends.
     pub(super) pod: Option<Arc<pod::Member>>,
+    /// A `layer` job on a remote engine: its changes are read back into
+    /// its layer when it ends (`remote_layer.rs`).
+    pub(super) remote_layer: Option<Arc<super::remote_layer::RemoteLayer>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -67,6 +70,7 @@ impl DockerControl {
             net: Arc::new(net),
             scope: None,
             pod: None,
+            remote_layer: None,
         }
     }
 
@@ -174,6 +178,14 @@ impl crate::runner::JobControl for DockerControl {
 
     fn end_children(&self) -> BoxFuture<'_, ()> {
         Box::pin(DockerControl::end_children(self))
+    }
+
+    fn collect(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(rl) = &self.remote_layer {
+                super::remote_layer::collect(&self.docker, &self.container_id, rl).await;
+            }
+        })
     }
 
     fn cleanup(&self) {

@@ -117,6 +117,8 @@ pub struct Context<'a> {
     /// by the attempt before the start), ports are published on the engine
     /// host (`remote.rs`).
     pub remote: Option<&'a super::remote::RemoteJob>,
+    /// `layer` mode: the volume that mounts the job's layer (`layer.rs`).
+    pub layer: Option<&'a super::layer::LayerMount>,
 }
 
 /// The engine's `User` and the uid/gid for HOME's tmpfs. `root` is `0:0`.
@@ -294,7 +296,7 @@ fn port_bindings(ctx: &Context<'_>, ports: &[PortPlan]) -> (Bindings, Vec<String
 }
 
 /// The labels `remove_labelled` and crash recovery find the container by.
-fn labels(ctx: &Context<'_>) -> HashMap<String, String> {
+pub(super) fn labels(ctx: &Context<'_>) -> HashMap<String, String> {
     HashMap::from([
         (LABEL_MANAGED.to_string(), "true".to_string()),
         (LABEL_INSTANCE.to_string(), ctx.instance.to_string()),

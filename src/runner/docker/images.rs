@@ -14,32 +14,25 @@ impl Engine {
     /// Choose the image of `spec` in `project` (the job's effective config)
     /// and make it present: pulled as the job's pull policy says, or built
     /// from the project's Dockerfile (reused while its context is unchanged),
-    /// reporting progress. Dropping the future cancels a pull or build under way.
+    /// reporting progress; `on_denial` hears of what a build's egress proxy
+    /// denies. Dropping the future cancels a pull or build under way.
     /// (`_id`: engine failures name the image, not the job.)
     pub async fn prepare(
         &self,
         _id: &JobId,
         spec: &JobSpec,
         project: &Config,
-        progress: ProgressFn,
-        building: BuildProgressFn,
+        progress: (ProgressFn, BuildProgressFn),
+        on_denial: crate::net::DenialFn,
     ) -> Result<crate::images::ImageChoice> {
+        let (progress, building) = progress;
         let docker = self.client().await?;
         let dev_present =
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
         let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(c) => c,
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(
-                    self,
-                    docker,
-                    &project.workspace,
-                    &build,
-                    &why,
-                    &building,
-                    &project.limits,
-                )
-                .await;
+                return build::ensure(self, docker, project, &build, &why, &building, on_denial).await;
             }
         };
         let policy = spec.pull.unwrap_or(project.pull);
@@ -54,6 +47,7 @@ impl Engine {
         &self,
         project: &Config,
         building: BuildProgressFn,
+        on_denial: crate::net::DenialFn,
     ) -> Result<Option<crate::images::ImageChoice>> {
         let docker = self.client().await?;
         if let Some(l) = project.untrusted.first() {
@@ -61,16 +55,7 @@ impl Engine {
         }
         match crate::images::choose_image(&JobSpec::default(), project, false)? {
             crate::images::Choice::Build { build, why } => Ok(Some(
-                build::ensure(
-                    self,
-                    docker,
-                    &project.workspace,
-                    &build,
-                    &why,
-                    &building,
-                    &project.limits,
-                )
-                .await?,
+                build::ensure(self, docker, project, &build, &why, &building, on_denial).await?,
             )),
             crate::images::Choice::Image(_) => Ok(None),
         }

@@ -97,6 +97,7 @@ fn scoped_opening<'a>(
         job_dir: output.dir(),
         user: &project.user,
         workspace: project.workspace,
+        layer_upper: project.layer.map(|l| l.upper()),
         cpus: limits(
             spec.limits.cpus,
             project.defaults.cpus,
@@ -175,7 +176,18 @@ async fn launch_one(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let (protected, protect_warnings) = prepare::protected_files(&job, prepared.remote.is_some());
+    // The workspace as the mode says (`create/mounts.rs`): a layer's volume
+    // made first; the copies of protected files only where the job writes
+    // the checkout itself.
+    let layer_mount = match (project.layer, &prepared.remote) {
+        (Some(layer), None) => Some(engine.layer_mount(&job.docker, layer, id).await?),
+        _ => None,
+    };
+    let direct = spec.write.unwrap_or_default() == crate::model::WriteMode::Direct;
+    let (protected, protect_warnings) = match direct {
+        true => prepare::protected_files(&job, prepared.remote.is_some()),
+        false => (Vec::new(), Vec::new()),
+    };
     let mut attempts = Attempts {
         engine,
         docker: &job.docker,
@@ -193,6 +205,7 @@ async fn launch_one(
         member: prepared.member.as_ref(),
         job_dir: &job_dir,
         protected: &protected,
+        layer: layer_mount.as_ref(),
         name: create::container_name(&engine.instance, engine.state(), id),
         proxy: None,
         slot: prepared.slot.take(),

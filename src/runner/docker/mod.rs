@@ -40,6 +40,7 @@ mod exec;
 mod exit;
 mod images;
 mod launch;
+mod layer;
 mod network;
 mod ownership;
 mod pause;
@@ -49,6 +50,7 @@ mod protect;
 mod pull;
 pub mod reach;
 mod remote;
+mod remote_layer;
 mod scoped;
 mod seam;
 mod slot;
@@ -157,6 +159,8 @@ pub struct Engine {
     warm: std::sync::atomic::AtomicBool,
     /// The config's child limit of a scoped engine, for `launch` without a project.
     max_children: usize,
+    /// The volumes that mount layers (`layer.rs`).
+    layer_volumes: layer::LayerVolumes,
 }
 
 /// What a job's sandbox is made of: its project's decisions about its
@@ -182,6 +186,8 @@ pub(super) struct Sandbox<'a> {
     pub protect: Vec<std::path::PathBuf>,
     /// Most children of a job with a scoped engine.
     pub max_children: usize,
+    /// `layer` mode: the layer the job writes (`crate::layers`).
+    pub layer: Option<&'a crate::layers::Layer>,
 }
 
 impl Engine {
@@ -225,6 +231,7 @@ impl Engine {
             precheck_ports: true,
             warm: std::sync::atomic::AtomicBool::new(false),
             max_children: config.max_children,
+            layer_volumes: Default::default(),
         }
     }
 
@@ -378,6 +385,7 @@ impl Engine {
             read_only: false,
             protect: Vec::new(),
             max_children: self.max_children,
+            layer: None,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -387,15 +395,9 @@ impl Engine {
     /// workspace, user, network, egress and default limits instead of the
     /// engine's; `on_denial` hears of every request its egress proxy denies.
     /// The image must have been made present by [`prepare`](Self::prepare).
-    pub async fn launch_in(
-        &self,
-        id: &JobId,
-        spec: &JobSpec,
-        cwd: &Path,
-        output: &Arc<JobOutput>,
-        config: &Config,
-        on_denial: crate::net::DenialFn,
-    ) -> Result<Launched> {
+    pub async fn launch_in(&self, job: &crate::runner::Launch<'_>) -> Result<Launched> {
+        let (id, spec, cwd, output, config) = (job.id, job.spec, job.cwd, job.output, job.config);
+        let on_denial = job.on_denial.clone();
         let allow = crate::net::Allowlist::parse(&config.egress_allow)?;
         let project = Sandbox {
             image: &config.image,
@@ -415,9 +417,18 @@ impl Engine {
                 .cloned()
                 .collect(),
             max_children: config.max_children,
+            layer: job.layer,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
+    }
+
+    /// Remove the layer volumes this engine made (shutdown: no container
+    /// uses them any more).
+    pub async fn release_layer_volumes(&self) {
+        if let Ok(docker) = self.client().await {
+            self.release_layers(docker).await;
+        }
     }
 
     /// The egress proxy's rules: `allow`, never this engine's TCP endpoint.

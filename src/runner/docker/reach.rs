@@ -146,13 +146,14 @@ pub struct EgressRules {
     pub on_denial: DenialFn,
 }
 
-/// Start job `id`'s egress proxy on the gateway of its network `name` at
-/// `addr` (`port` 0: any; an adopted job's recorded port otherwise).
-pub fn start_proxy(id: &JobId, addr: &NetAddr, name: &str, rules: &EgressRules, port: u16) -> Result<Proxy> {
+/// Start the egress proxy of `who` (a job's id, or a build) on the gateway
+/// of its network `name` at `addr` (`port` 0: any; an adopted job's
+/// recorded port otherwise).
+pub fn start_proxy(who: &str, addr: &NetAddr, name: &str, rules: &EgressRules, port: u16) -> Result<Proxy> {
     let (Some(gateway), Some(subnet)) = (addr.gateway, addr.subnet) else {
         return Err(Error::Docker {
             action: "start the egress proxy",
-            job: id.to_string(),
+            job: who.to_string(),
             message: format!(
                 "the job network {name} has no gateway address; set egress = \"none\" or \"all\""
             ),
@@ -163,7 +164,7 @@ pub fn start_proxy(id: &JobId, addr: &NetAddr, name: &str, rules: &EgressRules, 
         deny: rules.deny.clone(),
         on_denial: rules.on_denial.clone(),
     };
-    Proxy::start(SocketAddr::new(gateway, port), subnet, policy, id.as_str())
+    Proxy::start(SocketAddr::new(gateway, port), subnet, policy, who)
 }
 
 /// What berth runs for one job on this machine: closed with the job.

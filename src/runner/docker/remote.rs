@@ -41,6 +41,8 @@ pub struct RemoteJob {
     pub upload: bytes::Bytes,
     /// Said on the card (`not_enforced`).
     pub notes: Vec<String>,
+    /// When the workspace was read for the upload (a `layer` job's copy).
+    pub uploaded_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The engine's host when `endpoint` is remote.
@@ -53,7 +55,13 @@ pub fn remote_host(endpoint: &Endpoint) -> Option<String> {
 
 impl RemoteJob {
     /// Read the workspace (off the async workers) and work out the addresses.
-    pub async fn prepare(id: &JobId, endpoint: &Endpoint, workspace: &Path, user: &str) -> Result<RemoteJob> {
+    pub async fn prepare(
+        id: &JobId,
+        endpoint: &Endpoint,
+        workspace: &Path,
+        user: &str,
+        layer: Option<&str>,
+    ) -> Result<RemoteJob> {
         let host = remote_host(endpoint).unwrap_or_default();
         let reach = endpoint.host_addr().ok_or_else(|| Error::EngineUnavailable {
             endpoint: endpoint.host.clone(),
@@ -73,25 +81,33 @@ impl RemoteJob {
         let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
         let owner = owner_ids(user);
         let started = std::time::Instant::now();
-        let (upload, files) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize)> {
-            let ctx = crate::images::context::walk_workspace(&ws)?;
-            let prefix = ws.to_string_lossy().trim_start_matches('/').to_string();
-            let mut tar = Vec::with_capacity(ctx.bytes as usize + 64 * 1024);
-            ctx.write_tar_under(&mut tar, &prefix, owner)
-                .map_err(|e| Error::io("pack", &ws, e))?;
-            Ok((tar, ctx.len()))
-        })
-        .await
-        .map_err(|e| Error::Docker {
-            action: "upload the workspace",
-            job: id.to_string(),
-            message: format!("packing it failed: {e}"),
-        })??;
-        // On the card: what went, and that nothing comes back on its own.
+        let uploaded_at = chrono::Utc::now();
+        let (upload, files, excluded) =
+            tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, usize, usize)> {
+                let ctx = crate::images::context::walk_workspace(&ws)?;
+                let prefix = ws.to_string_lossy().trim_start_matches('/').to_string();
+                let mut tar = Vec::with_capacity(ctx.bytes as usize + 64 * 1024);
+                ctx.write_tar_under(&mut tar, &prefix, owner)
+                    .map_err(|e| Error::io("pack", &ws, e))?;
+                Ok((tar, ctx.len(), ctx.excluded))
+            })
+            .await
+            .map_err(|e| Error::Docker {
+                action: "upload the workspace",
+                job: id.to_string(),
+                message: format!("packing it failed: {e}"),
+            })??;
+        // On the card: what went, and what comes back.
+        let back = match layer {
+            Some(l) => format!(
+                "its changes come back into layer {l} when it ends (`berth diff {l}`, `berth apply {l}`)"
+            ),
+            None => "nothing is synced back (`berth cp` fetches files)".into(),
+        };
         notes.insert(
             0,
             format!(
-                "remote engine on {host}: the workspace is a copy ({files} entries, {:.1} MiB, packed in {} ms) uploaded at the start; nothing is synced back (`berth cp` fetches files)",
+                "remote engine on {host}: the workspace is a copy ({files} entries, {:.1} MiB, {excluded} kept out by .dockerignore, packed in {} ms) uploaded at the start; {back}",
                 upload.len() as f64 / (1 << 20) as f64,
                 started.elapsed().as_millis()
             ),
@@ -101,6 +117,7 @@ impl RemoteJob {
             reach,
             upload: bytes::Bytes::from(upload),
             notes,
+            uploaded_at,
         })
     }
 }

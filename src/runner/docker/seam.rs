@@ -17,21 +17,22 @@ impl Runner for Engine {
         progress: Progress,
     ) -> BoxFuture<'a, Result<Option<ImageChoice>>> {
         Box::pin(async move {
-            let choice =
-                Engine::prepare(self, job.id, job.spec, job.config, progress.pull, progress.build).await?;
+            let progress = (progress.pull, progress.build);
+            let choice = Engine::prepare(
+                self,
+                job.id,
+                job.spec,
+                job.config,
+                progress,
+                job.on_denial.clone(),
+            )
+            .await?;
             Ok(Some(choice))
         })
     }
 
     fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
-        Box::pin(self.launch_in(
-            job.id,
-            job.spec,
-            job.cwd,
-            job.output,
-            job.config,
-            job.on_denial.clone(),
-        ))
+        Box::pin(self.launch_in(job))
     }
 
     fn usage<'a>(&'a self, info: &'a JobInfo) -> BoxFuture<'a, Option<Usage>> {

@@ -40,8 +40,18 @@ fn tabs_and_selection_keys() {
 #[test]
 fn actions_only_where_they_make_sense() {
     let mut app = mixed();
+    // A kill asks first: any key but `y` keeps the job.
+    assert_eq!(press(&mut app, KeyCode::Char('k')), Action::None);
+    assert!(
+        app.notice().unwrap().starts_with("kill job-1 ("),
+        "{:?}",
+        app.notice()
+    );
+    assert_eq!(press(&mut app, KeyCode::Char('n')), Action::None);
+    assert!(app.notice().unwrap().contains("keeps running"));
+    press(&mut app, KeyCode::Char('k'));
     assert_eq!(
-        press(&mut app, KeyCode::Char('k')),
+        press(&mut app, KeyCode::Char('y')),
         Action::Kill(JobId::from("job-1"))
     );
     assert_eq!(press(&mut app, KeyCode::Char('r')), Action::None);

@@ -49,6 +49,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         recovered: false,
         watch_hits_dropped: 0,
         children: Vec::new(),
+        writes: None,
         exit_code: status.exit_code(),
         ended_by: status.ended_by(),
         reason: status.reason(),

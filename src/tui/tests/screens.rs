@@ -91,6 +91,27 @@ fn diagnostic_view() {
 }
 
 #[test]
+fn layer_view_shows_the_jobs_layer_as_a_diff() {
+    let mut app = mixed();
+    press(&mut app, KeyCode::BackTab);
+    press(&mut app, KeyCode::Down);
+    assert_eq!(
+        press(&mut app, KeyCode::Char('l')),
+        Action::Open(JobId::from("job-6"), PaneKind::Layer)
+    );
+    let diff = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-print('a')\n+print('b')\n1 path changed in layer job-6 (0 added, 1 changed, 0 deleted; 4 KiB in the layer)\n";
+    app.apply(Msg::Text(JobId::from("job-6"), diff.into()));
+    let screen = format!("{:?}", draw(&app, 80, 24).backend());
+    assert!(
+        screen.contains("Layer diff · job-6") && screen.contains("+print('b')"),
+        "{screen}"
+    );
+    // Another job's text does not land in this pane.
+    app.apply(Msg::Text(JobId::from("job-5"), "other".into()));
+    assert!(!format!("{:?}", draw(&app, 80, 24).backend()).contains("other"));
+}
+
+#[test]
 fn long_lists_scroll_around_the_selection() {
     let mut app = App::new("default", now());
     let jobs = (1..=40)

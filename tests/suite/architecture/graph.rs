@@ -8,7 +8,11 @@
 //! An edge joins two sibling modules: a file of module `a::b::c` using
 //! `crate::a::d::x` makes the edge `b -> d` in folder `a` (and nothing at
 //! the top, where both are `a`). Only names that are modules count; a
-//! parent's own items (`super::Launched`) make no edge.
+//! parent's own items (`super::Launched`) make no edge, unless the parent
+//! re-exports them from a module (`pub use manager::Manager;` in lib.rs
+//! makes `crate::Manager` an edge to `manager`). Paths inside macro calls
+//! (`vec![…]`, `tokio::select! {…}`, `tracing::debug!(…)`) count too: their
+//! tokens are read for `a::b` sequences, since syn leaves them unparsed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -70,6 +74,8 @@ fn test_children(file: &syn::File) -> BTreeSet<String> {
 /// paths where it can be (`None` for other crates and std).
 struct Paths<'a> {
     modules: &'a BTreeSet<Module>,
+    /// Re-exports: module → name → the path it stands for.
+    reexports: &'a BTreeMap<Module, BTreeMap<String, Module>>,
     /// The module the code being visited is in (inline `mod x { }` pushes).
     at: Module,
     found: Vec<Module>,
@@ -102,8 +108,46 @@ impl Paths<'_> {
 
     fn add(&mut self, segs: Vec<String>) {
         if let Some(p) = self.resolve(&segs) {
-            self.found.push(p);
+            self.found.push(follow(p, self.modules, self.reexports));
         }
+    }
+
+    /// Every `a::b::c` (or lone name) in a macro call's tokens.
+    fn tokens(&mut self, stream: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
+        let mut segs: Vec<String> = Vec::new();
+        let mut colons = 0;
+        for t in stream {
+            match t {
+                TokenTree::Ident(i) if colons == 2 || segs.is_empty() => {
+                    segs.push(i.to_string());
+                    colons = 0;
+                    continue;
+                }
+                TokenTree::Punct(p) if p.as_char() == ':' && !segs.is_empty() && colons < 2 => {
+                    colons += 1;
+                    continue;
+                }
+                TokenTree::Group(g) => {
+                    self.flush(&mut segs);
+                    self.tokens(g.stream());
+                }
+                TokenTree::Ident(i) => {
+                    self.flush(&mut segs);
+                    segs.push(i.to_string());
+                }
+                _ => self.flush(&mut segs),
+            }
+            colons = 0;
+        }
+        self.flush(&mut segs);
+    }
+
+    fn flush(&mut self, segs: &mut Vec<String>) {
+        if segs.len() > 1 || segs.first().is_some_and(|s| s != "self" && s != "super" && s != "crate") {
+            self.add(std::mem::take(segs));
+        }
+        segs.clear();
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
@@ -167,11 +211,67 @@ impl<'ast> Visit<'ast> for Paths<'_> {
         self.use_tree(&mut Vec::new(), &u.tree);
     }
 
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.tokens(m.tokens.clone());
+        syn::visit::visit_macro(self, m);
+    }
+
     fn visit_path(&mut self, p: &'ast syn::Path) {
         let segs: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
         self.add(segs);
         syn::visit::visit_path(self, p);
     }
+}
+
+/// `p` with every re-exported name on its way replaced by what it stands
+/// for (`crate::Manager` → `crate::manager::Manager`).
+fn follow(mut p: Module, modules: &BTreeSet<Module>, reexports: &BTreeMap<Module, BTreeMap<String, Module>>) -> Module {
+    for _ in 0..8 {
+        let mut changed = false;
+        for i in 0..p.len() {
+            if modules.contains(&p[..=i].to_vec()) {
+                continue;
+            }
+            if let Some(target) = reexports.get(&p[..i].to_vec()).and_then(|m| m.get(&p[i])) {
+                let mut next = target.clone();
+                next.extend(p[i + 1..].iter().cloned());
+                changed = next != p;
+                p = next;
+            }
+            break;
+        }
+        if !changed {
+            break;
+        }
+    }
+    p
+}
+
+/// The `pub use` items of each module: name → the path it stands for.
+fn reexports_of(parsed: &BTreeMap<Module, syn::File>, modules: &BTreeSet<Module>) -> BTreeMap<Module, BTreeMap<String, Module>> {
+    let empty = BTreeMap::new();
+    let mut out: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
+    for (module, ast) in parsed {
+        for item in &ast.items {
+            let syn::Item::Use(u) = item else { continue };
+            if matches!(u.vis, syn::Visibility::Inherited) || is_test_attr(&u.attrs) {
+                continue;
+            }
+            let mut v = Paths {
+                modules,
+                reexports: &empty,
+                at: module.clone(),
+                found: Vec::new(),
+            };
+            v.use_tree(&mut Vec::new(), &u.tree);
+            for p in v.found {
+                if let Some(name) = p.last() {
+                    out.entry(module.clone()).or_default().insert(name.clone(), p.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The graphs of every folder of the crate whose sources are under `src`.
@@ -201,6 +301,7 @@ pub fn graphs(src: &Path) -> Graphs {
             test_only.insert(m);
         }
     }
+    let reexports = reexports_of(&parsed, &modules);
     let mut graphs = Graphs::new();
     for s in &sources {
         if s.module.is_empty() || test_only.iter().any(|t| s.module.starts_with(t)) {
@@ -208,6 +309,7 @@ pub fn graphs(src: &Path) -> Graphs {
         }
         let mut v = Paths {
             modules: &modules,
+            reexports: &reexports,
             at: s.module.clone(),
             found: Vec::new(),
         };

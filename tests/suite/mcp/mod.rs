@@ -23,6 +23,7 @@ mod budget;
 mod complete;
 mod inert;
 mod late_port;
+mod layers;
 mod list;
 mod pod;
 mod project_image;
@@ -307,6 +308,8 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
         "run_test",
         "run_build",
         "copy_out",
+        "diff",
+        "apply",
     ] {
         assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
     }

@@ -140,7 +140,7 @@ async fn the_seed_wait_on_conditions_pattern() {
 #[tokio::test]
 async fn exec_set_spawns_polls_pages_with_next_seq_and_kills() {
     let mcp = Mcp::start_with("exec", &[("BERTH_RUNNER", "host")], |_| {}).await;
-    assert_eq!(mcp.tool_names().await, vec!["shell"]);
+    assert_eq!(mcp.tool_names().await, vec!["apply", "diff", "shell"]);
     let t = mcp
         .ok(
             "shell",

@@ -84,6 +84,8 @@ async fn process_set_runs_waits_reads_and_stops() {
     assert_eq!(
         names,
         [
+            "apply",
+            "diff",
             "list_processes",
             "read_process_output",
             "run_background",

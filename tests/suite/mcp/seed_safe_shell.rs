@@ -30,7 +30,11 @@ async fn the_seed_schema_and_its_documented_background_flow_under_docker() {
     .await;
     // The schema as the seed writes it.
     let tools = mcp.client().list_all_tools().await.unwrap();
-    let schema = serde_json::to_value(&tools[0].input_schema).unwrap();
+    let safe_shell = tools
+        .iter()
+        .find(|t| t.name == "safe_shell")
+        .expect("the safe_shell tool");
+    let schema = serde_json::to_value(&safe_shell.input_schema).unwrap();
     let props = &schema["properties"];
     assert_eq!(props["command"]["type"], "string");
     assert_eq!(props["args"]["type"], "array");
@@ -109,7 +113,7 @@ async fn the_seed_schema_and_its_documented_background_flow_under_docker() {
 #[tokio::test]
 async fn safe_shell_blocks_keeps_alive_and_backgrounds_with_log_files() {
     let mcp = Mcp::start_with("safe_shell", &[("BERTH_RUNNER", "host")], |_| {}).await;
-    assert_eq!(mcp.tool_names().await, vec!["safe_shell"]);
+    assert_eq!(mcp.tool_names().await, vec!["apply", "diff", "safe_shell"]);
     let r = mcp
         .call(
             "safe_shell",

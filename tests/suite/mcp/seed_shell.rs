@@ -101,6 +101,8 @@ async fn shell_set_runs_pages_logs_with_cursors_kills_and_resumes() {
     assert_eq!(
         names,
         [
+            "apply",
+            "diff",
             "shell_kill",
             "shell_log",
             "shell_resume",

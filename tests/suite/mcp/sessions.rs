@@ -17,7 +17,7 @@ use super::{Mcp, Reply};
 use crate::common::{Daemon, eventually, processes_with, unique_sleep};
 
 /// One `berth mcp` process on a shared instance, with its MCP client.
-struct Session {
+pub(super) struct Session {
     child: tokio::process::Child,
     client: Option<RunningService<rmcp::RoleClient, ()>>,
     stderr: PathBuf,
@@ -26,7 +26,7 @@ struct Session {
 impl Session {
     /// Start `berth mcp` for `instance` under `dir` (the layout of [`Daemon`]
     /// and [`Mcp`]: `dir/state`, `dir/ws`), from `dir/ws`.
-    async fn open(dir: &Path, instance: &str, name: &str) -> Session {
+    pub(super) async fn open(dir: &Path, instance: &str, name: &str) -> Session {
         Self::open_in(dir, instance, name, &dir.join("ws")).await
     }
 
@@ -53,7 +53,7 @@ impl Session {
         }
     }
 
-    async fn call(&self, tool: &str, args: Value) -> Reply {
+    pub(super) async fn call(&self, tool: &str, args: Value) -> Reply {
         let params = CallToolRequestParams::new(tool.to_string())
             .with_arguments(args.as_object().cloned().expect("arguments are an object"));
         let result = self
@@ -80,7 +80,7 @@ impl Session {
     }
 
     /// Close stdin (the session's end) and wait until the process exits.
-    async fn close(&mut self) -> std::process::ExitStatus {
+    pub(super) async fn close(&mut self) -> std::process::ExitStatus {
         if let Some(c) = self.client.take() {
             let _ = c.cancel().await;
         }
@@ -97,13 +97,13 @@ impl Session {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(super) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 }
 
 /// The first `job-N` in an answer.
-fn job_id(text: &str) -> String {
+pub(super) fn job_id(text: &str) -> String {
     let at = text
         .find("job-")
         .unwrap_or_else(|| panic!("no job id in: {text}"));
@@ -114,7 +114,7 @@ fn job_id(text: &str) -> String {
 }
 
 /// A `berth` CLI command on the shared instance.
-fn cli(dir: &Path, instance: &str, args: &[&str]) -> (i32, String, String) {
+pub(super) fn cli(dir: &Path, instance: &str, args: &[&str]) -> (i32, String, String) {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_berth"));
     Mcp::apply_env(&mut cmd, dir, instance);
     let o = cmd

@@ -1,6 +1,7 @@
 //! A container job's environment: HOME, line-buffered output, the scoped
 //! engine's variables, the ports' numbers, what the job's network sets
-//! (`HOSTNAME`, the proxy's variables), and last the job's own, which win.
+//! (`HOSTNAME`, the proxy's variables), file watchers set to poll in
+//! `layer` mode, and last the job's own, which win.
 
 use super::{Context, PortPlan};
 use crate::model::JobSpec;
@@ -32,6 +33,13 @@ pub(super) fn environment(
         env.push((format!("BERTH_PORT_{}", p.port), p.port.to_string()));
     }
     env.extend(ctx.attach.env.iter().cloned());
+    if spec.write == Some(crate::model::WriteMode::Layer) {
+        env.extend(
+            crate::runner::LAYER_POLLING
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+    }
     env.retain(|(k, _)| !spec.env.contains_key(k));
     env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env

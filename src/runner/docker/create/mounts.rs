@@ -1,5 +1,8 @@
-//! A container job's mounts: the workspace at its host path (a volume of
-//! its own on a remote engine), the protected project files, the extra bind
+//! A container job's mounts: the workspace at its host path as its write
+//! mode says (`direct`: a bind; `read-only`: a read-only bind; `layer`: the
+//! layer's overlay volume, `layer.rs`; a volume of its own on a remote
+//! engine), the protected project files (`direct` only: in the other modes
+//! the job cannot write the checkout at all), the extra bind
 //! mounts (`-v`, `model::MountSpec`: admitted paths inside the workspace,
 //! `job/mounts.rs`, checked once more right before the create), the scoped
 //! engine's socket and the job's `/etc` files; and its tmpfs mounts.
@@ -7,28 +10,68 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use bollard::models::{Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType};
+use bollard::models::{
+    Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, MountVolumeOptions,
+    MountVolumeOptionsDriverConfig,
+};
+
+use super::super::layer::LayerMount;
 
 use super::{Context, HOME_TMPFS, READ_ONLY_TMPFS};
 use crate::error::{Error, Result};
-use crate::model::JobSpec;
+use crate::model::{JobSpec, WriteMode};
 
 /// Every mount of the container, the workspace first.
 pub(super) fn all(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
     let ws_str = ws.to_string_lossy().into_owned();
-    let mut mounts = vec![match ctx.remote {
+    let mode = spec.write.unwrap_or_default();
+    let mut mounts = vec![match (ctx.remote, ctx.layer) {
         // Anonymous: removed with the container (`v: true`), by whoever removes it.
-        Some(_) => Mount {
+        (Some(_), _) => Mount {
             target: Some(ws_str),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
             ..Default::default()
         },
-        None => Mount {
+        (None, Some(layer)) => {
+            let (source, driver_config, labels) = match layer {
+                LayerMount::Volume(name) => (Some(name.clone()), None, None),
+                // The container's own volume carries its labels (the sweeps
+                // find it, whoever removes the container removes it).
+                LayerMount::Inline { options, layer } => {
+                    let mut labels = super::labels(ctx);
+                    labels.insert(super::super::layer::LABEL_LAYER.into(), layer.clone());
+                    (
+                        None,
+                        Some(MountVolumeOptionsDriverConfig {
+                            name: Some("local".into()),
+                            options: Some(options.clone()),
+                        }),
+                        Some(labels),
+                    )
+                }
+            };
+            Mount {
+                target: Some(ws_str),
+                source,
+                typ: Some(MountType::VOLUME),
+                read_only: Some(false),
+                // The engine would copy the image's files at that path into
+                // an empty volume: into the layer.
+                volume_options: Some(MountVolumeOptions {
+                    no_copy: Some(true),
+                    driver_config,
+                    labels,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        }
+        (None, None) => Mount {
             target: Some(ws_str.clone()),
             source: Some(ws_str),
             typ: Some(MountType::BIND),
-            read_only: Some(false),
+            read_only: Some(mode == WriteMode::ReadOnly),
             bind_options: Some(MountBindOptions {
                 propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
                 ..Default::default()
@@ -62,8 +105,10 @@ pub(super) fn tmpfs(
 
 /// The job's extra mounts (`-v`), checked again against the workspace right
 /// before the create (a symlink may have been swapped in since admission),
-/// read-only when asked or when the job is, and with the protected project
-/// files under a mounted directory kept read-only at their new place too.
+/// read-only when asked, when the job is, or when it does not write the
+/// checkout itself (`layer`, `read-only`: a writable bind would be a way
+/// around the layer), and with the protected project files under a mounted
+/// directory kept read-only at their new place too.
 fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
     if spec.mounts.is_empty() {
         return Ok(Vec::new());
@@ -88,7 +133,12 @@ fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
             target: Some(m.target.clone()),
             source: Some(path),
             typ: Some(MountType::BIND),
-            read_only: Some(m.read_only || spec.read_only || ctx.read_only),
+            read_only: Some(
+                m.read_only
+                    || spec.read_only
+                    || ctx.read_only
+                    || spec.write.unwrap_or_default() != WriteMode::Direct,
+            ),
             bind_options: Some(MountBindOptions {
                 propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
                 ..Default::default()

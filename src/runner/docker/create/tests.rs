@@ -13,6 +13,7 @@ const NO_DEFAULTS: Limits = Limits {
 fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
     Context {
         remote: None,
+        layer: None,
         engine: None,
         id,
         image: "berth/sandbox:latest",

@@ -43,6 +43,8 @@ pub(super) struct Attempts<'a> {
     pub job_dir: &'a Path,
     /// Read-only copies of the project's config files (`protect.rs`).
     pub protected: &'a [Mount],
+    /// `layer` mode on this machine's engine: the volume that mounts it.
+    pub layer: Option<&'a super::super::layer::LayerMount>,
     pub name: String,
     /// Declared before `slot`, so a failed launch drops it first.
     pub proxy: Option<crate::net::Proxy>,
@@ -82,6 +84,7 @@ impl Attempts<'_> {
                 protected: self.protected,
                 engine: engine_setup.as_ref(),
                 remote: self.remote,
+                layer: self.layer,
             };
             match attempt(self.docker, self.spec, &ctx, &self.name, self.plan).await {
                 Ok(s) => return Ok((s, joined)),
@@ -119,7 +122,7 @@ impl Attempts<'_> {
         if self.proxy.as_ref().map(|p| p.addr().ip()) == addr.gateway {
             return Ok(true);
         }
-        match reach::start_proxy(self.id, &addr, net_name, &self.project.rules, 0) {
+        match reach::start_proxy(self.id.as_str(), &addr, net_name, &self.project.rules, 0) {
             Ok(p) => self.proxy = Some(p),
             // A network known from before was removed meanwhile (its
             // gateway address went with it): make it again.

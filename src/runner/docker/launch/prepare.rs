@@ -51,8 +51,17 @@ impl Prepared {
         // A remote engine's job (remote.rs): the workspace uploaded, its ports
         // published on the engine host and relayed from berth's listeners.
         let remote = match remote::remote_host(&engine.endpoint) {
+            Some(_) if spec.write == Some(crate::model::WriteMode::ReadOnly) => {
+                return Err(crate::error::Error::InvalidSpec(
+                    "read-only on a remote engine: its workspace is an uploaded copy, written as it arrives; use --write layer (the job's changes come back into a layer, the checkout untouched)".into(),
+                ));
+            }
             Some(_) => {
-                Some(RemoteJob::prepare(job.id, &engine.endpoint, project.workspace, &project.user).await?)
+                let layer = project.layer.map(|l| l.meta.name.as_str());
+                Some(
+                    RemoteJob::prepare(job.id, &engine.endpoint, project.workspace, &project.user, layer)
+                        .await?,
+                )
             }
             None => None,
         };

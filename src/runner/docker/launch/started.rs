@@ -64,6 +64,15 @@ pub(super) async fn finish(
     control.warm = warm;
     control.scope = job.scope.cloned();
     control.pod = prepared.member.take().and_then(|m| m.keep());
+    if let (Some(layer), Some(remote)) = (job.project.layer, &prepared.remote) {
+        control.remote_layer = Some(Arc::new(super::super::remote_layer::RemoteLayer {
+            upload: remote.upload.clone(),
+            workspace: std::fs::canonicalize(job.project.workspace)
+                .unwrap_or(job.project.workspace.to_path_buf()),
+            layer_dir: layer.dir.clone(),
+            uploaded_at: remote.uploaded_at,
+        }));
+    }
 
     // From here on the container runs: any failure must take it down again.
     let pump_task = match start_output(job, stream, input).await {
@@ -98,11 +107,18 @@ pub(super) async fn finish(
         internal_ip: read.internal_ip,
         control: Control::new(control),
         exit,
-        // A remote job changes only its copy of the workspace.
-        sweep: prepared.remote.is_none().then(|| crate::runner::setuid::Sweep {
-            root: job.project.workspace.to_path_buf(),
-            since: job.since,
-        }),
+        // A remote job changes only its copy of the workspace; a job that
+        // does not write the checkout (`layer`, `read-only`) leaves nothing
+        // there (its layer is berth's private state, out of other users' reach).
+        sweep: (prepared.remote.is_none()
+            && job.spec.write.unwrap_or_default() == crate::model::WriteMode::Direct)
+            .then(|| crate::runner::setuid::Sweep {
+                root: job.project.workspace.to_path_buf(),
+                since: job.since,
+                uid: job.project.user.split(':').next().and_then(|u| u.parse().ok()),
+            })
+            // No other user reaches it: nothing to sweep (`setuid.rs`).
+            .filter(crate::runner::setuid::Sweep::needed),
         engine: None,
     })
 }

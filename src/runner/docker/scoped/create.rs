@@ -7,14 +7,13 @@
 
 use std::sync::Arc;
 
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
-use serde_json::{Value, json};
+use hyper::{Method, Response, StatusCode};
+use serde_json::json;
 
 use super::check::{self, Rules};
-use super::exchange::{param, send_json};
+use super::exchange::{created, send_json};
+use super::intake::Intake;
 use super::proxy::{self, Body};
-use super::route::Routed;
 use super::{Shared, objects};
 
 /// Where a child's network goes in a checked body until its slot is known.
@@ -22,28 +21,17 @@ const NETWORK_PLACEHOLDER: &str = "berth-child-network";
 
 /// `POST /containers/create`: checked, given a network, copies of its
 /// binds and its volumes, then made under berth's name for it.
-pub async fn create(
-    s: &Arc<Shared>,
-    req: Request<Incoming>,
-    routed: &Routed,
-    line: &str,
-    query: Option<&str>,
-) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let bytes = match proxy::read_body(body).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
-    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
-        return s.refuse(line, "body", "the body is not JSON");
-    };
+pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
+    let line = req.line.clone();
+    let line = line.as_str();
+    let value = req.take_json();
     let image = value
         .as_object()
         .and_then(|o| o.iter().find(|(k, _)| k.eq_ignore_ascii_case("Image")))
         .and_then(|(_, v)| v.as_str())
         .unwrap_or_default()
         .to_string();
-    let asked = param(query, "name");
+    let asked = req.param("name").map(str::to_string);
     // Checked and reserved under the registry's lock: two creates at once
     // cannot pass the child limit or the budget together.
     let reserved = {
@@ -106,14 +94,25 @@ pub async fn create(
     // Workspace binds become read-only copies made now.
     let into = s.dir.join("copies").join(&name);
     for copy in plan.copies.clone() {
-        let (root, rel, to) = (
+        let (root, rel, to, upper) = (
             s.workspace.clone(),
             copy.rel.clone(),
             into.join(copy.index.to_string()),
+            s.layer_upper.clone(),
         );
         let made = tokio::task::spawn_blocking(move || {
             crate::store::private::create_dir(to.parent().unwrap_or(&to)).map_err(|e| e.to_string())?;
-            super::super::protect::copy_beneath(&root, &rel, &to).map(|()| to)
+            match super::super::protect::copy_beneath(&root, &rel, &to) {
+                Ok(()) => {}
+                // A path only the job's layer has (it made it).
+                Err(e) if upper.is_some() && e.contains("no such file") => {}
+                Err(e) => return Err(e),
+            }
+            // A `layer` job's children see what the job wrote.
+            if let Some(upper) = upper {
+                crate::layers::merge::overlay_onto(&upper, &rel, &to).map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(to)
         })
         .await
         .unwrap_or_else(|e| Err(e.to_string()));
@@ -141,37 +140,23 @@ pub async fn create(
         .ok()
         .and_then(|mut r| r.pending(&name).map(|c| c.engine_name.clone()))
         .unwrap_or_default();
-    let mut q = vec![("name".to_string(), engine_name)];
-    if let Some(p) = param(query, "platform") {
-        q.push(("platform".into(), p));
-    }
-    let path = format!(
-        "{}?{}",
-        routed.path(),
-        serde_urlencoded::to_string(&q).unwrap_or_default()
-    );
-    let resp = match send_json(s, Method::POST, &path, &parts.headers, &plan.body).await {
+    // The engine's name for it, and the platform asked: nothing else of the query.
+    req.set_param("name", engine_name);
+    let path = req.target(req.routed.path());
+    let resp = match send_json(s, Method::POST, &path, &req.headers, &plan.body).await {
         Ok(r) => r,
         Err(e) => {
             undo();
             return e;
         }
     };
-    if resp.status() != StatusCode::CREATED {
-        undo();
-        return proxy::passed(resp);
-    }
-    let (head, bytes) = match proxy::read_answer(resp).await {
+    let (answer, id) = match created(resp).await {
         Ok(a) => a,
-        Err(e) => {
+        Err(answer) => {
             undo();
-            return e;
+            return answer;
         }
     };
-    let id = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_default();
     if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
         c.id = id.clone();
     }
@@ -179,9 +164,9 @@ pub async fn create(
     // Networks of the job's the child was asked onto.
     for (net, settings) in &plan.connect {
         let body = json!({"Container": id, "EndpointConfig": settings});
-        let path = format!("{}/networks/{net}/connect", routed.prefix);
+        let path = format!("{}/networks/{net}/connect", req.routed.prefix);
         let ok = matches!(
-            send_json(s, Method::POST, &path, &parts.headers, &body).await,
+            send_json(s, Method::POST, &path, &req.headers, &body).await,
             Ok(r) if r.status().is_success()
         );
         if !ok {
@@ -193,5 +178,5 @@ pub async fn create(
             );
         }
     }
-    proxy::answer(head, bytes)
+    answer
 }

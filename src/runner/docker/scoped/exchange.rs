@@ -1,30 +1,40 @@
 //! Sending a job's request on to the engine, for the handlers of every
-//! endpoint (`handle`, `create`, `objects`): as it is, with its JSON answer
-//! rewritten, or with a JSON body berth made. Kept apart from the dispatch
-//! so the handlers can use them without depending on each other.
+//! endpoint (`handle`, `create`, `objects`): as berth read it (`intake.rs`:
+//! the checked query, the kept headers, the parsed body), with its JSON
+//! answer rewritten, or with a JSON body berth made. Kept apart from the
+//! dispatch so the handlers can use them without depending on each other.
 
 use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Response, StatusCode};
 use serde_json::Value;
 
 use super::Shared;
+use super::intake::{Intake, Payload};
 use super::proxy::{self, Body};
 
-/// Forward as it is, the answer streamed back.
-pub async fn forward(s: &Shared, req: Request<Incoming>, path: &str) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let body = http_body_util::BodyExt::boxed(body);
-    match proxy::send(
-        &s.upstream,
-        parts.method,
-        path,
-        &parts.headers,
-        body,
-        false,
-        &s.tasks,
-    )
-    .await
-    {
+/// What of `req` goes to the engine: its method, the kept headers (a JSON
+/// body's length and type set) and the body as berth read it.
+pub fn outgoing(req: Intake) -> (Method, hyper::HeaderMap, Body) {
+    match req.payload {
+        Payload::Empty => (req.method, req.headers, proxy::full("")),
+        Payload::Stream(b) => (req.method, req.headers, http_body_util::BodyExt::boxed(b)),
+        Payload::Json(v) => {
+            let bytes = v.to_string();
+            let headers = proxy::json_headers(&req.headers, bytes.len());
+            (req.method, headers, proxy::full(bytes))
+        }
+    }
+}
+
+/// Send `req` to `target` (path and query, as berth wrote them).
+async fn send(s: &Shared, req: Intake, target: &str) -> Result<Response<Incoming>, Response<Body>> {
+    let (method, headers, body) = outgoing(req);
+    proxy::send(&s.upstream, method, target, &headers, body, false, &s.tasks).await
+}
+
+/// Forward as berth read it, the answer streamed back.
+pub async fn forward(s: &Shared, req: Intake, target: &str) -> Response<Body> {
+    match send(s, req, target).await {
         Ok(resp) => proxy::passed(resp),
         Err(e) => e,
     }
@@ -33,23 +43,11 @@ pub async fn forward(s: &Shared, req: Request<Incoming>, path: &str) -> Response
 /// Forward, and rewrite a successful JSON answer with `f`.
 pub async fn rewrite(
     s: &Shared,
-    req: Request<Incoming>,
-    path: &str,
+    req: Intake,
+    target: &str,
     f: impl FnOnce(Value) -> Value,
 ) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let body = http_body_util::BodyExt::boxed(body);
-    let resp = match proxy::send(
-        &s.upstream,
-        parts.method,
-        path,
-        &parts.headers,
-        body,
-        false,
-        &s.tasks,
-    )
-    .await
-    {
+    let resp = match send(s, req, target).await {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -88,8 +86,16 @@ pub async fn send_json(
     .await
 }
 
-/// A query parameter's value.
-pub fn param(query: Option<&str>, key: &str) -> Option<String> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or("")).ok()?;
-    pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+/// The engine's answer to a create (a `201` with an `Id`): the answer
+/// passed on and the id, or the answer as it came.
+pub async fn created(resp: Response<Incoming>) -> Result<(Response<Body>, String), Response<Body>> {
+    if resp.status() != StatusCode::CREATED {
+        return Err(proxy::passed(resp));
+    }
+    let (head, bytes) = proxy::read_answer(resp).await?;
+    let id = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default();
+    Ok((proxy::answer(head, bytes), id))
 }

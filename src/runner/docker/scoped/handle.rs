@@ -1,9 +1,10 @@
 //! The job's engine socket served (hyper's HTTP/1 server, upgrades on, at
 //! most [`proxy::MAX_CONNECTIONS`] connections), and one request to the
-//! scoped engine, end to end: routed, checked, resolved
-//! against the job's own objects, forwarded, and its effect recorded
-//! (a child made, started, stopped, removed). Containers and execs here;
-//! networks and volumes in `objects.rs`.
+//! scoped engine, end to end: read as the engine would read it and routed
+//! (`intake.rs`), checked, resolved against the job's own objects,
+//! forwarded as berth read it, and its effect recorded (a child made,
+//! started, stopped, removed). Containers and execs here; networks and
+//! volumes in `objects.rs`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -18,11 +19,11 @@ use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::check;
-use super::exchange::{forward, rewrite, send_json};
+use super::exchange::{created, forward, outgoing, rewrite, send_json};
+use super::intake::{self, Intake, Payload};
 use super::proxy::{self, Body};
 use super::relay::Relay;
-use super::route::{self, ContainerOp, Endpoint};
+use super::route::{ContainerOp, Endpoint};
 use super::{Shared, logs, objects, requests, respond};
 use crate::model::ChildState;
 
@@ -71,38 +72,47 @@ pub async fn serve(listener: UnixListener, shared: Arc<Shared>, stop: Cancellati
     }
 }
 
-/// Answer one request.
+/// Answer one request: read as the engine would read it (`intake.rs`),
+/// then handled by what it asks.
 pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().map(str::to_string);
-    let line = route::line(&method, &path);
-    let routed = match route::route(&method, &path) {
+    let mut req = match intake::read(&s, req).await {
         Ok(r) => r,
-        Err(r) => return s.refuse(&line, "path", &r.reason),
+        Err(refused) => return refused,
     };
-    let with_query = |p: String| match &query {
-        Some(q) => format!("{p}?{q}"),
-        None => p,
-    };
+    let line = req.line.clone();
+    let routed = req.routed.clone();
     match routed.endpoint.clone() {
         Endpoint::Ping | Endpoint::Version | Endpoint::ImageList | Endpoint::ImageInspect => {
-            forward(&s, req, &with_query(routed.path())).await
+            let target = req.target(routed.path());
+            forward(&s, req, &target).await
         }
-        Endpoint::ImagePull => match requests::image_pull(query.as_deref()) {
-            Ok(()) => forward(&s, req, &with_query(routed.path())).await,
-            Err(r) => s.refuse(&line, &r.field, &r.reason),
-        },
-        Endpoint::Info => rewrite(&s, req, &with_query(routed.path()), respond::info).await,
-        Endpoint::ContainerCreate => super::create::create(&s, req, &routed, &line, query.as_deref()).await,
+        Endpoint::ImagePull => {
+            if req.param("fromImage").is_none_or(str::is_empty) {
+                return s.refuse(&line, "fromImage", "name the image to pull");
+            }
+            let target = req.target(routed.path());
+            forward(&s, req, &target).await
+        }
+        Endpoint::Info => {
+            let target = req.target(routed.path());
+            rewrite(&s, req, &target, respond::info).await
+        }
+        Endpoint::ContainerCreate => super::create::create(&s, req).await,
         Endpoint::ContainerList => {
-            let narrowed = match requests::narrowed(query.as_deref(), &s.label_filter()) {
-                Ok(q) => q,
+            match requests::narrowed(req.param("filters"), &s.label_filter()) {
+                Ok(f) => req.set_param("filters", f),
                 Err(r) => return s.refuse(&line, &r.field, &r.reason),
-            };
+            }
+            let target = req.target(routed.path());
             let s2 = s.clone();
-            rewrite(&s, req, &format!("{}?{narrowed}", routed.path()), move |v| {
-                respond::container_list(v, |id| (relayed(&s2, id), name_of(&s2, id)))
+            // The engine's answer narrowed again, by what the job made.
+            rewrite(&s, req, &target, move |v| {
+                respond::container_list(v, |id| {
+                    let reg = s2.registry.lock().ok()?;
+                    let c = reg.find(id).filter(|c| c.id == id)?;
+                    let relays = c.relay.as_ref().map(|r| r.ports().to_vec()).unwrap_or_default();
+                    Some((relays, c.name.clone()))
+                })
             })
             .await
         }
@@ -115,45 +125,45 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             let Some(id) = id else {
                 return s.not_found(&line, "container", &r);
             };
-            container(&s, req, &line, &with_query(routed.path_with(1, &id)), &id, op).await
+            let target = req.target(routed.path_with(1, &id));
+            container(&s, req, &target, &id, op).await
         }
         Endpoint::ExecInspect(id) | Endpoint::ExecStart(id) => {
             let ours = s.registry.lock().is_ok_and(|reg| reg.execs.contains(&id));
             if !ours {
                 return s.not_found(&line, "exec instance", &id);
             }
-            let upgrade = method == Method::POST;
-            match upgrade {
-                true => upgraded(&s, req, &with_query(routed.path())).await,
-                false => forward(&s, req, &with_query(routed.path())).await,
+            let target = req.target(routed.path());
+            match req.method == Method::POST {
+                true => match requests::exec_start(req.take_json()) {
+                    Ok(body) => {
+                        req.payload = Payload::Json(body);
+                        upgraded(&s, req, &target).await
+                    }
+                    Err(r) => s.refuse(&line, &r.field, &r.reason),
+                },
+                false => forward(&s, req, &target).await,
             }
         }
         Endpoint::NetworkCreate
         | Endpoint::NetworkList
         | Endpoint::Network(..)
         | Endpoint::VolumeCreate
-        | Endpoint::VolumeRemove(_) => objects::handle(&s, req, &routed, &line, query.as_deref()).await,
+        | Endpoint::VolumeRemove(_) => objects::handle(&s, req).await,
     }
 }
 
-/// An exchange that may take the connection over (attach, exec start).
-async fn upgraded(s: &Shared, mut req: Request<Incoming>, path: &str) -> Response<Body> {
-    let wants = req.headers().contains_key(hyper::header::UPGRADE);
-    let job_side = hyper::upgrade::on(&mut req);
-    let (parts, body) = req.into_parts();
-    let body = http_body_util::BodyExt::boxed(body);
-    match proxy::send(
-        &s.upstream,
-        parts.method,
-        path,
-        &parts.headers,
-        body,
-        wants,
-        &s.tasks,
-    )
-    .await
-    {
-        Ok(resp) => proxy::spliced(resp, job_side, &s.tasks, s.stop.clone()),
+/// An exchange that may take the connection over (attach, exec start),
+/// when the job asked for that.
+async fn upgraded(s: &Shared, mut req: Intake, target: &str) -> Response<Body> {
+    let job_side = req.upgrade.take();
+    let (method, headers, body) = outgoing(req);
+    let wants = job_side.is_some();
+    match proxy::send(&s.upstream, method, target, &headers, body, wants, &s.tasks).await {
+        Ok(resp) => match job_side {
+            Some(job_side) => proxy::spliced(resp, job_side, &s.tasks, s.stop.clone()),
+            None => proxy::passed(resp),
+        },
         Err(e) => e,
     }
 }
@@ -176,12 +186,11 @@ fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
         .unwrap_or_default()
 }
 
-/// A request on one of the job's children (`id`, resolved).
+/// A request on one of the job's children (`id`, resolved; `target` its path and query).
 async fn container(
     s: &Arc<Shared>,
-    req: Request<Incoming>,
-    line: &str,
-    path: &str,
+    mut req: Intake,
+    target: &str,
     id: &str,
     op: ContainerOp,
 ) -> Response<Body> {
@@ -189,15 +198,15 @@ async fn container(
         ContainerOp::Inspect => {
             let relays = relayed(s, id);
             let name = name_of(s, id);
-            rewrite(s, req, path, move |v| {
+            rewrite(s, req, target, move |v| {
                 respond::container(v, &relays, name.as_deref())
             })
             .await
         }
-        ContainerOp::Wait | ContainerOp::Logs | ContainerOp::Archive => forward(s, req, path).await,
-        ContainerOp::Attach => upgraded(s, req, path).await,
+        ContainerOp::Wait | ContainerOp::Logs | ContainerOp::Archive => forward(s, req, target).await,
+        ContainerOp::Attach => upgraded(s, req, target).await,
         ContainerOp::Start => {
-            let resp = forward(s, req, path).await;
+            let resp = forward(s, req, target).await;
             if matches!(resp.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED) {
                 started(s, id).await;
             }
@@ -205,7 +214,7 @@ async fn container(
         }
         ContainerOp::Stop | ContainerOp::Kill | ContainerOp::Remove => {
             let _one = s.leaving.lock().await;
-            let resp = forward(s, req, path).await;
+            let resp = forward(s, req, target).await;
             let status = resp.status();
             match op {
                 ContainerOp::Remove if status.is_success() || status == StatusCode::NOT_FOUND => {
@@ -228,37 +237,23 @@ async fn container(
             resp
         }
         ContainerOp::ExecCreate => {
-            let (parts, body) = req.into_parts();
-            let bytes = match proxy::read_body(body).await {
+            let body = match requests::exec_create(req.take_json()) {
                 Ok(b) => b,
-                Err(e) => return e,
+                Err(r) => return s.refuse(&req.line, &r.field, &r.reason),
             };
-            let checked = serde_json::from_slice::<Value>(&bytes)
-                .map_err(|_| check::Refusal::new("body", "the body is not JSON"))
-                .and_then(requests::exec_create);
-            let body = match checked {
-                Ok(b) => b,
-                Err(r) => return s.refuse(line, &r.field, &r.reason),
-            };
-            let resp = match send_json(s, Method::POST, path, &parts.headers, &body).await {
+            let resp = match send_json(s, Method::POST, target, &req.headers, &body).await {
                 Ok(r) => r,
                 Err(e) => return e,
             };
-            if resp.status() != StatusCode::CREATED {
-                return proxy::passed(resp);
+            match created(resp).await {
+                Ok((answer, exec)) => {
+                    if let Ok(mut reg) = s.registry.lock() {
+                        reg.execs.insert(exec);
+                    }
+                    answer
+                }
+                Err(answer) => answer,
             }
-            let (head, bytes) = match proxy::read_answer(resp).await {
-                Ok(a) => a,
-                Err(e) => return e,
-            };
-            if let Some(exec) = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
-                && let Ok(mut reg) = s.registry.lock()
-            {
-                reg.execs.insert(exec);
-            }
-            proxy::answer(head, bytes)
         }
     }
 }

@@ -34,6 +34,7 @@ mod create;
 mod exchange;
 mod fields;
 mod handle;
+mod intake;
 mod logs;
 mod objects;
 mod proxy;
@@ -118,6 +119,9 @@ pub struct Opening<'a> {
     /// `UID:GID` or `root`: who the job runs as (the socket is theirs).
     pub user: &'a str,
     pub workspace: &'a Path,
+    /// A `layer` job's layer (its upper directory): children's copies of
+    /// the workspace show what the job wrote (`layers/merge.rs`).
+    pub layer_upper: Option<PathBuf>,
     /// The job's limits: its children's sum budget.
     pub cpus: f64,
     pub memory: u64,
@@ -178,6 +182,7 @@ impl Scope {
             docker: o.docker,
             upstream,
             workspace,
+            layer_upper: o.layer_upper,
             job_dir: o.job_dir.to_path_buf(),
             dir,
             socket,

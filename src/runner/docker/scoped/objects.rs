@@ -5,38 +5,32 @@
 
 use std::sync::Arc;
 
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::exchange::{forward, rewrite, send_json};
+use super::exchange::{created, forward, rewrite, send_json};
+use super::intake::Intake;
 use super::proxy::{self, Body};
 use super::registry::JobNetwork;
-use super::route::{Endpoint, NetworkOp, Routed};
+use super::route::{Endpoint, NetworkOp};
 use super::{MAX_NETWORKS, MAX_VOLUMES, Shared, requests, respond};
 
 /// Networks and volumes.
-pub async fn handle(
-    s: &Arc<Shared>,
-    req: Request<Incoming>,
-    routed: &Routed,
-    line: &str,
-    query: Option<&str>,
-) -> Response<Body> {
-    let with_query = |p: String| match query {
-        Some(q) => format!("{p}?{q}"),
-        None => p,
-    };
+pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
+    let routed = req.routed.clone();
+    let line = req.line.clone();
+    let line = line.as_str();
     let parent = s.labels.get(super::LABEL_PARENT).cloned().unwrap_or_default();
+    // The name the job gave its network `id`; `None`: not the job's.
     let asked_of = {
         let s = s.clone();
-        move |engine_name: &str| {
+        move |id: &str| {
             s.registry
                 .lock()
                 .ok()?
                 .networks
                 .iter()
-                .find(|n| n.engine_name == engine_name)
+                .find(|n| n.id == id)
                 .map(|n| n.asked.clone())
         }
     };
@@ -49,15 +43,7 @@ pub async fn handle(
                     &format!("a job makes at most {MAX_NETWORKS} networks"),
                 );
             }
-            let (parts, body) = req.into_parts();
-            let bytes = match proxy::read_body(body).await {
-                Ok(b) => b,
-                Err(e) => return e,
-            };
-            let checked = serde_json::from_slice::<Value>(&bytes)
-                .map_err(|_| super::check::Refusal::new("body", "the body is not JSON"))
-                .and_then(|v| requests::network_create(v, &s.labels, &parent));
-            let (body, asked) = match checked {
+            let (body, asked) = match requests::network_create(req.take_json(), &s.labels, &parent) {
                 Ok(c) => c,
                 Err(r) => return s.refuse(line, &r.field, &r.reason),
             };
@@ -68,128 +54,35 @@ pub async fn handle(
                 );
             }
             let engine_name = body["Name"].as_str().unwrap_or_default().to_string();
-            let resp = match send_json(s, Method::POST, &routed.path(), &parts.headers, &body).await {
+            let resp = match send_json(s, Method::POST, &routed.path(), &req.headers, &body).await {
                 Ok(r) => r,
                 Err(e) => return e,
             };
-            if resp.status() != StatusCode::CREATED {
-                return proxy::passed(resp);
+            match created(resp).await {
+                Ok((answer, id)) => {
+                    if let Ok(mut r) = s.registry.lock() {
+                        r.networks.push(JobNetwork {
+                            asked,
+                            id,
+                            engine_name,
+                        });
+                    }
+                    answer
+                }
+                Err(answer) => answer,
             }
-            let (head, bytes) = match proxy::read_answer(resp).await {
-                Ok(a) => a,
-                Err(e) => return e,
-            };
-            let id = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("Id").and_then(Value::as_str).map(str::to_string))
-                .unwrap_or_default();
-            if let Ok(mut r) = s.registry.lock() {
-                r.networks.push(JobNetwork {
-                    asked,
-                    id,
-                    engine_name,
-                });
-            }
-            proxy::answer(head, bytes)
         }
         Endpoint::NetworkList => {
-            let narrowed = match requests::narrowed(query, &s.label_filter()) {
-                Ok(q) => q,
+            match requests::narrowed(req.param("filters"), &s.label_filter()) {
+                Ok(f) => req.set_param("filters", f),
                 Err(r) => return s.refuse(line, &r.field, &r.reason),
-            };
-            rewrite(s, req, &format!("{}?{narrowed}", routed.path()), move |v| {
-                respond::networks(v, asked_of)
-            })
-            .await
+            }
+            let target = req.target(routed.path());
+            // The engine's answer narrowed again, by what the job made.
+            rewrite(s, req, &target, move |v| respond::networks(v, asked_of)).await
         }
-        Endpoint::Network(r, op) => {
-            let id = s
-                .registry
-                .lock()
-                .ok()
-                .and_then(|reg| reg.network_of(&r).map(|n| n.id.clone()));
-            let Some(id) = id else {
-                return s.not_found(line, "network", &r);
-            };
-            let path = with_query(routed.path_with(1, &id));
-            match op {
-                NetworkOp::Inspect => rewrite(s, req, &path, move |v| respond::networks(v, asked_of)).await,
-                NetworkOp::Remove => {
-                    let resp = forward(s, req, &path).await;
-                    if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
-                        && let Ok(mut reg) = s.registry.lock()
-                    {
-                        reg.networks.retain(|n| n.id != id);
-                    }
-                    resp
-                }
-                NetworkOp::Connect => {
-                    let (parts, body) = req.into_parts();
-                    let bytes = match proxy::read_body(body).await {
-                        Ok(b) => b,
-                        Err(e) => return e,
-                    };
-                    let checked = {
-                        let reg = s.registry.lock();
-                        match (serde_json::from_slice::<Value>(&bytes), reg) {
-                            (Ok(v), Ok(reg)) => requests::network_connect(v, &*reg),
-                            _ => Err(super::check::Refusal::new("body", "the body is not JSON")),
-                        }
-                    };
-                    match checked {
-                        Ok(body) => match send_json(s, Method::POST, &path, &parts.headers, &body).await {
-                            Ok(resp) => proxy::passed(resp),
-                            Err(e) => e,
-                        },
-                        Err(r) => s.refuse(line, &r.field, &r.reason),
-                    }
-                }
-            }
-        }
-        Endpoint::VolumeCreate => {
-            if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
-                return s.refuse(
-                    line,
-                    "Name",
-                    &format!("a job makes at most {MAX_VOLUMES} volumes"),
-                );
-            }
-            let (parts, body) = req.into_parts();
-            let bytes = match proxy::read_body(body).await {
-                Ok(b) => b,
-                Err(e) => return e,
-            };
-            let checked = serde_json::from_slice::<Value>(&bytes)
-                .map_err(|_| super::check::Refusal::new("body", "the body is not JSON"))
-                .and_then(|v| requests::volume_create(v, &s.labels, &parent));
-            let (body, asked) = match checked {
-                Ok(c) => c,
-                Err(r) => return s.refuse(line, &r.field, &r.reason),
-            };
-            let real = body["Name"].as_str().unwrap_or_default().to_string();
-            let resp = match send_json(s, Method::POST, &routed.path(), &parts.headers, &body).await {
-                Ok(r) => r,
-                Err(e) => return e,
-            };
-            if !resp.status().is_success() {
-                return proxy::passed(resp);
-            }
-            let (head, bytes) = match proxy::read_answer(resp).await {
-                Ok(a) => a,
-                Err(e) => return e,
-            };
-            if let Ok(mut reg) = s.registry.lock()
-                && !reg.volumes.iter().any(|(_, r)| r == &real)
-            {
-                reg.volumes.push((asked.clone(), real));
-            }
-            // The job knows it by the name it gave.
-            let mut v = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
-            if let Some(o) = v.as_object_mut() {
-                o.insert("Name".into(), json!(asked));
-            }
-            proxy::json(head.status, &v)
-        }
+        Endpoint::Network(r, op) => network(s, req, &r, op, asked_of).await,
+        Endpoint::VolumeCreate => volume_create(s, req, &parent).await,
         Endpoint::VolumeRemove(name) => {
             let real = s.registry.lock().ok().and_then(|reg| {
                 reg.volumes
@@ -200,7 +93,8 @@ pub async fn handle(
             let Some(real) = real else {
                 return s.not_found(line, "volume", &name);
             };
-            let resp = forward(s, req, &with_query(routed.path_with(1, &real))).await;
+            let target = req.target(routed.path_with(1, &real));
+            let resp = forward(s, req, &target).await;
             if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
                 && let Ok(mut reg) = s.registry.lock()
             {
@@ -210,6 +104,94 @@ pub async fn handle(
         }
         _ => proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth: misrouted request"),
     }
+}
+
+/// A request on one of the job's networks (`r`, as the job named it).
+async fn network(
+    s: &Arc<Shared>,
+    mut req: Intake,
+    r: &str,
+    op: NetworkOp,
+    asked_of: impl Fn(&str) -> Option<String> + Send + 'static,
+) -> Response<Body> {
+    let line = req.line.clone();
+    let id = s
+        .registry
+        .lock()
+        .ok()
+        .and_then(|reg| reg.network_of(r).map(|n| n.id.clone()));
+    let Some(id) = id else {
+        return s.not_found(&line, "network", r);
+    };
+    let target = req.target(req.routed.path_with(1, &id));
+    match op {
+        NetworkOp::Inspect => rewrite(s, req, &target, move |v| respond::networks(v, asked_of)).await,
+        NetworkOp::Remove => {
+            let resp = forward(s, req, &target).await;
+            if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
+                && let Ok(mut reg) = s.registry.lock()
+            {
+                reg.networks.retain(|n| n.id != id);
+            }
+            resp
+        }
+        NetworkOp::Connect => {
+            let body = req.take_json();
+            let checked = match s.registry.lock() {
+                Ok(reg) => requests::network_connect(body, &*reg),
+                Err(_) => {
+                    return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
+                }
+            };
+            match checked {
+                Ok(body) => match send_json(s, Method::POST, &target, &req.headers, &body).await {
+                    Ok(resp) => proxy::passed(resp),
+                    Err(e) => e,
+                },
+                Err(r) => s.refuse(&line, &r.field, &r.reason),
+            }
+        }
+    }
+}
+
+/// `POST /volumes/create`: checked, made under the job's name for it.
+async fn volume_create(s: &Arc<Shared>, mut req: Intake, parent: &str) -> Response<Body> {
+    let line = req.line.clone();
+    if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
+        return s.refuse(
+            &line,
+            "Name",
+            &format!("a job makes at most {MAX_VOLUMES} volumes"),
+        );
+    }
+    let (body, asked) = match requests::volume_create(req.take_json(), &s.labels, parent) {
+        Ok(c) => c,
+        Err(r) => return s.refuse(&line, &r.field, &r.reason),
+    };
+    let real = body["Name"].as_str().unwrap_or_default().to_string();
+    let path = req.routed.path();
+    let resp = match send_json(s, Method::POST, &path, &req.headers, &body).await {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    if !resp.status().is_success() {
+        return proxy::passed(resp);
+    }
+    let (head, bytes) = match proxy::read_answer(resp).await {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    if let Ok(mut reg) = s.registry.lock()
+        && !reg.volumes.iter().any(|(_, r)| r == &real)
+    {
+        reg.volumes.push((asked.clone(), real));
+    }
+    // The job knows it by the name it gave.
+    let mut v = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("Name".into(), json!(asked));
+    }
+    proxy::json(head.status, &v)
 }
 
 /// Make the job's volume `real` (named `asked` by the job) if it is not

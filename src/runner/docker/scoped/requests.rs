@@ -1,7 +1,8 @@
 //! The other bodies and queries a job sends, checked and rewritten (pure):
-//! exec creates, network and volume creates, network connects, image pulls,
+//! exec creates and starts, network and volume creates, network connects,
 //! and the filters of list requests (narrowed to the job's own objects).
-//! Container creates are `check.rs`.
+//! Container creates are `check.rs`; which query keys and bodies reach a
+//! handler at all is `intake.rs`.
 
 use std::collections::HashMap;
 
@@ -190,36 +191,22 @@ pub fn network_connect(body: Value, lookup: &dyn Lookup) -> Result<Value, Refusa
     Ok(Value::Object(body))
 }
 
-/// An image pull (`fromImage`); imports (`fromSrc`: a URL or the request's
-/// body) are not a test's business.
-pub fn image_pull(query: Option<&str>) -> Result<(), Refusal> {
-    let pairs = pairs(query)?;
-    if pairs.iter().any(|(k, _)| k == "fromSrc") {
-        return Err(Refusal::new(
-            "fromSrc",
-            "image imports are not forwarded; pull with fromImage",
-        ));
-    }
-    if !pairs.iter().any(|(k, v)| k == "fromImage" && !v.is_empty()) {
-        return Err(Refusal::new("fromImage", "name the image to pull"));
-    }
-    Ok(())
+/// An exec started: whether it detaches, its terminal and size; nothing else.
+pub fn exec_start(body: Value) -> Result<Value, Refusal> {
+    let body = canonical(object(Some(body), "body")?, &["Detach", "Tty", "ConsoleSize"], "")?;
+    Ok(Value::Object(body))
 }
 
-/// A list query narrowed to objects labelled `label` (`key=value`): the
-/// engine ANDs it with the job's own filters.
-pub fn narrowed(query: Option<&str>, label: &str) -> Result<String, Refusal> {
-    let mut pairs = pairs(query)?;
-    let mut filters: Map<String, Value> = Map::new();
-    if let Some(at) = pairs.iter().position(|(k, _)| k == "filters") {
-        let (_, raw) = pairs.remove(at);
-        if !raw.is_empty() {
-            filters = match serde_json::from_str(&raw) {
-                Ok(Value::Object(f)) => f,
-                _ => return Err(Refusal::new("filters", "must be a JSON object")),
-            };
-        }
-    }
+/// A list's `filters` (the job's JSON, if given) narrowed to objects
+/// labelled `label` (`key=value`): the engine ANDs it with the job's own.
+pub fn narrowed(filters: Option<&str>, label: &str) -> Result<String, Refusal> {
+    let mut filters: Map<String, Value> = match filters.unwrap_or("") {
+        "" => Map::new(),
+        raw => match serde_json::from_str(raw) {
+            Ok(Value::Object(f)) => f,
+            _ => return Err(Refusal::new("filters", "must be a JSON object")),
+        },
+    };
     // Either form the engine reads: ["a=b"] or {"a=b": true}.
     let mut labels: Vec<Value> = match filters.remove("label") {
         Some(Value::Array(a)) => a,
@@ -233,12 +220,7 @@ pub fn narrowed(query: Option<&str>, label: &str) -> Result<String, Refusal> {
     };
     labels.push(json!(label));
     filters.insert("label".into(), Value::Array(labels));
-    pairs.push(("filters".into(), Value::Object(filters).to_string()));
-    serde_urlencoded::to_string(&pairs).map_err(|e| Refusal::new("query", e.to_string()))
-}
-
-fn pairs(query: Option<&str>) -> Result<Vec<(String, String)>, Refusal> {
-    serde_urlencoded::from_str(query.unwrap_or("")).map_err(|_| Refusal::new("query", "not a query string"))
+    Ok(Value::Object(filters).to_string())
 }
 
 fn name_ok(n: &str) -> bool {
@@ -339,31 +321,26 @@ mod tests {
     }
 
     #[test]
-    fn pulls_and_lists() {
-        assert!(image_pull(Some("fromImage=berth%2Fsandbox&tag=latest")).is_ok());
-        assert_eq!(
-            image_pull(Some("fromSrc=http%3A%2F%2Fx")).unwrap_err().field,
-            "fromSrc"
-        );
-        let q = narrowed(
-            Some("all=1&filters=%7B%22id%22%3A%5B%22abc%22%5D%7D"),
-            "berth.parent=p",
-        )
-        .unwrap();
-        let back: Vec<(String, String)> = serde_urlencoded::from_str(&q).unwrap();
-        assert_eq!(back[0], ("all".into(), "1".into()));
-        let f: Value = serde_json::from_str(&back[1].1).unwrap();
+    fn lists_are_narrowed_and_exec_starts_kept_to_their_fields() {
+        let f = narrowed(Some(r#"{"id":["abc"]}"#), "berth.parent=p").unwrap();
+        let f: Value = serde_json::from_str(&f).unwrap();
         assert_eq!(f, json!({"id": ["abc"], "label": ["berth.parent=p"]}));
-        let q = narrowed(
-            Some("filters=%7B%22label%22%3A%7B%22a%3Db%22%3Atrue%7D%7D"),
-            "x=y",
-        )
-        .unwrap();
-        let back: Vec<(String, String)> = serde_urlencoded::from_str(&q).unwrap();
+        let f = narrowed(Some(r#"{"label":{"a=b":true}}"#), "x=y").unwrap();
         assert_eq!(
-            serde_json::from_str::<Value>(&back[0].1).unwrap(),
+            serde_json::from_str::<Value>(&f).unwrap(),
             json!({"label": ["a=b", "x=y"]})
         );
-        assert!(narrowed(Some("filters=nope"), "x=y").is_err());
+        assert_eq!(narrowed(None, "x=y").unwrap(), r#"{"label":["x=y"]}"#);
+        assert!(narrowed(Some("nope"), "x=y").is_err());
+        assert_eq!(
+            exec_start(json!({"detach": false, "Tty": true})).unwrap(),
+            json!({"Detach": false, "Tty": true})
+        );
+        assert_eq!(
+            exec_start(json!({"Detach": false, "Privileged": true}))
+                .unwrap_err()
+                .field,
+            "Privileged"
+        );
     }
 }

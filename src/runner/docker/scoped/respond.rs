@@ -68,46 +68,55 @@ pub fn container(mut v: Value, relayed: &[(u16, SocketAddr)], name: Option<&str>
     v
 }
 
-/// A container list with each child's ports as the job reaches them and
-/// its name (`of(id)`).
-pub fn container_list(v: Value, of: impl Fn(&str) -> (Vec<(u16, SocketAddr)>, Option<String>)) -> Value {
-    let Value::Array(items) = v else { return v };
+/// A container list narrowed to the job's children (`of(id)` is `None`
+/// for anything else, whatever the engine's filter let through), with each
+/// child's ports as the job reaches them and its name.
+pub fn container_list(v: Value, of: impl Fn(&str) -> Option<(Vec<(u16, SocketAddr)>, String)>) -> Value {
+    let Value::Array(items) = v else {
+        return Value::Array(Vec::new());
+    };
     Value::Array(
         items
             .into_iter()
-            .map(|mut item| {
+            .filter_map(|mut item| {
                 let id = item.get("Id").and_then(Value::as_str).unwrap_or_default().to_string();
-                let (relayed, name) = of(&id);
+                let (relayed, name) = of(&id)?;
                 let ports: Vec<Value> = relayed
                     .iter()
                     .map(|(port, at)| {
                         json!({"IP": at.ip().to_string(), "PrivatePort": port, "PublicPort": at.port(), "Type": "tcp"})
                     })
                     .collect();
-                if let Some(o) = item.as_object_mut() {
-                    o.insert("Ports".into(), Value::Array(ports));
-                    if let Some(name) = name {
-                        o.insert("Names".into(), json!([format!("/{name}")]));
-                    }
-                }
-                item
+                let o = item.as_object_mut()?;
+                o.insert("Ports".into(), Value::Array(ports));
+                o.insert("Names".into(), json!([format!("/{name}")]));
+                Some(item)
             })
             .collect(),
     )
 }
 
-/// Networks (a list, or one) named as the job named them (`asked(engine name)`).
+/// The job's networks named as it named them (`asked(id)`: `None` for a
+/// network that is not the job's): a list narrowed to them, or one renamed.
 pub fn networks(v: Value, asked: impl Fn(&str) -> Option<String>) -> Value {
-    let rename = |mut n: Value| {
-        let name = n.get("Name").and_then(Value::as_str).and_then(&asked);
-        if let (Some(name), Some(o)) = (name, n.as_object_mut()) {
+    let name_of = |n: &Value| n.get("Id").and_then(Value::as_str).and_then(&asked);
+    let rename = |mut n: Value, name: String| {
+        if let Some(o) = n.as_object_mut() {
             o.insert("Name".into(), json!(name));
         }
         n
     };
     match v {
-        Value::Array(items) => Value::Array(items.into_iter().map(rename).collect()),
-        one => rename(one),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .filter_map(|n| name_of(&n).map(|name| rename(n, name)))
+                .collect(),
+        ),
+        one => match name_of(&one) {
+            Some(name) => rename(one, name),
+            None => one,
+        },
     }
 }
 
@@ -140,17 +149,20 @@ mod tests {
             v["NetworkSettings"]["Ports"],
             json!({"80/tcp": [{"HostIp": "172.30.0.1", "HostPort": "41000"}], "9/udp": null})
         );
-        let l = container_list(json!([{"Id": "c", "Ports": [{"PrivatePort": 80}]}]), |_| {
-            (vec![(80, at)], Some("web".into()))
-        });
+        let l = container_list(
+            json!([{"Id": "c", "Ports": [{"PrivatePort": 80}]}, {"Id": "other", "Names": ["/db"]}]),
+            |id| (id == "c").then(|| (vec![(80, at)], "web".to_string())),
+        );
+        assert_eq!(l.as_array().map(Vec::len), Some(1), "only the job's own: {l}");
         assert_eq!(l[0]["Names"], json!(["/web"]));
         assert_eq!(
             l[0]["Ports"],
             json!([{"IP": "172.30.0.1", "PrivatePort": 80, "PublicPort": 41000, "Type": "tcp"}])
         );
-        let n = networks(json!([{"Name": "p-testnet"}, {"Name": "x"}]), |n| {
-            (n == "p-testnet").then(|| "testnet".into())
-        });
-        assert_eq!(n, json!([{"Name": "testnet"}, {"Name": "x"}]));
+        let n = networks(
+            json!([{"Id": "n1", "Name": "p-testnet"}, {"Id": "n2", "Name": "x"}]),
+            |id| (id == "n1").then(|| "testnet".into()),
+        );
+        assert_eq!(n, json!([{"Id": "n1", "Name": "testnet"}]));
     }
 }

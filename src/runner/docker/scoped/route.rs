@@ -101,6 +101,10 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// The oldest API version forwarded: before it, `start` takes a
+/// `HostConfig` body (privileged, binds…) the engine applies then.
+const MIN_API: (u32, u32) = (1, 24);
+
 /// Characters a checked path may hold (image references included).
 fn plain(seg: &str) -> bool {
     !seg.is_empty()
@@ -133,6 +137,13 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
         && v.split('.')
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
     {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(u32::MAX));
+        let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if version < MIN_API {
+            return Err(refuse(
+                "API versions before 1.24 read a container's settings when it starts; use 1.24 or later",
+            ));
+        }
         prefix = format!("/{}", segments.remove(0));
     }
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -272,6 +283,8 @@ mod tests {
             (Method::GET, "//info"),
             (Method::DELETE, "/images/berth/sandbox"),
             (Method::POST, "/containers/prune"),
+            (Method::POST, "/v1.23/containers/abc/start"),
+            (Method::GET, "/v1.9/info"),
         ] {
             let why = ep(m.clone(), p).unwrap_err();
             assert!(

@@ -30,6 +30,8 @@ pub struct Shared {
     /// The engine's own socket.
     pub upstream: PathBuf,
     pub workspace: PathBuf,
+    /// A `layer` job's upper directory, laid over children's copies.
+    pub layer_upper: Option<PathBuf>,
     /// The job's private directory and its `engine/` part.
     pub job_dir: PathBuf,
     pub dir: PathBuf,
