@@ -173,7 +173,8 @@ keys {
         env flag, set keep,
         line |c| c.store_env.to_string();
     /// With `runner = auto` and no engine answering: run on the host (true,
-    /// default, said loudly) or refuse (false).
+    /// said loudly; the default for the user, not for agents) or refuse
+    /// (false). See `Config::fallback_allowed`.
     fallback: bool,
         field fallback: bool = true,
         env flag, set keep,

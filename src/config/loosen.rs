@@ -23,8 +23,10 @@
 //!   jobs (or agents) start containers of their own through the engine;
 //! - `build_add_urls = true`: the project's Dockerfile (agent-writable even
 //!   when berth.toml is trusted) has the engine fetch URLs from its host.
-//!   This one is never the file's to give, trusted or not
-//!   ([`USERS_OWN`]): only the user's config, `BERTH_*` or flags.
+//!   This one and `fallback` (a host job when the engine is down: no
+//!   agent may get one from the files it writes) are never the file's to
+//!   give, trusted or not ([`USERS_OWN`]): only the user's config,
+//!   `BERTH_*` or flags.
 //!
 //! A loosening that only the `BERTH_*` variables or flags set again is the
 //! user's say, not the file's: only values whose source is still the file
@@ -41,7 +43,7 @@ use crate::trust::Loosening;
 
 /// Loosenings a project file cannot give even when trusted: what its
 /// Dockerfile (which trust does not cover) would do with them.
-const USERS_OWN: &[&str] = &["build_add_urls"];
+const USERS_OWN: &[&str] = &["build_add_urls", "fallback"];
 
 /// Compare `config` (all layers applied) with `baseline` (defaults and the
 /// user's config) for the values `file` (holding `bytes`) set; untrusted

@@ -131,6 +131,19 @@ impl Config {
         Ok(config)
     }
 
+    /// Whether `runner = "auto"` may fall back to the host when no engine
+    /// answers, for an agent (`agent`) or the user. Only the user's own say
+    /// (their config, `BERTH_FALLBACK`, a flag) turns it on for agents; the
+    /// default is on for the user and off for agents, and a project file
+    /// may only turn it off (the job writing it must not gain a host job).
+    pub fn fallback_allowed(&self, agent: bool) -> bool {
+        match self.sources.get("fallback") {
+            None | Some(Source::Default) => !agent,
+            Some(Source::File(p)) if self.user_file.as_ref() != Some(p) => self.fallback && !agent,
+            Some(_) => self.fallback,
+        }
+    }
+
     /// `key = value  (source)` lines for `berth config`.
     pub fn describe(&self) -> Vec<(String, String, String)> {
         self.describe_rows()

@@ -165,7 +165,12 @@ pub(super) async fn admit(
     // Before any runner sees the command: the filter (off the async workers,
     // with a deadline) and the workspace guard.
     project.safety.check_bounded(&spec, &real, client).await?;
-    let (kind, runner_note) = resolve_runner(inner, spec.runner, project.config.fallback).await?;
+    let (kind, runner_note) = resolve_runner(
+        inner,
+        spec.runner,
+        project.config.fallback_allowed(client == "mcp"),
+    )
+    .await?;
     let writes = super::layers::decide(&mut spec, &project.config, client, &inner.owner)?;
     // A container job must not reach the user's own config (the trust
     // table): from there it could loosen every later job.

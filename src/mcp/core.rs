@@ -157,7 +157,21 @@ impl Core {
     }
 
     /// Start a job and follow it as far as the spec says.
-    pub async fn start(&self, mut spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
+    pub async fn start(&self, spec: JobSpec, ready_timeout: Option<f64>) -> Result<(JobInfo, Started)> {
+        let started = self.start_claimed(spec, ready_timeout).await;
+        // The agent hears it as a tool error; the user watching the client's
+        // log hears it here: no engine, so no job (never a silent host one).
+        if let Err(e @ Error::EngineUnavailable { .. }) = &started {
+            eprintln!("berth mcp: a job was refused: {e}");
+        }
+        started
+    }
+
+    async fn start_claimed(
+        &self,
+        mut spec: JobSpec,
+        ready_timeout: Option<f64>,
+    ) -> Result<(JobInfo, Started)> {
         self.session.claim(&mut spec);
         if let Some(asked) = spec.network {
             let project = self.manager.project_for(&spec)?;

@@ -41,6 +41,7 @@ mod exit;
 mod images;
 mod launch;
 mod layer;
+pub mod liveness;
 mod network;
 mod ownership;
 mod pause;
@@ -161,6 +162,8 @@ pub struct Engine {
     max_children: usize,
     /// The volumes that mount layers (`layer.rs`).
     layer_volumes: layer::LayerVolumes,
+    /// Whether the engine is up, with hysteresis (`liveness.rs`).
+    liveness: std::sync::Mutex<liveness::Liveness>,
 }
 
 /// What a job's sandbox is made of: its project's decisions about its
@@ -232,6 +235,7 @@ impl Engine {
             warm: std::sync::atomic::AtomicBool::new(false),
             max_children: config.max_children,
             layer_volumes: Default::default(),
+            liveness: Default::default(),
         }
     }
 
@@ -285,27 +289,46 @@ impl Engine {
             .await
     }
 
-    /// True when the engine answers a ping right now.
-    pub async fn available(&self) -> bool {
-        match self.client().await {
+    /// Ping and say what state that leaves the engine in (`liveness.rs`).
+    async fn reach(&self) -> liveness::Reach {
+        let answered = match self.client().await {
             Ok(d) => matches!(tokio::time::timeout(PING_TIMEOUT, d.ping()).await, Ok(Ok(_))),
             Err(_) => false,
-        }
+        };
+        self.liveness
+            .lock()
+            .unwrap()
+            .record(answered, std::time::Instant::now())
     }
 
-    /// `auto` → docker when the engine answers, else host; `docker` without an
-    /// engine is an error naming the endpoint tried.
+    /// `auto` → docker when the engine answers, host when it is down (never
+    /// seen, or failing for a while); an engine that stopped answering
+    /// moments ago is a blip: the job is refused rather than moved to the
+    /// host. `docker` without an engine is an error naming the endpoint tried.
     pub async fn resolve(&self, choice: RunnerChoice) -> Result<RunnerKind> {
         match choice {
             RunnerChoice::Host => Ok(RunnerKind::Host),
-            RunnerChoice::Auto => Ok(if self.available().await {
-                RunnerKind::Docker
-            } else {
-                RunnerKind::Host
-            }),
+            RunnerChoice::Auto => match self.reach().await {
+                liveness::Reach::Up => Ok(RunnerKind::Docker),
+                liveness::Reach::Down => Ok(RunnerKind::Host),
+                liveness::Reach::Blip { failing_for } => Err(Error::EngineUnavailable {
+                    endpoint: self.endpoint.host.clone(),
+                    message: format!(
+                        "it answered before and stopped {}s ago; berth does not move jobs to the host over a blip (retry, or wait {}s for it to count as down)",
+                        failing_for.as_secs(),
+                        liveness::DOWN_AFTER.as_secs()
+                    ),
+                }),
+            },
             RunnerChoice::Docker => {
                 let docker = self.client().await?;
-                match tokio::time::timeout(PING_TIMEOUT, docker.ping()).await {
+                let ping = tokio::time::timeout(PING_TIMEOUT, docker.ping()).await;
+                let answered = matches!(ping, Ok(Ok(_)));
+                self.liveness
+                    .lock()
+                    .unwrap()
+                    .record(answered, std::time::Instant::now());
+                match ping {
                     Ok(Ok(_)) => Ok(RunnerKind::Docker),
                     Ok(Err(e)) => Err(Error::EngineUnavailable {
                         endpoint: self.endpoint.host.clone(),

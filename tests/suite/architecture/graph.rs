@@ -144,7 +144,11 @@ impl Paths<'_> {
     }
 
     fn flush(&mut self, segs: &mut Vec<String>) {
-        if segs.len() > 1 || segs.first().is_some_and(|s| s != "self" && s != "super" && s != "crate") {
+        if segs.len() > 1
+            || segs
+                .first()
+                .is_some_and(|s| s != "self" && s != "super" && s != "crate")
+        {
             self.add(std::mem::take(segs));
         }
         segs.clear();
@@ -225,7 +229,11 @@ impl<'ast> Visit<'ast> for Paths<'_> {
 
 /// `p` with every re-exported name on its way replaced by what it stands
 /// for (`crate::Manager` → `crate::manager::Manager`).
-fn follow(mut p: Module, modules: &BTreeSet<Module>, reexports: &BTreeMap<Module, BTreeMap<String, Module>>) -> Module {
+fn follow(
+    mut p: Module,
+    modules: &BTreeSet<Module>,
+    reexports: &BTreeMap<Module, BTreeMap<String, Module>>,
+) -> Module {
     for _ in 0..8 {
         let mut changed = false;
         for i in 0..p.len() {
@@ -248,7 +256,10 @@ fn follow(mut p: Module, modules: &BTreeSet<Module>, reexports: &BTreeMap<Module
 }
 
 /// The `pub use` items of each module: name → the path it stands for.
-fn reexports_of(parsed: &BTreeMap<Module, syn::File>, modules: &BTreeSet<Module>) -> BTreeMap<Module, BTreeMap<String, Module>> {
+fn reexports_of(
+    parsed: &BTreeMap<Module, syn::File>,
+    modules: &BTreeSet<Module>,
+) -> BTreeMap<Module, BTreeMap<String, Module>> {
     let empty = BTreeMap::new();
     let mut out: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
     for (module, ast) in parsed {
@@ -266,7 +277,9 @@ fn reexports_of(parsed: &BTreeMap<Module, syn::File>, modules: &BTreeSet<Module>
             v.use_tree(&mut Vec::new(), &u.tree);
             for p in v.found {
                 if let Some(name) = p.last() {
-                    out.entry(module.clone()).or_default().insert(name.clone(), p.clone());
+                    out.entry(module.clone())
+                        .or_default()
+                        .insert(name.clone(), p.clone());
                 }
             }
         }

@@ -105,7 +105,9 @@ impl Mcp {
         prepare_ws(&dir.path().join("ws"));
         let instance = instance_name("mcp");
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
-        cmd.args(["mcp", "--tools", tools]);
+        // Started in the project, as an agent's client starts it.
+        cmd.args(["mcp", "--tools", tools])
+            .current_dir(dir.path().join("ws"));
         Self::apply_env(cmd.as_std_mut(), dir.path(), &instance);
         cmd.envs(env.iter().copied());
         let stderr = std::fs::File::create(dir.path().join("mcp.stderr")).unwrap();
@@ -578,6 +580,48 @@ async fn an_agent_gets_a_host_job_only_when_the_user_allows_it() {
     )
     .unwrap();
     assert!(log.contains("mcp:runner"), "{log}");
+}
+
+/// No engine: an agent's `run` is refused (not a host job), even where the
+/// project file it could have written says `fallback = true`, and the
+/// user reading `berth mcp`'s stderr hears of it. The user's own config
+/// saying `fallback = true` is what gives agents the host.
+#[tokio::test]
+async fn no_engine_refuses_an_agents_job_instead_of_a_silent_host_job() {
+    let env = [
+        ("DOCKER_HOST", "unix:///nonexistent/berth-test-docker.sock"),
+        ("BERTH_RUNNER", "auto"),
+        ("BERTH_ALLOW_HOST", "0"),
+    ];
+    let mcp = Mcp::start_with("canonical", &env, |ws| {
+        std::fs::write(ws.join("berth.toml"), "fallback = true\n").unwrap();
+    })
+    .await;
+    let r = mcp.call("run", json!({"command": "echo ran on the host"})).await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(r.text.contains("not reachable"), "{}", r.text);
+    assert!(!r.text.contains("ran on the host"), "{}", r.text);
+    let (_, ps, _) = mcp.cli(&["ps", "-a"]);
+    assert!(!ps.contains("job-"), "no job was made: {ps}");
+    let err = mcp.stderr();
+    assert!(
+        err.contains("berth mcp: a job was refused") && err.contains("not reachable"),
+        "{err}"
+    );
+
+    drop(mcp);
+
+    let mcp = Mcp::start_with("canonical", &env, |ws| {
+        std::fs::write(ws.parent().unwrap().join("user-config.toml"), "fallback = true\n").unwrap();
+    })
+    .await;
+    let r = mcp.call("run", json!({"command": "echo ran on the host"})).await;
+    assert!(!r.is_error && r.text.contains("ran on the host"), "{}", r.text);
+    assert!(
+        r.text.contains("without a sandbox"),
+        "the answer says so: {}",
+        r.text
+    );
 }
 
 #[tokio::test]
