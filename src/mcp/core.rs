@@ -162,7 +162,7 @@ impl Core {
         // The agent hears it as a tool error; the user watching the client's
         // log hears it here: no engine, so no job (never a silent host one).
         if let Err(e @ Error::EngineUnavailable { .. }) = &started {
-            eprintln!("berth mcp: a job was refused: {e}");
+            tracing::warn!("berth mcp: a job was refused: {e}");
         }
         started
     }
