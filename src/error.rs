@@ -159,6 +159,11 @@ pub enum Error {
     #[error("could not read config `{}`: {message}", path.display())]
     Config { path: PathBuf, message: String },
 
+    /// The project file could not be used (`Config::project_refusal`) or a
+    /// job may have written it: no job of that project starts.
+    #[error("{why}; until then no job of this project starts (ps, logs, down and config work on)")]
+    ProjectFile { why: String },
+
     #[error(
         "Docker engine not reachable at {endpoint}: {message} (is the engine running? set DOCKER_HOST, or use `--runner host`)"
     )]
@@ -295,6 +300,7 @@ impl Error {
             Error::Io { .. } | Error::JobFiles { .. } => "io",
             Error::Listen { .. } => "listen_failed",
             Error::Config { .. } => "config",
+            Error::ProjectFile { .. } => "project_file",
             Error::Store { .. } => "store",
             Error::StoreDegraded { .. } => "store_degraded",
             Error::EngineUnavailable { .. } => "engine_unavailable",
@@ -462,7 +468,7 @@ fn answer_for(code: &str) -> (u16, i32) {
         | "outside_workspace" | "bad_request" => (400, 2),
         // A caller's project file (or BERTH_CONFIG) that cannot be read is
         // the caller's to fix.
-        "config" => (400, 2),
+        "config" | "project_file" => (400, 2),
         "command_not_found" => (400, 127),
         "not_executable" => (400, 126),
         "spawn_failed" => (500, 126),

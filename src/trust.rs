@@ -147,6 +147,14 @@ pub fn digest(content: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
+/// Where `path` points when it is itself a symlink.
+pub fn symlinked(path: &Path) -> Option<std::path::PathBuf> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.file_type()
+        .is_symlink()
+        .then(|| std::fs::read_link(path).unwrap_or_default())
+}
+
 /// Read a config file whole, refusing one over [`MAX_CONFIG_BYTES`] without
 /// reading past the cap.
 pub fn read_capped(path: &Path) -> Result<Vec<u8>> {

@@ -75,6 +75,7 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
             .map(|l| serde_json::json!({"file": l.file, "key": l.key, "value": l.value}))
             .collect();
         v["user_config"] = serde_json::json!(config.user_file);
+        v["project_refusal"] = serde_json::json!(config.project_refusal);
         // Where the daemon listens (BERTH_SOCKET, XDG_RUNTIME_DIR or the
         // state dir): API.md's recipes read it from here.
         v["socket"] = serde_json::json!(crate::api::socket_path(&config));
@@ -102,6 +103,12 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
                 l.key,
                 l.value,
                 l.file.display()
+            );
+        }
+        if let Some(why) = &config.project_refusal {
+            outln!(
+                "{:<14} = NOT used: {why}; jobs of this project are refused until it is fixed",
+                "project file"
             );
         }
     }

@@ -198,6 +198,13 @@ keys {
         field #[serde(default)] build_add_urls: bool = false,
         env flag, set keep,
         line |c| c.build_add_urls.to_string();
+    /// Read project files (`berth.toml`, the devcontainer file, a project
+    /// Dockerfile) through a symlink (your own config only: a job could
+    /// point one at another project's trusted file).
+    project_symlinks: bool,
+        field #[serde(default)] project_symlinks: bool = false,
+        env flag, set keep,
+        line |c| c.project_symlinks.to_string();
     /// Who makes published ports answer on 127.0.0.1: `berth` (default:
     /// berth relays each connection) or `engine`.
     publish: String,
@@ -294,6 +301,10 @@ more {
     /// place), and starts are refused naming the first (`berth trust`).
     #[serde(skip)]
     untrusted: Vec<Loosening> = Vec::new(),
+    /// Why the project file was not used (malformed, a symlink): jobs are
+    /// refused with this line; `ps`, `logs`, `down` and the rest work on.
+    #[serde(skip)]
+    project_refusal: Option<String> = None,
     /// The project's `berth.toml` (or the caller's `BERTH_CONFIG`), if any.
     #[serde(skip)]
     project_file: Option<PathBuf> = None,

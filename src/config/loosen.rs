@@ -43,7 +43,7 @@ use crate::trust::Loosening;
 
 /// Loosenings a project file cannot give even when trusted: what its
 /// Dockerfile (which trust does not cover) would do with them.
-const USERS_OWN: &[&str] = &["build_add_urls", "fallback"];
+const USERS_OWN: &[&str] = &["build_add_urls", "fallback", "project_symlinks"];
 
 /// Compare `config` (all layers applied) with `baseline` (defaults and the
 /// user's config) for the values `file` (holding `bytes`) set; untrusted
@@ -177,6 +177,9 @@ fn loosenings(
             ),
         );
     }
+    if from_file("project_symlinks") && c.project_symlinks && !base.project_symlinks {
+        add("project_symlinks", "true".into());
+    }
     if from_file("build_add_urls") && c.build_add_urls && !base.build_add_urls {
         add("build_add_urls", "true".into());
     }
@@ -273,6 +276,10 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "max_children" => {
             c.max_children = base.max_children;
             source(c, "max_children");
+        }
+        "project_symlinks" => {
+            c.project_symlinks = base.project_symlinks;
+            source(c, "project_symlinks");
         }
         "build_add_urls" => {
             c.build_add_urls = base.build_add_urls;

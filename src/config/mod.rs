@@ -107,21 +107,10 @@ impl Config {
             Some(p) => Some(start.join(p)),
             None => find_config_file(start),
         };
-        let mut project = None;
-        if let Some(path) = file {
-            let bytes = crate::trust::read_capped(&path)?;
-            let mut layer: Layer = parse_toml(&path, &bytes)?;
-            // A config file's directory is the default workspace root, and a
-            // relative workspace in it is relative to it.
-            if let Some(dir) = path.parent() {
-                config.workspace = dir.to_path_buf();
-                config.sources.insert("workspace", Source::File(path.clone()));
-                layer.workspace = layer.workspace.map(|w| dir.join(w));
-            }
-            let safety = layer.safety.clone();
-            config.apply(layer, |_| Source::File(path.clone()))?;
-            project = Some((path, bytes, safety));
-        }
+        // The variable is the user's say too, and is needed before the file is read.
+        let symlinks = config.project_symlinks
+            || env("BERTH_PROJECT_SYMLINKS").is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"));
+        let project = file.and_then(|path| config.apply_project(path, symlinks));
         config.apply(keys::env_layer(&env)?, |k| Source::Env(table::env_name(k)))?;
         config.apply(flags, |_| Source::Flag)?;
         if let Some((path, bytes, safety)) = project {
@@ -129,6 +118,46 @@ impl Config {
             config.project_file = Some(path);
         }
         Ok(config)
+    }
+
+    /// Apply the project file at `path`: its path, bytes and `[safety]` for
+    /// the trust check. A file berth cannot use (malformed, a symlink, a bad
+    /// value) is left out whole and named in `project_refusal`: jobs are
+    /// refused with that line, every other command works on.
+    fn apply_project(&mut self, path: PathBuf, symlinks: bool) -> Option<(PathBuf, Vec<u8>, Option<SafetyLayer>)> {
+        if !symlinks
+            && let Some(to) = crate::trust::symlinked(&path)
+        {
+            self.project_refusal = Some(format!(
+                "`{}` is a symlink (to {}); berth reads project files only where they are: replace it with a regular file, or set project_symlinks = true in your own config",
+                path.display(),
+                to.display()
+            ));
+            self.project_file = Some(path);
+            return None;
+        }
+        let before = self.clone();
+        let applied = read_project(&path).and_then(|(bytes, mut layer)| {
+            // A config file's directory is the default workspace root, and a
+            // relative workspace in it is relative to it.
+            if let Some(dir) = path.parent() {
+                self.workspace = dir.to_path_buf();
+                self.sources.insert("workspace", Source::File(path.clone()));
+                layer.workspace = layer.workspace.map(|w| dir.join(w));
+            }
+            let safety = layer.safety.clone();
+            self.apply(layer, |_| Source::File(path.clone()))?;
+            Ok((bytes, safety))
+        });
+        match applied {
+            Ok((bytes, safety)) => Some((path, bytes, safety)),
+            Err(e) => {
+                *self = before;
+                self.project_refusal = Some(format!("{e}; fix the file (`berth config` shows what applies)"));
+                self.project_file = Some(path);
+                None
+            }
+        }
     }
 
     /// Whether `runner = "auto"` may fall back to the host when no engine
@@ -154,6 +183,13 @@ impl Config {
             })
             .collect()
     }
+}
+
+/// A project file's bytes and layer.
+fn read_project(path: &Path) -> Result<(Vec<u8>, Layer)> {
+    let bytes = crate::trust::read_capped(path)?;
+    let layer = parse_toml(path, &bytes)?;
+    Ok((bytes, layer))
 }
 
 /// The user's own config: its settings and its `[trust]` table; `None` when

@@ -104,13 +104,18 @@ pub enum DevImage {
 /// not read (not a regular file, or over [`MAX_DEVCONTAINER_BYTES`]).
 fn read_bounded(path: &Path) -> Result<Option<String>, String> {
     // Non-blocking: a FIFO planted at the path must not hold the manager.
+    // Not through a symlink: trust is keyed by where berth read the file,
+    // and a link would lend another project's trusted file to this one.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits())
         .open(path);
     let file = match file {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(_) if crate::trust::symlinked(path).is_some() => {
+            return Err("it is a symlink; berth reads project files only where they are (replace it with a regular file)".into());
+        }
         Err(e) => return Err(format!("cannot be opened ({e})")),
     };
     let meta = file

@@ -180,3 +180,19 @@ fn registries_and_hints() {
     assert_eq!("never".parse::<PullPolicy>().unwrap(), PullPolicy::Never);
     assert!("sometimes".parse::<PullPolicy>().is_err());
 }
+
+/// A devcontainer file that links to another project's trusted one is not
+/// read through: the choice says why, and no build of the other's runs.
+#[test]
+fn a_symlinked_devcontainer_file_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(a.join(".devcontainer")).unwrap();
+    std::fs::create_dir_all(b.join(".devcontainer")).unwrap();
+    let target = a.join(".devcontainer/devcontainer.json");
+    std::fs::write(&target, "{ \"image\": \"theirs:1\" }").unwrap();
+    std::os::unix::fs::symlink(&target, b.join(".devcontainer/devcontainer.json")).unwrap();
+    let c = named(choose_image(&JobSpec::default(), &project(&b), true).unwrap());
+    assert_ne!(c.name, "theirs:1");
+    assert!(c.why.contains("symlink"), "{}", c.why);
+}

@@ -67,6 +67,9 @@ pub(super) async fn admit(
 ) -> Result<Admitted> {
     // The caller's project: its workspace, rules, runner, budget, image and limits.
     let project = inner.projects.resolve(&spec)?;
+    if let Some(why) = &project.config.project_refusal {
+        return Err(Error::ProjectFile { why: why.clone() });
+    }
     // A project file that loosens the sandbox without the user's trust: its
     // values were not applied, and nothing starts until the user decides.
     if let Some(l) = project.config.untrusted.first() {
@@ -76,6 +79,18 @@ pub(super) async fn admit(
             "untrusted_config",
             refusal.to_string(),
             format!("config:{}", l.key),
+            &spec,
+            at,
+            client,
+        );
+        return Err(refusal);
+    }
+    if let Err(refusal) = super::planted::check(inner, &project.config) {
+        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+        project.safety.record(
+            "planted_config",
+            refusal.to_string(),
+            "config:written-by-a-job".into(),
             &spec,
             at,
             client,

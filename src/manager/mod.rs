@@ -23,6 +23,7 @@ mod ids;
 mod layers;
 mod owners;
 mod pages;
+mod planted;
 mod ports;
 pub mod project;
 mod reads;

@@ -140,3 +140,110 @@ fn a_workspace_holding_the_users_config_gets_no_container_jobs() {
     );
     assert!(!user.exists(), "nothing was written there");
 }
+
+/// Trust is keyed by where berth read a file: a `berth.toml` that links to
+/// another project's trusted file (as a job could plant it) is refused, not
+/// read through, and the other commands work on.
+#[test]
+fn a_symlinked_berth_toml_lends_no_trust_and_is_refused() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    workspace_dir(&a);
+    workspace_dir(&b);
+    std::fs::write(a.join("berth.toml"), "runner = \"host\"\n").unwrap();
+    let (code, _, err) = run(at(&d, &a), &["trust"]);
+    assert_eq!(code, 0, "{err}");
+    std::os::unix::fs::symlink(a.join("berth.toml"), b.join("berth.toml")).unwrap();
+    let (code, out, err) = run(at(&d, &b), &["run", "--", "echo", "ran"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(!out.contains("ran"), "{out}");
+    assert!(
+        err.contains("symlink") && err.contains("project_symlinks") && err.lines().count() == 1,
+        "{err}"
+    );
+    let (code, _, err) = run(at(&d, &b), &["ps"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A malformed project file refuses jobs with one line, but never breaks
+/// the commands that look after jobs already running.
+#[test]
+fn a_malformed_berth_toml_refuses_jobs_but_not_ps_logs_config_or_down() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, other) = (tmp.path().join("p"), tmp.path().join("q"));
+    workspace_dir(&ws);
+    workspace_dir(&other);
+    // A job of another project (one of this project's would make the file suspect).
+    let (code, out, err) = run(
+        at(&d, &other),
+        &[
+            "run",
+            "-d",
+            "--runner",
+            "host",
+            "--",
+            "sh",
+            "-c",
+            "echo before; sleep 600",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = out
+        .split_whitespace()
+        .find(|w| w.starts_with("job-"))
+        .unwrap()
+        .to_string();
+    std::fs::write(ws.join("berth.toml"), "runner = [oops\n").unwrap();
+
+    let (code, _, err) = run(at(&d, &ws), &["run", "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("berth.toml") && err.lines().count() == 1, "{err}");
+    for args in [&["ps"][..], &["logs", &id], &["config"], &["kill", &id]] {
+        let (code, out, err) = run(at(&d, &ws), args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        if args[0] == "logs" {
+            assert!(out.contains("before"), "{out}");
+        }
+        if args[0] == "config" {
+            assert!(out.contains("NOT used") && out.contains("berth.toml"), "{out}");
+        }
+    }
+    let (code, _, err) = run(at(&d, &ws), &["down"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A job that writes the checkout plants a `berth.toml` with a
+/// `test_command` that fakes a pass: `berth test` does not run it and says
+/// why, until the user trusts the file (or saves it with no job running).
+#[test]
+fn a_berth_toml_a_job_wrote_is_not_used_until_the_user_says_so() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("p");
+    workspace_dir(&ws);
+    let payload = "printf 'test_command = \"echo faked pass\"\\n' > berth.toml && echo written";
+    let (code, out, err) = run(
+        at(&d, &ws),
+        &[
+            "run", "--runner", "docker", "--image", SANDBOX, "--write", "direct", "--shell", "--", payload,
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "written"), "{err}");
+
+    let (code, out, err) = run(at(&d, &ws), &["test"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(!out.contains("faked pass"), "{out}");
+    assert!(err.contains("while job-") && err.contains("berth trust"), "{err}");
+    let log =
+        std::fs::read_to_string(d.dir.path().join("state").join(&d.instance).join("security.log")).unwrap();
+    assert!(log.contains("\"kind\":\"planted_config\""), "{log}");
+
+    // The user read it and saves it again, no job running: it is theirs now.
+    let text = std::fs::read(ws.join("berth.toml")).unwrap();
+    std::fs::write(ws.join("berth.toml"), text).unwrap();
+    let (code, out, err) = run(at(&d, &ws), &["test"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("faked pass"), "{out}");
+}
