@@ -3,7 +3,6 @@
 //! reach (network, egress, published ports, a scoped engine). Which of these
 //! a project file may loosen without trust is `loosen.rs`'s business.
 
-use super::Config;
 use crate::error::{Error, Result};
 use crate::model::{Limits, host_cpus};
 
@@ -69,11 +68,14 @@ pub fn validate_user(user: String) -> Result<String> {
 }
 
 /// `user` in `berth config`: the value, or whom jobs run as when unset.
-pub(super) fn describe_user(c: &Config) -> String {
-    match (&c.user, nix::unistd::getuid().is_root()) {
+pub(super) fn describe_user(user: &Option<String>, workspace: &std::path::Path) -> String {
+    match (user, nix::unistd::getuid().is_root()) {
         (Some(u), _) => u.clone(),
         (None, false) => format!("{} (the caller)", caller_user()),
-        (None, true) => format!("{} (a root caller: the workspace's owner)", c.container_user()),
+        (None, true) => format!(
+            "{} (a root caller: the workspace's owner)",
+            container_user(user, workspace)
+        ),
     }
 }
 
@@ -89,23 +91,21 @@ pub(super) fn max_children(key: &'static str, v: usize) -> Result<usize> {
     }
 }
 
-impl Config {
-    /// The `uid:gid` (or `root`) container jobs run as: the `user` key when
-    /// set, else the caller's own uid:gid. A root caller's jobs never run as
-    /// root unless asked (`user = "root"` in the user's config or a trusted
-    /// file): they run as the workspace's owner, whom its files are for, or
-    /// as [`NOBODY`] when root owns the workspace too.
-    pub fn container_user(&self) -> String {
-        if let Some(u) = &self.user {
-            return u.clone();
-        }
-        if !nix::unistd::getuid().is_root() {
-            return caller_user();
-        }
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::metadata(&self.workspace) {
-            Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
-            _ => format!("{NOBODY}:{NOBODY}"),
-        }
+/// The `uid:gid` (or `root`) container jobs run as: `user` when set, else
+/// the caller's own uid:gid. A root caller's jobs never run as root unless
+/// asked (`user = "root"` in the user's config or a trusted file): they run
+/// as the owner of `workspace`, whom its files are for, or as [`NOBODY`]
+/// when root owns the workspace too.
+pub(super) fn container_user(user: &Option<String>, workspace: &std::path::Path) -> String {
+    if let Some(u) = user {
+        return u.clone();
+    }
+    if !nix::unistd::getuid().is_root() {
+        return caller_user();
+    }
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(workspace) {
+        Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
+        _ => format!("{NOBODY}:{NOBODY}"),
     }
 }

@@ -138,7 +138,7 @@ keys {
     user: String,
         field user: Option<String> = None,
         env text, set |_, v| container::validate_user(v).map(Some),
-        line container::describe_user;
+        line |c| container::describe_user(&c.user, &c.workspace);
     /// Container jobs' network: `isolated` (default: a berth bridge per
     /// running job, no traffic between jobs), `project`, `bridge` (the
     /// engine's default bridge, jobs reach each other) or `none`.

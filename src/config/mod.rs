@@ -124,10 +124,12 @@ impl Config {
     /// the trust check. A file berth cannot use (malformed, a symlink, a bad
     /// value) is left out whole and named in `project_refusal`: jobs are
     /// refused with that line, every other command works on.
-    fn apply_project(&mut self, path: PathBuf, symlinks: bool) -> Option<(PathBuf, Vec<u8>, Option<SafetyLayer>)> {
-        if !symlinks
-            && let Some(to) = crate::trust::symlinked(&path)
-        {
+    fn apply_project(
+        &mut self,
+        path: PathBuf,
+        symlinks: bool,
+    ) -> Option<(PathBuf, Vec<u8>, Option<SafetyLayer>)> {
+        if !symlinks && let Some(to) = crate::trust::symlinked(&path) {
             self.project_refusal = Some(format!(
                 "`{}` is a symlink (to {}); berth reads project files only where they are: replace it with a regular file, or set project_symlinks = true in your own config",
                 path.display(),
@@ -158,6 +160,11 @@ impl Config {
                 None
             }
         }
+    }
+
+    /// The `uid:gid` (or `root`) container jobs run as (`container.rs`).
+    pub fn container_user(&self) -> String {
+        container::container_user(&self.user, &self.workspace)
     }
 
     /// Whether `runner = "auto"` may fall back to the host when no engine

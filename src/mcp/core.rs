@@ -4,15 +4,17 @@
 //! test/build command. Tools only parse their arguments into these calls and
 //! pick a [`Dialect`] for the hints.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use super::backlog::{self, Backlog};
 use super::format::{self, Dialect};
-use super::session::Session;
 use super::waited::wait_words;
-use crate::config::DEFAULT_WAIT_SECS;
+use crate::config::{Config, DEFAULT_WAIT_SECS};
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
 use crate::model::{JobId, JobInfo, JobSpec, OnTimeout};
@@ -309,4 +311,50 @@ pub enum Started {
     Finished,
     Promoted,
     Background(Option<WaitOutcome>),
+}
+
+/// One MCP session's identity.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// `mcp:<pid>-<n>`: the owner recorded on the session's jobs.
+    pub owner: String,
+    /// The client's working directory, given to its jobs as `caller_cwd`.
+    pub cwd: Option<PathBuf>,
+    /// The client's `BERTH_*` variables, given to its jobs as `caller_env`.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Session {
+    /// A new session (its id is unique in this process) for a client in
+    /// `cwd` with the `BERTH_*` variables `env`.
+    pub fn new(cwd: Option<PathBuf>, env: BTreeMap<String, String>) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Session {
+            owner: format!("mcp:{}-{n}", std::process::id()),
+            cwd,
+            env,
+        }
+    }
+
+    /// The session of this process's own stdio: its cwd and `BERTH_*`
+    /// variables, as the CLI sends them (a `--workspace` flag included).
+    pub fn of_this_process(config: &Config) -> Self {
+        let mut env = crate::manager::project::caller_env();
+        if config.sources.get("workspace") == Some(&crate::config::Source::Flag) {
+            let ws = std::path::absolute(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
+            env.insert("BERTH_WORKSPACE".into(), ws.display().to_string());
+        }
+        Session::new(std::env::current_dir().ok(), env)
+    }
+
+    /// Make `spec` a job of this session: its owner, and the caller's
+    /// context (cwd and `BERTH_*` variables: the project it runs under).
+    pub fn claim(&self, spec: &mut JobSpec) {
+        spec.owner = Some(self.owner.clone());
+        if self.cwd.is_some() {
+            spec.caller_cwd = self.cwd.clone();
+            spec.caller_env = self.env.clone();
+        }
+    }
 }

@@ -23,10 +23,7 @@
 //! gets a notice line and ends (a session of the process's own stdio lasts
 //! as long as its client).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
@@ -35,9 +32,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{BerthMcp, ToolSet, stdio};
-use crate::config::Config;
 use crate::manager::Manager;
-use crate::model::JobSpec;
 
 /// How long in-flight MCP answers get to go out after a session ends.
 pub const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
@@ -45,51 +40,7 @@ pub const DRAIN_ANSWERS: Duration = Duration::from_millis(1500);
 /// connection and a server task); more are refused with one clear answer.
 pub const MAX_SESSIONS: usize = 64;
 
-/// One MCP session's identity.
-#[derive(Debug, Clone)]
-pub struct Session {
-    /// `mcp:<pid>-<n>`: the owner recorded on the session's jobs.
-    pub owner: String,
-    /// The client's working directory, given to its jobs as `caller_cwd`.
-    pub cwd: Option<PathBuf>,
-    /// The client's `BERTH_*` variables, given to its jobs as `caller_env`.
-    pub env: BTreeMap<String, String>,
-}
-
-impl Session {
-    /// A new session (its id is unique in this process) for a client in
-    /// `cwd` with the `BERTH_*` variables `env`.
-    pub fn new(cwd: Option<PathBuf>, env: BTreeMap<String, String>) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Session {
-            owner: format!("mcp:{}-{n}", std::process::id()),
-            cwd,
-            env,
-        }
-    }
-
-    /// The session of this process's own stdio: its cwd and `BERTH_*`
-    /// variables, as the CLI sends them (a `--workspace` flag included).
-    pub fn of_this_process(config: &Config) -> Self {
-        let mut env = crate::manager::project::caller_env();
-        if config.sources.get("workspace") == Some(&crate::config::Source::Flag) {
-            let ws = std::path::absolute(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
-            env.insert("BERTH_WORKSPACE".into(), ws.display().to_string());
-        }
-        Session::new(std::env::current_dir().ok(), env)
-    }
-
-    /// Make `spec` a job of this session: its owner, and the caller's
-    /// context (cwd and `BERTH_*` variables: the project it runs under).
-    pub fn claim(&self, spec: &mut JobSpec) {
-        spec.owner = Some(self.owner.clone());
-        if self.cwd.is_some() {
-            spec.caller_cwd = self.cwd.clone();
-            spec.caller_env = self.env.clone();
-        }
-    }
-}
+pub use super::core::Session;
 
 /// The sessions attached to a serving manager over its socket: how many,
 /// and the signal that the host is tearing down.

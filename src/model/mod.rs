@@ -20,13 +20,13 @@ mod spec;
 mod status;
 mod words;
 
-pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState, EngineAccess};
+pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState};
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use layer::{Applied, Change, ChangeKind, EntryKind, LayerCounts, LayerInfo, LayerState, Writes};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
-pub use net::{Egress, Publish, WriteMode};
+pub use net::{Egress, EngineAccess, Publish, WriteMode};
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
 pub use request::RunRequest;
 pub use spec::{

@@ -95,3 +95,31 @@ impl fmt::Display for WriteMode {
         f.write_str(self.as_str())
     }
 }
+
+/// Whether a container job may start containers of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineAccess {
+    /// No engine inside the job (the default): nothing to talk to.
+    #[default]
+    None,
+    /// A socket berth serves into the job at `/var/run/docker.sock`: a
+    /// filtering proxy of the Engine API through which the job creates,
+    /// reaches and removes its own child containers, and nothing else.
+    Scoped,
+}
+
+impl EngineAccess {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineAccess::None => "none",
+            EngineAccess::Scoped => "scoped",
+        }
+    }
+}
+
+impl fmt::Display for EngineAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

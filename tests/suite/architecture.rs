@@ -173,4 +173,23 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
     for edge in ["launch -> pause", "pause -> network", "network -> launch"] {
         assert!(docker_ring[0].contains(edge), "{edge}: {docker_ring:?}");
     }
+
+    // A path only inside a macro call (syn leaves its tokens unparsed).
+    let in_macro = planted(&[
+        lib,
+        (
+            "config.rs",
+            "fn f() { tracing::debug!(\"{}\", crate::safety::NAME); }\n",
+        ),
+        (
+            "safety/mod.rs",
+            "pub const NAME: &str = \"x\";\nfn g() { let _ = vec![crate::config::f]; }\n",
+        ),
+        ("runner/mod.rs", ""),
+    ]);
+    assert_eq!(in_macro.len(), 1, "{in_macro:?}");
+    assert!(
+        in_macro[0].contains("src: config -> safety -> config"),
+        "{in_macro:?}"
+    );
 }

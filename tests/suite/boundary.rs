@@ -215,7 +215,7 @@ fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
     let instance = instance_name("asuser");
     let out = Command::new("setpriv")
         .args(["--reuid=1234", "--regid=1234", &format!("--groups={docker_gid}")])
-        .arg(bin)
+        .arg(&bin)
         .args([
             "run",
             "--runner",
@@ -243,6 +243,19 @@ fn berth_run_as_an_ordinary_user_runs_the_container_as_that_user() {
         (1234, 1234),
         "files a job makes are the caller's"
     );
+    // The run went through a manager started on demand as that user; its
+    // `down` ends it, and nothing of the instance is left on the engine.
+    let down = Command::new("setpriv")
+        .args(["--reuid=1234", "--regid=1234", &format!("--groups={docker_gid}")])
+        .arg(&bin)
+        .arg("down")
+        .env("BERTH_STATE_DIR", &state)
+        .env("BERTH_INSTANCE", &instance)
+        .env("HOME", &state)
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "{down:?}");
     assert_eq!(containers_of(&instance), 0);
 }
 

@@ -48,7 +48,17 @@ async fn foreground_runs_never_push_the_running_count_over_the_cap() {
     let runs: Vec<_> = (0..5)
         .map(|_| {
             d.cli()
-                .args(["run", "--runner", "host", "--timeout", "1", "--", "sleep", "5"])
+                .args([
+                    "run",
+                    "--no-queue",
+                    "--runner",
+                    "host",
+                    "--timeout",
+                    "1",
+                    "--",
+                    "sleep",
+                    "5",
+                ])
                 .output()
                 .unwrap()
         })

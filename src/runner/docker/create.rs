@@ -31,11 +31,7 @@ const HOME_TMPFS: &str = "rw,nosuid,nodev,exec,size=256m,mode=0700";
 /// stays contained.
 pub const DEFAULT_PIDS_LIMIT: i64 = crate::config::DEFAULT_PIDS;
 
-/// Label keys; `remove_labelled` and crash recovery filter on them.
-pub const LABEL_MANAGED: &str = "berth.managed";
-pub const LABEL_INSTANCE: &str = "berth.instance";
-pub const LABEL_OWNER: &str = "berth.owner";
-pub const LABEL_JOB: &str = "berth.job";
+use super::ownership::{LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER};
 
 /// How one asked-for port is published in one create attempt.
 #[derive(Debug, Clone, PartialEq)]

@@ -80,13 +80,13 @@ pub use adopt::Adoption;
 pub use build::BuildProgressFn;
 pub use client::DockerClient;
 pub use control::DockerControl;
-pub use create::{
-    DEFAULT_PIDS_LIMIT, HOME_DIR, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, container_name,
-};
+pub use create::{DEFAULT_PIDS_LIMIT, HOME_DIR, container_name};
 pub use endpoint::{Endpoint, Place};
 pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
-pub use ownership::{LABEL_STATE, Ownership, state_hash};
+pub use ownership::{
+    LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, state_hash,
+};
 pub use pull::ProgressFn;
 pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
 pub use usage::UsageTarget;

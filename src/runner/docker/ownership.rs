@@ -10,6 +10,12 @@ use std::path::Path;
 
 use crate::model::JobId;
 
+/// Label keys; `remove_labelled` and crash recovery filter on them.
+pub const LABEL_MANAGED: &str = "berth.managed";
+pub const LABEL_INSTANCE: &str = "berth.instance";
+pub const LABEL_OWNER: &str = "berth.owner";
+pub const LABEL_JOB: &str = "berth.job";
+
 /// Label key: hash of the canonical state dir of the manager that made it.
 pub const LABEL_STATE: &str = "berth.state";
 /// The label naming the pool network a pause holds (the sweeps keep or

@@ -8,9 +8,8 @@
 //! An edge joins two sibling modules: a file of module `a::b::c` using
 //! `crate::a::d::x` makes the edge `b -> d` in folder `a` (and nothing at
 //! the top, where both are `a`). Only names that are modules count; a
-//! parent's own items (`super::Launched`) make no edge, unless the parent
-//! re-exports them from a module (`pub use manager::Manager;` in lib.rs
-//! makes `crate::Manager` an edge to `manager`). Paths inside macro calls
+//! parent's own items (`super::Launched`) make no edge, re-exports
+//! included (following them finds more rings: left for later). Paths inside macro calls
 //! (`vec![…]`, `tokio::select! {…}`, `tracing::debug!(…)`) count too: their
 //! tokens are read for `a::b` sequences, since syn leaves them unparsed.
 
@@ -74,8 +73,6 @@ fn test_children(file: &syn::File) -> BTreeSet<String> {
 /// paths where it can be (`None` for other crates and std).
 struct Paths<'a> {
     modules: &'a BTreeSet<Module>,
-    /// Re-exports: module → name → the path it stands for.
-    reexports: &'a BTreeMap<Module, BTreeMap<String, Module>>,
     /// The module the code being visited is in (inline `mod x { }` pushes).
     at: Module,
     found: Vec<Module>,
@@ -108,7 +105,7 @@ impl Paths<'_> {
 
     fn add(&mut self, segs: Vec<String>) {
         if let Some(p) = self.resolve(&segs) {
-            self.found.push(follow(p, self.modules, self.reexports));
+            self.found.push(p);
         }
     }
 
@@ -227,66 +224,6 @@ impl<'ast> Visit<'ast> for Paths<'_> {
     }
 }
 
-/// `p` with every re-exported name on its way replaced by what it stands
-/// for (`crate::Manager` → `crate::manager::Manager`).
-fn follow(
-    mut p: Module,
-    modules: &BTreeSet<Module>,
-    reexports: &BTreeMap<Module, BTreeMap<String, Module>>,
-) -> Module {
-    for _ in 0..8 {
-        let mut changed = false;
-        for i in 0..p.len() {
-            if modules.contains(&p[..=i].to_vec()) {
-                continue;
-            }
-            if let Some(target) = reexports.get(&p[..i].to_vec()).and_then(|m| m.get(&p[i])) {
-                let mut next = target.clone();
-                next.extend(p[i + 1..].iter().cloned());
-                changed = next != p;
-                p = next;
-            }
-            break;
-        }
-        if !changed {
-            break;
-        }
-    }
-    p
-}
-
-/// The `pub use` items of each module: name → the path it stands for.
-fn reexports_of(
-    parsed: &BTreeMap<Module, syn::File>,
-    modules: &BTreeSet<Module>,
-) -> BTreeMap<Module, BTreeMap<String, Module>> {
-    let empty = BTreeMap::new();
-    let mut out: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
-    for (module, ast) in parsed {
-        for item in &ast.items {
-            let syn::Item::Use(u) = item else { continue };
-            if matches!(u.vis, syn::Visibility::Inherited) || is_test_attr(&u.attrs) {
-                continue;
-            }
-            let mut v = Paths {
-                modules,
-                reexports: &empty,
-                at: module.clone(),
-                found: Vec::new(),
-            };
-            v.use_tree(&mut Vec::new(), &u.tree);
-            for p in v.found {
-                if let Some(name) = p.last() {
-                    out.entry(module.clone())
-                        .or_default()
-                        .insert(name.clone(), p.clone());
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The graphs of every folder of the crate whose sources are under `src`.
 pub fn graphs(src: &Path) -> Graphs {
     let mut files = Vec::new();
@@ -314,7 +251,6 @@ pub fn graphs(src: &Path) -> Graphs {
             test_only.insert(m);
         }
     }
-    let reexports = reexports_of(&parsed, &modules);
     let mut graphs = Graphs::new();
     for s in &sources {
         if s.module.is_empty() || test_only.iter().any(|t| s.module.starts_with(t)) {
@@ -322,7 +258,6 @@ pub fn graphs(src: &Path) -> Graphs {
         }
         let mut v = Paths {
             modules: &modules,
-            reexports: &reexports,
             at: s.module.clone(),
             found: Vec::new(),
         };
