@@ -235,6 +235,8 @@ fn idle_notice(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::JobSpec;
+    use std::collections::BTreeMap;
 
     /// Past MAX_SESSIONS attached, the next is refused; one leaving makes room.
     #[test]
