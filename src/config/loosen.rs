@@ -72,6 +72,62 @@ pub(super) fn settle(
     config.untrusted = found;
 }
 
+/// Limits and retention `c` raises above `base` (the user's say): a job
+/// that writes the project file must not get itself 20 GiB or 32,768
+/// processes on a shared machine. Lowering any of them needs no trust.
+fn raised_limits(c: &Config, base: &Config) -> Vec<(&'static str, String)> {
+    let above = |a: Option<f64>, b: Option<f64>| a.unwrap_or(f64::INFINITY) > b.unwrap_or(f64::INFINITY);
+    let mut out = Vec::new();
+    if above(c.limits.cpus, base.limits.cpus) {
+        out.push((
+            "cpus",
+            c.limits
+                .cpus
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into()),
+        ));
+    }
+    let mem = |l: &Config| l.limits.memory.map(|v| v as f64);
+    if above(mem(c), mem(base)) {
+        out.push((
+            "memory",
+            c.limits
+                .memory
+                .map(super::jobs::size_text)
+                .unwrap_or_else(|| "none".into()),
+        ));
+    }
+    let pids = |l: &Config| l.limits.pids.map(|v| v as f64);
+    if above(pids(c), pids(base)) {
+        out.push((
+            "pids",
+            c.limits
+                .pids
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "none".into()),
+        ));
+    }
+    if c.max_output_bytes > base.max_output_bytes {
+        out.push(("max_output", super::jobs::size_text(c.max_output_bytes)));
+    }
+    if c.ring_bytes > base.ring_bytes {
+        out.push(("ring_size", super::jobs::size_text(c.ring_bytes as u64)));
+    }
+    if c.keep_runs > base.keep_runs {
+        out.push(("keep_runs", c.keep_runs.to_string()));
+    }
+    if c.keep_days > base.keep_days {
+        out.push(("keep_days", c.keep_days.to_string()));
+    }
+    if c.layer_bytes > base.layer_bytes {
+        out.push(("layer_size", super::jobs::size_text(c.layer_bytes)));
+    }
+    if c.layer_days > base.layer_days {
+        out.push(("layer_days", c.layer_days.to_string()));
+    }
+    out
+}
+
 fn loosenings(
     c: &Config,
     base: &Config,
@@ -152,6 +208,11 @@ fn loosenings(
     }
     if from_file("max_children") && c.max_children > base.max_children {
         add("max_children", c.max_children.to_string());
+    }
+    for (key, value) in raised_limits(c, base) {
+        if from_file(key) {
+            add(key, value);
+        }
     }
     // Writing the checkout itself is looser than a layer, a layer looser
     // than nothing (`WriteMode`'s order).
@@ -277,6 +338,15 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
             c.max_children = base.max_children;
             source(c, "max_children");
         }
+        "cpus" => c.limits.cpus = base.limits.cpus,
+        "memory" => c.limits.memory = base.limits.memory,
+        "pids" => c.limits.pids = base.limits.pids,
+        "max_output" => c.max_output_bytes = base.max_output_bytes,
+        "ring_size" => c.ring_bytes = base.ring_bytes,
+        "keep_runs" => c.keep_runs = base.keep_runs,
+        "keep_days" => c.keep_days = base.keep_days,
+        "layer_size" => c.layer_bytes = base.layer_bytes,
+        "layer_days" => c.layer_days = base.layer_days,
         "project_symlinks" => {
             c.project_symlinks = base.project_symlinks;
             source(c, "project_symlinks");
@@ -326,6 +396,22 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "safety.security_log" => c.safety.security_log = base.safety.security_log.clone(),
         _ => {}
     }
+    // The limits reverted above: their source is the user's again.
+    for k in [
+        "cpus",
+        "memory",
+        "pids",
+        "max_output",
+        "ring_size",
+        "keep_runs",
+        "keep_days",
+        "layer_size",
+        "layer_days",
+    ] {
+        if k == key {
+            source(c, k);
+        }
+    }
 }
 
 /// Whether `path` lies inside `dir` (both resolved: symlinks followed where
@@ -374,6 +460,32 @@ mod tests {
         let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
         assert_eq!(keys, ["network"]);
         assert_eq!(c.network, Network::Isolated);
+    }
+
+    #[test]
+    fn raising_limits_needs_trust_and_lowering_does_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user.toml");
+        let c = load(
+            tmp.path(),
+            "memory = \"20g\"\npids = 32768\nmax_output = \"100g\"\nring_size = \"1g\"\nkeep_runs = 100000\ncpus = 0.5\n",
+            &user,
+        );
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        assert_eq!(keys, ["memory", "pids", "max_output", "ring_size", "keep_runs"]);
+        let base = load(tmp.path(), "", &user);
+        assert_eq!(c.limits.memory, base.limits.memory, "not applied");
+        assert_eq!(c.limits.pids, base.limits.pids);
+        assert_eq!(
+            (c.max_output_bytes, c.ring_bytes, c.keep_runs),
+            (base.max_output_bytes, base.ring_bytes, base.keep_runs)
+        );
+        assert_eq!(c.limits.cpus, Some(0.5), "a lower limit applies untrusted");
+        assert!(
+            !c.describe()
+                .iter()
+                .any(|(_, _, s)| s.contains("berth.toml") && s.contains("memory"))
+        );
     }
 
     #[test]

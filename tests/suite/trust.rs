@@ -247,3 +247,29 @@ fn a_berth_toml_a_job_wrote_is_not_used_until_the_user_says_so() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("faked pass"), "{out}");
 }
+
+/// Limits above the user's are loosenings: an untrusted project file's
+/// `memory = "20g"` is not applied, the start is refused naming it, and
+/// `berth config` lists it; a lower limit applies without trust.
+#[test]
+fn an_untrusted_file_cannot_raise_limits_but_may_lower_them() {
+    let d = Daemon::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("p");
+    workspace_dir(&ws);
+    std::fs::write(ws.join("berth.toml"), "memory = \"20g\"\n").unwrap();
+    let (code, out, err) = run(at(&d, &ws), &["run", "--", "echo", "ran"]);
+    assert_eq!(code, 126, "{out}{err}");
+    assert!(err.contains("memory") && err.contains("berth trust"), "{err}");
+    let (_, out, _) = run(at(&d, &ws), &["config"]);
+    assert!(out.contains("NOT applied") && out.contains("memory"), "{out}");
+
+    std::fs::write(ws.join("berth.toml"), "memory = \"64m\"\n").unwrap();
+    let (code, out, err) = run(at(&d, &ws), &["run", "--json", "--runner", "docker", "--image", SANDBOX, "--", "true"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let id = v["job_id"].as_str().unwrap();
+    let (_, out, err) = run(at(&d, &ws), &["status", id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    assert_eq!(v["limits"]["memory"], 64 << 20, "{v}");
+}
