@@ -159,6 +159,10 @@ pub enum Error {
     #[error("could not read config `{}`: {message}", path.display())]
     Config { path: PathBuf, message: String },
 
+    /// An agent's session asked for a job that is not its own.
+    #[error("{job} is not yours: {rule}")]
+    NotYours { job: String, rule: &'static str },
+
     /// The project file could not be used (`Config::project_refusal`) or a
     /// job may have written it: no job of that project starts.
     #[error("{why}; until then no job of this project starts (ps, logs, down and config work on)")]
@@ -301,6 +305,7 @@ impl Error {
             Error::Listen { .. } => "listen_failed",
             Error::Config { .. } => "config",
             Error::ProjectFile { .. } => "project_file",
+            Error::NotYours { .. } => "not_yours",
             Error::Store { .. } => "store",
             Error::StoreDegraded { .. } => "store_degraded",
             Error::EngineUnavailable { .. } => "engine_unavailable",
@@ -463,7 +468,7 @@ fn answer_for(code: &str) -> (u16, i32) {
     match code {
         "unknown_job" | "unknown_layer" => (404, 1),
         "layer_in_use" => (409, 1),
-        "apply_refused" => (403, 1),
+        "apply_refused" | "not_yours" => (403, 1),
         "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
         | "outside_workspace" | "bad_request" => (400, 2),
         // A caller's project file (or BERTH_CONFIG) that cannot be read is

@@ -205,6 +205,13 @@ keys {
         field #[serde(default)] project_symlinks: bool = false,
         env flag, set keep,
         line |c| c.project_symlinks.to_string();
+    /// Agents (MCP sessions) may act on every job and read every project's
+    /// (your own config only); by default a session acts on the jobs it
+    /// started and reads its own project's.
+    agent_all_jobs: bool,
+        field #[serde(default)] agent_all_jobs: bool = false,
+        env flag, set keep,
+        line |c| c.agent_all_jobs.to_string();
     /// Who makes published ports answer on 127.0.0.1: `berth` (default:
     /// berth relays each connection) or `engine`.
     publish: String,

@@ -43,7 +43,7 @@ use crate::trust::Loosening;
 
 /// Loosenings a project file cannot give even when trusted: what its
 /// Dockerfile (which trust does not cover) would do with them.
-const USERS_OWN: &[&str] = &["build_add_urls", "fallback", "project_symlinks"];
+const USERS_OWN: &[&str] = &["build_add_urls", "fallback", "project_symlinks", "agent_all_jobs"];
 
 /// Compare `config` (all layers applied) with `baseline` (defaults and the
 /// user's config) for the values `file` (holding `bytes`) set; untrusted
@@ -238,6 +238,9 @@ fn loosenings(
             ),
         );
     }
+    if from_file("agent_all_jobs") && c.agent_all_jobs && !base.agent_all_jobs {
+        add("agent_all_jobs", "true".into());
+    }
     if from_file("project_symlinks") && c.project_symlinks && !base.project_symlinks {
         add("project_symlinks", "true".into());
     }
@@ -347,6 +350,10 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "keep_days" => c.keep_days = base.keep_days,
         "layer_size" => c.layer_bytes = base.layer_bytes,
         "layer_days" => c.layer_days = base.layer_days,
+        "agent_all_jobs" => {
+            c.agent_all_jobs = base.agent_all_jobs;
+            source(c, "agent_all_jobs");
+        }
         "project_symlinks" => {
             c.project_symlinks = base.project_symlinks;
             source(c, "project_symlinks");

@@ -185,7 +185,14 @@ merged. since_seq reads forward from a line number instead."
             limit: Some(a.lines.unwrap_or(50)),
             stream: None,
         };
-        reply(logs::answer(&self.core.manager, &job_id(&a.process_id), &req, Dialect::Process).await)
+        let id = job_id(&a.process_id);
+        reply(
+            async {
+                self.core.may_read(&id).await?;
+                logs::answer(&self.core.manager, &id, &req, Dialect::Process).await
+            }
+            .await,
+        )
     }
 
     #[tool(

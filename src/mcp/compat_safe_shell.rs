@@ -177,7 +177,8 @@ impl BerthMcp {
         if (a.command != "cat" && a.command != "/bin/cat") || a.args.is_empty() || a.input.is_some() {
             return Ok(None);
         }
-        let all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
+        let mut all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
+        self.core.keep_visible(&mut all);
         let mut text = String::from("exit code: 0\n");
         for path in &a.args {
             let found = all.iter().find_map(|j| {

@@ -104,7 +104,8 @@ completed: true and failed: true add ended ones with their exit code and who end
 killed shells are under FAILED. Newest first, 30 at a time: the answer says the `before` to pass for the next page."
     )]
     async fn shell_summary(&self, Parameters(a): Parameters<ShellSummaryArgs>) -> CallToolResult {
-        let all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
+        let mut all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
+        self.core.keep_visible(&mut all);
         reply(Ok(Answer::ok(summary(&all, &a))))
     }
 
@@ -120,7 +121,14 @@ the answer gives next_seq."
             limit: Some(a.limit.unwrap_or(format::MAX_LINES).min(format::MAX_LINES)),
             stream: None,
         };
-        reply(logs::answer(&self.core.manager, &job_id(&a.shell_id), &req, Dialect::Shell).await)
+        let id = job_id(&a.shell_id);
+        reply(
+            async {
+                self.core.may_read(&id).await?;
+                logs::answer(&self.core.manager, &id, &req, Dialect::Shell).await
+            }
+            .await,
+        )
     }
 
     #[tool(

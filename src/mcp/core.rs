@@ -133,6 +133,7 @@ impl Core {
 
     /// Run a finished job's command again as a new background job of this session.
     pub async fn resume(&self, id: &JobId) -> Result<JobId> {
+        self.may_act(id).await?;
         let target = id.clone();
         let mut spec = self
             .manager
@@ -219,6 +220,7 @@ impl Core {
 
     /// Wait on a job and answer how it went.
     pub async fn wait(&self, id: &JobId, conds: &[ReadyCondition], timeout: Option<f64>) -> Result<Answer> {
+        self.may_read(id).await?;
         let t = Duration::from_secs_f64(timeout.unwrap_or(DEFAULT_WAIT_SECS));
         let outcome = self.manager.wait(id, conds, t).await?;
         self.cover(id);
@@ -281,6 +283,7 @@ impl Core {
 
     /// Stop a job; the answer is `{result, reason, ended_by, …}`.
     pub async fn kill(&self, id: &JobId, req: KillRequest) -> Result<KillOutcome> {
+        self.may_act(id).await?;
         let out = self.manager.kill(id, req).await?;
         self.cover(id);
         Ok(out)

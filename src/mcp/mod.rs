@@ -47,6 +47,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod answer;
+mod apart;
 mod args;
 mod attach;
 mod backlog;

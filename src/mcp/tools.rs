@@ -57,7 +57,7 @@ CPU and memory use, its log files, and its last lines of output. Use it to check
         description = "List jobs as a compact table: id, status (with exit code and who ended it), runner, mode, \
 ports as URLs, run time and command. Shows running jobs by default; filter: completed, failed or all. \
 Newest first, 50 at a time: pass `before` (the last id shown) for the next page, `limit` for more or fewer. \
-Lists every client's jobs (other agents' sessions, the CLI): the cap on running jobs is shared. \
+Lists this project's jobs (yours, other sessions', the CLI's): the cap on running jobs is shared with every project. \
 usage: true adds CPU/memory of running jobs (takes about a second)."
     )]
     async fn list(&self, Parameters(a): Parameters<ListArgs>) -> CallToolResult {
@@ -80,7 +80,14 @@ Pages are capped at 16 KiB. `stream` picks stdout or stderr only."
             limit: a.tail.or(a.limit),
             stream: a.stream.map(Into::into),
         };
-        reply(logs::answer(&self.core.manager, &job_id(&a.id), &req, Dialect::Canonical).await)
+        let id = job_id(&a.id);
+        reply(
+            async {
+                self.core.may_read(&id).await?;
+                logs::answer(&self.core.manager, &id, &req, Dialect::Canonical).await
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -153,7 +160,7 @@ Answers the new job id, its URLs and log files."
 that `run` call answers at once with the job id and the job keeps running."
     )]
     async fn background(&self, Parameters(a): Parameters<IdArgs>) -> CallToolResult {
-        reply(self.background_answer(&a.id))
+        reply(self.background_answer(&a.id).await)
     }
 
     #[tool(
@@ -208,7 +215,9 @@ KiB); a directory or a binary file answers with its entries and sizes (`berth cp
     async fn copy_out(&self, Parameters(a): Parameters<CopyOutArgs>) -> CallToolResult {
         reply(
             async {
-                let tar = self.core.manager.copy_out(&job_id(&a.id), &a.path).await?;
+                let id = job_id(&a.id);
+                self.core.may_act(&id).await?;
+                let tar = self.core.manager.copy_out(&id, &a.path).await?;
                 Ok(Answer::ok(super::copy::describe(&a.path, &tar)))
             }
             .await,
@@ -224,6 +233,7 @@ impl BerthMcp {
     pub(super) async fn status_answer(&self, id: &str) -> Result<Answer> {
         let m = &self.core.manager;
         let id = job_id(id);
+        self.core.may_read(&id).await?;
         let info = m.info_with_usage(&id).await?;
         super::backlog::cover(m, &id);
         let mut text = format::card(&info, &m.read_snippet(&id).await?);
@@ -261,6 +271,8 @@ impl BerthMcp {
         let mut page = m
             .off_worker(move |m| m.list_page(filter, below.as_ref(), limit))
             .await;
+        // Another project's jobs are not this agent's to see.
+        self.core.keep_visible(&mut page.jobs);
         if usage {
             m.fill_usage(&mut page.jobs).await;
         }
@@ -337,8 +349,9 @@ impl BerthMcp {
         Ok(a)
     }
 
-    pub(super) fn background_answer(&self, id: &str) -> Result<Answer> {
+    pub(super) async fn background_answer(&self, id: &str) -> Result<Answer> {
         let id = job_id(id);
+        self.core.may_act(&id).await?;
         let info = self.core.manager.background(&id, EndedBy::Agent)?;
         super::backlog::cover(&self.core.manager, &id);
         Ok(Answer::ok(format!(

@@ -265,7 +265,12 @@ fn an_untrusted_file_cannot_raise_limits_but_may_lower_them() {
     assert!(out.contains("NOT applied") && out.contains("memory"), "{out}");
 
     std::fs::write(ws.join("berth.toml"), "memory = \"64m\"\n").unwrap();
-    let (code, out, err) = run(at(&d, &ws), &["run", "--json", "--runner", "docker", "--image", SANDBOX, "--", "true"]);
+    let (code, out, err) = run(
+        at(&d, &ws),
+        &[
+            "run", "--json", "--runner", "docker", "--image", SANDBOX, "--", "true",
+        ],
+    );
     assert_eq!(code, 0, "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let id = v["job_id"].as_str().unwrap();

@@ -53,6 +53,31 @@ impl Session {
         }
     }
 
+    /// [`Session::open`] for another project: `berth mcp` started in
+    /// `project`, which is its workspace.
+    async fn open_project(dir: &Path, instance: &str, name: &str, project: &Path) -> Session {
+        crate::common::workspace_dir(project);
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
+        cmd.args(["mcp", "--tools", "canonical"]).current_dir(project);
+        Mcp::apply_env(cmd.as_std_mut(), dir, instance);
+        cmd.env("BERTH_RUNNER", "host").env("BERTH_WORKSPACE", project);
+        let stderr = dir.join(format!("{name}.stderr"));
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn berth mcp");
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let client = ().serve((stdout, stdin)).await.expect("MCP initialize");
+        Session {
+            child,
+            client: Some(client),
+            stderr,
+        }
+    }
+
     pub(super) async fn call(&self, tool: &str, args: Value) -> Reply {
         let params = CallToolRequestParams::new(tool.to_string())
             .with_arguments(args.as_object().cloned().expect("arguments are an object"));
@@ -411,4 +436,52 @@ async fn a_session_sees_its_own_jobs_events_only_unless_it_asks() {
     let asked = b.call("events", json!({"since": 1, "all": true})).await.text;
     assert!(asked.contains("watch /SECRET-BUILD-HIT/ matched"), "{asked}");
     let _ = cli(dir, inst, &["kill", &id]);
+}
+
+/// An agent acts only on the jobs its session started and reads only its
+/// own project's: another project's session is refused `not_yours` for
+/// every verb (and does not see the job listed), a second session of the
+/// same project may read but not act, and the user (the CLI) acts on all.
+#[tokio::test]
+async fn sessions_are_apart_per_verb() {
+    let d = Daemon::start();
+    let (dir, inst) = (d.dir.path(), d.instance.as_str());
+    let mut a = Session::open(dir, inst, "a").await;
+    let mut same = Session::open(dir, inst, "same").await;
+    let mut other = Session::open_project(dir, inst, "other", &dir.join("other")).await;
+    let (ta, tb) = (unique_sleep(), unique_sleep());
+    let ja = a.sleep(&ta).await;
+    let jb = other.sleep(&tb).await;
+
+    for (tool, args) in [
+        ("kill", json!({"id": ja})),
+        ("copy_out", json!({"id": ja, "path": "."})),
+        ("background", json!({"id": ja})),
+        ("resume", json!({"id": ja})),
+        ("status", json!({"id": ja})),
+        ("logs", json!({"id": ja})),
+        ("wait", json!({"id": ja, "timeout": 1})),
+    ] {
+        let r = other.call(tool, args).await;
+        assert!(r.is_error && r.text.contains("not_yours"), "{tool}: {}", r.text);
+        assert!(r.text.contains("agent_all_jobs"), "names the rule: {}", r.text);
+    }
+    let listed = other.call("list", json!({})).await.text;
+    assert!(listed.contains(&jb) && !listed.contains(&ja), "{listed}");
+
+    // Its own project: reads, but acts only on its own.
+    let r = same.call("status", json!({"id": ja})).await;
+    assert!(!r.is_error, "{}", r.text);
+    let r = same.call("kill", json!({"id": ja})).await;
+    assert!(r.is_error && r.text.contains("not_yours"), "{}", r.text);
+    running(dir, inst, &ja, &ta);
+
+    // The user acts on every job.
+    let (code, _, err) = cli(dir, inst, &["kill", &jb]);
+    assert_eq!(code, 0, "{err}");
+    let r = a.call("kill", json!({"id": ja})).await;
+    assert!(!r.is_error, "{}", r.text);
+    for s in [&mut a, &mut same, &mut other] {
+        s.close().await;
+    }
 }
