@@ -44,9 +44,9 @@ pub async fn cp(global: &Global, a: CpArgs) -> anyhow::Result<i32> {
         .decode(archive.tar.as_bytes())
         .context("the manager's archive was not base64")?;
     let dest = a.dest.clone();
-    let written = tokio::task::spawn_blocking(move || unpack(&tar, &dest)).await??;
+    let (written, links) = tokio::task::spawn_blocking(move || unpack(&tar, &dest)).await??;
     if a.json {
-        let v = serde_json::json!({"job": archive.job, "path": archive.path, "bytes": archive.bytes, "dest": a.dest, "entries": written});
+        let v = serde_json::json!({"job": archive.job, "path": archive.path, "bytes": archive.bytes, "dest": a.dest, "entries": written, "links_left_out": links});
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         outln!(
@@ -56,14 +56,20 @@ pub async fn cp(global: &Global, a: CpArgs) -> anyhow::Result<i32> {
             a.dest.display(),
             archive.bytes
         );
+        if links > 0 {
+            eprintln!(
+                "berth: {links} link(s) in the archive were not copied (berth cp copies files and directories, never links)"
+            );
+        }
     }
     Ok(0)
 }
 
-/// Unpack `tar` as `docker cp` does; returns how many entries were written.
+/// Unpack `tar` as `docker cp` does, links left out; returns how many
+/// entries were written and how many links were not.
 /// The archive is unpacked into a private directory beside its place first
 /// and moved in by rename, so a refused or broken archive leaves nothing.
-fn unpack(tar: &[u8], dest: &Path) -> anyhow::Result<usize> {
+fn unpack(tar: &[u8], dest: &Path) -> anyhow::Result<(usize, usize)> {
     let into_dir = dest.is_dir();
     let parent = match into_dir {
         true => dest.to_path_buf(),
@@ -83,21 +89,31 @@ fn unpack(tar: &[u8], dest: &Path) -> anyhow::Result<usize> {
     result
 }
 
-fn unpack_staged(tar: &[u8], staging: &Path, dest: &Path, into_dir: bool) -> anyhow::Result<usize> {
+fn unpack_staged(tar: &[u8], staging: &Path, dest: &Path, into_dir: bool) -> anyhow::Result<(usize, usize)> {
     let mut archive = tar::Archive::new(tar);
     archive.set_preserve_permissions(false);
     archive.set_preserve_ownerships(false);
     archive.set_unpack_xattrs(false);
-    let mut n = 0;
+    let (mut n, mut links) = (0, 0);
     for entry in archive.entries().context("reading the archive")? {
         let mut entry = entry.context("reading the archive")?;
+        // Links are never made: one left in DEST (`-> /`) would carry a
+        // later copy outside it. The copy says how many it left out.
+        let kind = entry.header().entry_type();
+        if kind.is_symlink() || kind.is_hard_link() {
+            links += 1;
+            continue;
+        }
         // Refuses `..` and absolute names, and writes through no symlink.
         let written = entry.unpack_in(staging).context("unpacking the archive")?;
         anyhow::ensure!(written, "the archive names a path outside its directory");
         n += 1;
     }
     let tops: Vec<_> = std::fs::read_dir(staging)?.collect::<Result<_, _>>()?;
-    anyhow::ensure!(!tops.is_empty(), "the archive was empty");
+    anyhow::ensure!(
+        !tops.is_empty(),
+        "the archive held no file or directory (links are not copied)"
+    );
     for top in &tops {
         let to = match into_dir {
             true => dest.join(top.file_name()),
@@ -114,7 +130,7 @@ fn unpack_staged(tar: &[u8], staging: &Path, dest: &Path, into_dir: bool) -> any
         );
         std::fs::rename(top.path(), &to).with_context(|| format!("moving into {}", to.display()))?;
     }
-    Ok(n)
+    Ok((n, links))
 }
 
 #[cfg(test)]
@@ -142,7 +158,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("out");
         std::fs::create_dir(&dest).unwrap();
-        let n = unpack(&tar_of(&[("tool", 0o4755, b"#!/bin/sh\n")]), &dest).unwrap();
+        let (n, _) = unpack(&tar_of(&[("tool", 0o4755, b"#!/bin/sh\n")]), &dest).unwrap();
         assert_eq!(n, 1);
         let mode = std::fs::metadata(dest.join("tool")).unwrap().permissions().mode();
         assert_eq!(mode & 0o7000, 0, "{mode:o}");
@@ -165,5 +181,27 @@ mod tests {
         let err = unpack(&tar_of(&[("tool", 0o644, b"new")]), &dest).unwrap_err();
         assert!(err.to_string().contains("exists"), "{err}");
         assert_eq!(std::fs::read(dest.join("tool")).unwrap(), b"#!/bin/sh\n");
+    }
+
+    #[test]
+    fn links_in_the_archive_are_never_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out");
+        std::fs::create_dir(&dest).unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        h.set_mode(0o777);
+        b.append_link(&mut h, "d/root", "/").unwrap();
+        let mut f = tar::Header::new_gnu();
+        f.set_size(2);
+        f.set_mode(0o644);
+        f.set_cksum();
+        b.append_data(&mut f, "d/file", &b"ok"[..]).unwrap();
+        let (n, links) = unpack(&b.into_inner().unwrap(), &dest).unwrap();
+        assert_eq!((n, links), (1, 1));
+        assert!(std::fs::symlink_metadata(dest.join("d/root")).is_err());
+        assert_eq!(std::fs::read(dest.join("d/file")).unwrap(), b"ok");
     }
 }

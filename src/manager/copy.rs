@@ -45,7 +45,8 @@ impl Manager {
             (false, Some(ws)) => ws.join(path).to_string_lossy().into_owned(),
             _ => path.to_string(),
         };
-        self.inner
+        let tar = self
+            .inner
             .engine
             .copy_out(&container, &full, MAX_COPY_BYTES)
             .await
@@ -56,6 +57,90 @@ impl Manager {
                     message: format!("is not in {id}'s container"),
                 },
                 _ => e,
-            })
+            })?;
+        // The engine reads as root; the copy gets only what the job could.
+        if let Some(unreadable) = info.limits.user.as_deref().and_then(|u| unreadable(&tar, u)) {
+            return Err(Error::InvalidValue {
+                what: "path",
+                input: full,
+                message: format!(
+                    "holds {unreadable}, which {id} cannot read (it runs as {}): berth copies only what the job could read",
+                    info.limits.user.as_deref().unwrap_or("?")
+                ),
+            });
+        }
+        Ok(tar)
+    }
+}
+
+/// The first entry of `tar` that `user` (`uid:gid`, or `root`) could not
+/// read by its mode bits (a directory also needs `x`), named with its mode
+/// and owner. Supplementary groups are not counted: a file readable only
+/// through one is refused, erring on the side of the job's reach.
+fn unreadable(tar: &[u8], user: &str) -> Option<String> {
+    let (uid, gid) = match user.split_once(':') {
+        _ if user == "root" => return None,
+        Some((u, g)) => (u.parse::<u64>().ok()?, g.parse::<u64>().ok()?),
+        None => return None,
+    };
+    if uid == 0 {
+        return None;
+    }
+    let mut archive = tar::Archive::new(tar);
+    for entry in archive.entries().ok()? {
+        let Ok(entry) = entry else { break };
+        let h = entry.header();
+        let (Ok(mode), Ok(owner), Ok(group)) = (h.mode(), h.uid(), h.gid()) else {
+            continue;
+        };
+        let bits = if owner == uid {
+            mode >> 6
+        } else if group == gid {
+            mode >> 3
+        } else {
+            mode
+        } & 0o7;
+        let need = if h.entry_type().is_dir() { 0o5 } else { 0o4 };
+        if h.entry_type().is_symlink() || bits & need == need {
+            continue;
+        }
+        let name = entry.path().map(|p| p.display().to_string()).unwrap_or_default();
+        return Some(format!(
+            "`{name}` (mode {:04o}, owner {owner}:{group})",
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unreadable;
+
+    fn tar_of(entries: &[(&str, u32, u64, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, mode, uid, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(*mode);
+            h.set_uid(*uid);
+            h.set_gid(*uid);
+            h.set_cksum();
+            b.append_data(&mut h, name, *data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn what_the_job_cannot_read_is_named_and_what_it_can_passes() {
+        let tar = tar_of(&[("report.xml", 0o644, 0, b"<ok/>"), ("secret", 0o600, 0, b"s")]);
+        let why = unreadable(&tar, "1000:1000").expect("refused");
+        assert!(
+            why.contains("secret") && why.contains("0600") && why.contains("0:0"),
+            "{why}"
+        );
+        assert_eq!(unreadable(&tar, "root"), None);
+        let own = tar_of(&[("mine", 0o600, 1000, b"m")]);
+        assert_eq!(unreadable(&own, "1000:1000"), None);
     }
 }

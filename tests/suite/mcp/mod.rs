@@ -624,6 +624,38 @@ async fn no_engine_refuses_an_agents_job_instead_of_a_silent_host_job() {
     );
 }
 
+/// The engine reads a container as root; `copy_out` hands over only what
+/// the job itself could read: a root-owned 0600 file in its workspace is
+/// refused, naming it, while a readable one comes back.
+#[tokio::test]
+async fn copy_out_reads_only_what_the_job_could() {
+    use std::os::unix::fs::PermissionsExt;
+    let mcp = Mcp::start_with("canonical", &[], |ws| {
+        std::fs::write(ws.join("secret"), "root only").unwrap();
+        std::fs::set_permissions(ws.join("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(ws.join("open"), "anyone").unwrap();
+    })
+    .await;
+    let started = mcp
+        .ok(
+            "run",
+            json!({"command": "id -u; sleep 30", "runner": "docker", "image": "berth/sandbox:latest",
+                   "background": true}),
+        )
+        .await;
+    let id = job_in(&started);
+    let r = mcp.call("copy_out", json!({"id": id, "path": "secret"})).await;
+    assert!(
+        r.is_error && r.text.contains("cannot read") && r.text.contains("0600"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains("root only"), "{}", r.text);
+    let r = mcp.call("copy_out", json!({"id": id, "path": "open"})).await;
+    assert!(!r.is_error && r.text.contains("anyone"), "{}", r.text);
+    mcp.ok("kill", json!({"id": id})).await;
+}
+
 #[tokio::test]
 async fn bad_calls_are_tool_errors_and_the_server_keeps_answering() {
     // Calls that do not fit a tool's schema are protocol errors: see protocol.rs.
