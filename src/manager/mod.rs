@@ -16,6 +16,7 @@
 
 mod admit;
 mod copy;
+mod denials;
 mod exec;
 mod finished;
 mod handle;

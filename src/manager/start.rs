@@ -444,18 +444,22 @@ pub(super) fn egress_reporter(
     let inner = Arc::downgrade(inner);
     let (id, command, cwd) = (id.clone(), spec.display_command(), cwd.to_path_buf());
     let safety = project.safety.clone();
-    Arc::new(move |d: crate::net::Denial| {
-        let target = format!("{}:{}", d.host, d.port);
-        safety.log_egress(id.as_str(), &command, &cwd, &d.request(), &target, &d.reason);
+    // Bounded (`denials.rs`): a flood cannot rotate earlier refusals away.
+    let limiter = super::denials::Limiter::new(Box::new(move |request: &str, target: &str, reason: &str| {
+        safety.log_egress(id.as_str(), &command, &cwd, request, target, reason);
         if let Some(inner) = inner.upgrade() {
             inner.events.emit(
                 id.clone(),
                 EventKind::EgressDenied {
-                    request: d.request(),
-                    reason: d.reason,
+                    request: request.to_string(),
+                    reason: reason.to_string(),
                 },
             );
         }
+    }));
+    Arc::new(move |d: crate::net::Denial| {
+        let target = format!("{}:{}", d.host, d.port);
+        limiter.deny(&d.request(), &target, &d.reason, std::time::Instant::now());
     })
 }
 

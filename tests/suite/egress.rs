@@ -179,3 +179,49 @@ async fn a_later_job_never_sees_an_earlier_jobs_hosts_entry() {
     );
     t.manager.shutdown().await;
 }
+
+/// A job that asks its proxy for a forbidden host thousands of times gets
+/// its first denials logged whole and the rest counted per destination, so
+/// the flood cannot rotate an earlier refusal out of the security log, and
+/// every denial is still accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_flood_is_counted_not_logged_line_by_line() {
+    let t = manager_with(|c| c);
+    let refused = t.manager.start(JobSpec::shell("sudo id")).await;
+    assert!(refused.is_err(), "sudo is blocked");
+    let log_path = t.manager.config().instance_dir().join("security.log");
+    let flood = "curl -s -m 60 -o /dev/null 'http://192.0.2.7/[1-3000]'; echo done";
+    let job = t.manager.start(in_dev(JobSpec::shell(flood))).await.unwrap();
+    job.wait_end().await.unwrap();
+    assert_eq!(job.output_lines().unwrap(), ["done"]);
+    let counted = || {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let egress: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &serde_json::Value| v["kind"] == "egress")
+            .collect();
+        let total: u64 = egress
+            .iter()
+            .map(|v| {
+                let m = v["matched"].as_str().unwrap_or_default();
+                m.split(" more denied")
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1)
+            })
+            .sum();
+        (log, egress.len(), total)
+    };
+    eventually(Duration::from_secs(20), "every denial counted", || {
+        counted().2 == 3000
+    })
+    .await;
+    let (log, lines, _) = counted();
+    assert!(lines <= 30, "{lines} egress lines for 3000 denials");
+    assert!(
+        log.contains("\"command\":\"sudo id\""),
+        "the earlier refusal is kept"
+    );
+    t.manager.shutdown().await;
+}
