@@ -141,7 +141,10 @@ async fn mcp_session_runs_jobs_on_the_fake_runner_with_no_engine() {
     assert!(t.manager.use_fake_runner(fake.clone()));
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
     let (server_read, server_write) = tokio::io::split(server_io);
-    let session = Session::new(Some(t.workspace()), Default::default());
+    // The user who starts the session lets its jobs fall back to the host
+    // runner (here the fake) with no engine; an agent never gets that alone.
+    let env = [("BERTH_FALLBACK".to_string(), "true".to_string())].into();
+    let session = Session::new(Some(t.workspace()), env);
     let served = tokio::spawn(serve(
         t.manager.clone(),
         ToolSet::Canonical,
