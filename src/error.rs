@@ -97,6 +97,9 @@ pub enum Error {
     #[error("no berth manager is running for instance `{instance}` (socket {}): start one with `berth up`", socket.display())]
     NoDaemon { instance: String, socket: PathBuf },
 
+    #[error("permission denied on berth's socket {} (instance `{instance}`): its manager is another user's; run your own (`berth up` as you, or set BERTH_SOCKET / BERTH_STATE_DIR to yours)", socket.display())]
+    SocketDenied { instance: String, socket: PathBuf },
+
     #[error(
         "a berth daemon for instance `{instance}` is already running (pid {pid}); stop it with `berth down` or use another `--instance`"
     )]
@@ -306,6 +309,7 @@ impl Error {
             Error::Config { .. } => "config",
             Error::ProjectFile { .. } => "project_file",
             Error::NotYours { .. } => "not_yours",
+            Error::SocketDenied { .. } => "socket_denied",
             Error::Store { .. } => "store",
             Error::StoreDegraded { .. } => "store_degraded",
             Error::EngineUnavailable { .. } => "engine_unavailable",
@@ -468,7 +472,7 @@ fn answer_for(code: &str) -> (u16, i32) {
     match code {
         "unknown_job" | "unknown_layer" => (404, 1),
         "layer_in_use" => (409, 1),
-        "apply_refused" | "not_yours" => (403, 1),
+        "apply_refused" | "not_yours" | "socket_denied" => (403, 1),
         "invalid_regex" | "invalid_port" | "invalid_size" | "invalid_value" | "invalid_spec" | "bad_cwd"
         | "outside_workspace" | "bad_request" => (400, 2),
         // A caller's project file (or BERTH_CONFIG) that cannot be read is

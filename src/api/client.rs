@@ -73,9 +73,16 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<hyper::Response<Incoming>> {
-        let stream = UnixStream::connect(&self.socket)
-            .await
-            .map_err(|_| self.no_daemon())?;
+        let stream = UnixStream::connect(&self.socket).await.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                Error::SocketDenied {
+                    instance: self.instance.clone(),
+                    socket: self.socket.clone(),
+                }
+            } else {
+                self.no_daemon()
+            }
+        })?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|_| self.no_daemon())?;

@@ -22,6 +22,7 @@ pub async fn client(global: &Global) -> Result<Client, Error> {
     let config = global.config()?;
     match Client::connect(&config).await {
         Ok(c) => Ok(c),
+        Err(e @ Error::SocketDenied { .. }) => Err(e),
         Err(_) => Err(Error::NoDaemon {
             instance: config.instance.clone(),
             socket: socket_path(&config),

@@ -26,8 +26,10 @@ pub enum Reader {
 /// The daemon when one answers, else the instance's store (if it has one).
 pub async fn reader(global: &super::Global) -> Result<Reader> {
     let config = global.config()?;
-    if let Ok(c) = Client::connect(&config).await {
-        return Ok(Reader::Daemon(c));
+    match Client::connect(&config).await {
+        Ok(c) => return Ok(Reader::Daemon(c)),
+        Err(e @ Error::SocketDenied { .. }) => return Err(e),
+        Err(_) => {}
     }
     let no_daemon = || Error::NoDaemon {
         instance: config.instance.clone(),

@@ -105,7 +105,41 @@ pub(super) fn container_user(user: &Option<String>, workspace: &std::path::Path)
     }
     use std::os::unix::fs::MetadataExt;
     match std::fs::metadata(workspace) {
-        Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), m.gid()),
+        Ok(m) if m.uid() != 0 => format!("{}:{}", m.uid(), owner_group(m.uid(), m.gid())),
         _ => format!("{NOBODY}:{NOBODY}"),
+    }
+}
+
+/// The group a root caller's job runs with: the workspace's, unless that is
+/// root's (a directory root made and gave away): then the owner's primary
+/// group, or [`NOBODY`] — never gid 0, whose set-gid files would be root's.
+fn owner_group(uid: u32, gid: u32) -> u32 {
+    if gid != 0 {
+        return gid;
+    }
+    nix::unistd::User::from_uid(uid.into())
+        .ok()
+        .flatten()
+        .map(|u| u.gid.as_raw())
+        .filter(|g| *g != 0)
+        .unwrap_or(NOBODY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root caller's job in a directory root made and gave to a user
+    /// (group still root's) never runs with gid 0.
+    #[test]
+    fn a_root_callers_job_never_gets_gid_0() {
+        if !nix::unistd::getuid().is_root() {
+            return; // only a root caller takes the workspace's owner
+        }
+        let dir = tempfile::tempdir().unwrap();
+        nix::unistd::chown(dir.path(), Some(4242.into()), Some(0.into())).unwrap();
+        assert_eq!(container_user(&None, dir.path()), format!("4242:{NOBODY}"));
+        nix::unistd::chown(dir.path(), Some(4242.into()), Some(4343.into())).unwrap();
+        assert_eq!(container_user(&None, dir.path()), "4242:4343");
     }
 }

@@ -43,19 +43,28 @@ struct Build {
 }
 
 /// Keys of devcontainer.json that berth does not apply, in the order said.
-const NOT_APPLIED: [&str; 12] = [
+const NOT_APPLIED: [&str; 21] = [
     "containerEnv",
     "remoteEnv",
     "forwardPorts",
     "appPort",
+    "initializeCommand",
+    "onCreateCommand",
+    "updateContentCommand",
     "postCreateCommand",
     "postStartCommand",
+    "postAttachCommand",
     "remoteUser",
     "containerUser",
     "runArgs",
     "mounts",
+    "workspaceMount",
+    "workspaceFolder",
+    "overrideCommand",
+    "init",
     "privileged",
     "capAdd",
+    "securityOpt",
 ];
 
 /// One line naming the keys of the workspace's devcontainer.json that berth
@@ -217,5 +226,25 @@ mod tests {
             "{note}"
         );
         assert!(!note.contains('\n'), "one line: {note}");
+        // Every key berth ignores is named when set.
+        let all: Vec<String> = NOT_APPLIED.iter().map(|k| format!("\"{k}\": 1")).collect();
+        std::fs::write(&file, format!("{{\"image\": \"python:3\", {}}}", all.join(", "))).unwrap();
+        let note = ignored_note(dir.path()).unwrap();
+        for key in [
+            "initializeCommand",
+            "onCreateCommand",
+            "updateContentCommand",
+            "postAttachCommand",
+            "securityOpt",
+            "workspaceMount",
+            "workspaceFolder",
+            "overrideCommand",
+            "init",
+        ] {
+            assert!(
+                note.contains(&format!(" {key},")) || note.contains(&format!(" {key} ")),
+                "{key}: {note}"
+            );
+        }
     }
 }

@@ -137,6 +137,23 @@ impl MountSpec {
                 ),
             ));
         }
+        // The project's own config files are given to every container job
+        // read-only by berth; a second mount of them (or of what holds them)
+        // would only clash with that one.
+        let inner = real.strip_prefix(&root).unwrap_or(Path::new(""));
+        if let Some(first) = inner.components().next()
+            && crate::runner::docker::PROTECTED
+                .iter()
+                .any(|p| first.as_os_str() == *p)
+        {
+            return Err(bad(
+                &shown,
+                format!(
+                    "`{}` is a project config file berth already mounts read-only into every container job; mount another path",
+                    self.source.display()
+                ),
+            ));
+        }
         let t = Path::new(&self.target);
         if t.starts_with(&root) || root.starts_with(t) || t.starts_with(workspace) || workspace.starts_with(t)
         {
@@ -252,5 +269,16 @@ mod tests {
                 "{source}: {err}"
             );
         }
+        // The project's config files are mounted by berth already: refused
+        // in one line, not left to the engine's "Duplicate mount point".
+        std::fs::create_dir_all(ws.join(".devcontainer")).unwrap();
+        let err = mount(".devcontainer", "/dc")
+            .resolve_in(&ws)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("project config file") && !err.contains('\n'),
+            "{err}"
+        );
     }
 }

@@ -272,7 +272,8 @@ impl Safety {
 const MAX_QUOTED: usize = 4096;
 
 /// `text` with the values of `spec.env` (as given and lower-cased, the
-/// filter's view) replaced by `***`, as the store keeps them.
+/// filter's view) replaced by `***`, as the store keeps them, and so is
+/// any word shaped like a token (typed into the command itself).
 fn redact(mut text: String, spec: &JobSpec) -> String {
     for value in spec.env.values().filter(|v| v.len() >= 3) {
         for form in [value.clone(), value.to_lowercase()] {
@@ -281,7 +282,37 @@ fn redact(mut text: String, spec: &JobSpec) -> String {
             }
         }
     }
+    let tokens: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || "_-+/=.".contains(c)))
+        .filter(|w| token_shaped(w))
+        .collect();
+    let tokens: Vec<String> = tokens.into_iter().map(String::from).collect();
+    for t in tokens {
+        text = text.replace(&t, crate::store::REDACTED);
+    }
     text
+}
+
+/// A word that looks like a credential: a known prefix (`ghp_`,
+/// `github_pat_`, `AKIA`, Slack's `xox?-`, `sk-`) or 32+ characters mixing
+/// letters of both cases and digits (a random key, not a path or a word).
+fn token_shaped(w: &str) -> bool {
+    let lower = w.to_ascii_lowercase();
+    let known = ["ghp_", "gho_", "ghs_", "github_pat_", "sk-", "akia"]
+        .iter()
+        .any(|p| lower.starts_with(p))
+        || (lower.len() > 5 && lower.starts_with("xox") && lower.as_bytes()[4] == b'-');
+    if known && w.len() >= 12 {
+        return true;
+    }
+    let (upper, lower_n, digit) = w.chars().fold((0, 0, 0), |(u, l, d), c| {
+        (
+            u + c.is_ascii_uppercase() as usize,
+            l + c.is_ascii_lowercase() as usize,
+            d + c.is_ascii_digit() as usize,
+        )
+    });
+    w.len() >= 32 && !w.contains('/') && upper >= 3 && lower_n >= 3 && digit >= 3
 }
 
 fn shorten(command: String) -> String {

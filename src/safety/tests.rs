@@ -410,3 +410,25 @@ fn config_patterns_extend_or_replace_the_defaults() {
     assert!(f.check_line("sudo id").is_none());
     assert!(f.check_line("terraform destroy").is_some());
 }
+
+#[test]
+fn tokens_typed_into_a_command_are_redacted_in_what_is_logged() {
+    let spec = JobSpec::shell("x");
+    let text = "sudo curl -H 'Authorization: token ghp_AbCdEf1234567890xyzQ' \
+                AKIAIOSFODNN7EXAMPLE9 xoxb-123456789012-abc sk-proj-aaaaBBBB1111cccc \
+                k=Zq8Lm2Nx7Pw4Rt6Yv9Bc3Df5Gh1Jk0Ls2Qe cat /usr/lib/x86_64-linux-gnu/libc.so.6 README_FOR_EVERYONE";
+    let out = super::redact(text.to_string(), &spec);
+    for secret in [
+        "ghp_AbCdEf1234567890xyzQ",
+        "AKIAIOSFODNN7EXAMPLE9",
+        "xoxb-123456789012-abc",
+        "sk-proj-aaaaBBBB1111cccc",
+        "Zq8Lm2Nx7Pw4Rt6Yv9Bc3Df5Gh1Jk0Ls2Qe",
+    ] {
+        assert!(!out.contains(secret), "{secret} kept: {out}");
+    }
+    assert!(
+        out.contains("/usr/lib/x86_64-linux-gnu/libc.so.6") && out.contains("README_FOR_EVERYONE"),
+        "{out}"
+    );
+}

@@ -15,7 +15,7 @@ use berth::runner::docker::{container_name, state_hash};
 use berth::{Config, JobId, JobSpec, JobStatus, Manager};
 use pretty_assertions::assert_eq;
 
-use crate::common::{berth, containers_of, instance_name, manager_with};
+use crate::common::{Daemon, berth, containers_of, instance_name, manager_with};
 
 use crate::common::{SANDBOX as IMAGE, docker_inspect as inspect, in_sandbox as docker};
 /// A uid/gid that exists nowhere on this machine: whatever it owns, nobody else does.
@@ -329,4 +329,29 @@ async fn two_managers_with_one_instance_name_keep_to_their_own_jobs() {
     a.shutdown().await;
     b.shutdown().await;
     assert_eq!(containers_of(&instance), 0);
+}
+
+/// Another user pointed at a manager's socket hears that it is someone
+/// else's (permission denied), not that no manager runs.
+#[test]
+fn another_users_ps_says_permission_denied() {
+    let d = Daemon::start();
+    let socket = d.socket();
+    let out = Command::new("setpriv")
+        .args(["--reuid=1234", "--regid=1234", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_berth"))
+        .arg("ps")
+        .env("BERTH_SOCKET", &socket)
+        .env("BERTH_INSTANCE", &d.instance)
+        .env("BERTH_STATE_DIR", "/tmp")
+        .env("HOME", "/tmp")
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        err.contains("permission denied") && !err.contains("no berth manager"),
+        "{err}"
+    );
 }
