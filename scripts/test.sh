@@ -25,22 +25,21 @@ for _ in $(seq 60); do
     pgrep -f 'berth watchdog --owner' >/dev/null || break
     sleep 0.5
 done
-# Containers, networks and volumes berth labelled: none may be left.
+# Containers, networks and volumes the suite's own instances made (named
+# `t<pid>-…` by tests/common's instance_name, or unnamed): none may be left.
+# Another berth instance on the same engine (the user's own) is not counted.
+ours() { awk '$2 == "" || $2 ~ /^t[0-9]+-/ { print $1 }'; }
 left=0
 for kind in container network volume; do
     case $kind in
-        container) list() { docker ps -aq --filter label=berth.managed=true; } ;;
-        network) list() { docker network ls -q --filter label=berth.managed=true; } ;;
-        volume) list() { docker volume ls -q --filter label=berth.managed=true; } ;;
+        container) list() { docker ps -a --filter label=berth.managed=true --format '{{.ID}} {{.Label "berth.instance"}}' | ours; } ;;
+        network) list() { docker network ls --filter label=berth.managed=true --format '{{.ID}} {{.Label "berth.instance"}}' | ours; } ;;
+        volume) list() { docker volume ls --filter label=berth.managed=true --format '{{.Name}} {{.Label "berth.instance"}}' | ours; } ;;
     esac
     n=$(list | wc -l)
     if [ "$n" -ne 0 ]; then
-        echo "scripts/test.sh: $n ${kind}(s) labelled berth.managed are left on the engine:" >&2
-        case $kind in
-            container) docker ps -a --filter label=berth.managed=true >&2 ;;
-            network) docker network ls --filter label=berth.managed=true >&2 ;;
-            volume) docker volume ls --filter label=berth.managed=true >&2 ;;
-        esac
+        echo "scripts/test.sh: $n ${kind}(s) of the suite's instances are left on the engine:" >&2
+        list >&2
         left=$((left + n))
     fi
 done
