@@ -108,6 +108,13 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
         }
         None => outln!("daemon    none answers"),
     }
+    // The engine too: a doctor that says "sound" while no container job
+    // can start would mislead.
+    let engine = crate::runner::docker::Engine::new(&config);
+    match engine.resolve(crate::model::RunnerChoice::Docker).await {
+        Ok(_) => outln!("engine    {} answers", engine.endpoint()),
+        Err(e) => outln!("engine    NOT reachable: {e}"),
+    }
     if !db.exists() {
         outln!("store     none yet ({})", db.display());
         return Ok(0);

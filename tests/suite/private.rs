@@ -233,3 +233,26 @@ async fn the_daemon_records_the_fallback_on_the_card_and_as_an_event() {
     let (code, _, _) = d.run(&["kill", &id]);
     assert_eq!(code, 0);
 }
+
+/// `berth doctor --check` says whether the engine answers, and which one.
+#[test]
+fn doctor_reports_the_engines_reachability() {
+    let state = tempfile::tempdir().unwrap();
+    let out = berth(state.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/berth-test-docker.sock")
+        .args(["doctor", "--check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("engine    NOT reachable") && text.contains("/nonexistent/berth-test-docker.sock"),
+        "{text}"
+    );
+    let out = berth(state.path()).args(["doctor", "--check"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("engine    ") && l.ends_with(" answers")),
+        "{text}"
+    );
+}
