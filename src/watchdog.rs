@@ -127,12 +127,22 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
     let mut late = 0;
     for pause in LATE_SWEEPS {
         tokio::time::sleep(pause).await;
-        late += engine.remove_owned(&owner).await;
+        late += engine.remove_owned(&owner, !served(&lock)).await;
     }
     crate::logfile::say(&format!(
         "berth watchdog: manager {owner} died; {cleaned}, {late} more later"
     ));
     Ok(())
+}
+
+/// Another manager holds the instance lock now (it serves the instance:
+/// its networks are not the dead one's to sweep).
+fn served(lock: &std::path::Path) -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+        .is_ok_and(|f| f.try_lock().is_err())
 }
 
 /// True when another process holds the instance lock within `window`.
@@ -154,12 +164,14 @@ async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
 /// Remove `owner`'s containers, kill its process groups, mark its runs lost.
 pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     let engine = crate::runner::docker::Engine::new(config);
-    let mut containers = engine.remove_owned(owner).await;
+    let served = served(&config.instance_dir().join("daemon.lock"));
+    let mut containers = engine.remove_owned(owner, !served).await;
     // A container this manager adopted still names the dead manager that
     // started it (labels cannot change): every container of the instance
     // whose owner is no live manager goes too, as a new manager would
     // remove it (a live one's, e.g. a `berth run` beside, stays).
-    containers += engine.remove_dead_owners(&[], false).await;
+    // Once another manager serves, the networks (and pauses) are its own.
+    containers += engine.remove_dead_owners(&[], served).await;
     // Not checked for damage: repairing is the next manager's (or `berth
     // doctor`'s) business, not a cleanup's.
     let store = Store::open_unchecked(&config.instance_dir().join("berth.db"))?;

@@ -425,3 +425,60 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
     drop(again);
     nothing_left_after_the_last_watchdog(&d).await;
 }
+
+/// A daemon restarted at once after a SIGKILL: the dead one's watchdog
+/// keeps sweeping for ~12 s, and an unused network of the instance may be
+/// the new manager's, between its create and a container's start (a scoped
+/// child's, a pool network). The watchdog leaves networks alone once
+/// another manager serves the instance.
+#[tokio::test]
+async fn a_dead_managers_watchdog_leaves_the_new_managers_networks() {
+    let mut d = Daemon::start();
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/sandbox:latest",
+        "--",
+        "sleep",
+        "300",
+    ]);
+    assert!(v["job"]["container_id"].is_string(), "{v}");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let again = KillOnDrop(
+        d.cli()
+            .arg("daemon")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let state = berth::runner::docker::state_hash(&d.config().state_dir);
+    let name = format!("{}-probe-net", d.instance);
+    let o = std::process::Command::new("docker")
+        .args(["network", "create", "--internal"])
+        .args(["--label", "berth.managed=true"])
+        .args(["--label", &format!("berth.instance={}", d.instance)])
+        .args(["--label", &format!("berth.state={state}")])
+        .arg(&name)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let report = watchdog_report(&d).await;
+    let kept = std::process::Command::new("docker")
+        .args(["network", "inspect", &name])
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("docker")
+        .args(["network", "rm", &name])
+        .output();
+    assert!(
+        kept.status.success(),
+        "the watchdog removed the new manager's network: {report}"
+    );
+    drop(again);
+}

@@ -164,14 +164,21 @@ impl Engine {
     }
 
     /// Force-remove every container of this instance and state dir whose
-    /// `berth.owner` is `owner` (a manager that died); returns how many were removed.
-    pub async fn remove_owned(&self, owner: &str) -> usize {
+    /// `berth.owner` is `owner` (a manager that died), and its volumes;
+    /// with `networks`, also the instance's networks nothing uses. Networks
+    /// carry no owner (a pool is the instance's, reused by the next
+    /// manager), so a caller passes false once another manager serves the
+    /// instance: an unused network there may be one it is about to start a
+    /// container on. Returns how many containers were removed.
+    pub async fn remove_owned(&self, owner: &str, networks: bool) -> usize {
         let mut labels = self.ownership.filters();
         labels.push(format!("{LABEL_OWNER}={owner}"));
         let n = self.remove_matching(&labels).await;
         if let Ok(docker) = self.client().await {
             remove_volumes(docker, &labels).await;
-            network::release_all(docker, &self.ownership).await;
+            if networks {
+                network::release_all(docker, &self.ownership).await;
+            }
         }
         n
     }
