@@ -20,7 +20,7 @@
 //! ```
 //!
 //! # Layout
-//! - [`job`]: the job model (`JobSpec`, `JobStatus`, `JobInfo`, …): data only.
+//! - [`job`]: the rules of the job model: parsing what callers type and checking a spec (the data is in [`model`]).
 //! - [`manager`]: registry, cap and queue, lifecycle, session-owned jobs, teardown.
 //! - [`runner`]: how a job runs: `host` (a process group led by the `shim`, a
 //!   child subreaper, so nothing a job starts escapes it) and `docker` (bollard).

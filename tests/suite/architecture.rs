@@ -193,3 +193,43 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
         "{in_macro:?}"
     );
 }
+
+/// Every source file ARCHITECTURE.md names (`manager/admit.rs`, `pool.rs`)
+/// exists in the crate (a path ending with that name): the map must not
+/// point at rooms that were merged away or renamed.
+#[test]
+fn architecture_md_names_only_files_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    let mut stack = vec![root.join("src"), root.join("tests"), root.join("benches")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                files.push(format!("/{}", rel.display()));
+            }
+        }
+    }
+    let named: std::collections::BTreeSet<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.ends_with(".rs") && !w.contains([' ', '*', '<']))
+        .collect();
+    assert!(named.len() > 20, "the map names files: {named:?}");
+    let missing: Vec<&&str> = named
+        .iter()
+        .filter(|n| {
+            !files
+                .iter()
+                .any(|f| f.ends_with(&format!("/{}", n.trim_start_matches('/'))))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that do not exist: {missing:?}"
+    );
+}
