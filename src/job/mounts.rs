@@ -142,7 +142,7 @@ impl MountSpec {
         // would only clash with that one.
         let inner = real.strip_prefix(&root).unwrap_or(Path::new(""));
         if let Some(first) = inner.components().next()
-            && crate::runner::docker::PROTECTED
+            && crate::model::PROTECTED_FILES
                 .iter()
                 .any(|p| first.as_os_str() == *p)
         {

@@ -36,3 +36,7 @@ pub use spec::{
 pub use spec::{JobSpec, MountSpec};
 pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};
 pub use words::{clock, elapsed, end_words};
+
+/// The project's config files at the workspace root: a container job may
+/// read them but not change them (berth mounts them read-only).
+pub const PROTECTED_FILES: [&str; 4] = ["berth.toml", ".devcontainer.json", ".devcontainer", ".berth"];

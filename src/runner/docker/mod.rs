@@ -87,7 +87,6 @@ pub use network::NO_ICC;
 pub use ownership::{
     LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, state_hash,
 };
-pub use protect::PROTECTED;
 pub use pull::ProgressFn;
 pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
 pub use usage::UsageTarget;

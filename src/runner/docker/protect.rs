@@ -22,8 +22,7 @@ use bollard::models::{Mount, MountType};
 use crate::images::beneath::{Dir, Kind};
 use crate::store::private;
 
-/// The names at the workspace root a job may read but not change.
-pub const PROTECTED: [&str; 4] = ["berth.toml", ".devcontainer.json", ".devcontainer", ".berth"];
+pub use crate::model::PROTECTED_FILES as PROTECTED;
 /// Most entries copied from one protected directory.
 pub const MAX_FILES: usize = 256;
 /// Most bytes copied from one protected directory.
