@@ -318,10 +318,15 @@ struct KillOnDrop(std::process::Child);
 /// A new daemon for `d`'s instance in recovery mode `adopt` (its output is
 /// not ours), once it answers.
 async fn adopt(d: &Daemon) -> KillOnDrop {
+    restarted(d, "adopt").await
+}
+
+/// A new daemon for `d`'s instance in recovery mode `recovery`, once it answers.
+async fn restarted(d: &Daemon, recovery: &str) -> KillOnDrop {
     let again = KillOnDrop(
         d.cli()
             .arg("daemon")
-            .env("BERTH_RECOVERY", "adopt")
+            .env("BERTH_RECOVERY", recovery)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -448,15 +453,7 @@ async fn a_dead_managers_watchdog_leaves_the_new_managers_networks() {
     assert!(v["job"]["container_id"].is_string(), "{v}");
     d.child.kill().unwrap();
     d.child.wait().unwrap();
-    let again = KillOnDrop(
-        d.cli()
-            .arg("daemon")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    eventually(Duration::from_secs(10), "new daemon", || d.answers()).await;
+    let again = restarted(&d, "reap").await;
     let state = berth::runner::docker::state_hash(&d.config().state_dir);
     let name = format!("{}-probe-net", d.instance);
     let o = std::process::Command::new("docker")

@@ -32,35 +32,24 @@ impl Session {
 
     /// [`Session::open`] with `berth mcp` started in `cwd`.
     async fn open_in(dir: &Path, instance: &str, name: &str, cwd: &Path) -> Session {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
-        cmd.args(["mcp", "--tools", "canonical"]).current_dir(cwd);
-        Mcp::apply_env(cmd.as_std_mut(), dir, instance);
-        cmd.env("BERTH_RUNNER", "host").env("BERTH_LOG", "berth=info");
-        let stderr = dir.join(format!("{name}.stderr"));
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn berth mcp");
-        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let client = ().serve((stdout, stdin)).await.expect("MCP initialize");
-        Session {
-            child,
-            client: Some(client),
-            stderr,
-        }
+        Self::spawn(dir, instance, name, cwd, None).await
     }
 
     /// [`Session::open`] for another project: `berth mcp` started in
     /// `project`, which is its workspace.
     async fn open_project(dir: &Path, instance: &str, name: &str, project: &Path) -> Session {
         crate::common::workspace_dir(project);
+        Self::spawn(dir, instance, name, project, Some(project)).await
+    }
+
+    async fn spawn(dir: &Path, instance: &str, name: &str, cwd: &Path, workspace: Option<&Path>) -> Session {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"));
-        cmd.args(["mcp", "--tools", "canonical"]).current_dir(project);
+        cmd.args(["mcp", "--tools", "canonical"]).current_dir(cwd);
         Mcp::apply_env(cmd.as_std_mut(), dir, instance);
-        cmd.env("BERTH_RUNNER", "host").env("BERTH_WORKSPACE", project);
+        cmd.env("BERTH_RUNNER", "host").env("BERTH_LOG", "berth=info");
+        if let Some(ws) = workspace {
+            cmd.env("BERTH_WORKSPACE", ws);
+        }
         let stderr = dir.join(format!("{name}.stderr"));
         let mut child = cmd
             .stdin(Stdio::piped())
