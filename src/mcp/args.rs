@@ -65,7 +65,8 @@ pub struct RunArgs {
     pub input: Option<String>,
     /// Ports to publish, e.g. ["3000"] or ["8080:3000"] (host:job). Each comes back as a URL
     /// http://127.0.0.1:PORT. A host job gets its port in $PORT: make the server listen on it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::mcp::args::ports_de")]
+    #[schemars(with = "Vec<crate::mcp::args::PortArg>")]
     pub ports: Vec<String>,
     /// CPU cores, e.g. 0.5.
     pub cpus: Option<f64>,
@@ -222,6 +223,25 @@ pub fn id_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Stri
         Id::Text(s) => s.trim().to_string(),
         Id::Number(n) => n.to_string(),
     })
+}
+
+/// One port as an agent may write it: `8000` or `"8000"`, `"8080:3000"`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PortArg {
+    Number(u32),
+    Text(String),
+}
+
+/// Accept ports as strings or integers (`[8000]`, `["8080:3000"]`).
+pub fn ports_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    Ok(Vec::<PortArg>::deserialize(d)?
+        .into_iter()
+        .map(|p| match p {
+            PortArg::Number(n) => n.to_string(),
+            PortArg::Text(s) => s,
+        })
+        .collect())
 }
 
 /// [`id_de`] for an optional id (`#[serde(default)]` makes it absent-able).

@@ -43,7 +43,8 @@ pub struct ShellActionArgs {
     #[serde(default)]
     pub watch: Vec<String>,
     /// spawn: ports to publish, e.g. ["8000"]; the answer maps each to its URL http://127.0.0.1:PORT.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::mcp::args::ports_de")]
+    #[schemars(with = "Vec<crate::mcp::args::PortArg>")]
     pub ports: Vec<String>,
     /// spawn: the Docker image to run in (default: the project's).
     pub image: Option<String>,

@@ -28,7 +28,8 @@ pub struct RunBackgroundArgs {
     /// Arguments for the binary (no shell).
     pub args: Option<Vec<String>>,
     /// Ports to publish, e.g. ["3000"]; each comes back as a URL http://127.0.0.1:PORT (host jobs get $PORT).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::mcp::args::ports_de")]
+    #[schemars(with = "Vec<crate::mcp::args::PortArg>")]
     pub ports: Vec<String>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,

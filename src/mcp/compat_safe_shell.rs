@@ -43,7 +43,8 @@ pub struct SafeShellArgs {
     pub keep_alive: Option<u64>,
     /// Ports the process listens on, e.g. ["8000"]: each is published and answered as
     /// http://127.0.0.1:PORT (`ports` in the background answer). A host process gets its port in $PORT.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::mcp::args::ports_de")]
+    #[schemars(with = "Vec<crate::mcp::args::PortArg>")]
     pub ports: Vec<String>,
 }
 

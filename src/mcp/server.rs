@@ -106,6 +106,13 @@ impl ServerHandler for BerthMcp {
         })
         .await;
         if !lines.is_empty() {
+            // A client that joins text blocks must not run the answer's
+            // last line into the events header.
+            if let Some(ContentBlock::Text(t)) = result.content.last_mut()
+                && !t.text.ends_with('\n')
+            {
+                t.text.push('\n');
+            }
             result.content.push(ContentBlock::text(format!(
                 "Events since your last call:\n{}\n",
                 lines.join("\n")

@@ -656,6 +656,42 @@ async fn copy_out_reads_only_what_the_job_could() {
     mcp.ok("kill", json!({"id": id})).await;
 }
 
+/// Ports as integers or strings; an answer and the events block after it
+/// are apart even for a client that joins text blocks as they come.
+#[tokio::test]
+async fn integer_ports_are_accepted_and_event_blocks_stand_apart() {
+    let mcp = Mcp::start("canonical").await;
+    let r = mcp
+        .call(
+            "run",
+            json!({"command": "echo on $PORT", "ports": [8000], "runner": "host"}),
+        )
+        .await;
+    assert!(!r.is_error && r.text.contains("on 8000"), "{}", r.text);
+    // A background job that ends unseen: its `ended` event rides on the
+    // next answer (here an error).
+    let bg = mcp
+        .ok(
+            "run",
+            json!({"command": "true", "background": true, "runner": "host"}),
+        )
+        .await;
+    let (code, _, err) = mcp.cli(&["wait", &job_in(&bg)]);
+    assert_eq!(code, 0, "{err}");
+    let params = CallToolRequestParams::new("logs".to_string())
+        .with_arguments(json!({"id": "job-999"}).as_object().cloned().unwrap());
+    let result = mcp.client().call_tool(params).await.unwrap();
+    let blocks: Vec<String> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    assert!(blocks.len() >= 2, "{blocks:?}");
+    for b in &blocks[..blocks.len() - 1] {
+        assert!(b.ends_with('\n'), "a block runs into the next: {blocks:?}");
+    }
+}
+
 #[tokio::test]
 async fn bad_calls_are_tool_errors_and_the_server_keeps_answering() {
     // Calls that do not fit a tool's schema are protocol errors: see protocol.rs.
