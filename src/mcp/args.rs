@@ -59,6 +59,9 @@ pub struct RunArgs {
     /// Foreground: seconds to wait before the job moves to the background (default 60; it is
     /// never killed for this). Background with `ready`: seconds to wait for readiness (default 60).
     pub timeout: Option<f64>,
+    /// Foreground: what happens when `timeout` runs out: "background" (default: it moves to
+    /// the background and goes on) or "kill" (it is stopped; ends as timed_out, exit 124).
+    pub on_timeout: Option<OnTimeoutArg>,
     /// Stop the job after this many seconds and return its output (programs that never exit).
     pub keep_alive: Option<f64>,
     /// Text written to stdin, which is then closed.
@@ -155,6 +158,17 @@ impl RunArgs {
             ..Default::default()
         }
         .apply(&mut spec)?;
+        if let Some(o) = self.on_timeout {
+            if spec.background {
+                return Err(Error::InvalidSpec(
+                    "`on_timeout` is for foreground runs (its `timeout` budget): drop `background`".into(),
+                ));
+            }
+            spec.on_timeout = match o {
+                OnTimeoutArg::Background => crate::model::OnTimeout::Background,
+                OnTimeoutArg::Kill => crate::model::OnTimeout::Kill,
+            };
+        }
         // Validated by the manager, with its defaults filled in.
         Ok(spec)
     }
@@ -223,6 +237,14 @@ pub fn id_de<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Stri
         Id::Text(s) => s.trim().to_string(),
         Id::Number(n) => n.to_string(),
     })
+}
+
+/// `on_timeout` of `run`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeoutArg {
+    Background,
+    Kill,
 }
 
 /// One port as an agent may write it: `8000` or `"8000"`, `"8080:3000"`.

@@ -17,7 +17,7 @@ use super::waited::wait_words;
 use crate::config::{Config, DEFAULT_WAIT_SECS};
 use crate::error::{Error, Result};
 use crate::manager::{Foreground, KillOutcome, KillRequest, ListFilter, Manager};
-use crate::model::{JobId, JobInfo, JobSpec, OnTimeout};
+use crate::model::{JobId, JobInfo, JobSpec};
 use crate::ready::{ReadyCondition, WaitOutcome};
 
 /// A tool's answer before the backlog is appended.
@@ -206,8 +206,8 @@ impl Core {
                 Started::Background(waited),
             ));
         }
-        // An agent is never left waiting: at the budget the job is promoted.
-        spec.on_timeout = OnTimeout::Background;
+        // An agent is never left waiting: at the budget the job is promoted
+        // (the default) or, where it asked `on_timeout: "kill"`, stopped.
         let job = self.manager.start_from(spec, "mcp").await?;
         self.owned(&job.id);
         let fg = self.manager.await_foreground(&job.id).await?;

@@ -692,6 +692,34 @@ async fn integer_ports_are_accepted_and_event_blocks_stand_apart() {
     }
 }
 
+/// `run` with a budget that kills: the job is stopped at `timeout` and the
+/// answer says it timed out, with the shell's exit code for that (124).
+#[tokio::test]
+async fn run_with_on_timeout_kill_ends_timed_out_with_124() {
+    let mcp = Mcp::start("canonical").await;
+    let token = unique_sleep();
+    let r = mcp
+        .call(
+            "run",
+            json!({"argv": ["sleep", token], "timeout": 1, "on_timeout": "kill", "runner": "host"}),
+        )
+        .await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text.contains("124") && r.text.contains("timed out"),
+        "{}",
+        r.text
+    );
+    assert!(processes_with(&token).is_empty(), "the job was stopped");
+    let r = mcp
+        .call(
+            "run",
+            json!({"command": "true", "background": true, "on_timeout": "kill"}),
+        )
+        .await;
+    assert!(r.is_error && r.text.contains("foreground"), "{}", r.text);
+}
+
 #[tokio::test]
 async fn bad_calls_are_tool_errors_and_the_server_keeps_answering() {
     // Calls that do not fit a tool's schema are protocol errors: see protocol.rs.
