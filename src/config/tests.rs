@@ -100,9 +100,7 @@ fn limit_defaults_and_bounds() {
         ("network = \"host\"\n", "network"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let err = Config::load(dir.path(), Layer::default())
-            .unwrap_err()
-            .to_string();
+        let err = refused(dir.path());
         assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
     }
     // The same bounds hold for a job's own limits.
@@ -160,9 +158,7 @@ fn egress_and_publish_keys_from_file_and_env() {
         ("publish = \"docker\"\n", "publish"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let err = Config::load(dir.path(), Layer::default())
-            .unwrap_err()
-            .to_string();
+        let err = refused(dir.path());
         assert!(err.contains(what) && !err.contains('\n'), "{text}: {err}");
     }
 }
@@ -192,9 +188,7 @@ fn durations_are_read_as_printed() {
         assert_eq!(parse_size(text).unwrap(), n);
     }
     std::fs::write(&file, "timeout = \"30 parsecs\"\n").unwrap();
-    let err = Config::load_with(dir.path(), Layer::default(), |_| None)
-        .unwrap_err()
-        .to_string();
+    let err = refused(dir.path());
     assert!(
         err.contains("not a duration") && !err.contains("parsecs"),
         "{err}"
@@ -226,12 +220,21 @@ fn the_safety_table_is_described() {
     assert!(row("safety.security_log").1.ends_with("security.log"));
 }
 
+/// Why the project file in `dir` was not used (a bad file refuses jobs,
+/// not the config: `ps`, `down` and the rest work on).
+fn refused(dir: &std::path::Path) -> String {
+    Config::load_with(dir, Layer::default(), |_| None)
+        .unwrap()
+        .project_refusal
+        .expect("the project file is refused")
+}
+
 #[test]
 fn bad_file_is_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(CONFIG_FILE), "max_jobz = 5\n").unwrap();
-    let err = Config::load(dir.path(), Layer::default()).unwrap_err();
-    assert!(err.to_string().contains("berth.toml"), "{err}");
+    let err = refused(dir.path());
+    assert!(err.contains("berth.toml"), "{err}");
     assert!(validate_instance("../x".into()).is_err());
 }
 

@@ -394,6 +394,7 @@ mod tests {
         assert!(projects.resolve(&s).is_err());
         s = spec_in(dir.path());
         std::fs::write(dir.path().join("berth.toml"), "nonsense = 1\n").unwrap();
-        assert!(matches!(projects.resolve(&s), Err(Error::Config { .. })));
+        let refused = projects.resolve(&s).unwrap().config.project_refusal.clone();
+        assert!(refused.is_some_and(|r| r.contains("nonsense")));
     }
 }
