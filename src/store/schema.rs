@@ -74,14 +74,17 @@ pub fn current_version() -> u32 {
 }
 
 /// Bring `conn` up to [`current_version`]; returns the version it had.
+/// The version is read inside one write-locked transaction: two processes
+/// opening a new store at once (parallel `berth run`s) would otherwise both
+/// see version 0 and the second would apply the migrations again.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<u32> {
-    let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let found: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         after(i as u32 + 1, &tx)?;
         tx.pragma_update(None, "user_version", i as u32 + 1)?;
-        tx.commit()?;
     }
+    tx.commit()?;
     Ok(found)
 }

@@ -286,3 +286,29 @@ fn a_stuck_writer_is_reported_and_no_longer_waited_for() {
     store.flush();
     assert_eq!(store.last_seq(&job).unwrap(), 41);
 }
+
+/// Parallel processes opening a new store at once (parallel `berth run`s
+/// with no daemon) all get it: the schema is made once, not twice.
+#[test]
+fn a_new_store_opened_at_once_from_many_connections_is_made_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("berth.db");
+    std::fs::File::create(&path).unwrap();
+    // All connected first, then all migrate together.
+    let together = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (path, together) = (path.clone(), together.clone());
+            std::thread::spawn(move || {
+                let mut conn = connect(&path).unwrap();
+                together.wait();
+                schema::migrate(&mut conn).map(|_| ())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join()
+            .unwrap()
+            .expect("every opener migrates or finds it migrated");
+    }
+}
