@@ -341,15 +341,42 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
             c.max_children = base.max_children;
             source(c, "max_children");
         }
-        "cpus" => c.limits.cpus = base.limits.cpus,
-        "memory" => c.limits.memory = base.limits.memory,
-        "pids" => c.limits.pids = base.limits.pids,
-        "max_output" => c.max_output_bytes = base.max_output_bytes,
-        "ring_size" => c.ring_bytes = base.ring_bytes,
-        "keep_runs" => c.keep_runs = base.keep_runs,
-        "keep_days" => c.keep_days = base.keep_days,
-        "layer_size" => c.layer_bytes = base.layer_bytes,
-        "layer_days" => c.layer_days = base.layer_days,
+        "cpus" => {
+            c.limits.cpus = base.limits.cpus;
+            source(c, "cpus");
+        }
+        "memory" => {
+            c.limits.memory = base.limits.memory;
+            source(c, "memory");
+        }
+        "pids" => {
+            c.limits.pids = base.limits.pids;
+            source(c, "pids");
+        }
+        "max_output" => {
+            c.max_output_bytes = base.max_output_bytes;
+            source(c, "max_output");
+        }
+        "ring_size" => {
+            c.ring_bytes = base.ring_bytes;
+            source(c, "ring_size");
+        }
+        "keep_runs" => {
+            c.keep_runs = base.keep_runs;
+            source(c, "keep_runs");
+        }
+        "keep_days" => {
+            c.keep_days = base.keep_days;
+            source(c, "keep_days");
+        }
+        "layer_size" => {
+            c.layer_bytes = base.layer_bytes;
+            source(c, "layer_size");
+        }
+        "layer_days" => {
+            c.layer_days = base.layer_days;
+            source(c, "layer_days");
+        }
         "agent_all_jobs" => {
             c.agent_all_jobs = base.agent_all_jobs;
             source(c, "agent_all_jobs");
@@ -402,22 +429,6 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "safety.allow_env" => c.safety.allow_env = base.safety.allow_env.clone(),
         "safety.security_log" => c.safety.security_log = base.safety.security_log.clone(),
         _ => {}
-    }
-    // The limits reverted above: their source is the user's again.
-    for k in [
-        "cpus",
-        "memory",
-        "pids",
-        "max_output",
-        "ring_size",
-        "keep_runs",
-        "keep_days",
-        "layer_size",
-        "layer_days",
-    ] {
-        if k == key {
-            source(c, k);
-        }
     }
 }
 
@@ -488,11 +499,14 @@ mod tests {
             (base.max_output_bytes, base.ring_bytes, base.keep_runs)
         );
         assert_eq!(c.limits.cpus, Some(0.5), "a lower limit applies untrusted");
-        assert!(
-            !c.describe()
-                .iter()
-                .any(|(_, _, s)| s.contains("berth.toml") && s.contains("memory"))
-        );
+        // Reverted values are the user's again, and say so in `berth config`.
+        for key in ["memory", "pids", "max_output", "ring_size", "keep_runs"] {
+            let from = c.sources.get(key);
+            assert!(
+                !matches!(from, Some(Source::File(p)) if p.ends_with("berth.toml")),
+                "{key}: {from:?}"
+            );
+        }
     }
 
     #[test]
