@@ -100,6 +100,14 @@ impl Dir {
         self.ident
     }
 
+    /// This open directory as a path other processes of this machine can
+    /// reach it by (`/proc/PID/fd/N`): the directory itself, wherever it
+    /// was moved since and whatever took its old name.
+    pub fn proc_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.fd.as_raw_fd()))
+    }
+
     /// The directory `rel` below this one (`..` and absolute paths refused,
     /// no symlink at any element).
     pub fn dir(&self, rel: &Path) -> io::Result<Dir> {

@@ -70,6 +70,7 @@ impl FromStr for MountSpec {
             source: PathBuf::from(source),
             target: target.to_string(),
             read_only,
+            pinned: None,
         })
     }
 }
@@ -166,6 +167,22 @@ impl MountSpec {
                 ),
             ));
         }
+        // Pinned: what the launch mounts must be this directory (a swap
+        // for another one, or a symlink, between now and then is refused).
+        let dir = crate::images::beneath::Dir::open_root(&root)
+            .and_then(|r| r.dir(inner))
+            .map_err(|e| {
+                let message = match e.raw_os_error() {
+                    Some(e) if e == nix::errno::Errno::ENOTDIR as i32 => format!(
+                        "`{}` is a file; mount the directory that holds it (only directories can be pinned against a swap)",
+                        self.source.display()
+                    ),
+                    _ => format!("`{}` could not be opened: {e}", self.source.display()),
+                };
+                bad(&shown, message)
+            })?;
+        let ident = dir.ident();
+        self.pinned = Some((ident.dev, ident.ino));
         self.source = real;
         Ok(())
     }
@@ -220,6 +237,7 @@ mod tests {
                 source: "x".into(),
                 target: target.into(),
                 read_only: false,
+                pinned: None,
             };
             let err = m.check_target().unwrap_err().to_string();
             assert!(!err.contains('\n'), "{err}");
@@ -228,6 +246,7 @@ mod tests {
             source: "x".into(),
             target: "/data".into(),
             read_only: false,
+            pinned: None,
         };
         ok.check_target().unwrap();
         assert!(check_all(&vec![ok.clone(); 2]).is_err());
@@ -251,6 +270,7 @@ mod tests {
             source: source.into(),
             target: target.into(),
             read_only: false,
+            pinned: None,
         };
         let mut m = mount("data", "/data");
         m.resolve_in(&ws).unwrap();

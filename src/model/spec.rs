@@ -376,6 +376,10 @@ pub struct MountSpec {
     /// Read-only (also when the job is `read_only`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    /// Device and inode of the directory admission resolved: the launch
+    /// mounts that directory or none (`runner/docker/launch/pins.rs`).
+    #[serde(skip)]
+    pub pinned: Option<(u64, u64)>,
 }
 
 impl JobSpec {

@@ -107,6 +107,9 @@ pub struct Context<'a> {
     pub read_only: bool,
     /// Read-only bind mounts over project files (berth.toml, .devcontainer/ …).
     pub protected: &'a [Mount],
+    /// The `-v` directories as the engine reaches them, in the spec's
+    /// order: open directories, not paths (`launch/pins.rs`).
+    pub pinned: &'a [std::path::PathBuf],
     /// The job's scoped engine: its socket's mount and variables.
     pub engine: Option<&'a super::scoped::Setup>,
     /// A remote engine's job: the workspace is a volume of its own (filled

@@ -43,6 +43,7 @@ use crate::output::JobOutput;
 use crate::runner::Launched;
 
 mod attempts;
+mod pins;
 mod prepare;
 mod started;
 
@@ -134,6 +135,8 @@ struct Job<'a> {
     image: String,
     /// Before the create: anything the job changes has a later change time.
     since: std::time::SystemTime,
+    /// The `-v` directories, open (`pins.rs`).
+    pins: pins::Pins,
 }
 
 /// The launch in its steps: the image, what is made before the create
@@ -158,6 +161,7 @@ async fn launch_one(
         let quiet: super::pull::ProgressFn = Arc::new(|_| {});
         super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
     }
+    let pins = pins::Pins::open(spec, project.workspace)?;
     let job = Job {
         engine,
         docker,
@@ -168,6 +172,7 @@ async fn launch_one(
         scope,
         image,
         since,
+        pins,
     };
     let mut prepared = Prepared::make(&job).await?;
     let job_dir = output
@@ -205,6 +210,7 @@ async fn launch_one(
         member: prepared.member.as_ref(),
         job_dir: &job_dir,
         protected: &protected,
+        pinned: &job.pins.sources(),
         layer: layer_mount.as_ref(),
         name: create::container_name(&engine.instance, engine.state(), id),
         proxy: None,

@@ -4,7 +4,7 @@
 //! engine), the protected project files (`direct` only: in the other modes
 //! the job cannot write the checkout at all), the extra bind
 //! mounts (`-v`, `model::MountSpec`: admitted paths inside the workspace,
-//! `job/mounts.rs`, checked once more right before the create), the scoped
+//! `job/mounts.rs`, pinned open until the start: `launch/pins.rs`), the scoped
 //! engine's socket and the job's `/etc` files; and its tmpfs mounts.
 
 use std::collections::HashMap;
@@ -80,7 +80,7 @@ pub(super) fn all(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mo
         },
     }];
     mounts.extend(ctx.protected.iter().cloned());
-    mounts.extend(extra(spec, ctx, ws)?);
+    mounts.extend(extra(spec, ctx)?);
     mounts.extend(ctx.engine.map(|e| e.mount.clone()));
     mounts.extend(ctx.attach.mounts.iter().cloned());
     Ok(mounts)
@@ -103,13 +103,13 @@ pub(super) fn tmpfs(
     tmpfs
 }
 
-/// The job's extra mounts (`-v`), checked again against the workspace right
-/// before the create (a symlink may have been swapped in since admission),
-/// read-only when asked, when the job is, or when it does not write the
-/// checkout itself (`layer`, `read-only`: a writable bind would be a way
-/// around the layer), and with the protected project files under a mounted
-/// directory kept read-only at their new place too.
-fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
+/// The job's extra mounts (`-v`): each the directory admission pinned, as
+/// an open directory the engine's local volume driver binds (never its path:
+/// `launch/pins.rs`), read-only when asked, when the job is, or when it
+/// does not write the checkout itself (`layer`, `read-only`: a writable
+/// bind would be a way around the layer), and with the protected project
+/// files under a mounted directory kept read-only at their new place too.
+fn extra(spec: &JobSpec, ctx: &Context<'_>) -> Result<Vec<Mount>> {
     if spec.mounts.is_empty() {
         return Ok(Vec::new());
     }
@@ -118,29 +118,38 @@ fn extra(spec: &JobSpec, ctx: &Context<'_>, ws: &Path) -> Result<Vec<Mount>> {
             "mounts (-v) need the engine on this machine: a remote engine's job has an uploaded copy of the workspace, not its paths".into(),
         ));
     }
+    if ctx.pinned.len() != spec.mounts.len() {
+        return Err(Error::InvalidSpec(
+            "the job's -v directories were not opened before the create; nothing was started".into(),
+        ));
+    }
     let mut out = Vec::new();
-    for m in &spec.mounts {
-        let real = std::fs::canonicalize(&m.source).ok();
-        if real.as_deref() != Some(m.source.as_path()) || !m.source.starts_with(ws) {
-            return Err(Error::InvalidValue {
-                what: "mount",
-                input: format!("{}:{}", m.source.display(), m.target),
-                message: "its host path changed since the job was admitted (now a symlink, moved or gone); nothing was started".into(),
-            });
-        }
-        let path = m.source.to_string_lossy().into_owned();
+    for (m, pinned) in spec.mounts.iter().zip(ctx.pinned) {
+        let read_only = m.read_only
+            || spec.read_only
+            || ctx.read_only
+            || spec.write.unwrap_or_default() != WriteMode::Direct;
+        // Anonymous, with the container's labels: removed with it (`v: true`).
+        // The engine refuses `ReadOnly` on an anonymous volume: the bind
+        // itself is read-only then.
+        let options = HashMap::from([
+            ("type".to_string(), "none".to_string()),
+            (
+                "o".to_string(),
+                if read_only { "bind,ro" } else { "bind" }.to_string(),
+            ),
+            ("device".to_string(), pinned.to_string_lossy().into_owned()),
+        ]);
         out.push(Mount {
             target: Some(m.target.clone()),
-            source: Some(path),
-            typ: Some(MountType::BIND),
-            read_only: Some(
-                m.read_only
-                    || spec.read_only
-                    || ctx.read_only
-                    || spec.write.unwrap_or_default() != WriteMode::Direct,
-            ),
-            bind_options: Some(MountBindOptions {
-                propagation: Some(MountBindOptionsPropagationEnum::PRIVATE),
+            typ: Some(MountType::VOLUME),
+            volume_options: Some(MountVolumeOptions {
+                no_copy: Some(true),
+                driver_config: Some(MountVolumeOptionsDriverConfig {
+                    name: Some("local".into()),
+                    options: Some(options),
+                }),
+                labels: Some(super::labels(ctx)),
                 ..Default::default()
             }),
             ..Default::default()

@@ -29,6 +29,7 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         attach: &NO_ATTACH,
         read_only: false,
         protected: &[],
+        pinned: &[],
     }
 }
 

@@ -43,6 +43,8 @@ pub(super) struct Attempts<'a> {
     pub job_dir: &'a Path,
     /// Read-only copies of the project's config files (`protect.rs`).
     pub protected: &'a [Mount],
+    /// What the engine mounts for each `-v` (`pins.rs`).
+    pub pinned: &'a [std::path::PathBuf],
     /// `layer` mode on this machine's engine: the volume that mounts it.
     pub layer: Option<&'a super::super::layer::LayerMount>,
     pub name: String,
@@ -82,6 +84,7 @@ impl Attempts<'_> {
                 attach: &attach,
                 read_only: self.project.read_only,
                 protected: self.protected,
+                pinned: self.pinned,
                 engine: engine_setup.as_ref(),
                 remote: self.remote,
                 layer: self.layer,

@@ -153,6 +153,9 @@ async fn read_back(
         .and_then(|s| s.pid)
         .filter(|p| *p > 0)
         .map(|p| p as u32);
+    if remote.is_none() {
+        job.pins.verify(pid, job.id.as_str())?;
+    }
     Ok(ReadBack {
         pid,
         internal_ip,
