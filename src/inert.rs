@@ -33,6 +33,8 @@ pub fn is_active(c: char) -> bool {
             | '\u{80}'..='\u{9f}'
             | '\u{202a}'..='\u{202e}'
             | '\u{2066}'..='\u{2069}'
+            // A job's byte that is not UTF-8 (`model/exact.rs`).
+            | '\u{10FF00}'..='\u{10FFFF}'
     )
 }
 
@@ -70,6 +72,9 @@ fn push_escape(out: &mut String, c: char) {
     match c {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
+        c if let Some(b) = crate::model::exact::escaped_byte(c) => {
+            let _ = write!(out, "\\x{b:02x}");
+        }
         c if c.is_ascii() => {
             let _ = write!(out, "\\x{:02x}", c as u32);
         }
@@ -166,6 +171,13 @@ mod tests {
 
     /// Ordinary text (tabs, backslashes, any script, emoji) is left alone
     /// and not copied.
+    #[test]
+    fn a_job_byte_that_is_not_utf8_shows_as_its_value() {
+        let mut line = String::new();
+        crate::model::exact::push(&mut line, b"a\xff\xc3b");
+        assert_eq!(visible(&line), "a\\xff\\xc3b");
+    }
+
     #[test]
     fn ordinary_text_is_borrowed_unchanged() {
         for text in [

@@ -93,7 +93,7 @@ pub async fn drive(
             Some((wire::STDOUT, bytes)) if !stdout_closed => match &mut kept {
                 Some([out, _]) => out.push_text(&bytes),
                 None => {
-                    if write_all(&mut std::io::stdout().lock(), &bytes).is_err() {
+                    if write_all(&mut std::io::stdout().lock(), &job_bytes(&bytes)).is_err() {
                         // Like a shell pipeline (`berth run -- yes | head -1`): the
                         // job is stopped rather than left running unseen.
                         stdout_closed = true;
@@ -105,7 +105,7 @@ pub async fn drive(
             Some((wire::STDERR, bytes)) if !stdout_closed => match &mut kept {
                 Some([_, err]) => err.push_text(&bytes),
                 None => {
-                    let _ = write_all(&mut std::io::stderr().lock(), &bytes);
+                    let _ = write_all(&mut std::io::stderr().lock(), &job_bytes(&bytes));
                 }
             },
             Some((wire::END, json)) => break serde_json::from_slice::<wire::RunEnd>(&json)?,
@@ -209,6 +209,15 @@ fn print_json(info: &JobInfo, out: HeadTail, err: HeadTail, code: i32) -> anyhow
     });
     outln!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
+}
+
+/// A frame's lines as the job's bytes (`model/exact.rs`: the lines keep
+/// bytes that are not UTF-8 as escapes).
+fn job_bytes(payload: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match std::str::from_utf8(payload) {
+        Ok(text) => crate::model::exact::bytes(text),
+        Err(_) => std::borrow::Cow::Borrowed(payload),
+    }
 }
 
 /// Lines joined with newlines, keeping only the first and the last `cap`

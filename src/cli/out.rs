@@ -97,7 +97,7 @@ pub fn write_lines(lines: &[Line], mode: LineMode) -> Result<(), StdoutClosed> {
             if inert {
                 buf.extend_from_slice(crate::inert::visible(text).as_bytes());
             } else {
-                buf.extend_from_slice(text.as_bytes());
+                buf.extend_from_slice(&crate::model::exact::bytes(text));
             }
             buf.push(b'\n');
             i += 1;

@@ -19,12 +19,10 @@ pub struct LineBuf {
 }
 
 impl LineBuf {
-    /// Append a line (without its newline); invalid UTF-8 is replaced.
+    /// Append a line (without its newline); bytes that are not UTF-8 are
+    /// kept as escapes (`exact.rs`).
     pub fn push(&mut self, bytes: &[u8]) {
-        match std::str::from_utf8(bytes) {
-            Ok(s) => self.text.push_str(s),
-            Err(_) => self.text.push_str(&String::from_utf8_lossy(bytes)),
-        }
+        super::exact::push(&mut self.text, bytes);
         self.ends.push(self.text.len() as u32);
     }
 
@@ -165,7 +163,7 @@ mod tests {
         let got: Vec<(u64, &str)> = c.iter().collect();
         assert_eq!(
             got,
-            vec![(7, ""), (8, "three"), (9, "f\u{e9}"), (10, "bad \u{fffd}")]
+            vec![(7, ""), (8, "three"), (9, "f\u{e9}"), (10, "bad \u{10ffff}")]
         );
         assert_eq!(
             (c.last_seq(), c.index_of(9), c.line(1).text),

@@ -10,6 +10,7 @@
 mod child;
 mod chunk;
 mod event;
+pub mod exact;
 mod image;
 mod layer;
 mod line;

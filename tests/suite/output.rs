@@ -171,3 +171,55 @@ async fn a_gigabyte_job_pages_back_from_seq_one_exactly_once() {
     });
     assert_eq!(expected, N + 1, "every line read exactly once");
 }
+
+/// Bytes that are not UTF-8 (64 KiB of pseudo-random bytes, ending in a
+/// newline: berth's lines end there) come out of `berth run` through the
+/// daemon's frames and out of `berth logs --raw` exactly as the job printed
+/// them; a text face shows such a byte as `\xNN`, never U+FFFD.
+#[test]
+fn any_bytes_come_back_exact_through_run_and_logs_raw() {
+    let d = crate::common::Daemon::start();
+    let ws = d.dir.path().join("ws");
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut blob: Vec<u8> = (0..65_535)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    blob.push(b'\n');
+    assert!(std::str::from_utf8(&blob).is_err());
+    std::fs::write(ws.join("blob"), &blob).unwrap();
+    let run = d
+        .cli()
+        .current_dir(&ws)
+        .args(["run", "--", "cat", "blob"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        run.stdout == blob,
+        "berth run printed {} bytes for {}",
+        run.stdout.len(),
+        blob.len()
+    );
+    let id = d.json(&["ps", "--all"])[0]["id"].as_str().unwrap().to_string();
+    let raw = d.cli().args(["logs", "--raw", &id]).output().unwrap();
+    assert!(
+        raw.stdout == blob,
+        "logs --raw printed {} bytes for {}",
+        raw.stdout.len(),
+        blob.len()
+    );
+    // A text face escapes the bytes it cannot show.
+    let json = d.json(&["logs", &id, "--tail", "5"]);
+    let text = json.to_string();
+    assert!(!text.contains('\u{fffd}'), "{text}");
+}
