@@ -163,6 +163,28 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    // Output blocks whose bytes changed on disk (SQLite's checks pass
+    // those): every read says their lines are lost; here they are counted.
+    match damage::check_blocks(&db) {
+        Ok(found) if found.damaged.is_empty() => {
+            outln!("          {} output block(s) checked, all sound", found.checked)
+        }
+        Ok(found) => {
+            sound = false;
+            outln!(
+                "          {} of {} output block(s) DAMAGED: their lines are lost (reads mark them as lost ranges)",
+                found.damaged.len(),
+                found.checked
+            );
+            for (job, first, last) in found.damaged.iter().take(20) {
+                outln!("          {job}: lines {first}–{last}");
+            }
+        }
+        Err(damage::Damage(what)) => {
+            sound = false;
+            outln!("          output blocks not checked: {what}");
+        }
+    }
     if alone && !a.check {
         // What dead managers left running, whose records may be gone.
         let engine = crate::runner::docker::Engine::new(&config);

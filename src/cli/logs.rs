@@ -138,7 +138,7 @@ impl Sink {
 fn say_lost(id: &JobId, lost: &[Gap]) {
     for g in lost {
         eprintln!(
-            "berth: lines {}–{} of {id} ({} line(s)) were lost: the store could not be written when they came",
+            "berth: lines {}–{} of {id} ({} line(s)) were lost: the store could not write them, or their stored block is damaged (`berth doctor --check` lists those)",
             g.from,
             g.to,
             g.lines()

@@ -47,16 +47,23 @@ fn stored(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     data.into()
 }
 
-/// The encoded lines of a stored `data` column (empty if it cannot be read).
-fn encoded(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+/// A stored block that cannot be read whole: its checksum does not match
+/// what is stored, or its compressed data does not unpack. Its seqs are
+/// lost, and said so by every reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Damaged;
+
+/// The encoded lines of a stored `data` column and its checksum (`None`:
+/// a block written before checksums; its compression is the only check).
+pub(super) fn encoded(data: &[u8], sum: Option<i64>) -> Result<std::borrow::Cow<'_, [u8]>, Damaged> {
+    if sum.is_some_and(|sum| sum != i64::from(crc32fast::hash(data))) {
+        return Err(Damaged);
+    }
     match data.split_first() {
         Some((&COMPRESSED, packed)) => lz4_flex::block::decompress_size_prepended(packed)
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "an output block could not be decompressed");
-                Vec::new()
-            })
-            .into(),
-        _ => data.into(),
+            .map(Into::into)
+            .map_err(|_| Damaged),
+        _ => Ok(data.into()),
     }
 }
 
@@ -131,13 +138,35 @@ impl OpenBlock {
         self.data.len() >= BLOCK_BYTES
     }
 
-    /// Insert the block, or replace it with more lines if it was written before.
+    /// Insert the block, or replace it with more lines if it was written
+    /// before; with the checksum of what is stored.
     pub fn write(&self, conn: &Connection, job: &str) -> rusqlite::Result<()> {
+        let data = stored(&self.data);
+        conn.prepare_cached(
+            "INSERT INTO blocks (job, first_seq, last_seq, ts0, n_stdout, n_stderr, data, sum)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (job, first_seq) DO UPDATE SET
+               last_seq = ?3, n_stdout = ?5, n_stderr = ?6, data = ?7, sum = ?8",
+        )?
+        .execute(params![
+            job,
+            self.first_seq as i64,
+            self.last_seq as i64,
+            self.ts0,
+            self.counts[0] as i64,
+            self.counts[1] as i64,
+            data,
+            crc32fast::hash(&data),
+        ])?;
+        Ok(())
+    }
+
+    /// Migration 4's insert: the table has no checksum column yet (the
+    /// blocks it makes read as older blocks do).
+    fn write_unsummed(&self, conn: &Connection, job: &str) -> rusqlite::Result<()> {
         conn.prepare_cached(
             "INSERT INTO blocks (job, first_seq, last_seq, ts0, n_stdout, n_stderr, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (job, first_seq) DO UPDATE SET
-               last_seq = ?3, n_stdout = ?5, n_stderr = ?6, data = ?7",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
         .execute(params![
             job,
@@ -152,9 +181,9 @@ impl OpenBlock {
     }
 }
 
-/// Decode a block's lines, calling `f` with each; `f` returns false to stop.
+/// Decode a block's lines (`data` as `encoded` gave it), calling `f` with
+/// each; `f` returns false to stop.
 pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
-    let data = &*encoded(data);
     let (mut pos, mut seq, mut ts) = (0, first_seq, ts0);
     while pos < data.len() {
         let stream = data[pos];
@@ -225,7 +254,7 @@ pub(super) fn convert_lines(conn: &Connection) -> rusqlite::Result<()> {
             && b.data.len() < BLOCK_BYTES && ts - b.ts0 < BLOCK_AGE.as_millis() as i64);
         if !fits {
             if let Some((j, b)) = current.take() {
-                b.write(conn, &j)?;
+                b.write_unsummed(conn, &j)?;
             }
             current = Some((job, OpenBlock::new(seq, ts)));
         }
@@ -233,7 +262,7 @@ pub(super) fn convert_lines(conn: &Connection) -> rusqlite::Result<()> {
         b.push(stream.clamp(0, 1) as u8, ts, &text);
     }
     if let Some((j, b)) = current {
-        b.write(conn, &j)?;
+        b.write_unsummed(conn, &j)?;
     }
     Ok(())
 }
@@ -266,10 +295,17 @@ mod tests {
         let stored_big = stored(&b.data);
         assert_eq!(stored_big[0], COMPRESSED);
         assert!(stored_big.len() < b.data.len());
-        assert_eq!(&*encoded(&stored_big), &b.data[..]);
+        assert_eq!(&*encoded(&stored_big, None).unwrap(), &b.data[..]);
+        let sum = i64::from(crc32fast::hash(&stored_big));
+        assert_eq!(&*encoded(&stored_big, Some(sum)).unwrap(), &b.data[..]);
+        // One flipped bit: the checksum says so (and, without one, the unpacking may not).
+        let mut flipped = stored_big.to_vec();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x10;
+        assert_eq!(encoded(&flipped, Some(sum)), Err(Damaged));
         let mut small = OpenBlock::new(1, 0);
         small.push(0, 0, "hi");
         assert_eq!(&*stored(&small.data), &small.data[..]);
-        assert_eq!(&*encoded(&small.data), &small.data[..]);
+        assert_eq!(&*encoded(&small.data, None).unwrap(), &small.data[..]);
     }
 }

@@ -14,7 +14,7 @@
 
 use rusqlite::{Connection, params};
 
-use super::blocks::{decode, may_hold};
+use super::blocks::{decode, encoded, may_hold};
 use super::held::Piece;
 use crate::model::{Gap, Line, Stream};
 use crate::persist::StoredPage;
@@ -77,7 +77,7 @@ impl Acc {
     }
 }
 
-type Row = (u64, u64, i64, i64, i64, Vec<u8>);
+type Row = (u64, u64, i64, i64, i64, Vec<u8>, Option<i64>);
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok((
@@ -87,7 +87,25 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         r.get(3)?,
         r.get(4)?,
         r.get(5)?,
+        r.get(6)?,
     ))
+}
+
+/// A block's data checked and unpacked; a damaged one is logged once per
+/// read (the reader is told through its page's `lost`).
+fn opened(job: &str, first: u64, last: u64, data: &[u8], sum: Option<i64>) -> Option<Vec<u8>> {
+    match encoded(data, sum) {
+        Ok(data) => Some(data.into_owned()),
+        Err(_) => {
+            tracing::error!(
+                job,
+                first,
+                last,
+                "a stored output block is damaged: its lines are lost"
+            );
+            None
+        }
+    }
 }
 
 fn sql_seq(seq: u64) -> i64 {
@@ -121,19 +139,23 @@ pub(super) fn page(
     let held_first = held.first().map_or(until, |p| p.first_seq().min(until));
     if from < held_first {
         let mut stmt = conn.prepare_cached(
-            "SELECT first_seq, last_seq, ts0, n_stdout, n_stderr, data FROM blocks
+            "SELECT first_seq, last_seq, ts0, n_stdout, n_stderr, data, sum FROM blocks
              WHERE job = ?1 AND last_seq >= ?2 AND first_seq < ?3 ORDER BY last_seq",
         )?;
         let mut rows = stmt.query(params![job, sql_seq(from), sql_seq(held_first)])?;
         while !acc.full
             && let Some(r) = rows.next()?
         {
-            let (first, last, ts0, n_out, n_err, data) = row(r)?;
+            let (first, last, ts0, n_out, n_err, data, sum) = row(r)?;
             let last = last.min(held_first - 1);
             if !may_hold(bounds.stream, n_out, n_err) {
                 acc.covered(first, last);
                 continue;
             }
+            let Some(data) = opened(job, first, last, &data, sum) else {
+                acc.gap_to(last + 1);
+                continue;
+            };
             decode(first, ts0, &data, |l| l.seq < held_first && acc.line(l));
             if !acc.full {
                 // Lines past `held_first` in a block written meanwhile come from held.
@@ -185,7 +207,8 @@ pub(super) fn tail(
     let mut expect = (until != u64::MAX).then(|| until.saturating_sub(1));
     // One segment (a held piece or a block) going down: its gap above, then
     // its lines of the stream, newest first; false once enough are taken.
-    let mut take = |first: u64, last: u64, lines: Vec<Line>| -> bool {
+    // A damaged block (`lines: None`) is a gap of its own.
+    let mut take = |first: u64, last: u64, lines: Option<Vec<Line>>| -> bool {
         let last = last.min(until.saturating_sub(1));
         if let Some(e) = expect
             && last < e
@@ -196,6 +219,16 @@ pub(super) fn tail(
             });
         }
         expect = Some(first.saturating_sub(1));
+        let Some(lines) = lines else {
+            match lost.last_mut() {
+                Some(g) if g.from == last + 1 => g.from = first,
+                _ => lost.push(Gap {
+                    from: first,
+                    to: last,
+                }),
+            }
+            return true;
+        };
         let block = lines
             .into_iter()
             .filter(|l| l.seq < until && stream.is_none_or(|s| s == l.stream));
@@ -215,7 +248,7 @@ pub(super) fn tail(
             lines.push(l);
             true
         });
-        going = take(piece.first_seq(), piece.last_seq(), lines);
+        going = take(piece.first_seq(), piece.last_seq(), Some(lines));
         if !going {
             break;
         }
@@ -223,28 +256,33 @@ pub(super) fn tail(
     if going {
         let below = held.first().map_or(until, |p| p.first_seq().min(until));
         let mut stmt = conn.prepare_cached(
-            "SELECT first_seq, last_seq, ts0, n_stdout, n_stderr, data FROM blocks
+            "SELECT first_seq, last_seq, ts0, n_stdout, n_stderr, data, sum FROM blocks
              WHERE job = ?1 AND first_seq < ?2 ORDER BY last_seq DESC",
         )?;
         let mut rows = stmt.query(params![job, sql_seq(below)])?;
         while let Some(r) = rows.next()? {
-            let (first, last, ts0, n_out, n_err, data) = row(r)?;
+            let (first, last, ts0, n_out, n_err, data, sum) = row(r)?;
             let last = last.min(below.saturating_sub(1));
             let mut lines = Vec::new();
             if may_hold(stream, n_out, n_err) {
+                let Some(data) = opened(job, first, last, &data, sum) else {
+                    take(first, last, None);
+                    continue;
+                };
                 decode(first, ts0, &data, |l| {
                     lines.push(l);
                     true
                 });
             }
-            if !take(first, last, lines) {
+            if !take(first, last, Some(lines)) {
                 break;
             }
         }
     }
     out.reverse();
-    // Only the gaps among and after the lines returned.
-    let oldest = out.first().map_or(u64::MAX, |l| l.seq);
+    // Only the gaps among and after the lines returned (all of them when
+    // none is: a tail of only lost lines says so).
+    let oldest = out.first().map_or(0, |l| l.seq);
     lost.retain(|g| g.from > oldest);
     lost.reverse();
     Ok((out, lost))

@@ -57,6 +57,10 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (job, first_seq)
     );
     CREATE INDEX blocks_by_last ON blocks (job, last_seq);",
+    // 5: a CRC-32 of each block's stored `data` (NULL for older blocks):
+    // flipped bytes that SQLite's own checks let through are found, and the
+    // block's seqs said lost (`blocks.rs`).
+    "ALTER TABLE blocks ADD COLUMN sum INTEGER;",
 ];
 
 /// What a migration needs beyond SQL, run in its transaction after it.
