@@ -49,6 +49,20 @@ impl Core {
         self.all_jobs() || self.visible_in(info, self.workspace().as_deref())
     }
 
+    /// Which jobs' events this session may read (`events` `all: true`
+    /// widens to these, not to every session's): the project is looked up
+    /// once for all the events of one answer.
+    pub fn event_reader(&self) -> impl Fn(&JobId) -> bool + '_ {
+        let all = self.all_jobs();
+        let ws = (!all).then(|| self.workspace()).flatten();
+        move |id| {
+            all || self
+                .manager
+                .info(id)
+                .is_ok_and(|info| self.visible_in(&info, ws.as_deref()))
+        }
+    }
+
     /// Keep the jobs of `jobs` this session may see (lists).
     pub fn keep_visible(&self, jobs: &mut Vec<JobInfo>) {
         if self.all_jobs() {

@@ -106,11 +106,13 @@ impl Backlog {
 
     /// The unseen events worth telling, formatted, advancing the cursor.
     /// `meta` may add a suffix to each line (a tool set's event fields).
+    /// `may_read`: the jobs `all: true` reaches (`apart.rs`).
     pub fn take(
         &self,
         manager: &Manager,
         covered: &[(JobId, u64)],
         meta: &dyn Fn(&Event) -> Option<String>,
+        may_read: &dyn Fn(&JobId) -> bool,
     ) -> Vec<String> {
         let mut st = self.state.lock().unwrap();
         st.touched.extend(covered.iter().map(|(id, _)| id.clone()));
@@ -120,14 +122,14 @@ impl Backlog {
         let mut pending = 0;
         for e in &events {
             if lines.len() >= MAX_PER_ANSWER || bytes >= ANSWER_BYTES {
-                pending += usize::from(worth(e, &st, covered));
+                pending += usize::from(worth(e, &st, covered, may_read));
                 continue;
             }
             st.cursor = e.seq + 1;
             if matches!(e.kind, EventKind::Queued) {
                 st.queued.insert(e.job.clone());
             }
-            if worth(e, &st, covered) {
+            if worth(e, &st, covered, may_read) {
                 let mut l = line(manager, e);
                 if let Some(m) = meta(e) {
                     l = format!("{l} {m}");
@@ -146,7 +148,12 @@ impl Backlog {
     /// what it shows as seen when it reads from the cursor or before.
     /// A page is at most `limit` events and [`PAGE_BYTES`] of lines; the
     /// seq returned is where the next page starts.
-    pub fn list(&self, manager: &Manager, since: Option<u64>, limit: usize) -> (Vec<String>, u64) {
+    pub fn list(
+        &self,
+        manager: &Manager,
+        (since, limit): (Option<u64>, usize),
+        may_read: &dyn Fn(&JobId) -> bool,
+    ) -> (Vec<String>, u64) {
         let mut st = self.state.lock().unwrap();
         let from = since.unwrap_or(st.cursor);
         let events = manager.events(from, limit);
@@ -154,7 +161,7 @@ impl Backlog {
         let mut lines = Vec::new();
         let mut bytes = 0;
         for e in events.iter() {
-            if !(st.all || st.is_mine(e)) {
+            if !((st.all && may_read(&e.job)) || st.is_mine(e)) {
                 continue;
             }
             let l = line(manager, e);
@@ -194,10 +201,10 @@ impl State {
     }
 }
 
-fn worth(e: &Event, st: &State, covered: &[(JobId, u64)]) -> bool {
+fn worth(e: &Event, st: &State, covered: &[(JobId, u64)], may_read: &dyn Fn(&JobId) -> bool) -> bool {
     let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
     let own = st.own.contains(&e.job);
-    if !st.all && !st.is_mine(e) {
+    if !(st.all && may_read(&e.job)) && !st.is_mine(e) {
         return false;
     }
     match &e.kind {

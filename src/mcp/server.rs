@@ -102,7 +102,8 @@ impl ServerHandler for BerthMcp {
                 Dialect::Exec => super::compat_exec::exec_event_meta(&core, e),
                 _ => None,
             };
-            core.backlog.take(&core.manager, &covered, &meta)
+            core.backlog
+                .take(&core.manager, &covered, &meta, &core.event_reader())
         })
         .await;
         if !lines.is_empty() {

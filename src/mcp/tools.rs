@@ -168,7 +168,8 @@ that `run` call answers at once with the job id and the job keeps running."
 who ended it: agent, user or system) — one line each. By default the events you have not seen yet (every answer \
 already ends with those); `since` lists from that event seq on, `limit` (100) events within 8 KiB a page, \
 and the answer gives the `since` of the next page. Only your own jobs' events (those you started \
-or asked about) unless `all: true`, which also makes your later answers carry every job's events on this instance."
+or asked about) unless `all: true`, which also makes your later answers carry the events of every job of your \
+project (not other projects' sessions, unless the user's config says agent_all_jobs)."
     )]
     async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {
         if let Some(all) = a.all {
@@ -176,8 +177,11 @@ or asked about) unless `all: true`, which also makes your later answers carry ev
         }
         let core = self.core.clone();
         let (lines, next) = off_worker(move || {
-            core.backlog
-                .list(&core.manager, a.since, a.limit.unwrap_or(100).max(1))
+            core.backlog.list(
+                &core.manager,
+                (a.since, a.limit.unwrap_or(100).max(1)),
+                &core.event_reader(),
+            )
         })
         .await;
         let text = if lines.is_empty() {

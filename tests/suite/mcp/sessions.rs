@@ -457,6 +457,11 @@ async fn sessions_are_apart_per_verb() {
     }
     let listed = other.call("list", json!({})).await.text;
     assert!(listed.contains(&jb) && !listed.contains(&ja), "{listed}");
+    // `events` with `all: true` reaches its project's jobs, not another's.
+    let events = other.call("events", json!({"since": 1, "all": true})).await.text;
+    assert!(events.contains(&jb) && !events.contains(&ja), "{events}");
+    let events = same.call("events", json!({"since": 1, "all": true})).await.text;
+    assert!(events.contains(&ja) && !events.contains(&jb), "{events}");
 
     // Its own project: reads, but acts only on its own.
     let r = same.call("status", json!({"id": ja})).await;
