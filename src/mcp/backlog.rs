@@ -204,7 +204,7 @@ impl State {
 fn worth(e: &Event, st: &State, covered: &[(JobId, u64)], may_read: &dyn Fn(&JobId) -> bool) -> bool {
     let is_covered = covered.iter().any(|(id, upto)| *id == e.job && e.seq < *upto);
     let own = st.own.contains(&e.job);
-    if !(st.all && may_read(&e.job)) && !st.is_mine(e) {
+    if !(st.is_mine(e) || (st.all && may_read(&e.job))) {
         return false;
     }
     match &e.kind {
