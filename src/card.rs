@@ -107,6 +107,10 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     if let Some(e) = &l.egress {
         parts.push(format!("egress {e}"));
     }
+    // The default is said by its absence; a second kernel is named.
+    if let Some(i) = l.isolation.as_deref().filter(|i| *i != "container") {
+        parts.push(i.to_string());
+    }
     if info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
         parts.push("engine scoped".into());
     }
@@ -354,6 +358,7 @@ mod tests {
             user: Some("root".into()),
             network: Some("none".into()),
             egress: Some("none".into()),
+            isolation: None,
             not_enforced: vec![],
         };
         let card = render(&info, "", false);

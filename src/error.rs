@@ -382,6 +382,7 @@ pub enum EngineOp {
     CreateExec,
     StartExec,
     InspectExec,
+    Info,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -398,6 +399,7 @@ impl std::fmt::Display for EngineOp {
             EngineOp::CreateExec => "create an exec in container",
             EngineOp::StartExec => "start exec",
             EngineOp::InspectExec => "inspect exec",
+            EngineOp::Info => "describe itself",
             EngineOp::CreateContainer => "create container",
             EngineOp::StartContainer => "start container",
             EngineOp::UpdateContainer => "limit container",

@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// the hosts of egress_allow); no looser than the project's egress.
     #[arg(long, value_name = "WHAT")]
     pub egress: Option<String>,
+    /// What stands between the job and the host's kernel (containers):
+    /// container (the engine's default runtime) or gvisor (gVisor's kernel,
+    /// `runsc`); no weaker than the project's isolation.
+    #[arg(long, value_name = "KIND", value_parser = ["container", "gvisor"])]
+    pub isolation: Option<String>,
     /// How the job writes its workspace: direct (the checkout itself, the
     /// CLI's default), layer (a layer of its own: `berth diff` shows it,
     /// `berth apply` brings it to the checkout) or read-only.
@@ -166,6 +171,7 @@ impl RunArgs {
             pull: self.pull.clone(),
             network: self.network.clone(),
             egress: self.egress.clone(),
+            isolation: self.isolation.clone(),
             write: match (&self.write, &self.layer) {
                 (None, Some(_)) => Some("layer".into()),
                 (w, _) => w.clone(),

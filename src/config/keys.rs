@@ -22,7 +22,8 @@ use super::table::{at_least_one, config_keys, keep, some};
 use super::{DEFAULT_IMAGE, DEFAULT_INSTANCE, Source, project};
 use crate::error::Result;
 use crate::model::{
-    Egress, EngineAccess, ImageValue, Limits, Network, Publish, PullPolicy, RunnerChoice, WriteMode,
+    Egress, EngineAccess, ImageValue, Isolation, Limits, Network, Publish, PullPolicy, RunnerChoice,
+    WriteMode,
 };
 use crate::trust::{Loosening, Trusted};
 
@@ -191,6 +192,25 @@ keys {
         field egress_allow: Vec<String> = vec![crate::net::allow::DEFAULTS.to_string()],
         env list, set |_, v| crate::net::Allowlist::parse(&v).map(|_| v),
         line |c| c.egress_allow.join(", ");
+    /// What stands between a container job and the host's kernel:
+    /// `container` (the engine's default runtime) or `gvisor` (gVisor's
+    /// kernel, through the engine runtime named by `gvisor_runtime`).
+    isolation: String,
+        field isolation: Isolation = Isolation::Container,
+        env text, set |_, v| v.parse(),
+        line |c| c.isolation.to_string();
+    /// The isolation of MCP sessions' jobs when stronger than `isolation`
+    /// (e.g. `gvisor` for agents, `container` for your own runs).
+    agent_isolation: String,
+        field agent_isolation: Isolation = Isolation::Container,
+        env text, set |_, v| v.parse(),
+        line |c| c.agent_isolation.to_string();
+    /// The engine runtime that gives `isolation = "gvisor"` (its name in
+    /// the engine's `daemon.json` `runtimes`).
+    gvisor_runtime: String,
+        field gvisor_runtime: String = "runsc".into(),
+        env text, set |_, v| crate::config::container::runtime_name(v),
+        line |c| c.gvisor_runtime.clone();
     /// Project image builds may `ADD` a URL, which the engine fetches from
     /// its own host, past the egress policy (your own config only: a
     /// project file's value is never applied).

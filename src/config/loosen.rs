@@ -183,6 +183,16 @@ fn loosenings(
     if from_file("egress") && reach(c.egress) > reach(base.egress) {
         add("egress", quoted(c.egress.as_str()));
     }
+    // A weaker kernel boundary than yours, or another runtime for gVisor.
+    if from_file("isolation") && c.isolation < base.isolation {
+        add("isolation", quoted(c.isolation.as_str()));
+    }
+    if from_file("agent_isolation") && c.agent_isolation < base.agent_isolation {
+        add("agent_isolation", quoted(c.agent_isolation.as_str()));
+    }
+    if from_file("gvisor_runtime") && c.gvisor_runtime != base.gvisor_runtime {
+        add("gvisor_runtime", quoted(&c.gvisor_runtime));
+    }
     let more: Vec<&String> = c
         .egress_allow
         .iter()
@@ -325,6 +335,18 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
             c.egress_allow = base.egress_allow.clone();
             source(c, "egress_allow");
         }
+        "isolation" => {
+            c.isolation = base.isolation;
+            source(c, "isolation");
+        }
+        "agent_isolation" => {
+            c.agent_isolation = base.agent_isolation;
+            source(c, "agent_isolation");
+        }
+        "gvisor_runtime" => {
+            c.gvisor_runtime = base.gvisor_runtime.clone();
+            source(c, "gvisor_runtime");
+        }
         "publish" => {
             c.publish = base.publish;
             source(c, "publish");
@@ -457,6 +479,7 @@ fn lexical(p: &Path) -> PathBuf {
 mod tests {
     use super::super::Layer;
     use super::*;
+    use crate::model::Isolation;
 
     /// A project at `dir` with `berth.toml` holding `text`, loaded with a
     /// user config at `user` (may be missing).
@@ -639,6 +662,30 @@ mod tests {
         let c = load(&dir, "egress = \"none\"\n", &user);
         assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
         assert_eq!(c.egress, Egress::None);
+    }
+
+    #[test]
+    fn a_weaker_isolation_or_another_runtime_needs_trust_a_stronger_one_does_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("proj");
+        std::fs::create_dir_all(&dir).unwrap();
+        let user = tmp.path().join("user.toml");
+        std::fs::write(&user, "isolation = \"gvisor\"\n").unwrap();
+        let c = load(
+            &dir,
+            "isolation = \"container\"\ngvisor_runtime = \"runc\"\n",
+            &user,
+        );
+        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
+        assert_eq!(keys, ["isolation", "gvisor_runtime"]);
+        assert_eq!(
+            (c.isolation, c.gvisor_runtime.as_str()),
+            (Isolation::Gvisor, "runsc")
+        );
+        std::fs::write(&user, "").unwrap();
+        let c = load(&dir, "isolation = \"gvisor\"\n", &user);
+        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
+        assert_eq!(c.isolation, Isolation::Gvisor);
     }
 
     #[test]

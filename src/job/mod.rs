@@ -106,6 +106,21 @@ impl FromStr for Egress {
     }
 }
 
+impl FromStr for crate::model::Isolation {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "container" => Ok(Self::Container),
+            "gvisor" => Ok(Self::Gvisor),
+            _ => Err(Error::InvalidValue {
+                what: "isolation",
+                input: s.into(),
+                message: "expected container (the engine's default runtime) or gvisor (a kernel of gVisor's own between the job and the host)".into(),
+            }),
+        }
+    }
+}
+
 impl FromStr for Publish {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

@@ -30,6 +30,9 @@ impl RunRequest {
         if let Some(e) = &self.egress {
             spec.egress = Some(e.parse()?);
         }
+        if let Some(i) = &self.isolation {
+            spec.isolation = Some(i.parse()?);
+        }
         if let Some(w) = &self.write {
             spec.write = Some(w.parse()?);
         }

@@ -26,7 +26,7 @@ use super::Inner;
 use super::project::Project;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::{EngineAccess, JobSpec, RunnerChoice, RunnerKind};
+use crate::model::{EngineAccess, Isolation, JobSpec, RunnerChoice, RunnerKind};
 use crate::runner;
 use crate::watch::Watchers;
 
@@ -203,6 +203,7 @@ pub(super) async fn admit(
     if spec.engine == Some(EngineAccess::Scoped) {
         check_engine(&mut spec, kind, engine_asked, &project.config)?;
     }
+    isolation(&mut spec, kind, &project.config, client == "mcp")?;
     // Extra mounts: container jobs only, each inside the workspace (the
     // record keeps the resolved path; the create checks it again).
     if kind == RunnerKind::Host && !spec.mounts.is_empty() {
@@ -288,4 +289,37 @@ async fn resolve_runner(
     let kind = inner.engine.resolve(choice).await?;
     let note = (kind == RunnerKind::Host).then(|| FALLBACK_NOTE.to_string());
     Ok((kind, note))
+}
+
+/// The job's kernel boundary: the project's `isolation` (for an agent's
+/// session, `agent_isolation` when stronger), or a stronger one the job
+/// asks for; a weaker one is refused, as is gVisor where it cannot hold
+/// (a host job; a scoped engine, whose children would run under runc).
+fn isolation(spec: &mut JobSpec, kind: RunnerKind, config: &Config, agent: bool) -> Result<()> {
+    let floor = match agent {
+        true => config.isolation.max(config.agent_isolation),
+        false => config.isolation,
+    };
+    if let Some(asked) = spec.isolation
+        && asked < floor
+    {
+        return Err(Error::InvalidSpec(format!(
+            "isolation `{asked}` is weaker than this project's `{floor}`: a job may only strengthen it (set isolation in your own config to weaken)"
+        )));
+    }
+    let resolved = spec.isolation.unwrap_or(floor);
+    if resolved == Isolation::Gvisor {
+        if kind == RunnerKind::Host {
+            return Err(Error::InvalidSpec(
+                "isolation \"gvisor\" needs a container job; run it with --runner docker (or set isolation = \"container\" in your own config for host jobs)".into(),
+            ));
+        }
+        if spec.engine == Some(EngineAccess::Scoped) {
+            return Err(Error::InvalidSpec(
+                "a scoped engine's children cannot run under gVisor yet (they would run under runc); drop --engine scoped or use isolation = \"container\"".into(),
+            ));
+        }
+    }
+    spec.isolation = (kind == RunnerKind::Docker).then_some(resolved);
+    Ok(())
 }

@@ -90,6 +90,9 @@ pub struct RunArgs {
     pub network: Option<String>,
     /// true: a read-only root file system (a writable /tmp; the workspace stays writable).
     pub read_only: Option<bool>,
+    /// "gvisor": the job's system calls go to gVisor's kernel, not the host's (slower
+    /// starts and system calls); "container": the engine's default. Never weaker than the project's.
+    pub isolation: Option<String>,
     /// How the job writes the workspace: "layer" (default: its writes wait in this session's
     /// layer, shared by the session's jobs, until `apply` brings them to the checkout) or
     /// "read-only"; "direct" (the checkout itself) only where the user's config allows it.
@@ -146,6 +149,7 @@ impl RunArgs {
             pids: self.pids,
             network: self.network.clone(),
             read_only: self.read_only,
+            isolation: self.isolation.clone(),
             write: self.write.clone(),
             timeout: self.timeout.filter(|_| !spec.background),
             keep_alive: self.keep_alive,

@@ -27,7 +27,7 @@ pub use event::{Event, EventKind};
 pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
 pub use layer::{Applied, Change, ChangeKind, EntryKind, LayerCounts, LayerInfo, LayerState, Writes};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
-pub use net::{Egress, EngineAccess, Publish, WriteMode};
+pub use net::{Egress, EngineAccess, Isolation, Publish, WriteMode};
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
 pub use request::RunRequest;
 pub use spec::{

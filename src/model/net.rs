@@ -38,6 +38,36 @@ impl fmt::Display for Egress {
     }
 }
 
+/// What stands between a container job and the host's kernel. Ordered
+/// from weakest to strongest: a job or a project file may ask for a
+/// stronger one than the user's, never a weaker one without trust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Namespaces, cgroups, no capabilities, the engine's seccomp profile
+    /// (the engine's default runtime, runc).
+    #[default]
+    Container,
+    /// gVisor: the job's system calls go to a kernel of gVisor's own
+    /// (`runsc`, registered with the engine as `gvisor_runtime`).
+    Gvisor,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Container => "container",
+            Isolation::Gvisor => "gvisor",
+        }
+    }
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Who makes a container job's published ports answer on 127.0.0.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

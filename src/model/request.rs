@@ -26,6 +26,8 @@ pub struct RunRequest {
     pub network: Option<String>,
     /// `none`, `proxy` or `all`.
     pub egress: Option<String>,
+    /// `container` or `gvisor`.
+    pub isolation: Option<String>,
     /// `layer`, `direct` or `read-only`.
     pub write: Option<String>,
     /// A layer to write (CLI: `--layer NAME`).

@@ -249,6 +249,10 @@ pub struct AppliedLimits {
     /// Container jobs: what it could reach outside (`none`, `proxy`, `all`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<String>,
+    /// Container jobs: what stood between it and the host's kernel, and
+    /// the engine runtime that gave it (`container (runc)`, `gvisor (runsc)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 /// Everything a caller can ask of a job. Every interface maps onto this struct.
@@ -318,6 +322,11 @@ pub struct JobSpec {
     /// project's or tighter: a looser one is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<super::Egress>,
+    /// Container jobs: `container` or `gvisor` (a kernel of gVisor's own
+    /// between the job and the host); unset = the config's `isolation`.
+    /// Only as strong as the project's or stronger: a weaker one is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<super::Isolation>,
     /// Container jobs: `scoped` gives the job an engine socket of its own
     /// (a filtering proxy: its own child containers and nothing else, see
     /// `runner/docker/scoped/`); unset = the config's `engine` (default `none`).

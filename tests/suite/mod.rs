@@ -19,6 +19,7 @@ mod exits;
 mod fake;
 mod faults;
 mod foreground;
+mod gvisor;
 mod host;
 mod host_ports;
 mod images;

@@ -89,6 +89,11 @@ impl DockerClient {
             .map_err(fail(EngineOp::Ping, "a ping"))
     }
 
+    /// The engine's `/info` (its registered runtimes, among others).
+    pub async fn info(&self) -> Result<bollard::models::SystemInfo> {
+        self.docker.info().await.map_err(fail(EngineOp::Info, "/info"))
+    }
+
     // Images.
 
     pub async fn inspect_image(&self, image: &str) -> Result<ImageInspect> {

@@ -118,6 +118,8 @@ pub struct Context<'a> {
     pub remote: Option<&'a super::remote::RemoteJob>,
     /// `layer` mode: the volume that mounts the job's layer (`layer.rs`).
     pub layer: Option<&'a super::layer::LayerMount>,
+    /// The engine runtime: `None` for its default, gVisor's (`gvisor.rs`).
+    pub runtime: Option<&'a str>,
 }
 
 /// The engine's `User` and the uid/gid for HOME's tmpfs. `root` is `0:0`.
@@ -184,6 +186,10 @@ pub fn body(
     });
     let network_mode = network_mode(spec, ctx);
     applied.network = Some(network_mode.clone());
+    applied.isolation = Some(match ctx.runtime {
+        Some(r) => format!("gvisor ({r})"),
+        None => "container".into(),
+    });
     let (bindings, exposed) = port_bindings(ctx, ports);
     let home = home_dir(&ws);
     let env = env::environment(spec, ctx, ports, &home);
@@ -356,6 +362,7 @@ fn host_config(
         readonly_rootfs: Some(spec.read_only || ctx.read_only),
         tmpfs: Some(tmpfs),
         network_mode: Some(network_mode),
+        runtime: ctx.runtime.map(String::from),
         ..Default::default()
     }
 }

@@ -162,6 +162,7 @@ async fn launch_one(
         super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
     }
     let pins = pins::Pins::open(spec, project.workspace)?;
+    let runtime = super::gvisor::runtime(&docker, spec, project.gvisor_runtime).await?;
     let job = Job {
         engine,
         docker,
@@ -211,6 +212,7 @@ async fn launch_one(
         job_dir: &job_dir,
         protected: &protected,
         pinned: &job.pins.sources(),
+        runtime: runtime.as_deref(),
         layer: layer_mount.as_ref(),
         name: create::container_name(&engine.instance, engine.state(), id),
         proxy: None,

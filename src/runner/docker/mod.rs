@@ -38,6 +38,7 @@ pub mod endpoint;
 mod etc;
 mod exec;
 mod exit;
+pub mod gvisor;
 mod images;
 mod launch;
 mod layer;
@@ -191,6 +192,8 @@ pub(super) struct Sandbox<'a> {
     pub max_children: usize,
     /// `layer` mode: the layer the job writes (`crate::layers`).
     pub layer: Option<&'a crate::layers::Layer>,
+    /// The engine runtime that gives `isolation = "gvisor"` (`gvisor.rs`).
+    pub gvisor_runtime: &'a str,
 }
 
 impl Engine {
@@ -409,6 +412,7 @@ impl Engine {
             protect: Vec::new(),
             max_children: self.max_children,
             layer: None,
+            gvisor_runtime: "runsc",
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await
@@ -441,6 +445,7 @@ impl Engine {
                 .collect(),
             max_children: config.max_children,
             layer: job.layer,
+            gvisor_runtime: &config.gvisor_runtime,
         };
         let docker = self.client().await?.clone();
         launch::launch(self, docker, id, spec, cwd, output, &project).await

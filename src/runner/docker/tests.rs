@@ -225,6 +225,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             // The default: the first network of the instance's pool.
             network: Some(format!("{}-0", fx.engine.network_name())),
             egress: Some("proxy".into()),
+            isolation: Some("container".into()),
         }
     );
     assert_eq!(launched.ports.len(), 1);

@@ -30,6 +30,7 @@ fn ctx<'a>(id: &'a JobId, ws: &'a Path, cwd: &'a Path) -> Context<'a> {
         read_only: false,
         protected: &[],
         pinned: &[],
+        runtime: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn body_carries_limits_hardening_labels_and_ports() {
             user: Some("1000:1001".into()),
             network: Some("berth-t-01234567-net".into()),
             egress: None,
+            isolation: Some("container".into()),
         }
     );
 }

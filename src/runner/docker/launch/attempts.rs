@@ -45,6 +45,8 @@ pub(super) struct Attempts<'a> {
     pub protected: &'a [Mount],
     /// What the engine mounts for each `-v` (`pins.rs`).
     pub pinned: &'a [std::path::PathBuf],
+    /// The engine runtime (`gvisor.rs`); `None`: its default.
+    pub runtime: Option<&'a str>,
     /// `layer` mode on this machine's engine: the volume that mounts it.
     pub layer: Option<&'a super::super::layer::LayerMount>,
     pub name: String,
@@ -85,6 +87,7 @@ impl Attempts<'_> {
                 read_only: self.project.read_only,
                 protected: self.protected,
                 pinned: self.pinned,
+                runtime: self.runtime,
                 engine: engine_setup.as_ref(),
                 remote: self.remote,
                 layer: self.layer,
