@@ -125,6 +125,24 @@ fn owner_group(uid: u32, gid: u32) -> u32 {
         .unwrap_or(NOBODY)
 }
 
+/// An engine runtime's name as `daemon.json` may spell it: a short word
+/// (it is passed to the engine as is).
+pub fn runtime_name(v: String) -> crate::error::Result<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    match ok {
+        true => Ok(v),
+        false => Err(crate::error::Error::InvalidValue {
+            what: "gvisor_runtime",
+            input: v.chars().take(80).collect(),
+            message: "expected the name of an engine runtime (letters, digits, `-`, `_`, `.`; e.g. runsc)"
+                .into(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,23 +159,5 @@ mod tests {
         assert_eq!(container_user(&None, dir.path()), format!("4242:{NOBODY}"));
         nix::unistd::chown(dir.path(), Some(4242.into()), Some(4343.into())).unwrap();
         assert_eq!(container_user(&None, dir.path()), "4242:4343");
-    }
-}
-
-/// An engine runtime's name as `daemon.json` may spell it: a short word
-/// (it is passed to the engine as is).
-pub fn runtime_name(v: String) -> crate::error::Result<String> {
-    let ok = !v.is_empty()
-        && v.len() <= 64
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    match ok {
-        true => Ok(v),
-        false => Err(crate::error::Error::InvalidValue {
-            what: "gvisor_runtime",
-            input: v.chars().take(80).collect(),
-            message: "expected the name of an engine runtime (letters, digits, `-`, `_`, `.`; e.g. runsc)"
-                .into(),
-        }),
     }
 }
