@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "berth/gvisor.rs"]
+mod gvisor;
 #[path = "berth/layers.rs"]
 mod layers;
 #[path = "berth/peers.rs"]
@@ -592,7 +594,7 @@ fn main() {
     }
     let all = [
         "finished", "memory", "start", "network", "ready", "detect", "spawn", "output", "ingest", "ps",
-        "layers",
+        "layers", "gvisor",
     ];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
@@ -619,6 +621,7 @@ fn main() {
             "output" => peers::bench_output(&d),
             "finished" => peers::bench_finished(&d),
             "layers" => layers::bench_layers(&d),
+            "gvisor" => gvisor::bench_gvisor(&d),
             _ => {}
         }
     }

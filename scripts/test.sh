@@ -14,6 +14,11 @@ fi
 if [ -f images/build.sh ]; then
     bash images/build.sh all
 fi
+# The gVisor tests need runsc registered with the engine (root only: it
+# edits daemon.json; elsewhere those tests say what to add).
+if [ "$(id -u)" = 0 ] && command -v runsc >/dev/null; then
+    bash scripts/gvisor-runtime.sh
+fi
 
 cargo test --all-targets "$@"
 cargo test --doc

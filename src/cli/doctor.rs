@@ -112,7 +112,10 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
     // can start would mislead.
     let engine = crate::runner::docker::Engine::new(&config);
     match engine.resolve(crate::model::RunnerChoice::Docker).await {
-        Ok(_) => outln!("engine    {} answers", engine.endpoint()),
+        Ok(_) => {
+            outln!("engine    {} answers", engine.endpoint());
+            gvisor(&engine, &config).await?;
+        }
         Err(e) => outln!("engine    NOT reachable: {e}"),
     }
     if !db.exists() {
@@ -207,4 +210,25 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(if sound { 0 } else { 1 })
+}
+
+/// Whether the engine can run `isolation = "gvisor"` jobs, and if not, the
+/// lines that make it so.
+async fn gvisor(engine: &crate::runner::docker::Engine, config: &crate::Config) -> anyhow::Result<()> {
+    use crate::runner::docker::gvisor;
+    let name = &config.gvisor_runtime;
+    let runtimes = gvisor::registered(engine.client().await?).await?;
+    if runtimes.iter().any(|r| r == name) {
+        outln!("          gVisor: runtime `{name}` registered (isolation = \"gvisor\" works)");
+    } else {
+        outln!(
+            "          gVisor: runtime `{name}` NOT registered (isolation = \"gvisor\" jobs are refused);"
+        );
+        outln!(
+            "          add {} to /etc/docker/daemon.json",
+            gvisor::daemon_json(name)
+        );
+        outln!("          (Debian: apt install runsc), then `kill -HUP $(pidof dockerd)`: no restart needed");
+    }
+    Ok(())
 }

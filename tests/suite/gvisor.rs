@@ -185,6 +185,10 @@ fn a_weaker_isolation_or_an_unregistered_runtime_is_refused_in_one_line() {
         "{err}"
     );
     assert_eq!(d.json(&["ps", "--all"]).as_array().map_or(0, Vec::len), 0);
+    // `doctor` says what to add, and that runsc (the default name) would do.
+    let (_, out, _) = run(&d, &["doctor", "--check"]);
+    assert!(out.contains("runtime `no-such-runtime` NOT registered"), "{out}");
+    assert!(out.contains("daemon.json") && out.contains("HUP"), "{out}");
 }
 
 /// Under gVisor, berth's egress proxy still decides: an allowed host is
