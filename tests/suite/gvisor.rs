@@ -218,3 +218,55 @@ async fn the_egress_proxy_holds_under_gvisor() {
     assert_eq!(end.limits.isolation.as_deref(), Some("gvisor (runsc)"));
     t.manager.shutdown().await;
 }
+
+/// The project's jobs share one network namespace (`--network project`):
+/// under gVisor too, one reaches the other on localhost.
+#[test]
+fn a_projects_jobs_reach_each_other_on_localhost_under_gvisor() {
+    let d = Daemon::start();
+    let ws = d.dir.path().join("ws");
+    std::fs::write(ws.join("index.html"), "next door\n").unwrap();
+    let (code, _, err) = run(
+        &d,
+        &gvisor(&[
+            "-d",
+            "--network",
+            "project",
+            "--ready-port",
+            "8080",
+            "--",
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+            "-h",
+            ".",
+        ]),
+    );
+    assert_eq!(code, 0, "{err}");
+    // busybox wget fails under gVisor (a known quirk of the pair): curl.
+    let (code, out, err) = run(
+        &d,
+        &[
+            "run",
+            "--runner",
+            "docker",
+            "--image",
+            "berth/dev:latest",
+            "--isolation",
+            "gvisor",
+            "--network",
+            "project",
+            "--",
+            "curl",
+            "-s",
+            "-m",
+            "10",
+            "http://127.0.0.1:8080/index.html",
+        ],
+    );
+    assert_eq!((code, out.as_str()), (0, "next door\n"), "{err}");
+    let (code, _, err) = run(&d, &["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(containers_of(&d.instance), 0);
+}
