@@ -261,10 +261,16 @@ impl Walker<'_> {
                     }
                 }
             }
-            // `for NAME in …`: only NAME is set.
+            // `for NAME in …`: only NAME is set; over literal words (a
+            // `tests/*.sh`), which of them is remembered.
             if name == "for" || name == "select" {
                 if s.starts_with("((") {
                     self.arith(s, scope, at.depth);
+                }
+                let words = args.get(i + 1..).unwrap_or_default();
+                if is_name(s) && args.get(i).is_some_and(|a| a.s == "in") && words.iter().all(|w| !w.dynamic)
+                {
+                    scope.loop_over(s, words.iter().map(|w| w.s.clone()).collect());
                 }
                 break;
             }

@@ -57,7 +57,10 @@ impl Walker<'_> {
                 push_text(t, d);
                 t.mark_dynamic();
             }
-            (Some(Val::Unknown), None) => t.undecided(DYNAMIC),
+            (Some(Val::Unknown), None) => {
+                t.loop_words = t.s.is_empty().then(|| scope.loop_words(name)).flatten();
+                t.undecided(DYNAMIC);
+            }
             (None, None) => {
                 t.s.push('$');
                 t.s.push_str(name);
