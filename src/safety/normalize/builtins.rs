@@ -84,6 +84,12 @@ impl Walker<'_> {
         self.push(format!("{name}={}", value.s));
         let lower = name.to_lowercase();
         let v = value.s.as_str();
+        // To an integer variable the value is arithmetic: its subscripts'
+        // substitutions run, even from a quoted value.
+        if scope.integers && v.contains('[') {
+            self.prompt_text(v, scope, depth);
+            self.arith(v, scope, depth);
+        }
         match lower.as_str() {
             "ps0" | "ps1" | "ps2" | "ps3" | "ps4" => self.prompt_text(v, scope, depth),
             n if COMMAND_VARS.contains(&n) || n.starts_with("git_config_value_") => {
@@ -223,6 +229,7 @@ impl Walker<'_> {
                 if declares && s[1..].contains('n') {
                     scope.poison();
                 }
+                scope.integers |= declares && s.starts_with('-') && s[1..].contains('i');
                 // Options whose value is a name or code.
                 match (name, s) {
                     ("mapfile" | "readarray", "-C") => {

@@ -94,6 +94,19 @@ impl Walker<'_> {
             }
             return;
         }
+        // `${!x}`: x's value names the parameter, and a subscript in it is
+        // arithmetic (`x='a[$(id)]'; echo ${!x}` runs `id`).
+        if let Some(Val::Known(v)) = body
+            .strip_prefix('!')
+            .filter(|n| is_name(n))
+            .and_then(|n| scope.get(n))
+        {
+            let v = v.clone();
+            if v.contains('[') {
+                self.prompt_text(&v, scope, depth);
+                self.arith(&v, scope, depth);
+            }
+        }
         // Any other `${…}` is not evaluated, but the substitutions inside it
         // run and its subscripts and offsets are arithmetic.
         self.join(&lexer::lex_quoted(body), scope, depth + 1);

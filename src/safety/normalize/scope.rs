@@ -55,6 +55,9 @@ pub(super) struct Scope {
     poisoned: bool,
     /// `IFS` was assigned: how an expansion splits into words is unknown.
     pub(super) ifs: bool,
+    /// A `declare -i` was seen: an assignment may be evaluated as
+    /// arithmetic (`declare -i n; n='a[$(id)]'` runs `id`), whichever name.
+    pub(super) integers: bool,
     /// Names a `for NAME in WORDS` set, with its literal WORDS: still
     /// unknown as values (one at a time, globs expanded), but a shell that
     /// runs `"$NAME"` runs one of these files (see `commands.rs`).
