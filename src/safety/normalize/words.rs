@@ -26,6 +26,10 @@ pub(super) struct Text {
     /// Where the last undecided part ends in `s`: a `/` after it means the
     /// base name is still known (`$(pwd)/run.sh`).
     pub(super) dynamic_end: usize,
+    /// Has a part that is not plain unquoted text (quotes, an escape, an
+    /// expansion): never a reserved word (`\do`, `'if'`, `$(echo do)` run
+    /// programs of those names).
+    pub(super) quoted: bool,
     /// The whole word is a `for` loop's variable over these literal words.
     pub(super) loop_words: Option<std::rc::Rc<Vec<String>>>,
 }
@@ -265,6 +269,7 @@ impl Walker<'_> {
 
     /// One part of a word, resolved onto the end of `t`.
     fn join_part(&mut self, t: &mut Text, p: &Part, scope: &mut Scope, depth: usize) {
+        t.quoted |= !matches!(p, Part::Lit(_));
         match p {
             Part::Lit(s) => t.lit(s),
             Part::Quoted(s) => t.s.push_str(s),
