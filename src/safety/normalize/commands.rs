@@ -113,7 +113,7 @@ impl Walker<'_> {
         let mut peeled = 0;
         while let Some(first) = w.first() {
             let name = self.program_name(first);
-            if KEYWORDS.contains(&name.as_str()) && !first.quoted {
+            if KEYWORDS.contains(&name.as_str()) && !first.quoted && !first.expanded {
                 w = past_keyword(&name, &w[1..], scope, &mut p.via);
                 continue;
             }

@@ -182,7 +182,11 @@ impl Walker<'_> {
             vec![self.join(w, scope, depth)]
         };
         let mut out = Vec::new();
+        // A word brace expansion made is never a reserved word (a lone `{`
+        // expands to nothing else and stays one).
+        let made = texts.len() > 1;
         for mut t in texts {
+            t.quoted |= made;
             // With IFS changed, how an expansion splits is unknown.
             if scope.ifs && t.expanded {
                 t.mark_dynamic();

@@ -60,9 +60,16 @@ impl Rng {
 }
 
 /// One piece of a word.
-fn piece(r: &mut Rng, depth: usize) -> String {
+fn piece(r: &mut Rng, depth: usize, fixed: bool) -> String {
     let f = r.pick(FRAGMENTS);
-    match r.below(if depth > 1 { 8 } else { 11 }) {
+    let mut kind = r.below(if depth > 1 { 10 } else { 13 });
+    // A fixed word (a program name) has nothing the filter must refuse as
+    // undecidable (a variable it does not know, a glob, a default): those
+    // become plain text.
+    if fixed && [6, 7, 9].contains(&kind) {
+        kind = 0;
+    }
+    match kind {
         0 | 1 => f.to_string(),
         2 => format!("'{f}'"),
         3 => format!("\"{f}\""),
@@ -76,28 +83,35 @@ fn piece(r: &mut Rng, depth: usize) -> String {
         // Braced or quoted: a letter after `$p` would name another variable.
         6 => [format!("${{{}}}", r.pick(VARS)), format!("\"${}\"", r.pick(VARS))][r.below(2)].clone(),
         7 => ["*", "?", "[s]"][r.below(3)].to_string(),
-        8 => format!("$(echo {})", word(r, depth + 1)),
-        9 => format!("$(printf %s {} {})", word(r, depth + 1), word(r, depth + 1)),
-        _ => format!("`echo {}`", word(r, depth + 1)),
+        8 => format!("{{{f},{}}}", r.pick(FRAGMENTS)),
+        9 => format!("${{{}:-{f}}}", r.pick(VARS)),
+        10 => format!("$(echo {})", word(r, depth + 1, fixed)),
+        11 => format!(
+            "$(printf %s {} {})",
+            word(r, depth + 1, fixed),
+            word(r, depth + 1, fixed)
+        ),
+        _ => format!("`echo {}`", word(r, depth + 1, fixed)),
     }
 }
 
 /// A word of one to three pieces.
-fn word(r: &mut Rng, depth: usize) -> String {
-    (0..1 + r.below(3)).map(|_| piece(r, depth)).collect()
+fn word(r: &mut Rng, depth: usize, fixed: bool) -> String {
+    (0..1 + r.below(3)).map(|_| piece(r, depth, fixed)).collect()
 }
 
 /// A simple command (sometimes an assignment first), as its words.
 fn command(r: &mut Rng) -> Vec<String> {
     let mut words = Vec::new();
     if r.below(4) == 0 {
-        words.push(format!("{}={}", r.pick(VARS), word(r, 1)));
+        words.push(format!("{}={}", r.pick(VARS), word(r, 1, false)));
         if r.below(2) == 0 {
             return words;
         }
     }
     for _ in 0..1 + r.below(3) {
-        words.push(word(r, 1));
+        let fixed = words.iter().all(|w| w.contains('='));
+        words.push(word(r, 1, fixed));
     }
     words
 }
@@ -106,7 +120,7 @@ fn command(r: &mut Rng) -> Vec<String> {
 fn line(r: &mut Rng) -> Vec<Vec<String>> {
     let mut cmds = vec![command(r)];
     for _ in 0..r.below(3) {
-        cmds.push(vec![[";", "&&", "|"][r.below(3)].to_string()]);
+        cmds.push(vec![[";", "&&", "||", "|", "\n"][r.below(5)].to_string()]);
         cmds.push(command(r));
     }
     cmds
@@ -158,7 +172,7 @@ fn bash_runs(text: &str, dir: &Path) -> Vec<Vec<String>> {
 /// all, or refuses the line as dynamic, which sees more).
 fn missed(text: &str, dir: &Path) -> Option<String> {
     let analysis = normalize::line(text, None);
-    if analysis.incomplete || analysis.views.iter().any(|v| v.starts_with(normalize::DYNAMIC)) {
+    if refused_as_dynamic(&analysis) {
         return None;
     }
     let programs: Vec<&str> = analysis
@@ -170,6 +184,12 @@ fn missed(text: &str, dir: &Path) -> Option<String> {
         .into_iter()
         .find(|argv| !programs.contains(&argv[0].to_lowercase().as_str()))
         .map(|argv| format!("bash runs {argv:?}; the filter's views: {:?}", analysis.views))
+}
+
+/// The filter refuses the whole line as undecidable: it sees more than
+/// any program bash would run.
+fn refused_as_dynamic(analysis: &normalize::Analysis) -> bool {
+    analysis.incomplete || analysis.views.iter().any(|v| v.starts_with(normalize::DYNAMIC))
 }
 
 /// Drop commands and words while the case still fails: the smallest line
@@ -230,9 +250,11 @@ fn the_filter_sees_every_program_bash_would_run() {
     }
     let mut r = Rng(SEED);
     let mut failures = Vec::new();
+    let mut compared = 0;
     for _ in 0..CASES {
         let cmds = line(&mut r);
         let text = render(&cmds);
+        compared += usize::from(!refused_as_dynamic(&normalize::line(&text, None)));
         if let Some(why) = missed(&text, dir.path()) {
             let min = shrink(cmds, dir.path());
             failures.push(format!("{text:?}\n  minimal: {min:?}\n  {why}"));
@@ -242,4 +264,7 @@ fn the_filter_sees_every_program_bash_would_run() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    // Lines the filter refuses whole prove nothing: most must be compared.
+    eprintln!("{compared} of {CASES} lines compared program by program");
+    assert!(compared >= CASES / 2, "only {compared} of {CASES} lines compared");
 }
