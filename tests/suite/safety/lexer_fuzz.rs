@@ -25,6 +25,8 @@ use berth::safety::normalize;
 /// Lines generated and compared.
 const CASES: usize = 2000;
 const SEED: u64 = 0x5eed_3809;
+/// Threads comparing lines at once.
+const WORKERS: usize = 4;
 
 /// Builtins disabled before the generated text runs: everything but
 /// `echo`, `printf` and `true` (and `enable` itself goes last). The
@@ -62,13 +64,14 @@ impl Rng {
 /// One piece of a word.
 fn piece(r: &mut Rng, depth: usize, fixed: bool) -> String {
     let f = r.pick(FRAGMENTS);
-    let mut kind = r.below(if depth > 1 { 10 } else { 13 });
+    let mut kind = r.below(if depth > 1 { 12 } else { 17 });
     // A fixed word (a program name) has nothing the filter must refuse as
-    // undecidable (a variable it does not know, a glob, a default): those
-    // become plain text.
-    if fixed && [6, 7, 9].contains(&kind) {
+    // undecidable (a variable it does not know, a glob, a default, a
+    // process substitution): those become plain text.
+    if fixed && [6, 7, 9, 16].contains(&kind) {
         kind = 0;
     }
+    let inner = |r: &mut Rng| word(r, depth + 1, fixed);
     match kind {
         0 | 1 => f.to_string(),
         2 => format!("'{f}'"),
@@ -85,13 +88,14 @@ fn piece(r: &mut Rng, depth: usize, fixed: bool) -> String {
         7 => ["*", "?", "[s]"][r.below(3)].to_string(),
         8 => format!("{{{f},{}}}", r.pick(FRAGMENTS)),
         9 => format!("${{{}:-{f}}}", r.pick(VARS)),
-        10 => format!("$(echo {})", word(r, depth + 1, fixed)),
-        11 => format!(
-            "$(printf %s {} {})",
-            word(r, depth + 1, fixed),
-            word(r, depth + 1, fixed)
-        ),
-        _ => format!("`echo {}`", word(r, depth + 1, fixed)),
+        10 => format!("$\"{f}\""),
+        // A line continuation inside a word.
+        11 => format!("{f}\\\n{}", r.pick(FRAGMENTS)),
+        12 => format!("$(echo {})", inner(r)),
+        13 => format!("$(printf %s {} {})", inner(r), inner(r)),
+        14 => format!("`echo {}`", inner(r)),
+        15 => format!("\"$(echo {})\"", inner(r)),
+        _ => format!("<(echo {})", inner(r)),
     }
 }
 
@@ -175,14 +179,17 @@ fn missed(text: &str, dir: &Path) -> Option<String> {
     if refused_as_dynamic(&analysis) {
         return None;
     }
-    let programs: Vec<&str> = analysis
-        .views
-        .iter()
-        .filter_map(|v| v.split(' ').next())
-        .collect();
+    // A view is the command's words joined by spaces, so a program name
+    // with a space in it (`"$(echo a b)"`) is seen when a view starts with it.
+    let sees = |p: &str| {
+        analysis
+            .views
+            .iter()
+            .any(|v| v == p || v.strip_prefix(p).is_some_and(|rest| rest.starts_with(' ')))
+    };
     bash_runs(text, dir)
         .into_iter()
-        .find(|argv| !programs.contains(&argv[0].to_lowercase().as_str()))
+        .find(|argv| !sees(&argv[0].to_lowercase()))
         .map(|argv| format!("bash runs {argv:?}; the filter's views: {:?}", analysis.views))
 }
 
@@ -225,34 +232,26 @@ fn bash() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[test]
-fn the_filter_sees_every_program_bash_would_run() {
-    if bash().is_none() {
-        eprintln!("no bash: the differential test is skipped");
-        return;
-    }
+/// A throw-away directory for one worker: an empty `PATH` directory, a
+/// working directory with files a glob at command position can match
+/// (empty, never executable), and the log of what bash ran.
+fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("empty-path")).unwrap();
     std::fs::create_dir(dir.path().join("cwd")).unwrap();
-    // Files a glob at command position can match (empty, never executable).
     for f in ["sudo", "su", "ls"] {
         std::fs::write(dir.path().join("cwd").join(f), "").unwrap();
     }
-    // The harness itself: a program bash runs is reported.
-    assert_eq!(
-        bash_runs("su''do id", dir.path()),
-        vec![vec!["sudo".to_string(), "id".into()]]
-    );
-    // What the fuzzer found once, kept: a quoted, escaped or computed
-    // reserved word, or one after an assignment, is a program's name.
-    for found in [r"\do", r#""id" | 'do'"#, r#"q="$q" do"#, "$(echo do) x", "x=1 if"] {
-        assert_eq!(missed(found, dir.path()), None, "{found}");
-    }
-    let mut r = Rng(SEED);
+    dir
+}
+
+/// Compare `lines` (each as its pieces): how many were compared program by
+/// program, and the failures (each shrunk), at most five.
+fn compare(lines: Vec<Vec<Vec<String>>>) -> (usize, Vec<String>) {
+    let dir = workdir();
     let mut failures = Vec::new();
     let mut compared = 0;
-    for _ in 0..CASES {
-        let cmds = line(&mut r);
+    for cmds in lines {
         let text = render(&cmds);
         compared += usize::from(!refused_as_dynamic(&normalize::line(&text, None)));
         if let Some(why) = missed(&text, dir.path()) {
@@ -263,6 +262,44 @@ fn the_filter_sees_every_program_bash_would_run() {
             }
         }
     }
+    (compared, failures)
+}
+
+#[test]
+fn the_filter_sees_every_program_bash_would_run() {
+    if bash().is_none() {
+        eprintln!("no bash: the differential test is skipped");
+        return;
+    }
+    let dir = workdir();
+    // The harness itself: a program bash runs is reported.
+    assert_eq!(
+        bash_runs("su''do id", dir.path()),
+        vec![vec!["sudo".to_string(), "id".into()]]
+    );
+    // What the fuzzer found once, kept: a quoted, escaped, computed or
+    // brace-made reserved word, or one after an assignment, is a program.
+    for found in [
+        r"\do",
+        r#""id" | 'do'"#,
+        r#"q="$q" do"#,
+        "$(echo do) x",
+        "x=1 if",
+        "{do,x}",
+    ] {
+        assert_eq!(missed(found, dir.path()), None, "{found}");
+    }
+    // The same lines every run, compared by four workers (each its own
+    // directory): bash's start-up is most of the cost.
+    let mut r = Rng(SEED);
+    let lines: Vec<_> = (0..CASES).map(|_| line(&mut r)).collect();
+    let chunks: Vec<Vec<_>> = lines.chunks(CASES.div_ceil(WORKERS)).map(<[_]>::to_vec).collect();
+    let results: Vec<(usize, Vec<String>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = chunks.into_iter().map(|c| s.spawn(move || compare(c))).collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let compared: usize = results.iter().map(|r| r.0).sum();
+    let failures: Vec<String> = results.into_iter().flat_map(|r| r.1).collect();
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
     // Lines the filter refuses whole prove nothing: most must be compared.
     eprintln!("{compared} of {CASES} lines compared program by program");
