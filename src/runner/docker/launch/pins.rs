@@ -141,12 +141,15 @@ impl Pins {
 /// The path, within its file system, of what is mounted at `target` in a
 /// mount table (`mountinfo`: the last mount there is the one seen).
 fn mounted_root(table: &str, target: &str) -> Option<PathBuf> {
-    table.lines().rev().find_map(|line| {
-        let mut fields = line.split(' ');
-        let root = fields.nth(3)?;
-        let point = fields.next()?;
-        (unescape(point) == target).then(|| PathBuf::from(unescape(root)))
-    })
+    table
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let mut fields = line.split(' ');
+            let root = fields.nth(3)?;
+            let point = fields.next()?;
+            (unescape(point) == target).then(|| PathBuf::from(unescape(root)))
+        })
 }
 
 /// `mountinfo` writes space, tab, newline and backslash as `\ooo`.
