@@ -11,8 +11,12 @@
 //! return is an ordinary character (so a here-document delimiter `EOF\r`
 //! ends only at a line `EOF\r`), `((…) )` and `$((…) )` are subshells and
 //! command substitutions (only `((…))` with the two parentheses together is
-//! arithmetic), `$[…]` is arithmetic, and `<&3` is kept (a shell reading its
-//! script from another descriptor).
+//! arithmetic), `$[…]` is arithmetic, `<&3` is kept (a shell reading its
+//! script from another descriptor), a here-document delimiter is its source
+//! text with quotes removed and nothing expanded (`<<${X}` ends at a line
+//! `${X}`), and `<(…)`/`>(…)` is a process substitution anywhere in a word
+//! (`BASH_ENV=<(…)`). `tests/suite/safety/lexer_fuzz.rs` checks the reading
+//! against bash itself.
 
 mod dollar;
 mod scan;
