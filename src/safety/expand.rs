@@ -138,28 +138,41 @@ pub fn printf(args: &[String]) -> Option<String> {
         format = args.next()?;
     }
     let format = decode_escapes(format, true);
+    let mut args = args.peekable();
     let mut out = String::new();
-    let mut chars = format.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
+    // The format is used again while arguments are left, as printf does:
+    // `printf %s s udo` prints `sudo`.
+    loop {
+        let mut used = false;
+        let mut chars = format.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            let conversion = chars.next()?;
+            if conversion == '%' {
+                out.push('%');
+                continue;
+            }
+            used = true;
+            let arg = args.next().cloned().unwrap_or_default();
+            match conversion {
+                's' => out.push_str(&arg),
+                'b' => out.push_str(&decode_escapes(&arg, false)),
+                'c' => out.extend(arg.chars().next()),
+                _ => return None,
+            }
         }
-        let conversion = chars.next()?;
-        if conversion == '%' {
-            out.push('%');
-            continue;
-        }
-        let arg = args.next().cloned().unwrap_or_default();
-        match conversion {
-            's' => out.push_str(&arg),
-            'b' => out.push_str(&decode_escapes(&arg, false)),
-            'c' => out.extend(arg.chars().next()),
-            _ => return None,
+        if !used || args.peek().is_none() || out.len() > MAX_PRINTF {
+            return Some(out);
         }
     }
-    Some(out)
 }
+
+/// Longest output of one `printf` the filter renders (the format repeats
+/// per argument, so output can be far longer than the line).
+const MAX_PRINTF: usize = 4096;
 
 /// One filter stage of a substitution pipeline applied to `input`.
 pub fn filter(program: &str, args: &[String], input: &str) -> Option<String> {

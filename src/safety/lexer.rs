@@ -11,8 +11,12 @@
 //! return is an ordinary character (so a here-document delimiter `EOF\r`
 //! ends only at a line `EOF\r`), `((…) )` and `$((…) )` are subshells and
 //! command substitutions (only `((…))` with the two parentheses together is
-//! arithmetic), `$[…]` is arithmetic, and `<&3` is kept (a shell reading its
-//! script from another descriptor).
+//! arithmetic), `$[…]` is arithmetic, `<&3` is kept (a shell reading its
+//! script from another descriptor), a here-document delimiter is its source
+//! text with quotes removed and nothing expanded (`<<${X}` ends at a line
+//! `${X}`), and `<(…)`/`>(…)` is a process substitution anywhere in a word
+//! (`BASH_ENV=<(…)`). `tests/suite/safety/lexer_fuzz.rs` checks the reading
+//! against bash itself.
 
 mod dollar;
 mod scan;
@@ -153,6 +157,8 @@ struct Lexer {
     heredoc_next: Option<bool>,
     /// Here-documents whose bodies start after the next newline.
     heredocs: Vec<PendingHeredoc>,
+    /// Where the word read as a here-document delimiter starts in `s`.
+    delimiter_start: Option<usize>,
     /// Characters the lexer may still scan in vain looking for the `))` of
     /// a `((` that turns out to be two subshells (each failed look is redone
     /// as ordinary text, so without a bound `((((…` would be quadratic).
@@ -171,6 +177,7 @@ impl Lexer {
             started: false,
             heredoc_next: None,
             heredocs: Vec::new(),
+            delimiter_start: None,
             retry_budget: 4 * len + 1024,
         }
     }
@@ -204,15 +211,11 @@ impl Lexer {
             let word = std::mem::take(&mut self.word);
             if let Some(strip_tabs) = self.heredoc_next.take() {
                 let expand = word.0.iter().all(|p| matches!(p, Part::Lit(_) | Part::Var(_)));
-                let delimiter = word
-                    .0
-                    .iter()
-                    .map(|p| match p {
-                        Part::Lit(s) | Part::Quoted(s) => s.clone(),
-                        Part::Var(n) => format!("${n}"),
-                        _ => String::new(),
-                    })
-                    .collect();
+                // The shell takes the delimiter's source text with quotes
+                // removed and nothing expanded: `<<${X}` ends at `${X}`,
+                // `<<$(echo E)` at `$(echo E)`.
+                let start = self.delimiter_start.take().unwrap_or(self.i);
+                let delimiter = scan::unquoted_source(&self.s[start.min(self.i)..self.i]);
                 self.heredocs.push(PendingHeredoc {
                     tok: self.toks.len(),
                     delimiter,
@@ -265,7 +268,9 @@ impl Lexer {
                 }
                 '(' => self.sep(Sep::Open, 1),
                 ')' => self.sep(Sep::Close, 1),
-                '<' | '>' if self.peek(1) == Some('(') && !self.started => {
+                // Anywhere in a word, as bash does it (`BASH_ENV=<(…)`,
+                // `x<(…)` is `x/dev/fd/63`).
+                '<' | '>' if self.peek(1) == Some('(') => {
                     self.i += 2;
                     let inner = self.until_close();
                     self.part(Part::Proc(inner));
@@ -278,7 +283,12 @@ impl Lexer {
                     }
                     self.redir();
                 }
-                _ => self.word_char(false),
+                _ => {
+                    if self.heredoc_next.is_some() && !self.started && self.lit.is_empty() {
+                        self.delimiter_start = Some(self.i);
+                    }
+                    self.word_char(false)
+                }
             }
         }
         self.end_word();

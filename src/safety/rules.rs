@@ -33,6 +33,17 @@ macro_rules! root_or_home {
         r"(?:/|/\*|/\.\*|~[a-z_][a-z0-9_.-]*(?:/\*|/\.\*)?|~|~/\*|~/\.\*|\$home|\$home/\*)"
     };
 }
+/// What `rm` may be told that is `/` or a home directory although it is
+/// not written as one: the previous directory (`~-`, `$OLDPWD`: the line
+/// cannot tell where it was), `/home/$USER`, and a path made only of a
+/// variable the filter does not know followed by `/` (`$X/`, `$X/*`: with
+/// `X` unset that is `/` or `/*`). A bare `$X` is left alone: unset, it
+/// deletes nothing, and `rm -rf "$BUILD_DIR"` is an everyday command.
+macro_rules! maybe_home {
+    () => {
+        r"(?:~-(?:/|/\*)?|\$oldpwd(?:/|/\*)?|/home/\$[a-z_][a-z0-9_]*(?:/|/\*)?|\$[a-z_][a-z0-9_]*(?:/|/\*|/\.\*))"
+    };
+}
 /// Top-level system directories.
 macro_rules! system_dir {
     () => {
@@ -124,11 +135,15 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
         concat!(
             r"^rm\s(?:.*\s)?",
             recursive!(),
-            r"\s(?:.*\s)?",
+            r"\s(?:.*\s)?(?:",
             root_or_home!(),
-            r"(?:\s|$)|^rm\s(?:.*\s)?",
+            "|",
+            maybe_home!(),
+            r")(?:\s|$)|^rm\s(?:.*\s)?(?:",
             root_or_home!(),
-            r"\s(?:.*\s)?",
+            "|",
+            maybe_home!(),
+            r")\s(?:.*\s)?",
             recursive!(),
             r"(?:\s|$)|^rm\s.*--no-preserve-root"
         ),
@@ -154,13 +169,19 @@ pub const DEFAULT_RULES: &[(&str, &str)] = &[
     ),
     (
         concat!(
-            r"^(?:chmod|chown|chgrp)\s(?:.*\s)?(?:/|/\*)(?:\s|$)|^(?:chmod|chown|chgrp)\s(?:.*\s)?",
+            r"^(?:chmod|chown|chgrp)\s(?:.*\s)?(?:/|/\*)(?:\s|$)|^(?:chmod|chown|chgrp|setfacl|chattr)\s(?:.*\s)?",
             recursive!(),
-            r"\s(?:.*\s)?",
+            r"\s(?:.*\s)?(?:",
             system_dir!(),
-            r"(?:\s|$)"
+            "|",
+            root_or_home!(),
+            r")(?:\s|$)"
         ),
-        "changes the permissions or owner of / or a system directory",
+        "changes the permissions, owner, ACLs or attributes of / or a system directory",
+    ),
+    (
+        r"^(?:make|gmake|remake)\s(?:.*\s)?(?:shell|\.shellflags|makeshell)=",
+        "make with SHELL= set on its command line runs every recipe through that program",
     ),
     (
         r"^(?:mkfs(?:\.\S+)?|mke2fs|mkswap|mkdosfs|mkntfs|mkexfatfs)(?:\s|$)",

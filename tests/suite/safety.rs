@@ -7,6 +7,7 @@ mod bounds;
 mod containers;
 mod corpus;
 mod cost;
+mod lexer_fuzz;
 mod ordinary;
 
 use std::io::{Read, Write};

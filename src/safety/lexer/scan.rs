@@ -160,3 +160,29 @@ impl Lexer {
         out
     }
 }
+
+/// A here-document delimiter as the shell compares it: its source text
+/// with quotes and backslashes removed, expansions left as written.
+pub(super) fn unquoted_source(src: &[char]) -> String {
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = src.iter().copied().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '\\') | (Some('"'), '\\') => {
+                let next = chars.peek().copied();
+                match next {
+                    Some(n) if quote.is_none() || "$`\"\\".contains(n) => {
+                        out.push(n);
+                        chars.next();
+                    }
+                    _ => out.push(c),
+                }
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            _ => out.push(c),
+        }
+    }
+    out
+}

@@ -84,6 +84,12 @@ impl Walker<'_> {
         self.push(format!("{name}={}", value.s));
         let lower = name.to_lowercase();
         let v = value.s.as_str();
+        // To an integer variable the value is arithmetic: its subscripts'
+        // substitutions run, even from a quoted value.
+        if scope.integers && v.contains('[') {
+            self.prompt_text(v, scope, depth);
+            self.arith(v, scope, depth);
+        }
         match lower.as_str() {
             "ps0" | "ps1" | "ps2" | "ps3" | "ps4" => self.prompt_text(v, scope, depth),
             n if COMMAND_VARS.contains(&n) || n.starts_with("git_config_value_") => {
@@ -223,6 +229,7 @@ impl Walker<'_> {
                 if declares && s[1..].contains('n') {
                     scope.poison();
                 }
+                scope.integers |= declares && s.starts_with('-') && s[1..].contains('i');
                 // Options whose value is a name or code.
                 match (name, s) {
                     ("mapfile" | "readarray", "-C") => {
@@ -261,10 +268,16 @@ impl Walker<'_> {
                     }
                 }
             }
-            // `for NAME in …`: only NAME is set.
+            // `for NAME in …`: only NAME is set; over literal words (a
+            // `tests/*.sh`), which of them is remembered.
             if name == "for" || name == "select" {
                 if s.starts_with("((") {
                     self.arith(s, scope, at.depth);
+                }
+                let words = args.get(i + 1..).unwrap_or_default();
+                if is_name(s) && args.get(i).is_some_and(|a| a.s == "in") && words.iter().all(|w| !w.dynamic)
+                {
+                    scope.loop_over(s, words.iter().map(|w| w.s.clone()).collect());
                 }
                 break;
             }

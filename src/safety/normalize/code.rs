@@ -45,6 +45,22 @@ impl Walker<'_> {
             } else if s == "--eval" || s == "--print" {
                 code.extend(args.get(i).map(|c| c.s.clone()));
                 i += 1;
+            } else if let Some(m) = s
+                .strip_prefix("-m")
+                .filter(|_| lang == Lang::Python && code.is_empty())
+            {
+                // `python -m NAME` runs the file NAME.py (or the package's
+                // NAME/__main__.py) found in the working directory first.
+                let module = if m.is_empty() {
+                    args.get(i).map(|a| a.s.as_str())
+                } else {
+                    Some(m)
+                };
+                if let Some(f) = module.map(|m| m.replace('.', "/")) {
+                    self.files.runs(&format!("{f}.py"));
+                    self.files.runs(&format!("{f}/__main__.py"));
+                }
+                return;
             } else if let Some(cluster) = s
                 .strip_prefix('-')
                 .filter(|c| !c.is_empty() && !c.starts_with('-'))

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use super::line::At;
 use super::scope::{Scope, Val};
 use super::words::{Text, is_name, program, skip_options};
-use super::wrappers::{WRAPPERS, Wrapper, unreadable_script};
+use super::wrappers::{Wrapper, unreadable_script, wrapper_named};
 use super::{DYNAMIC, MAX_WRAPPERS, Walker};
 
 pub(super) const SHELLS: &[&str] = &[
@@ -113,7 +113,7 @@ impl Walker<'_> {
         let mut peeled = 0;
         while let Some(first) = w.first() {
             let name = self.program_name(first);
-            if KEYWORDS.contains(&name.as_str()) {
+            if KEYWORDS.contains(&name.as_str()) && !first.quoted && !first.expanded {
                 w = past_keyword(&name, &w[1..], scope, &mut p.via);
                 continue;
             }
@@ -146,7 +146,7 @@ impl Walker<'_> {
                     None => return ControlFlow::Break(None),
                 }
             }
-            let Some(wrapper) = WRAPPERS.iter().find(|x| x.name == name) else {
+            let Some(wrapper) = wrapper_named(&name) else {
                 break;
             };
             self.push(whole.clone());
@@ -323,7 +323,12 @@ impl Walker<'_> {
             self.line(&payload.s, &mut inner, at.depth + 1, true);
         } else if let Some(file) = args.get(i).filter(|_| !has_s) {
             let unknown = file.dynamic && !file.s.starts_with("<(?)") && !via.stdin_args;
-            if unreadable_script(&file.s) || unknown {
+            if let Some(files) = file.loop_words.as_ref().filter(|_| file.s == DYNAMIC) {
+                // `for f in tests/*.sh; do bash "$f"; done`: the loop's files.
+                for f in files.iter() {
+                    self.files.runs(f);
+                }
+            } else if unreadable_script(&file.s) || unknown {
                 self.push(format!("{DYNAMIC} {name} {}", file.s));
             } else {
                 self.files.runs(&file.s);

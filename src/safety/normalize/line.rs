@@ -11,7 +11,7 @@ use super::scope::Scope;
 use super::words::{Assignment, Text, assignment, literal};
 use super::{DYNAMIC, MAX_DEPTH, Walker};
 use crate::safety::expand;
-use crate::safety::lexer::{self, Sep, Tok, Word, is_dup};
+use crate::safety::lexer::{self, Part, Sep, Tok, Word, is_dup};
 
 /// Where a simple command sits.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +52,10 @@ impl Flow {
     fn keywords(&mut self, toks: &[Tok], piped: bool) -> usize {
         let mut n = 0;
         while let Some(Tok::Word(w)) = toks.get(n) {
+            // A quoted or escaped word is never a keyword (`\do` runs `do`).
+            if !w.0.iter().all(|p| matches!(p, Part::Lit(_))) {
+                break;
+            }
             let k = literal(w);
             if OPENERS.contains(&k.as_str()) {
                 self.open.push(Frame {
@@ -278,6 +282,10 @@ impl Walker<'_> {
         let mut texts = Vec::new();
         for w in &words[start..] {
             texts.extend(self.expand(w, scope, at.depth));
+        }
+        // After an assignment no word is a keyword (`x=1 do` runs `do`).
+        if let Some(first) = texts.first_mut().filter(|_| start > 0) {
+            first.quoted = true;
         }
         let rendered = self.redirections(&redirs, scope, at.depth);
         let mut here = Vec::new();

@@ -57,7 +57,10 @@ impl Walker<'_> {
                 push_text(t, d);
                 t.mark_dynamic();
             }
-            (Some(Val::Unknown), None) => t.undecided(DYNAMIC),
+            (Some(Val::Unknown), None) => {
+                t.loop_words = t.s.is_empty().then(|| scope.loop_words(name)).flatten();
+                t.undecided(DYNAMIC);
+            }
             (None, None) => {
                 t.s.push('$');
                 t.s.push_str(name);
@@ -90,6 +93,19 @@ impl Walker<'_> {
                 scope.unknown(name);
             }
             return;
+        }
+        // `${!x}`: x's value names the parameter, and a subscript in it is
+        // arithmetic (`x='a[$(id)]'; echo ${!x}` runs `id`).
+        if let Some(Val::Known(v)) = body
+            .strip_prefix('!')
+            .filter(|n| is_name(n))
+            .and_then(|n| scope.get(n))
+        {
+            let v = v.clone();
+            if v.contains('[') {
+                self.prompt_text(&v, scope, depth);
+                self.arith(&v, scope, depth);
+            }
         }
         // Any other `${…}` is not evaluated, but the substitutions inside it
         // run and its subscripts and offsets are arithmetic.

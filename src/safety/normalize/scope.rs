@@ -55,6 +55,13 @@ pub(super) struct Scope {
     poisoned: bool,
     /// `IFS` was assigned: how an expansion splits into words is unknown.
     pub(super) ifs: bool,
+    /// A `declare -i` was seen: an assignment may be evaluated as
+    /// arithmetic (`declare -i n; n='a[$(id)]'` runs `id`), whichever name.
+    pub(super) integers: bool,
+    /// Names a `for NAME in WORDS` set, with its literal WORDS: still
+    /// unknown as values (one at a time, globs expanded), but a shell that
+    /// runs `"$NAME"` runs one of these files (see `commands.rs`).
+    loops: Rc<HashMap<String, Rc<Vec<String>>>>,
     pub(super) cwd: Cwd,
 }
 
@@ -72,12 +79,29 @@ impl Scope {
             self.full = true;
             return;
         }
+        if self.loops.contains_key(&name) {
+            Rc::make_mut(&mut self.loops).remove(&name);
+        }
         Rc::make_mut(&mut self.vars).insert(name, val);
     }
 
     /// `name` was touched in a way the filter does not follow.
     pub(super) fn unknown(&mut self, name: &str) {
         self.insert(name.to_string(), Val::Unknown);
+    }
+
+    /// `for name in words`: unknown, but one of `words` (all literal).
+    pub(super) fn loop_over(&mut self, name: &str, words: Vec<String>) {
+        self.unknown(name);
+        Rc::make_mut(&mut self.loops).insert(name.to_string(), Rc::new(words));
+    }
+
+    /// The literal words `name` loops over, if it is still a loop's variable.
+    pub(super) fn loop_words(&self, name: &str) -> Option<Rc<Vec<String>>> {
+        match self.get(name) {
+            Some(Val::Unknown) if !self.poisoned => self.loops.get(name).cloned(),
+            _ => None,
+        }
     }
 
     /// Anything may have changed: every name is unknown from here on.

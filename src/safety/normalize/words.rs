@@ -26,6 +26,12 @@ pub(super) struct Text {
     /// Where the last undecided part ends in `s`: a `/` after it means the
     /// base name is still known (`$(pwd)/run.sh`).
     pub(super) dynamic_end: usize,
+    /// Has a part that is not plain unquoted text (quotes, an escape, an
+    /// expansion): never a reserved word (`\do`, `'if'`, `$(echo do)` run
+    /// programs of those names).
+    pub(super) quoted: bool,
+    /// The whole word is a `for` loop's variable over these literal words.
+    pub(super) loop_words: Option<std::rc::Rc<Vec<String>>>,
 }
 
 impl Text {
@@ -176,7 +182,11 @@ impl Walker<'_> {
             vec![self.join(w, scope, depth)]
         };
         let mut out = Vec::new();
+        // A word brace expansion made is never a reserved word (a lone `{`
+        // expands to nothing else and stays one).
+        let made = texts.len() > 1;
         for mut t in texts {
+            t.quoted |= made;
             // With IFS changed, how an expansion splits is unknown.
             if scope.ifs && t.expanded {
                 t.mark_dynamic();
@@ -263,6 +273,7 @@ impl Walker<'_> {
 
     /// One part of a word, resolved onto the end of `t`.
     fn join_part(&mut self, t: &mut Text, p: &Part, scope: &mut Scope, depth: usize) {
+        t.quoted |= !matches!(p, Part::Lit(_));
         match p {
             Part::Lit(s) => t.lit(s),
             Part::Quoted(s) => t.s.push_str(s),
@@ -337,14 +348,27 @@ impl Walker<'_> {
             out = match (n, program(&texts[0]).as_str()) {
                 (0, "echo") => expand::echo(&args),
                 (0, "printf") => expand::printf(&args)?,
-                // `$(which python3)`: some path ending in the name asked for.
-                (0, "which") => args.iter().rfind(|a| !a.starts_with('-'))?.clone(),
+                // `$(which python3)`: some path ending in the name asked
+                // for, one line per name (`$(which sudo ls)` is two words).
+                (0, "which") => which(&args)?,
                 (0, "pwd") => self.cwd_of(scope)?,
-                (0, "command") if args.first().is_some_and(|a| a == "-v") => args.last()?.clone(),
+                (0, "command") if args.first().is_some_and(|a| a == "-v") => which(&args)?,
                 (0, _) => return None,
                 (_, p) => expand::filter(p, &args, &out)?,
             };
         }
         Some(out)
     }
+}
+
+/// What `which`/`command -v` with `args` may print: each name asked for,
+/// one a line (a name it does not find prints nothing; seeing it anyway
+/// only makes the filter stricter).
+fn which(args: &[String]) -> Option<String> {
+    let names: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    (!names.is_empty()).then(|| names.join("\n"))
 }

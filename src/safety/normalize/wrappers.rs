@@ -213,7 +213,34 @@ pub(super) const WRAPPERS: &[Wrapper] = &[
     wrapper("daemonize", &["-a", "-c", "-e", "-o", "-p", "-l", "-u", "-E"], 0),
     wrapper("runcon", &["-u", "-r", "-t", "-l"], 0),
     wrapper("sshpass", &["-p", "-f", "-d", "-e", "-P"], 0),
+    // The dynamic loader run as a program runs the program it is given
+    // (`/lib64/ld-linux-x86-64.so.2 /usr/bin/sudo id`); every loader's
+    // name is looked up as this one (see `wrapper_named`).
+    wrapper(
+        "ld.so",
+        &[
+            "--library-path",
+            "--preload",
+            "--audit",
+            "--argv0",
+            "--inhibit-rpath",
+            "--inhibit-cache",
+            "--glibc-hwcaps-mask",
+            "--glibc-hwcaps-prepend",
+        ],
+        0,
+    ),
 ];
+
+/// The wrapper of the table a program's base name is, if any: the dynamic
+/// loader under any of its names (`ld-linux-x86-64.so.2`,
+/// `ld-linux-aarch64.so.1`, `ld-musl-x86_64.so.1`, `ld.so`, `ld-2.31.so`).
+pub(super) fn wrapper_named(name: &str) -> Option<&'static Wrapper> {
+    let loader =
+        name == "ld.so" || ((name.starts_with("ld-") || name.starts_with("ld.so.")) && name.contains(".so"));
+    let name = if loader { "ld.so" } else { name };
+    WRAPPERS.iter().find(|x| x.name == name)
+}
 
 /// Where a shell, told to run a file, reads code nobody wrote down.
 pub(super) fn unreadable_script(path: &str) -> bool {

@@ -21,6 +21,9 @@ use super::{DYNAMIC, Walker};
 
 /// Commands that read or inspect files without writing their contents.
 const LOOKERS: &[&str] = &[
+    // `for f in x.sh`: names the files its body may run.
+    "for",
+    "select",
     "chmod",
     "chown",
     "chgrp",

@@ -163,6 +163,11 @@ const ALLOWED: &[&str] = &[
     "dd if=/dev/zero of=./disk.img bs=1M count=10",
     "cat /dev/null > app.log",
     "date +%s > .stamp",
+    "for f in tests/*.sh; do bash \"$f\"; done",
+    "$(which python3) script.py",
+    "rm -rf \"$BUILD_DIR\" && mkdir -p \"$BUILD_DIR\"",
+    "python3 -m pytest -q && python3 -m mypy src",
+    "printf '%s\\n' a b c | sort",
 ];
 
 /// `(what, command)`: ordinary forms refused on purpose (see SECURITY.md).
@@ -187,6 +192,10 @@ const REFUSED: &[(&str, &str)] = &[
     (
         "awk running a command it builds",
         "awk '{system(\"gzip \" $1)}' files.txt",
+    ),
+    (
+        "make with SHELL= on its command line",
+        "make SHELL=/bin/bash test",
     ),
     (
         "a container on the host's network",

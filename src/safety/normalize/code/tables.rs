@@ -43,6 +43,9 @@ pub(super) fn calls(lang: Lang) -> &'static [(&'static str, Kind)] {
             ("execve", Exec),
             ("execvp", Exec),
             ("execvpe", Exec),
+            // asyncio's: a shell line, and a program then its arguments.
+            ("create_subprocess_shell", Shell),
+            ("create_subprocess_exec", Spawn),
             ("posix_spawn", Exec),
             ("posix_spawnp", Exec),
             ("spawnl", Exec),
@@ -61,6 +64,10 @@ pub(super) fn calls(lang: Lang) -> &'static [(&'static str, Kind)] {
             ("system", Shell),
             ("exec", Shell),
             ("readpipe", Shell),
+            // IPC::Open2/Open3: handles first, then the command (a handle
+            // is not a literal, so a call with any is unreadable, refused).
+            ("open2", Shell),
+            ("open3", Shell),
             ("open", Open),
             ("eval", Eval),
         ],
