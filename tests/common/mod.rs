@@ -223,7 +223,16 @@ impl Daemon {
 
     /// Run a `berth` verb, returning (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let o = self.cli().args(args).output().expect("run berth");
+        Self::outcome(self.cli().args(args))
+    }
+
+    /// [`run`](Self::run) from the workspace (relative paths are its).
+    pub fn run_in_ws(&self, args: &[&str]) -> (i32, String, String) {
+        Self::outcome(self.cli().current_dir(self.dir.path().join("ws")).args(args))
+    }
+
+    fn outcome(cmd: &mut Command) -> (i32, String, String) {
+        let o = cmd.output().expect("run berth");
         (
             o.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&o.stdout).into_owned(),

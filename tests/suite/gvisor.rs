@@ -1,5 +1,5 @@
 //! `isolation = "gvisor"` on the real engine with Debian's `runsc`
-//! registered as `runsc` (`.ci/run` registers it; these tests fail loudly
+//! registered as `runsc` (`scripts/test.sh` registers it; these tests fail loudly
 //! when it is not): the job's kernel is gVisor's, and what berth promises
 //! of a container job holds under it (ports and readiness through berth's
 //! forwarder, complete output, the memory limit, the egress proxy, a kill,
@@ -10,21 +10,6 @@ use berth::JobSpec;
 
 use crate::common::lan::LanHost;
 use crate::common::{Daemon, SANDBOX, containers_of, manager_with};
-
-/// `berth` in the daemon's workspace; (code, stdout, stderr).
-fn run(d: &Daemon, args: &[&str]) -> (i32, String, String) {
-    let o = d
-        .cli()
-        .current_dir(d.dir.path().join("ws"))
-        .args(args)
-        .output()
-        .expect("run berth");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 fn gvisor<'a>(rest: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
@@ -44,66 +29,57 @@ fn gvisor<'a>(rest: &[&'a str]) -> Vec<&'a str> {
 fn a_gvisor_job_runs_on_gvisors_kernel_and_keeps_berths_promises() {
     let d = Daemon::start();
     // The kernel: gVisor's under gvisor, the host's otherwise.
-    let (code, under, err) = run(&d, &gvisor(&["--", "uname", "-r"]));
+    let (code, under, err) = d.run_in_ws(&gvisor(&["--", "uname", "-r"]));
     assert_eq!(code, 0, "{err}");
-    let (code, plain, err) = run(
-        &d,
-        &[
-            "run", "--runner", "docker", "--image", SANDBOX, "--", "uname", "-r",
-        ],
-    );
+    let (code, plain, err) = d.run_in_ws(&[
+        "run", "--runner", "docker", "--image", SANDBOX, "--", "uname", "-r",
+    ]);
     assert_eq!(code, 0, "{err}");
     let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(plain.trim(), host.trim());
     assert_ne!(under.trim(), host.trim(), "gVisor reports a kernel of its own");
     let last = &d.json(&["ps", "--all"])[1];
     assert_eq!(last["limits"]["isolation"], "gvisor (runsc)", "{last}");
-    let (_, card, _) = run(&d, &["status", last["id"].as_str().unwrap()]);
+    let (_, card, _) = d.run_in_ws(&["status", last["id"].as_str().unwrap()]);
     assert!(card.contains("gvisor (runsc)"), "{card}");
 
     // 100,000 lines, every one.
-    let (code, out, err) = run(&d, &gvisor(&["--", "seq", "1", "100000"]));
+    let (code, out, err) = d.run_in_ws(&gvisor(&["--", "seq", "1", "100000"]));
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 100_000);
     assert_eq!((lines[0], lines[99_999]), ("1", "100000"));
 
     // The memory limit: the job is killed, 137, and berth says why.
-    let (code, _, err) = run(
-        &d,
-        &gvisor(&[
-            "--memory",
-            "64m",
-            "--",
-            "sh",
-            "-c",
-            "head -c 300m /dev/zero | tail > /dev/null",
-        ]),
-    );
+    let (code, _, err) = d.run_in_ws(&gvisor(&[
+        "--memory",
+        "64m",
+        "--",
+        "sh",
+        "-c",
+        "head -c 300m /dev/zero | tail > /dev/null",
+    ]));
     assert_eq!(code, 137, "{err}");
     assert!(err.contains("memory limit"), "{err}");
 
     // A port with readiness, answered on the caller's 127.0.0.1.
     let ws = d.dir.path().join("ws");
     std::fs::write(ws.join("index.html"), "hello from gvisor\n").unwrap();
-    let (code, out, err) = run(
-        &d,
-        &gvisor(&[
-            "-d",
-            "-p",
-            "8080",
-            "--ready-http",
-            "/",
-            "--json",
-            "--",
-            "httpd",
-            "-f",
-            "-p",
-            "8080",
-            "-h",
-            ".",
-        ]),
-    );
+    let (code, out, err) = d.run_in_ws(&gvisor(&[
+        "-d",
+        "-p",
+        "8080",
+        "--ready-http",
+        "/",
+        "--json",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        ".",
+    ]));
     assert_eq!(code, 0, "{err}");
     let started: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(started["ready"]["outcome"], "ready", "{started}");
@@ -113,9 +89,9 @@ fn a_gvisor_job_runs_on_gvisors_kernel_and_keeps_berths_promises() {
 
     // A kill ends it; `down` leaves no container of the instance.
     let id = started["job"]["id"].as_str().unwrap();
-    let (code, _, err) = run(&d, &["kill", id]);
+    let (code, _, err) = d.run_in_ws(&["kill", id]);
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = run(&d, &["down"]);
+    let (code, _, err) = d.run_in_ws(&["down"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(containers_of(&d.instance), 0);
 }
@@ -153,18 +129,15 @@ fn a_weaker_isolation_or_an_unregistered_runtime_is_refused_in_one_line() {
         ),
     ];
     for (args, says) in cases {
-        let (code, out, err) = run(&d, args);
+        let (code, out, err) = d.run_in_ws(args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
     // The project's isolation is the default: a job that names none gets gVisor.
-    let (code, out, err) = run(
-        &d,
-        &[
-            "run", "--runner", "docker", "--image", SANDBOX, "--", "uname", "-r",
-        ],
-    );
+    let (code, out, err) = d.run_in_ws(&[
+        "run", "--runner", "docker", "--image", SANDBOX, "--", "uname", "-r",
+    ]);
     assert_eq!(code, 0, "{err}");
     let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_ne!(out.trim(), host.trim());
@@ -177,7 +150,7 @@ fn a_weaker_isolation_or_an_unregistered_runtime_is_refused_in_one_line() {
     )
     .unwrap();
     let d = Daemon::start_in(dir, &[], std::process::Stdio::piped());
-    let (code, out, err) = run(&d, &gvisor(&["--", "true"]));
+    let (code, out, err) = d.run_in_ws(&gvisor(&["--", "true"]));
     assert_eq!(code, 2, "{out}{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -186,7 +159,7 @@ fn a_weaker_isolation_or_an_unregistered_runtime_is_refused_in_one_line() {
     );
     assert_eq!(d.json(&["ps", "--all"]).as_array().map_or(0, Vec::len), 0);
     // `doctor` says what to add, and that runsc (the default name) would do.
-    let (_, out, _) = run(&d, &["doctor", "--check"]);
+    let (_, out, _) = d.run_in_ws(&["doctor", "--check"]);
     assert!(out.contains("runtime `no-such-runtime` NOT registered"), "{out}");
     assert!(out.contains("daemon.json") && out.contains("HUP"), "{out}");
 }
@@ -226,47 +199,41 @@ fn a_projects_jobs_reach_each_other_on_localhost_under_gvisor() {
     let d = Daemon::start();
     let ws = d.dir.path().join("ws");
     std::fs::write(ws.join("index.html"), "next door\n").unwrap();
-    let (code, _, err) = run(
-        &d,
-        &gvisor(&[
-            "-d",
-            "--network",
-            "project",
-            "--ready-port",
-            "8080",
-            "--",
-            "httpd",
-            "-f",
-            "-p",
-            "8080",
-            "-h",
-            ".",
-        ]),
-    );
+    let (code, _, err) = d.run_in_ws(&gvisor(&[
+        "-d",
+        "--network",
+        "project",
+        "--ready-port",
+        "8080",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        ".",
+    ]));
     assert_eq!(code, 0, "{err}");
     // busybox wget fails under gVisor (a known quirk of the pair): curl.
-    let (code, out, err) = run(
-        &d,
-        &[
-            "run",
-            "--runner",
-            "docker",
-            "--image",
-            "berth/dev:latest",
-            "--isolation",
-            "gvisor",
-            "--network",
-            "project",
-            "--",
-            "curl",
-            "-s",
-            "-m",
-            "10",
-            "http://127.0.0.1:8080/index.html",
-        ],
-    );
+    let (code, out, err) = d.run_in_ws(&[
+        "run",
+        "--runner",
+        "docker",
+        "--image",
+        "berth/dev:latest",
+        "--isolation",
+        "gvisor",
+        "--network",
+        "project",
+        "--",
+        "curl",
+        "-s",
+        "-m",
+        "10",
+        "http://127.0.0.1:8080/index.html",
+    ]);
     assert_eq!((code, out.as_str()), (0, "next door\n"), "{err}");
-    let (code, _, err) = run(&d, &["down"]);
+    let (code, _, err) = d.run_in_ws(&["down"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(containers_of(&d.instance), 0);
 }

@@ -7,21 +7,6 @@
 
 use crate::common::{Daemon, SANDBOX};
 
-/// `berth` aimed at `d`, run from its workspace; (code, stdout, stderr).
-fn run_in_ws(d: &Daemon, args: &[&str]) -> (i32, String, String) {
-    let o = d
-        .cli()
-        .current_dir(d.dir.path().join("ws"))
-        .args(args)
-        .output()
-        .expect("run berth");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 fn container_run<'a>(mount: &'a str, script: &'a str) -> Vec<&'a str> {
     vec![
         "run", "--runner", "docker", "--image", SANDBOX, "-v", mount, "--", "sh", "-c", script,
@@ -39,18 +24,18 @@ fn a_mount_inside_the_workspace_is_shared_and_ro_refuses_writes() {
     crate::common::workspace_dir(&ws.join("data"));
 
     // Read-write (relative host path, from where berth runs): the host sees the file.
-    let (code, out, err) = run_in_ws(
-        &d,
-        &container_run("./data:/data", "echo hi > /data/out.txt && cat /data/out.txt"),
-    );
+    let (code, out, err) = d.run_in_ws(&container_run(
+        "./data:/data",
+        "echo hi > /data/out.txt && cat /data/out.txt",
+    ));
     assert_eq!((code, out.trim()), (0, "hi"), "{err}");
     assert_eq!(std::fs::read_to_string(ws.join("data/out.txt")).unwrap(), "hi\n");
 
     // Read-only: the write fails inside, nothing lands on the host.
-    let (code, _, err) = run_in_ws(
-        &d,
-        &container_run("data:/data:ro", "cat /data/out.txt && echo x > /data/new.txt"),
-    );
+    let (code, _, err) = d.run_in_ws(&container_run(
+        "data:/data:ro",
+        "cat /data/out.txt && echo x > /data/new.txt",
+    ));
     assert_ne!(code, 0, "{err}");
     assert!(!ws.join("data/new.txt").exists());
     // The record shows the resolved mount.
@@ -86,13 +71,13 @@ fn mounts_that_leave_the_workspace_or_cover_the_system_are_refused_in_one_line()
         (&ws_target, "workspace's own mount"),
     ];
     for (mount, says) in cases {
-        let (code, out, err) = run_in_ws(&d, &container_run(mount, "true"));
+        let (code, out, err) = d.run_in_ws(&container_run(mount, "true"));
         assert_eq!(code, 2, "{mount}: {out}{err}");
         assert_eq!(err.lines().count(), 1, "{mount}: {err}");
         assert!(err.contains(says), "{mount}: {err}");
     }
     // A host job has nothing to mount.
-    let (code, _, err) = run_in_ws(&d, &["run", "--runner", "host", "-v", "data:/data", "--", "true"]);
+    let (code, _, err) = d.run_in_ws(&["run", "--runner", "host", "-v", "data:/data", "--", "true"]);
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("container jobs"), "{err}");
@@ -104,7 +89,7 @@ fn mounts_that_leave_the_workspace_or_cover_the_system_are_refused_in_one_line()
     let mut args = vec!["run", "--runner", "docker", "--image", SANDBOX];
     args.extend(many.iter().map(String::as_str));
     args.extend(["--", "true"]);
-    let (code, _, err) = run_in_ws(&d, &args);
+    let (code, _, err) = d.run_in_ws(&args);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("at most 16"), "{err}");
     // None of them made a job.
@@ -129,7 +114,7 @@ fn a_mount_swapped_for_a_symlink_by_a_background_job_never_reaches_outside() {
     std::fs::write(outside.join("marker"), format!("{secret}\n")).unwrap();
     std::os::unix::fs::symlink(&outside, ws.join("swap")).unwrap();
     std::fs::write(ws.join("swapper.py"), SWAPPER).unwrap();
-    let (code, out, err) = run_in_ws(&d, &["run", "--detach", "--json", "--", "python3", "swapper.py"]);
+    let (code, out, err) = d.run_in_ws(&["run", "--detach", "--json", "--", "python3", "swapper.py"]);
     assert_eq!(code, 0, "{out}{err}");
     let swapper = serde_json::from_str::<serde_json::Value>(&out).unwrap()["job"]["id"]
         .as_str()
@@ -137,7 +122,7 @@ fn a_mount_swapped_for_a_symlink_by_a_background_job_never_reaches_outside() {
         .to_string();
     let (mut inside, mut refused, mut wins) = (0, 0, Vec::new());
     for _ in 0..200 {
-        let (code, out, err) = run_in_ws(&d, &container_run("data:/data:ro", "cat /data/marker"));
+        let (code, out, err) = d.run_in_ws(&container_run("data:/data:ro", "cat /data/marker"));
         if out.contains(&secret) || err.contains(&secret) {
             wins.push(format!("{code}: {out}{err}"));
         } else if code == 0 && out.trim() == "inside" {
