@@ -89,8 +89,16 @@ fn a_gvisor_job_runs_on_gvisors_kernel_and_keeps_berths_promises() {
 
     // A kill ends it; `down` leaves no container of the instance.
     let id = started["job"]["id"].as_str().unwrap();
+    // Within the grace (2 s here) and a second: the bound is the promise.
+    let asked = std::time::Instant::now();
     let (code, _, err) = d.run_in_ws(&["kill", id]);
     assert_eq!(code, 0, "{err}");
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(d.json(&["status", id])["status"]["state"], "killed");
     let (code, _, err) = d.run_in_ws(&["down"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(containers_of(&d.instance), 0);
