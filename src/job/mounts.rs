@@ -167,22 +167,6 @@ impl MountSpec {
                 ),
             ));
         }
-        // Pinned: what the launch mounts must be this directory (a swap
-        // for another one, or a symlink, between now and then is refused).
-        let dir = crate::images::beneath::Dir::open_root(&root)
-            .and_then(|r| r.dir(inner))
-            .map_err(|e| {
-                let message = match e.raw_os_error() {
-                    Some(e) if e == nix::errno::Errno::ENOTDIR as i32 => format!(
-                        "`{}` is a file; mount the directory that holds it (only directories can be pinned against a swap)",
-                        self.source.display()
-                    ),
-                    _ => format!("`{}` could not be opened: {e}", self.source.display()),
-                };
-                bad(&shown, message)
-            })?;
-        let ident = dir.ident();
-        self.pinned = Some((ident.dev, ident.ino));
         self.source = real;
         Ok(())
     }

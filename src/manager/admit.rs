@@ -211,6 +211,7 @@ pub(super) async fn admit(
     }
     for m in &mut spec.mounts {
         m.resolve_in(workspace)?;
+        pin(m, workspace)?;
     }
     // A host job's environment must not change what runs (LD_PRELOAD, PATH …).
     if kind == RunnerKind::Host {
@@ -321,5 +322,34 @@ fn isolation(spec: &mut JobSpec, kind: RunnerKind, config: &Config, agent: bool)
         }
     }
     spec.isolation = (kind == RunnerKind::Docker).then_some(resolved);
+    Ok(())
+}
+
+/// Pin a resolved `-v` source: what the launch mounts must be this very
+/// directory (`runner/docker/launch/pins.rs`); a swap for another one, or
+/// a symlink, between now and then is refused.
+fn pin(m: &mut crate::model::MountSpec, workspace: &std::path::Path) -> Result<()> {
+    let shown = format!("{}:{}", m.source.display(), m.target);
+    let bad = |message: String| Error::InvalidValue {
+        what: "mount",
+        input: shown.chars().take(200).collect(),
+        message,
+    };
+    let root = std::fs::canonicalize(workspace)
+        .map_err(|e| Error::io("resolve the workspace root", workspace, e))?;
+    let inner = m.source.strip_prefix(&root).unwrap_or(std::path::Path::new(""));
+    let dir = crate::images::beneath::Dir::open_root(&root)
+        .and_then(|r| r.dir(inner))
+        .map_err(|e| {
+            bad(match e.raw_os_error() {
+                Some(e) if e == nix::errno::Errno::ENOTDIR as i32 => format!(
+                    "`{}` is a file; mount the directory that holds it (only directories can be pinned against a swap)",
+                    m.source.display()
+                ),
+                _ => format!("`{}` could not be opened: {e}", m.source.display()),
+            })
+        })?;
+    let ident = dir.ident();
+    m.pinned = Some((ident.dev, ident.ino));
     Ok(())
 }
