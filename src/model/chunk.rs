@@ -26,6 +26,13 @@ impl LineBuf {
         self.ends.push(self.text.len() as u32);
     }
 
+    /// Append a line that is a line's text already (its escapes kept as
+    /// they are: pushing its bytes would escape them twice).
+    pub fn push_text(&mut self, text: &str) {
+        self.text.push_str(text);
+        self.ends.push(self.text.len() as u32);
+    }
+
     pub fn len(&self) -> usize {
         self.ends.len()
     }
@@ -95,7 +102,7 @@ impl Chunk {
     pub fn from_lines(lines: &[Line]) -> Chunk {
         let mut buf = LineBuf::default();
         for l in lines {
-            buf.push(l.text.as_bytes());
+            buf.push_text(&l.text);
         }
         let first = lines.first().map(|l| (l.seq, l.stream, l.ts));
         let (seq, stream, ts) = first.unwrap_or((1, Stream::Stdout, Utc::now()));
@@ -149,6 +156,20 @@ impl Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_made_into_a_chunk_again_keep_their_escapes() {
+        let mut buf = LineBuf::default();
+        buf.push(b"a\xffb");
+        let c = buf.seal(1, Stream::Stdout, Utc::now());
+        let line = c.line(0);
+        let again = Chunk::from_lines(std::slice::from_ref(&line));
+        assert_eq!(again.line(0).text, line.text);
+        assert_eq!(
+            super::super::exact::bytes(&again.line(0).text).as_ref(),
+            b"a\xffb"
+        );
+    }
 
     #[test]
     fn a_chunk_gives_back_its_lines() {

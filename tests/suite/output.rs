@@ -206,11 +206,39 @@ fn any_bytes_come_back_exact_through_run_and_logs_raw() {
     );
     assert!(
         run.stdout == blob,
-        "berth run printed {} bytes for {}",
+        "berth run printed {} bytes for {}; stderr: {}",
         run.stdout.len(),
-        blob.len()
+        blob.len(),
+        String::from_utf8_lossy(&run.stderr)
     );
-    let id = d.json(&["ps", "--all"])[0]["id"].as_str().unwrap().to_string();
+    // Runs side by side (more than the cap: some wait, some are read back
+    // from the store rather than the ring): each exact too.
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            let mut cmd = d.cli();
+            cmd.current_dir(&ws).args(["run", "--", "cat", "blob"]);
+            std::thread::spawn(move || cmd.output().unwrap())
+        })
+        .collect();
+    for r in runs {
+        let o = r.join().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.stdout == blob,
+            "a run side by side printed {} bytes",
+            o.stdout.len()
+        );
+    }
+    let id = d
+        .json(&["ps", "--all"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .last()
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let raw = d.cli().args(["logs", "--raw", &id]).output().unwrap();
     assert!(
         raw.stdout == blob,
