@@ -134,32 +134,40 @@ fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 }
 
 fn connect(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path).map_err(|e| db_err(path, e))?;
+    // Connections opened at once on a new file (parallel `berth run`s with no
+    // daemon) race to turn on WAL; SQLite answers the loser "locked" without
+    // waiting on its busy timeout, so the loser tries again for a while.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match configure(path) {
+            Err(e) if commit::is_transient(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.map_err(|e| db_err(path, e)),
+        }
+    }
+}
+
+/// One connection with berth's settings (see [`connect`]).
+fn configure(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
     // Only takes effect on a new database: pages that fit a whole 4 KiB line
     // (SQLite's default 4 KiB page would spill each such row to overflow pages).
-    conn.pragma_update(None, "page_size", 16384)
-        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "page_size", 16384)?;
     // Only takes effect on a new database: lets a prune give space back to
     // the file system page by page instead of a blocking VACUUM.
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
-        .map_err(|e| db_err(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| db_err(path, e))?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(|e| db_err(path, e))?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Keep the WAL small: checkpoint every 4 MiB (256 pages of 16 KiB) and
     // truncate the file back to 4 MiB after a checkpoint.
-    conn.pragma_update(None, "wal_autocheckpoint", 256)
-        .map_err(|e| db_err(path, e))?;
-    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)
-        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "wal_autocheckpoint", 256)?;
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
     // A small page cache (512 KiB, not SQLite's 2 MiB) per connection: output
     // is appended and read once in order, so a big cache mostly holds pages
     // of jobs that ended, and a long-lived daemon would keep it for good.
-    conn.pragma_update(None, "cache_size", -512)
-        .map_err(|e| db_err(path, e))?;
+    conn.pragma_update(None, "cache_size", -512)?;
     Ok(conn)
 }
 

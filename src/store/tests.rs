@@ -291,25 +291,28 @@ fn a_stuck_writer_is_reported_and_no_longer_waited_for() {
 /// with no daemon) all get it: the schema is made once, not twice.
 #[test]
 fn a_new_store_opened_at_once_from_many_connections_is_made_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("berth.db");
-    std::fs::File::create(&path).unwrap();
-    // All connected first, then all migrate together.
-    let together = std::sync::Arc::new(std::sync::Barrier::new(8));
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let (path, together) = (path.clone(), together.clone());
-            std::thread::spawn(move || {
-                let mut conn = connect(&path).unwrap();
-                together.wait();
-                schema::migrate(&mut conn).map(|_| ())
+    // Twenty new stores, sixteen openers each: a lost race shows in a round.
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("berth.db");
+        std::fs::File::create(&path).unwrap();
+        // All start together, then connect and migrate at once.
+        let together = std::sync::Arc::new(std::sync::Barrier::new(16));
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let (path, together) = (path.clone(), together.clone());
+                std::thread::spawn(move || {
+                    together.wait();
+                    let mut conn = connect(&path).map_err(|e| e.to_string())?;
+                    schema::migrate(&mut conn).map(|_| ()).map_err(|e| e.to_string())
+                })
             })
-        })
-        .collect();
-    for t in threads {
-        t.join()
-            .unwrap()
-            .expect("every opener migrates or finds it migrated");
+            .collect();
+        for t in threads {
+            t.join()
+                .unwrap()
+                .expect("every opener connects, and migrates or finds it migrated");
+        }
     }
 }
 
