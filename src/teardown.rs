@@ -44,10 +44,18 @@ pub fn reap_run(
     {
         found.push("removed its container".to_string());
     }
-    let reason = match found.is_empty() {
+    let mut reason = match found.is_empty() {
         true => format!("{why}; the job was gone"),
         false => format!("{why}; {}", found.join(" and ")),
     };
+    // Output it held in memory while the store could not write died with
+    // the manager: the record says how far it went, so it reads as lost.
+    if let Some((seq, store_why)) = store.held_at_death(&row.info.id) {
+        row.info.last_seq = row.info.last_seq.max(seq);
+        reason = format!(
+            "store unavailable ({store_why}): the output its manager held in memory was lost; {reason}"
+        );
+    }
     let ended = row.info.end(JobStatus::Lost { reason }, chrono::Utc::now());
     store.put_run(row.clone());
     events.emit(row.info.id.clone(), ended);

@@ -187,6 +187,7 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
         crate::teardown::reap_run(&mut row, &why, |_| false, &store, &events);
         reaped += 1;
     }
+    store.settle();
     store.flush();
     // Host jobs whose record never reached the store, by their tag.
     let tagged = crate::teardown::reap_tagged(config);

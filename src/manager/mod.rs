@@ -445,7 +445,9 @@ impl Manager {
         self.inner.engine.release_networks().await;
         self.inner.engine.release_layer_volumes().await;
         // Every line and event reaches the disk before we say we are done,
-        // and the log is folded in: the next start has no log to doubt.
+        // and the log is folded in: the next start has no log to doubt. A
+        // store that cannot write gives its reserve back first.
+        self.inner.store.settle();
         self.inner.store.flush();
         self.inner.store.checkpoint();
     }

@@ -58,7 +58,9 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
             }
             reap(inner, &mut row);
         }
-        let last_seq = inner.store.last_seq(&row.info.id)?;
+        // An ended run's record may say its output went further than the
+        // store has it (held in memory when its manager stopped or died).
+        let last_seq = inner.store.last_seq(&row.info.id)?.max(row.info.last_seq);
         insert_finished(inner, n, row, last_seq);
     }
     inner.ids.ensure_above(highest)?;

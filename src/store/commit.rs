@@ -153,7 +153,7 @@ impl Committer {
                             r.pid_start_time.map(|s| s as i64),
                         ])?;
                     }
-                    Op::Flush(_) | Op::Checkpoint(_) => {}
+                    Op::Flush(_) | Op::Checkpoint(_) | Op::Settle(_) => {}
                     Op::Prune(jobs, _) => {
                         // A failed prune is answered, not a failed batch.
                         let result = retention::prune(&tx, jobs).map_err(|e| e.to_string());

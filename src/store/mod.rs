@@ -31,6 +31,7 @@ mod persist;
 pub mod private;
 mod queue;
 mod read;
+mod reserve;
 mod retention;
 mod scan;
 mod schema;
@@ -49,6 +50,7 @@ pub use crate::persist::StoredPage;
 pub use held::StoreHealth;
 use queue::Shared;
 pub use read::find_run;
+pub use reserve::HeldNote;
 pub use retention::LINE_OVERHEAD;
 pub use schema::{MIGRATIONS, current_version};
 
@@ -100,6 +102,9 @@ enum Op {
     /// Fold the write-ahead log into the database and empty it (a clean
     /// shutdown: the next start finds no log to trust or doubt).
     Checkpoint(oneshot::Sender<()>),
+    /// Shutting down while degraded: give the reserve back and write what
+    /// can be written, the records first (see `reserve.rs`).
+    Settle(oneshot::Sender<()>),
     /// Delete these runs and everything stored for them; answer when done
     /// (after the freed space went back to the file system).
     Prune(Vec<String>, PruneReply),
@@ -118,6 +123,8 @@ pub struct Store {
     _lock: Option<std::fs::File>,
     /// Said when the store was found damaged and started afresh.
     notice: Option<String>,
+    /// Output a manager that died held in memory (`reserve.rs`).
+    held_note: Option<HeldNote>,
 }
 
 fn db_err(path: &Path, e: rusqlite::Error) -> Error {
@@ -216,7 +223,7 @@ impl Store {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
-        let (lock, notice) = Self::check_alone(path, check)?;
+        let (lock, notice, alone) = Self::check_alone(path, check)?;
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
         private::open(
@@ -238,7 +245,10 @@ impl Store {
         let reader = connect(path)?;
         let (tx, rx) = mpsc::channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
-        let shared = Arc::new(Shared::new(held_per_job));
+        // The watchdog (no check) reads the note, and leaves it to the next
+        // manager; it never writes the ballast back.
+        let (reserve, held_note) = reserve::Reserve::open(path, alone && check);
+        let shared = Arc::new(Shared::new(held_per_job, Some(reserve)));
         let wshared = shared.clone();
         std::thread::Builder::new()
             .name("berth-store".into())
@@ -252,6 +262,7 @@ impl Store {
             reader: Mutex::new(reader),
             _lock: Some(lock),
             notice,
+            held_note,
         }))
     }
 
@@ -288,24 +299,26 @@ impl Store {
         // No writer: the receiving end is dropped at once.
         let (tx, _) = mpsc::channel(1);
         Ok(Arc::new(Store {
-            shared: Arc::new(Shared::new(1)),
+            shared: Arc::new(Shared::new(1, None)),
             path: path.to_path_buf(),
             max_job_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             tx,
             reader: Mutex::new(conn),
             _lock: None,
             notice: None,
+            held_note: None,
         }))
     }
 
     /// When no other process has the store open: check it, and move a
     /// damaged one aside (saying so loudly) so that a fresh one starts.
     /// Returns the store's lock, held shared from then on, and what to say.
-    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>)> {
+    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>, bool)> {
         let lock = damage::lock_file(path).map_err(|e| Error::io("open", path, e))?;
         let mut notice = None;
+        let alone = lock.try_lock().is_ok();
         if check
-            && lock.try_lock().is_ok()
+            && alone
             && let Err(damage::Damage(what)) = damage::check(path)
         {
             let aside =
@@ -319,13 +332,20 @@ impl Store {
             notice = Some(say);
         }
         lock.lock_shared().map_err(|e| Error::io("lock", path, e))?;
-        Ok((lock, notice))
+        Ok((lock, notice, alone))
     }
 
     /// What to tell the user about the store, when it was found damaged
     /// and started afresh.
     pub fn notice(&self) -> Option<&str> {
         self.notice.as_deref()
+    }
+
+    /// The last seq and reason a dead manager noted for `job`'s output
+    /// held in memory while the store could not write (`reserve.rs`).
+    pub fn held_at_death(&self, job: &JobId) -> Option<(u64, &str)> {
+        let note = self.held_note.as_ref()?;
+        Some((*note.jobs.get(job.as_str())?, note.reason.as_str()))
     }
 
     pub fn path(&self) -> &Path {

@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     /// writer clears it when it takes writes again).
     pub(super) stuck: AtomicBool,
     pub(super) held: held::Held,
+    /// Disk space to give back at shutdown, and the note of held output.
+    pub(super) reserve: Option<super::reserve::Reserve>,
     pub(super) health: tokio::sync::watch::Sender<StoreHealth>,
     /// How long a write waits for room before the store counts as stuck
     /// ([`STUCK_LIMIT`]; shorter in unit tests).
@@ -38,10 +40,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn new(held_per_job: usize) -> Shared {
+    pub(super) fn new(held_per_job: usize, reserve: Option<super::reserve::Reserve>) -> Shared {
         Shared {
             stuck: AtomicBool::new(false),
             held: held::Held::new(held_per_job),
+            reserve,
             health: tokio::sync::watch::channel(StoreHealth::Ok).0,
             stuck_after: (STUCK_LIMIT.as_millis() as u64).into(),
             #[cfg(test)]
@@ -193,6 +196,20 @@ impl Store {
     pub fn checkpoint(&self) {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Checkpoint(tx));
+        let deadline = Instant::now() + FLUSH_LIMIT;
+        let _ = wait_for_writer(|| block_until(rx, Some(deadline)));
+    }
+
+    /// At shutdown, after the last records were queued: when the store
+    /// cannot write, give the reserve back and write what fits, the
+    /// records (with each job's last seq) first, so that no held line
+    /// vanishes unmarked (`reserve.rs`); at most [`FLUSH_LIMIT`].
+    pub fn settle(&self) {
+        if !self.health().is_degraded() {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Settle(tx));
         let deadline = Instant::now() + FLUSH_LIMIT;
         let _ = wait_for_writer(|| block_until(rx, Some(deadline)));
     }

@@ -110,7 +110,7 @@ impl Writer {
                 self.unstick();
             }
             if self.retry.is_some() {
-                self.keep(batch);
+                self.keep(batch, path);
                 if self.retry.as_ref().is_some_and(|r| Instant::now() >= r.at) {
                     self.try_again(path);
                 }
@@ -136,7 +136,7 @@ impl Writer {
                 }
                 Err(failure) => {
                     self.degrade(&failure, path);
-                    self.keep(batch);
+                    self.keep(batch, path);
                 }
             }
             self.committer.forget_idle();
@@ -215,12 +215,20 @@ impl Writer {
 
     /// While degraded: hold output, keep records waiting, answer flushes
     /// (held output reads as stored) and refuse prunes.
-    fn keep(&mut self, batch: Vec<Op>) {
+    fn keep(&mut self, batch: Vec<Op>, path: &Path) {
         let held = &self.shared.held;
+        let mut output = false;
+        let mut settles = Vec::new();
         for op in batch {
             match op {
-                Op::Lines(job, lines) => held.hold(job.as_str(), Piece::Lines(Arc::new(lines))),
-                Op::Chunk(job, chunk) => held.hold(job.as_str(), Piece::Chunk(chunk)),
+                Op::Lines(job, lines) => {
+                    output = true;
+                    held.hold(job.as_str(), Piece::Lines(Arc::new(lines)));
+                }
+                Op::Chunk(job, chunk) => {
+                    output = true;
+                    held.hold(job.as_str(), Piece::Chunk(chunk));
+                }
                 Op::Event(e) => {
                     if self.waiting.events.len() >= MAX_WAITING_EVENTS {
                         self.waiting.events.pop_front();
@@ -233,6 +241,7 @@ impl Writer {
                 Op::Flush(f) | Op::Checkpoint(f) => {
                     let _ = f.send(());
                 }
+                Op::Settle(reply) => settles.push(reply),
                 Op::Prune(_, reply) => {
                     let why = match &*self.shared.health.borrow() {
                         StoreHealth::Degraded { reason, .. } => reason.clone(),
@@ -244,21 +253,73 @@ impl Writer {
                 }
             }
         }
+        if output {
+            self.note_held();
+        }
+        if !settles.is_empty() {
+            self.settle(path);
+            for s in settles {
+                let _ = s.send(());
+            }
+        }
+    }
+
+    /// Note each job's last held seq in the reserve: a manager killed now
+    /// cannot settle, and whoever reaps its runs marks the held lines lost.
+    fn note_held(&self) {
+        let Some(reserve) = &self.shared.reserve else {
+            return;
+        };
+        let reason = match &*self.shared.health.borrow() {
+            StoreHealth::Degraded { reason, .. } => reason.clone(),
+            StoreHealth::Ok => "a write failed".into(),
+        };
+        reserve.update(&reason, &self.shared.held.last_seqs(), &[]);
+    }
+
+    /// Shutting down while degraded: give the reserve back, then write
+    /// everything; if that still fails, the records alone (each ended run
+    /// says its last seq, so its held lines read as lost, not as absent).
+    fn settle(&mut self, path: &Path) {
+        if let Some(reserve) = &self.shared.reserve {
+            reserve.release();
+        }
+        if self.try_again(path) {
+            return;
+        }
+        let mut ops: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
+        ops.extend(self.waiting.events.iter().map(|e| Op::Event(e.clone())));
+        match self.commit(&ops) {
+            Ok(_) => {
+                self.waiting = Waiting::default();
+                tracing::warn!(
+                    "the store could not take the held output at shutdown; the records say where it ends"
+                );
+            }
+            Err(f) => {
+                tracing::error!(error = %f.reason, "the store could not take even the records at shutdown")
+            }
+        }
     }
 
     /// Write everything waiting and held in one commit; healthy again when
     /// it takes, else try again later (backoff).
-    fn try_again(&mut self, path: &Path) {
+    fn try_again(&mut self, path: &Path) -> bool {
         let mut ops: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
         ops.extend(self.waiting.events.iter().map(|e| Op::Event(e.clone())));
         ops.extend(self.shared.held.ops());
         match self.commit(&ops) {
             Ok(_) => {
+                let written: Vec<String> = self.shared.held.last_seqs().into_keys().collect();
+                if let Some(reserve) = &self.shared.reserve {
+                    reserve.update("", &Default::default(), &written);
+                }
                 self.shared.held.clear();
                 self.waiting = Waiting::default();
                 self.retry = None;
                 self.shared.health.send_replace(StoreHealth::Ok);
                 tracing::warn!(path = %path.display(), "the store can be written again; held output and records are stored");
+                true
             }
             Err(f) => {
                 tracing::debug!(path = %path.display(), error = %f.reason, "the store still cannot be written");
@@ -273,6 +334,7 @@ impl Writer {
                     }
                     _ => false,
                 });
+                false
             }
         }
     }
@@ -291,7 +353,7 @@ fn answer(batch: Vec<Op>, outcomes: Option<Vec<PruneOutcome>>) {
     let mut outcomes = outcomes.unwrap_or_default().into_iter();
     for op in batch {
         match op {
-            Op::Flush(f) | Op::Checkpoint(f) => {
+            Op::Flush(f) | Op::Checkpoint(f) | Op::Settle(f) => {
                 let _ = f.send(());
             }
             Op::Prune(_, reply) => {

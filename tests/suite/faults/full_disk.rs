@@ -18,7 +18,7 @@ async fn degraded(c: &Client) -> bool {
     c.health().await.is_ok_and(|h| h.status == "degraded")
 }
 
-async fn until_degraded(c: &Client, yes: bool, within: Duration) {
+pub(super) async fn until_degraded(c: &Client, yes: bool, within: Duration) {
     let deadline = Instant::now() + within;
     while degraded(c).await != yes {
         assert!(Instant::now() < deadline, "health never said degraded={yes}");
@@ -27,7 +27,7 @@ async fn until_degraded(c: &Client, yes: bool, within: Duration) {
 }
 
 /// Every page of `id` from seq 1: (lines, lost lines, gaps, last_seq).
-async fn read_all(c: &Client, id: &JobId) -> (u64, u64, usize, u64) {
+pub(super) async fn read_all(c: &Client, id: &JobId) -> (u64, u64, usize, u64) {
     let (mut lines, mut lost, mut gaps) = (0, 0, 0);
     let mut since = 1;
     loop {

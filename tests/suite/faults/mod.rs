@@ -6,6 +6,7 @@
 mod crashes;
 mod damage;
 mod full_disk;
+mod held;
 mod logging;
 mod memory;
 mod reads;
