@@ -94,7 +94,7 @@ async fn health(State(s): State<AppState>) -> Json<Health> {
         }
         .into(),
         store: trouble,
-        notice: store.notice().map(str::to_string),
+        notice: store.notice(),
         pid: std::process::id(),
         instance: s.manager.config().instance.clone(),
         version: env!("CARGO_PKG_VERSION").into(),

@@ -32,6 +32,7 @@ const SWEEP_LIMIT: Duration = Duration::from_secs(15);
 
 pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
     let rows = inner.store.runs()?;
+    missing_records(inner, &rows);
     let mut highest = 0;
     for mut row in rows {
         let Some(n) = number(&row.info.id) else { continue };
@@ -66,6 +67,41 @@ pub(super) fn load(inner: &Arc<Inner>) -> Result<()> {
     inner.ids.ensure_above(highest)?;
     super::finished::trim(inner);
     Ok(())
+}
+
+/// Jobs whose output directory exists but whose record the store does not
+/// have: a store that lost its latest writes (its `-wal` file removed, then
+/// a crash) would otherwise drop them without a word. Said as the store's
+/// notice (`/v1/health`, `berth up`, `berth doctor`). A directory younger
+/// than two seconds may be a job another manager is starting right now.
+fn missing_records(inner: &Inner, rows: &[RunRow]) {
+    let known: std::collections::HashSet<&str> = rows.iter().map(|r| r.info.id.as_str()).collect();
+    let jobs = inner.config.instance_dir().join("jobs");
+    let settled = |e: &std::fs::DirEntry| {
+        e.metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > Duration::from_secs(2)))
+    };
+    let mut missing: Vec<String> = std::fs::read_dir(&jobs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(settled)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|id| id.starts_with("job-") && !known.contains(id.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    missing.sort_by_key(|id| number(&crate::model::JobId::from(id.as_str())));
+    let shown = match missing.len() {
+        n if n > 5 => format!("{} … {} ({n} jobs)", missing[..3].join(", "), missing[n - 1]),
+        _ => missing.join(", "),
+    };
+    inner.store.add_notice(format!(
+        "the store has no record of {shown}, though their output directories remain in {}: its latest writes were lost (was its -wal file removed before a crash?); their raw logs are still there",
+        jobs.display()
+    ));
 }
 
 /// Put an ended run into the registry; its output is read from the store.

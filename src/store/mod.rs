@@ -121,8 +121,9 @@ pub struct Store {
     /// Held shared while the store is open: only a process that has the
     /// store alone checks it for damage (`damage.rs`).
     _lock: Option<std::fs::File>,
-    /// Said when the store was found damaged and started afresh.
-    notice: Option<String>,
+    /// What to tell the user about the store's history: found damaged and
+    /// started afresh, records found missing at recovery.
+    notices: Mutex<Vec<String>>,
     /// Output a manager that died held in memory (`reserve.rs`).
     held_note: Option<HeldNote>,
 }
@@ -261,7 +262,7 @@ impl Store {
             shared,
             reader: Mutex::new(reader),
             _lock: Some(lock),
-            notice,
+            notices: Mutex::new(notice.into_iter().collect()),
             held_note,
         }))
     }
@@ -305,7 +306,7 @@ impl Store {
             tx,
             reader: Mutex::new(conn),
             _lock: None,
-            notice: None,
+            notices: Mutex::default(),
             held_note: None,
         }))
     }
@@ -337,8 +338,15 @@ impl Store {
 
     /// What to tell the user about the store, when it was found damaged
     /// and started afresh.
-    pub fn notice(&self) -> Option<&str> {
-        self.notice.as_deref()
+    pub fn notice(&self) -> Option<String> {
+        let notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+        (!notices.is_empty()).then(|| notices.join("; "))
+    }
+
+    /// Add to what [`Store::notice`] says (e.g. records found missing).
+    pub fn add_notice(&self, say: String) {
+        tracing::error!("{say}");
+        self.notices.lock().unwrap_or_else(|p| p.into_inner()).push(say);
     }
 
     /// The last seq and reason a dead manager noted for `job`'s output

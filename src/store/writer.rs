@@ -67,6 +67,19 @@ pub(super) struct Writer {
     waiting: Waiting,
     /// Set while degraded.
     retry: Option<Retry>,
+    /// The database file's device and inode, and when they were last
+    /// compared with what its path names now.
+    file: Option<(u64, u64)>,
+    looked: Instant,
+}
+
+/// How often the writer checks that its database file is still there.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// The device and inode `path` names now.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Writer {
@@ -76,11 +89,42 @@ impl Writer {
             shared,
             waiting: Waiting::default(),
             retry: None,
+            file: None,
+            looked: Instant::now(),
         }
     }
 
+    /// A database file removed under the writer (its state directory
+    /// deleted) takes writes that no later start will find: the store is
+    /// degraded, new jobs are refused, and the reason says what to do.
+    fn look(&mut self, path: &Path) {
+        if self.looked.elapsed() < LOOK_EVERY {
+            return;
+        }
+        self.looked = Instant::now();
+        let now = file_id(path);
+        if self.file.is_none() {
+            self.file = now;
+            return;
+        }
+        if now == self.file || self.shared.health.borrow().is_degraded() {
+            return;
+        }
+        let reason = format!(
+            "its file {} was removed (was the state directory deleted?); jobs under way stay readable until the manager stops, nothing after; stop it (`berth down`) and start again for a fresh store",
+            path.display()
+        );
+        tracing::error!("{reason}");
+        self.shared.health.send_replace(StoreHealth::Degraded {
+            since: chrono::Utc::now(),
+            reason,
+        });
+    }
+
     pub fn run(mut self, mut rx: Receiver<Op>, path: &Path) {
+        self.file = file_id(path);
         loop {
+            self.look(path);
             let wait = match &self.retry {
                 Some(r) => r.at.saturating_duration_since(Instant::now()),
                 None => BLOCK_AGE,

@@ -21,7 +21,7 @@ use crate::common::Daemon;
 
 /// One HTTP/1.1 request on its own connection (closed after the answer):
 /// the status (0 when there was no answer), the head and the body.
-fn http(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String, String) {
+pub(crate) fn http(socket: &Path, method: &str, path: &str, body: &str) -> (u16, String, String) {
     let Ok(mut s) = UnixStream::connect(socket) else {
         return (0, String::new(), String::new());
     };

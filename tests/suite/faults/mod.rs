@@ -7,6 +7,7 @@ mod crashes;
 mod damage;
 mod full_disk;
 mod held;
+mod history;
 mod logging;
 mod memory;
 mod reads;
