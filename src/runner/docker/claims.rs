@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use bollard::query_parameters::ListContainersOptions;
 
+use super::cleanup::remove_if_owned;
 use super::ownership::{LABEL_JOB, LABEL_OWNER, LABEL_PAUSE, Ownership};
-use super::{DockerClient, LABEL_PARENT, remove_container};
+use super::{BLOCKING_REMOVE_LIMIT, DockerClient, Engine, LABEL_PARENT, remove_container};
 use crate::model::JobId;
 
 /// The jobs whose containers berth still follows, and what the sweep needs.
@@ -110,5 +111,22 @@ impl Claims {
             removed += usize::from(remove_container(docker, id).await);
         }
         removed
+    }
+}
+
+impl Engine {
+    /// Force-remove container `id` (a job given up while the engine did not
+    /// answer) when its labels say it is this instance's and state dir's;
+    /// true once it is removed or gone, false while the engine does not
+    /// answer (within [`BLOCKING_REMOVE_LIMIT`]).
+    pub async fn remove_if_owned(&self, id: &str) -> bool {
+        let attempt = async {
+            let docker = self.client().await.ok()?;
+            Some(remove_if_owned(docker, id, &self.ownership).await)
+        };
+        matches!(
+            tokio::time::timeout(BLOCKING_REMOVE_LIMIT, attempt).await,
+            Ok(Some(true))
+        )
     }
 }

@@ -146,20 +146,6 @@ pub(super) async fn remove_if_owned(docker: &DockerClient, id: &str, owner: &Own
 }
 
 impl Engine {
-    /// Force-remove container `id` when its labels say it is this
-    /// instance's and state dir's; true once it is removed or gone. False
-    /// when the engine does not answer (within [`BLOCKING_REMOVE_LIMIT`]).
-    pub async fn remove_if_owned(&self, id: &str) -> bool {
-        let attempt = async {
-            let docker = self.client().await.ok()?;
-            Some(remove_if_owned(docker, id, &self.ownership).await)
-        };
-        matches!(
-            tokio::time::timeout(BLOCKING_REMOVE_LIMIT, attempt).await,
-            Ok(Some(true))
-        )
-    }
-
     /// Force-remove every container labelled as managed by `instance` *and*
     /// this state dir (another state dir's instance of that name is left
     /// alone), then the instance's unused networks. Returns how many were removed (0

@@ -85,7 +85,7 @@ impl Following {
             Ok(Err(e)) if e.engine_status() == Some(404) => {
                 self.stop_reading();
                 let why = match self.broken.take() {
-                    Some(broke) => format!("{broke}; the container was gone when the engine answered again"),
+                    Some(broke) => format!("{broke}; then the container was gone"),
                     None => e.engine_reason(),
                 };
                 Some(Exit::Lost(format!("lost the container: {why}")))
