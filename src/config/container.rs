@@ -11,6 +11,10 @@ pub const DEFAULT_IMAGE: &str = "berth/sandbox:latest";
 /// Default limit on one image pull (seconds): large images on slow links
 /// take minutes; a pull that is stuck must still end.
 pub const DEFAULT_PULL_TIMEOUT_SECS: f64 = 600.0;
+/// How long a running container job waits for an engine that stopped
+/// answering (a restart, a blip) before it is given up as lost: long enough
+/// for an engine restart, bounded so a dead engine's jobs end.
+pub const DEFAULT_ENGINE_PATIENCE_SECS: f64 = 300.0;
 /// Default CPU limit of a container job (capped at the host's CPUs).
 pub const DEFAULT_CPUS: f64 = 2.0;
 /// Default memory limit of a container job.

@@ -99,6 +99,13 @@ keys {
         field pull_timeout_secs: f64 = super::DEFAULT_PULL_TIMEOUT_SECS,
         env secs, set jobs::positive,
         line |c| format!("{}s", c.pull_timeout_secs);
+    /// Seconds a running container job waits for an engine that stopped
+    /// answering before it is recorded lost.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
+    engine_patience: f64,
+        field engine_patience_secs: f64 = super::DEFAULT_ENGINE_PATIENCE_SECS,
+        env secs, set jobs::positive,
+        line |c| format!("{}s", c.engine_patience_secs);
     /// Where jobs run: `auto`, `docker` or `host`.
     runner: RunnerChoice,
         field runner: RunnerChoice = RunnerChoice::Auto,

@@ -250,6 +250,7 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         recovery => "recovery",
         store_env => "store_env",
         pull_timeout_secs => "pull_timeout",
+        engine_patience_secs => "engine_patience",
         max_queued => "max_queued",
         mcp_idle_secs => "mcp_idle",
         daemon_idle_secs => "daemon_idle",

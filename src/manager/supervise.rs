@@ -197,6 +197,9 @@ pub(super) async fn supervise(
     }
     // What it left in its layer, on its record (`layers.rs`).
     super::layers::settle(&inner, &id).await;
+    if matches!(exit, Exit::Stranded(_)) {
+        hold_slot(&inner, &id);
+    }
     let status = match (stop, exit) {
         (
             Some(StopRequest {
@@ -220,7 +223,7 @@ pub(super) async fn supervise(
             ended_by: EndedBy::System,
             reason: StopCause::Oom,
         },
-        (None, Exit::Lost(reason)) => JobStatus::Lost { reason },
+        (None, Exit::Lost(reason) | Exit::Stranded(reason)) => JobStatus::Lost { reason },
     };
     // Its process is gone, but its output could not all be kept: said as
     // lost, with what the process did, rather than a clean end.
@@ -244,13 +247,53 @@ async fn stop_job(
     grace: Duration,
 ) -> Exit {
     control.signal(signal).await;
-    match tokio::time::timeout(grace, &mut *exit).await {
-        Ok(e) => e,
-        Err(_) => {
-            control.kill().await;
-            exit.await
+    if let Ok(e) = tokio::time::timeout(grace, &mut *exit).await {
+        return e;
+    }
+    // Asked again until the job ended: an engine that did not answer (a
+    // blip) never heard the kill, and the job is followed again once it
+    // answers (`runner/docker/follow.rs`).
+    loop {
+        control.kill().await;
+        if let Ok(e) = tokio::time::timeout(KILL_AGAIN, &mut *exit).await {
+            return e;
         }
     }
+}
+
+/// How long after a SIGKILL it is sent again while the job has not ended.
+const KILL_AGAIN: Duration = Duration::from_secs(5);
+
+/// A job given up while the engine did not answer leaves its container
+/// behind, maybe still running: its slot of the cap stays taken (the cap
+/// counts every container berth may still own) until the engine confirmed
+/// the container removed, asked again with a growing pause.
+fn hold_slot(inner: &Arc<Inner>, id: &JobId) {
+    let (slot, container) = {
+        let mut reg = inner.registry.lock().unwrap();
+        let Ok(e) = reg.get_mut(id) else { return };
+        let slot = e.live.as_mut().and_then(|l| l.slot.take());
+        (slot, e.info.container_id.clone())
+    };
+    let (Some(slot), Some(container)) = (slot, container) else {
+        return;
+    };
+    tracing::warn!(job = %id, container = %container, "the job's slot stays taken until its container is removed");
+    let weak = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        let mut pause = Duration::from_secs(1);
+        while let Some(inner) = weak.upgrade() {
+            if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst)
+                || inner.engine.remove_if_owned(&container).await
+            {
+                break;
+            }
+            drop(inner);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(30));
+        }
+        drop(slot);
+    });
 }
 
 /// Record the end of a job once: record, event, then the status watchers.

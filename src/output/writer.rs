@@ -33,6 +33,9 @@ pub struct StreamWriter {
     pending: LineBuf,
     /// Lines still to drop (a replay of output that is already stored).
     skip: u64,
+    /// Complete lines this stream has produced since it was (re)read from
+    /// its start, the skipped ones included: what a replay must skip.
+    seen: u64,
     closed: bool,
 }
 
@@ -55,6 +58,7 @@ impl StreamWriter {
             splitter: LineSplitter::default(),
             pending: LineBuf::default(),
             skip: 0,
+            seen: 0,
             closed: false,
         })
     }
@@ -62,6 +66,16 @@ impl StreamWriter {
     /// Drop the next `n` complete lines: they are a replay of stored output.
     pub fn skip_lines(&mut self, n: u64) {
         self.skip = n;
+    }
+
+    /// The stream will be read again from its start (a container re-attached
+    /// after the engine's connection broke; the engine keeps its logs): the
+    /// lines already taken are skipped, and the line begun is dropped, as
+    /// the replay brings it whole.
+    pub fn rewind(&mut self) {
+        self.skip = self.seen;
+        self.seen = 0;
+        self.splitter = LineSplitter::default();
     }
 
     /// Wait until the store can take a write without blocking this thread
@@ -82,7 +96,9 @@ impl StreamWriter {
         // Room for every line of this read at once: one allocation per read,
         // and chunks of the same few sizes that the allocator reuses.
         self.pending.reserve(chunk.len() + self.splitter.pending());
+        let before = self.pending.len();
         self.splitter.push(chunk, &mut self.pending);
+        self.seen += self.pending.len().saturating_sub(before) as u64;
         if self.skip > 0 {
             let n = (self.skip as usize).min(self.pending.len());
             self.pending.drop_first(n);

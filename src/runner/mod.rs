@@ -55,8 +55,12 @@ pub enum Exit {
     Signal(i32),
     /// The kernel's OOM killer ended it (containers).
     Oom,
-    /// The runner lost track of it (engine gone, wait failed).
+    /// The runner lost track of it (its container gone, wait failed).
     Lost(String),
+    /// The engine stopped answering and did not answer again within its
+    /// patience: the container may still run (and still be berth's to
+    /// remove once the engine answers).
+    Stranded(String),
 }
 
 /// What a successful launch gives back.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::DockerClient;
 use bollard::query_parameters::LogsOptions;
 
-use super::exit::{OutputStream, exit_future, pump, wait_exit};
+use super::exit::{OutputStream, Writers, exit_future, pump, wait_exit};
 use super::pool::{NetAddr, Slot};
 use super::reach::{self, JobNet};
 use super::{DockerControl, Engine};
@@ -84,7 +84,7 @@ pub(super) async fn adopt(
     let mut err = output.writer(OutStream::Stderr)?;
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
-    let pump_task = tokio::spawn(pump(stream, out, err, None));
+    let pump_task = tokio::spawn(pump(stream, Writers { out, err }, None));
     // A job that joined a pause container has the pause's address and network.
     let joined = inspected
         .host_config
@@ -119,6 +119,7 @@ pub(super) async fn adopt(
     };
     let control = DockerControl::new(
         engine,
+        id,
         docker.clone(),
         container_id.to_string(),
         slot,

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bollard::query_parameters::KillContainerOptions;
 use futures_util::future::BoxFuture;
 
+use super::claims::{Claim, Claims};
 use super::cleanup::{Removals, blocking_remove_all, remove_container};
 use super::{DockerClient, Engine, pause, pod, pool, reach, scoped};
 
@@ -41,6 +42,10 @@ pub struct DockerControl {
     /// A `layer` job on a remote engine: its changes are read back into
     /// its layer when it ends (`remote_layer.rs`).
     pub(super) remote_layer: Option<Arc<super::remote_layer::RemoteLayer>>,
+    /// The engine's claims: the sweep on its return, and its patience.
+    pub(super) claims: Arc<Claims>,
+    /// This job's claim on its container, while any clone lives.
+    _claim: Arc<Claim>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -54,6 +59,7 @@ impl std::fmt::Debug for DockerControl {
 impl DockerControl {
     pub(super) fn new(
         engine: &Engine,
+        job: &crate::model::JobId,
         docker: DockerClient,
         container_id: String,
         slot: Option<pool::Slot>,
@@ -71,6 +77,8 @@ impl DockerControl {
             scope: None,
             pod: None,
             remote_layer: None,
+            claims: engine.claims.clone(),
+            _claim: engine.claims.claim(job),
         }
     }
 

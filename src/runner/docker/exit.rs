@@ -20,12 +20,13 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use super::DockerControl;
+use super::follow::Following;
 use crate::model::JobId;
 use crate::output::StreamWriter;
 use crate::runner::Exit;
 
 /// After the output ended without a wait answer, how often to ask inspect.
-const FALLBACK_POLL: Duration = Duration::from_millis(250);
+pub(super) const FALLBACK_POLL: Duration = Duration::from_millis(250);
 /// Most of a container's first stderr line held back to recognise the
 /// init's "not in the image" words.
 const FIRST_LINE_MAX: usize = 4096;
@@ -57,14 +58,39 @@ pub(super) async fn wait_exit(docker: DockerClient, cid: String) -> Waited {
     }
 }
 
-/// Copy the attach stream into the job's writers until it ends. Returns the
-/// stream error, if it ended with one.
-pub(super) async fn pump(
-    mut stream: OutputStream,
-    mut out: StreamWriter,
-    mut err: StreamWriter,
-    image: Option<String>,
-) -> Option<String> {
+/// The job's two stream writers, handed from one output task to the next:
+/// a re-attach reads the container's output again into the same writers.
+pub(super) struct Writers {
+    pub out: StreamWriter,
+    pub err: StreamWriter,
+}
+
+impl Writers {
+    /// The output is read again from its start (see [`StreamWriter::rewind`]).
+    pub(super) fn rewind(&mut self) {
+        self.out.rewind();
+        self.err.rewind();
+    }
+
+    /// The container's end is known and its output drained.
+    pub(super) fn finish(self) {
+        self.out.finish();
+        self.err.finish();
+    }
+}
+
+/// How an output task ended: the stream's error, if any, and the writers,
+/// not finished: an attach stream ends the same when its container exits
+/// and when the engine's connection breaks, so only the exit future, once
+/// the container's end is known, finishes them.
+pub(super) struct Pumped {
+    pub failure: Option<String>,
+    pub writers: Writers,
+}
+
+/// Copy the attach stream into the job's writers until it ends.
+pub(super) async fn pump(mut stream: OutputStream, writers: Writers, image: Option<String>) -> Pumped {
+    let Writers { mut out, mut err } = writers;
     let mut failure = None;
     // The init's own words for a program the image lacks are the first line
     // on stderr; it may come in several chunks, so the first line is held
@@ -104,9 +130,10 @@ pub(super) async fn pump(
     if let Some(held) = first_line.filter(|h| !h.is_empty()) {
         settle(held, &mut err);
     }
-    out.finish();
-    err.finish();
-    failure
+    Pumped {
+        failure,
+        writers: Writers { out, err },
+    }
 }
 
 /// `[FATAL tini (7)] exec make failed: No such file or directory` (what the
@@ -141,7 +168,7 @@ pub(super) async fn exit_future(
     docker: DockerClient,
     control: DockerControl,
     wait: JoinHandle<Waited>,
-    pump: JoinHandle<Option<String>>,
+    pump: JoinHandle<Pumped>,
     job: JobId,
 ) -> Exit {
     let exit = observe(docker, &control, wait, pump, job).await;
@@ -149,67 +176,74 @@ pub(super) async fn exit_future(
     exit
 }
 
+/// Await `task` while there is one; never resolves without.
+async fn joined<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match task {
+        Some(t) => t.await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn observe(
     docker: DockerClient,
     control: &DockerControl,
-    mut wait: JoinHandle<Waited>,
-    mut pump: JoinHandle<Option<String>>,
+    wait: JoinHandle<Waited>,
+    pump: JoinHandle<Pumped>,
     job: JobId,
 ) -> Exit {
-    let mut code: Option<i64> = None;
-    let mut wait_failure: Option<String> = None;
-    let mut wait_done = false;
-    let mut pump_done = false;
-    let mut stream_failure: Option<String> = None;
-    let cid = control.container_id.clone();
-
-    while code.is_none() || !pump_done {
+    let mut f = Following::new(wait, pump);
+    while f.code.is_none() || f.pump.is_some() {
         // Inspect stands in for `wait` when the output ended without an
-        // answer, or when the wait request itself failed.
-        let fallback = code.is_none() && (pump_done || wait_done);
+        // answer, or when the wait request itself failed; it also tells
+        // when an engine that stopped answering is back (`follow.rs`).
+        let fallback = f.code.is_none() && (f.pump.is_none() || f.wait.is_none());
         tokio::select! {
-            r = &mut wait, if !wait_done => {
-                wait_done = true;
+            r = joined(&mut f.wait) => {
+                f.wait = None;
                 match r {
-                    Ok(Waited::Code(c)) => code = Some(c),
-                    Ok(Waited::Failed(m)) => wait_failure = Some(m),
-                    Err(e) => wait_failure = Some(format!("wait task failed: {e}")),
+                    Ok(Waited::Code(c)) => f.code = Some(c),
+                    Ok(Waited::Failed(m)) => f.broke(m),
+                    Err(e) => f.broke(format!("wait task failed: {e}")),
                 }
             }
-            r = &mut pump, if !pump_done => {
-                pump_done = true;
-                stream_failure = r.unwrap_or_else(|e| Some(format!("output task failed: {e}")));
-            }
-            _ = tokio::time::sleep(FALLBACK_POLL), if fallback => {
-                match docker.inspect_container(&cid).await {
-                    Ok(i) => {
-                        let state = i.state.as_ref();
-                        let running = state.and_then(|s| s.running).unwrap_or(false)
-                            || state.and_then(|s| s.restarting).unwrap_or(false);
-                        if !running {
-                            tracing::debug!(job = %job, "exit read from inspect (no wait answer)");
-                            code = Some(state.and_then(|s| s.exit_code).unwrap_or(-1));
+            r = joined(&mut f.pump) => {
+                f.pump = None;
+                match r {
+                    Ok(Pumped { failure, writers }) => {
+                        f.writers = Some(writers);
+                        if let Some(m) = failure {
+                            f.broke(m);
                         }
                     }
-                    Err(e) => {
-                        // The engine or the container is gone: nothing more will come.
-                        pump.abort();
-                        let reason = wait_failure
-                            .or(stream_failure)
-                            .unwrap_or_else(|| e.engine_reason());
-                        return Exit::Lost(format!("lost the container: {reason}"));
-                    }
+                    Err(e) => f.broke(format!("output task failed: {e}")),
                 }
             }
-            _ = tokio::time::sleep(DRAIN_LIMIT), if code.is_some() && !pump_done => {
+            _ = tokio::time::sleep(f.poll), if fallback => {
+                if let Some(exit) = f.check(&docker, control, &job).await {
+                    return exit;
+                }
+            }
+            _ = tokio::time::sleep(DRAIN_LIMIT), if f.code.is_some() && f.pump.is_some() => {
                 tracing::warn!(job = %job, "container exited but its output did not end within {DRAIN_LIMIT:?}; stopped reading");
                 // Aborting drops the writers, which flush and close their streams.
-                pump.abort();
-                pump_done = true;
+                if let Some(p) = f.pump.take() {
+                    p.abort();
+                }
             }
         }
     }
-    let code = code.unwrap_or(-1);
+    if let Some(w) = f.wait.take() {
+        w.abort();
+    }
+    if let Some(w) = f.writers.take() {
+        w.finish();
+    }
+    exit_of(&docker, control, f.code.unwrap_or(-1)).await
+}
+
+/// The exit that `code` (the engine's exit code) stands for.
+async fn exit_of(docker: &DockerClient, control: &DockerControl, code: i64) -> Exit {
+    let cid = &control.container_id;
     if code > 128 {
         // A kill by the kernel's OOM killer also ends in 137; only inspect
         // tells, and the engine learns of the OOM from its own event, which
@@ -218,7 +252,7 @@ async fn observe(
         let unexplained = code == 137 && !control.was_sent(9);
         let deadline = tokio::time::Instant::now() + OOM_SETTLE;
         loop {
-            let oom = match docker.inspect_container(&cid).await {
+            let oom = match docker.inspect_container(cid).await {
                 Ok(i) => i.state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false),
                 Err(_) => break,
             };
@@ -231,7 +265,7 @@ async fn observe(
             if tokio::time::Instant::now() >= deadline {
                 // The engine can record the OOM event and then let the exit
                 // overwrite its flag: its event log still says so.
-                if docker.had_oom(&cid).await.unwrap_or(false) {
+                if docker.had_oom(cid).await.unwrap_or(false) {
                     return Exit::Oom;
                 }
                 break;
@@ -282,7 +316,9 @@ mod tests {
             out.writer(OutStream::Stdout).unwrap(),
             out.writer(OutStream::Stderr).unwrap(),
         );
-        assert!(pump(stream, o, e, Some("img:1".into())).await.is_none());
+        let pumped = pump(stream, Writers { out: o, err: e }, Some("img:1".into())).await;
+        assert!(pumped.failure.is_none());
+        pumped.writers.finish();
         let page = out.read(&LogQuery::default()).unwrap();
         page.lines.into_iter().map(|l| l.text).collect()
     }

@@ -30,6 +30,7 @@
 mod adopt;
 mod attempt;
 mod build;
+mod claims;
 mod cleanup;
 mod client;
 mod control;
@@ -38,6 +39,7 @@ pub mod endpoint;
 mod etc;
 mod exec;
 mod exit;
+mod follow;
 pub mod gvisor;
 mod images;
 mod launch;
@@ -165,6 +167,9 @@ pub struct Engine {
     layer_volumes: layer::LayerVolumes,
     /// Whether the engine is up, with hysteresis (`liveness.rs`).
     liveness: std::sync::Mutex<liveness::Liveness>,
+    /// The jobs whose containers are still followed, and the sweep of the
+    /// others once an engine that stopped answering is back (`claims.rs`).
+    claims: Arc<claims::Claims>,
 }
 
 /// What a job's sandbox is made of: its project's decisions about its
@@ -239,6 +244,14 @@ impl Engine {
             max_children: config.max_children,
             layer_volumes: Default::default(),
             liveness: Default::default(),
+            claims: Arc::new(claims::Claims::new(
+                Ownership {
+                    instance: config.instance.clone(),
+                    state: state_hash(&config.state_dir),
+                },
+                owner_label(),
+                Duration::from_secs_f64(config.engine_patience_secs),
+            )),
         }
     }
 
@@ -350,6 +363,7 @@ impl Engine {
     /// already stored per stream (recovery mode `adopt`).
     pub async fn adopt(&self, id: &JobId, output: &Arc<JobOutput>, adoption: Adoption) -> Result<Launched> {
         let docker = self.client().await?.clone();
+        let _adopting = self.claims.claim(id);
         adopt::adopt(self, docker, id, output, adoption).await
     }
 
@@ -415,6 +429,8 @@ impl Engine {
             gvisor_runtime: "runsc",
         };
         let docker = self.client().await?.clone();
+        // Claimed before its container exists: a sweep meanwhile leaves it.
+        let _launching = self.claims.claim(id);
         launch::launch(self, docker, id, spec, cwd, output, &project).await
     }
 
@@ -448,6 +464,7 @@ impl Engine {
             gvisor_runtime: &config.gvisor_runtime,
         };
         let docker = self.client().await?.clone();
+        let _launching = self.claims.claim(id);
         launch::launch(self, docker, id, spec, cwd, output, &project).await
     }
 

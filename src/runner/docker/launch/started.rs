@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use super::super::DockerControl;
 use super::super::attempt::{Started, feed, note_warnings};
 use super::super::create::{self, PortPlan};
-use super::super::exit::{OutputStream, Waited, exit_future, pump};
+use super::super::exit::{OutputStream, Pumped, Waited, Writers, exit_future, pump};
 use super::super::pause;
 use super::super::reach::JobNet;
 use super::super::remote::RemoteJob;
@@ -56,6 +56,7 @@ pub(super) async fn finish(
     let net = JobNet::new(made.proxy);
     let mut control = DockerControl::new(
         job.engine,
+        job.id,
         job.docker.clone(),
         container_id.clone(),
         prepared.slot.take(),
@@ -211,13 +212,17 @@ async fn start_output(
     job: &Job<'_>,
     stream: OutputStream,
     input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-) -> Result<JoinHandle<Option<String>>> {
+) -> Result<JoinHandle<Pumped>> {
     let output = job.output;
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
         (Ok(o), Ok(e)) => (o, e),
         (Err(e), _) | (_, Err(e)) => return Err(e),
     };
-    let pump_task = tokio::spawn(pump(stream, writers.0, writers.1, Some(job.image.clone())));
+    let writers = Writers {
+        out: writers.0,
+        err: writers.1,
+    };
+    let pump_task = tokio::spawn(pump(stream, writers, Some(job.image.clone())));
     match job.spec.input.clone() {
         Some(text) => {
             // Under keep-alive an interactive program must see its input and
@@ -235,7 +240,7 @@ async fn start_output(
 async fn take_down(
     wait: &JoinHandle<Waited>,
     control: &DockerControl,
-    pump_task: Option<JoinHandle<Option<String>>>,
+    pump_task: Option<JoinHandle<Pumped>>,
 ) {
     wait.abort();
     control.remove().await;
