@@ -44,13 +44,24 @@ fn clock(t: &DateTime<Utc>) -> String {
     t.format("%H:%M:%S UTC").to_string()
 }
 
+/// What ends a job's store note: the intervals before it say when.
+const MARKED: &str = "; lines lost then are marked in the logs";
+/// The start of the interval still open in a note.
+const OPEN: &str = "cannot be written since ";
+
 /// Note on every job under way which it is, and tell each with an event.
+/// A job's card keeps every interval it lived through, oldest first.
 fn degraded(inner: &Inner, since: &DateTime<Utc>, reason: &str) {
-    let note = format!(
-        "cannot be written since {} ({reason}): the newest output is held in memory; lines lost are marked in the logs",
+    let open = format!(
+        "{OPEN}{} ({reason}), the newest output held in memory{MARKED}",
         clock(since)
     );
-    let jobs = note_active(inner, |_| Some(note.clone()));
+    let jobs = note_active(inner, |had| {
+        Some(match had.and_then(|h| h.strip_suffix(MARKED)) {
+            Some(before) => format!("{before}; {open}"),
+            None => open.clone(),
+        })
+    });
     for id in jobs {
         inner.events.emit(
             id,
@@ -62,12 +73,18 @@ fn degraded(inner: &Inner, since: &DateTime<Utc>, reason: &str) {
 }
 
 fn recovered(inner: &Inner, since: &DateTime<Utc>, reason: &str) {
-    let note = format!(
-        "could not be written from {} to {} ({reason}); lines lost then are marked in the logs",
+    let closed = format!(
+        "could not be written from {} to {} ({reason}){MARKED}",
         clock(since),
         clock(&Utc::now())
     );
-    let jobs = note_active(inner, |had| had.map(|_| note.clone()));
+    let jobs = note_active(inner, |had| {
+        let had = had?;
+        Some(match had.rfind(OPEN) {
+            Some(at) => format!("{}{closed}", &had[..at]),
+            None => closed.clone(),
+        })
+    });
     for id in jobs {
         inner.events.emit(id, EventKind::StoreRecovered);
     }

@@ -71,6 +71,21 @@ pub(super) struct Writer {
     /// compared with what its path names now.
     file: Option<(u64, u64)>,
     looked: Instant,
+    /// The last failure was a full disk.
+    full: bool,
+}
+
+/// Free space a full disk must have again before held output is written
+/// back: a little room (a checkpoint that shrank the log) would take a
+/// write, fill up at once and flap the store between degraded and not.
+const ROOM: u64 = 2 * super::reserve::BALLAST;
+
+/// Bytes free for an unprivileged writer on the file system of `path`.
+fn free_space(path: &Path) -> Option<u64> {
+    let dir = path.parent().unwrap_or(path);
+    rustix::fs::statvfs(dir)
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 /// How often the writer checks that its database file is still there.
@@ -91,6 +106,7 @@ impl Writer {
             retry: None,
             file: None,
             looked: Instant::now(),
+            full: false,
         }
     }
 
@@ -138,7 +154,7 @@ impl Writer {
                 None => Vec::new(),
                 Some(None) => {
                     if self.retry.is_some() {
-                        self.try_again(path); // a last chance before the handle goes
+                        self.try_again(path, true); // a last chance before the handle goes
                     }
                     return;
                 }
@@ -156,7 +172,7 @@ impl Writer {
             if self.retry.is_some() {
                 self.keep(batch, path);
                 if self.retry.as_ref().is_some_and(|r| Instant::now() >= r.at) {
-                    self.try_again(path);
+                    self.try_again(path, false);
                 }
                 continue;
             }
@@ -220,10 +236,14 @@ impl Writer {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| committer.write_batch(batch)));
         let failure = match result {
             Ok(Ok(outcomes)) => return Ok(outcomes),
-            Ok(Err(e)) => Failure {
-                transient: is_transient(&e),
-                reason: e.to_string(),
-            },
+            Ok(Err(e)) => {
+                // Held while degraded: recovery waits for room (`try_again`).
+                self.full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+                Failure {
+                    transient: is_transient(&e),
+                    reason: e.to_string(),
+                }
+            }
             Err(panic) => Failure {
                 reason: panic
                     .downcast_ref::<&str>()
@@ -328,7 +348,7 @@ impl Writer {
         if let Some(reserve) = &self.shared.reserve {
             reserve.release();
         }
-        if self.try_again(path) {
+        if self.try_again(path, true) {
             return;
         }
         let mut ops: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
@@ -348,7 +368,11 @@ impl Writer {
 
     /// Write everything waiting and held in one commit; healthy again when
     /// it takes, else try again later (backoff).
-    fn try_again(&mut self, path: &Path) -> bool {
+    fn try_again(&mut self, path: &Path, now: bool) -> bool {
+        if !now && self.full && free_space(path).is_some_and(|free| free < ROOM) {
+            self.later();
+            return false;
+        }
         let mut ops: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
         ops.extend(self.waiting.events.iter().map(|e| Op::Event(e.clone())));
         ops.extend(self.shared.held.ops());
@@ -367,10 +391,7 @@ impl Writer {
             }
             Err(f) => {
                 tracing::debug!(path = %path.display(), error = %f.reason, "the store still cannot be written");
-                if let Some(r) = &mut self.retry {
-                    r.delay = (r.delay * 2).min(DEGRADED_MAX_DELAY);
-                    r.at = Instant::now() + r.delay;
-                }
+                self.later();
                 self.shared.health.send_if_modified(|h| match h {
                     StoreHealth::Degraded { reason, .. } if *reason != f.reason => {
                         *reason = f.reason;
@@ -380,6 +401,14 @@ impl Writer {
                 });
                 false
             }
+        }
+    }
+
+    /// Try again after a longer pause.
+    fn later(&mut self) {
+        if let Some(r) = &mut self.retry {
+            r.delay = (r.delay * 2).min(DEGRADED_MAX_DELAY);
+            r.at = Instant::now() + r.delay;
         }
     }
 

@@ -132,10 +132,16 @@ async fn a_full_state_disk_is_a_state_the_daemon_serves_through_and_leaves() {
     );
     eprintln!("filler: {lines} lines read, {lost} lost in {gaps} gap(s)");
 
-    // The job under way was told, and its card says so.
+    // The job under way was told once: the state does not flap while the
+    // disk stays full (the filler wrote to it all along). Its card says so.
     let events = d.json(&["events"]);
+    assert_eq!(
+        events_of(&events, &sleeper, "store_degraded").len(),
+        1,
+        "{events}"
+    );
     assert!(
-        !events_of(&events, &sleeper, "store_degraded").is_empty(),
+        events_of(&events, &sleeper, "store_recovered").is_empty(),
         "{events}"
     );
     let (_, card, _) = d.run(&["status", &sleeper]);
@@ -160,6 +166,13 @@ async fn a_full_state_disk_is_a_state_the_daemon_serves_through_and_leaves() {
         .unwrap()
         .to_string();
     until_degraded(&c, true, Duration::from_secs(60)).await;
+    // The card keeps both intervals, the closed one first.
+    let (_, card, _) = d.run(&["status", &sleeper]);
+    let (closed, open) = (
+        card.find("could not be written from"),
+        card.find("cannot be written since"),
+    );
+    assert!(closed.is_some() && closed < open, "{card}");
     ended(&d, &again, Duration::from_secs(60)).await;
     let started = Instant::now();
     let (code, _, err) = d.run(&["down"]);
