@@ -55,11 +55,12 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
             if let Some(code) = super::remote::run(&client, &args, spec.clone()).await? {
                 return Ok(code);
             }
-            return Err(Error::InstanceBusy {
-                instance: config.instance.clone(),
-                pid,
-            }
-            .into());
+            // Still the daemon, not another in-process run: say the same.
+            anyhow::bail!(
+                "the daemon of instance `{}` (pid {pid}) does not answer on {} (starting or stopping?): try again in a moment, or stop it with `berth down`",
+                config.instance,
+                client.socket().display()
+            );
         }
         Err(Error::DaemonRunning { pid, .. }) => {
             return Err(Error::InstanceBusy {

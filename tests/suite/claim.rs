@@ -111,3 +111,39 @@ async fn a_second_in_process_run_on_a_held_instance_is_refused_and_starts_nothin
     );
     assert!(marker.exists());
 }
+
+/// A daemon that holds the instance but does not answer (starting,
+/// stopping, stuck): a `--no-daemon` run says so, one thing, and what to do
+/// (not that another in-process run holds it).
+#[test]
+fn a_no_daemon_run_beside_a_daemon_that_does_not_answer_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = berth(dir.path());
+    let instance = cmd
+        .get_envs()
+        .find(|(k, _)| *k == "BERTH_INSTANCE")
+        .and_then(|(_, v)| v)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // The claim as a serving daemon holds it: the lock, with its pid, and
+    // the pid file; no socket answers.
+    let instance_dir = berth::Config::isolated(dir.path().to_path_buf(), &instance).instance_dir();
+    std::fs::create_dir_all(&instance_dir).unwrap();
+    let lock = std::fs::File::create(instance_dir.join("daemon.lock")).unwrap();
+    lock.lock().unwrap();
+    std::fs::write(instance_dir.join("daemon.lock"), std::process::id().to_string()).unwrap();
+    std::fs::write(instance_dir.join("daemon.pid"), std::process::id().to_string()).unwrap();
+    let o = cmd
+        .args(["run", "--no-daemon", "--", "echo", "never"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("never"));
+    assert!(
+        err.contains("does not answer") && err.contains("berth down"),
+        "{err}"
+    );
+    assert!(!err.contains("without a daemon"), "{err}");
+}
