@@ -245,3 +245,30 @@ fn a_projects_jobs_reach_each_other_on_localhost_under_gvisor() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(containers_of(&d.instance), 0);
 }
+
+/// A manager SIGKILLed under a gVisor job leaves nothing: its watchdog
+/// removes the sandbox (runsc's container) as it would runc's.
+#[tokio::test]
+async fn a_killed_manager_leaves_no_gvisor_container() {
+    let mut d = Daemon::start();
+    let instance = d.instance.clone();
+    let job = d.json(&gvisor(&["-d", "-p", "8080", "--", "sleep", "600"]));
+    assert_eq!(job["job"]["limits"]["isolation"], "gvisor (runsc)", "{job}");
+    assert!(containers_of(&instance) > 0, "the gVisor job runs");
+    let watchdog = crate::suite::faults::watchdog_of(d.pid()).expect("the daemon's watchdog runs");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    // The watchdog's first sweep is done once it says so in its log.
+    let log = d.config().instance_dir().join("watchdog.log");
+    crate::common::eventually(
+        std::time::Duration::from_secs(120),
+        "the watchdog's sweep",
+        || std::fs::read_to_string(&log).is_ok_and(|l| l.contains("is gone")),
+    )
+    .await;
+    assert_eq!(
+        containers_of(&instance),
+        0,
+        "the watchdog ({watchdog}) left containers"
+    );
+}

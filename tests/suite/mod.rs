@@ -17,7 +17,7 @@ mod escape;
 mod exec;
 mod exits;
 mod fake;
-mod faults;
+pub(crate) mod faults;
 mod foreground;
 mod gvisor;
 mod host;

@@ -60,7 +60,7 @@ impl Drop for Tmpfs {
 }
 
 /// The crash watchdog of the manager with pid `owner`, once it runs.
-pub fn watchdog_of(owner: u32) -> Option<u32> {
+pub(crate) fn watchdog_of(owner: u32) -> Option<u32> {
     let needle = format!("watchdog\0--owner\0{owner}:");
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_string_lossy().parse().ok()?;
