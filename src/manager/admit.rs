@@ -317,7 +317,7 @@ fn isolation(spec: &mut JobSpec, kind: RunnerKind, config: &Config, agent: bool)
         }
         if spec.engine == Some(EngineAccess::Scoped) {
             return Err(Error::InvalidSpec(
-                "a scoped engine's children cannot run under gVisor yet (they would run under runc); drop --engine scoped or use isolation = \"container\"".into(),
+                "a scoped engine cannot serve a job under gVisor: runsc mounts no host Unix socket (the engine's) unless registered with --host-uds=open, and its children would run under runc; drop --engine scoped or use isolation = \"container\"".into(),
             ));
         }
     }
