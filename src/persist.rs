@@ -36,6 +36,10 @@ pub trait OutputStore: Send + Sync {
     /// block while the queue is full: that is the job's backpressure.
     fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>);
 
+    /// Job `job`'s output reached seq `last`, before any reader sees it
+    /// (a store notes it where a crash leaves it, see `store/reserve.rs`).
+    fn took(&self, _job: &JobId, _last: u64) {}
+
     /// Resolves once a write would find room in the queue (an async producer
     /// awaits this so that [`OutputStore::put_chunk`] rarely blocks).
     fn room(&self) -> Wait<'_>;

@@ -51,10 +51,18 @@ pub fn reap_run(
     // Output it held in memory while the store could not write died with
     // the manager: the record says how far it went, so it reads as lost.
     if let Some((seq, store_why)) = store.held_at_death(&row.info.id) {
-        row.info.last_seq = row.info.last_seq.max(seq);
-        reason = format!(
-            "store unavailable ({store_why}): the output its manager held in memory was lost; {reason}"
-        );
+        let stored = store.last_seq(&row.info.id).unwrap_or(0).max(row.info.last_seq);
+        if seq > stored {
+            row.info.last_seq = seq;
+            reason = match store_why {
+                "" => {
+                    format!("{reason}; its last lines (to seq {seq}) died with it, before they were stored")
+                }
+                why => format!(
+                    "store unavailable ({why}): the output its manager held in memory was lost; {reason}"
+                ),
+            };
+        }
     }
     let ended = row.info.end(JobStatus::Lost { reason }, chrono::Utc::now());
     store.put_run(row.clone());

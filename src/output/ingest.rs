@@ -111,6 +111,9 @@ impl JobOutput {
         let (chunk, hits) = {
             let mut ring = self.ring.lock().unwrap();
             let chunk = Arc::new(lines.seal(ring.next_seq, stream, ts));
+            // Noted before readers see it: a manager killed from now on
+            // leaves these seqs marked lost, not silently absent.
+            self.store.took(&self.job, chunk.last_seq());
             ring.next_seq += chunk.len() as u64;
             // Within the job's budget of hits; the rest only counted.
             let hits = self.watchers.hits(chunk.iter(), stream, Instant::now());

@@ -158,16 +158,6 @@ impl Held {
             .collect()
     }
 
-    /// Each job's last held seq.
-    pub fn last_seqs(&self) -> std::collections::BTreeMap<String, u64> {
-        let Ok(jobs) = self.jobs.lock() else {
-            return Default::default();
-        };
-        jobs.iter()
-            .filter_map(|(job, h)| Some((job.clone(), h.pieces.back()?.last_seq())))
-            .collect()
-    }
-
     /// Forget everything held (it was written).
     pub fn clear(&self) {
         if let Ok(mut jobs) = self.jobs.lock() {

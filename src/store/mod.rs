@@ -224,7 +224,7 @@ impl Store {
         if let Some(dir) = path.parent() {
             private::own_dir(dir).map_err(|e| Error::io("create state directory", dir, e))?;
         }
-        let (lock, notice, alone) = Self::check_alone(path, check)?;
+        let (lock, notice) = Self::check_alone(path, check)?;
         // Created 0600 before SQLite opens it: SQLite gives its -wal and -shm
         // files the database's mode; ones left by an older berth are fixed.
         private::open(
@@ -246,9 +246,9 @@ impl Store {
         let reader = connect(path)?;
         let (tx, rx) = mpsc::channel(QUEUE_BOUND);
         let wpath = path.to_path_buf();
-        // The watchdog (no check) reads the note, and leaves it to the next
-        // manager; it never writes the ballast back.
-        let (reserve, held_note) = reserve::Reserve::open(path, alone && check);
+        // The watchdog (no check) reads the note and leaves it to the next
+        // manager; it never writes the note nor the ballast back.
+        let (reserve, held_note) = reserve::Reserve::open(path, check);
         let shared = Arc::new(Shared::new(held_per_job, Some(reserve)));
         let wshared = shared.clone();
         std::thread::Builder::new()
@@ -314,12 +314,11 @@ impl Store {
     /// When no other process has the store open: check it, and move a
     /// damaged one aside (saying so loudly) so that a fresh one starts.
     /// Returns the store's lock, held shared from then on, and what to say.
-    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>, bool)> {
+    fn check_alone(path: &Path, check: bool) -> Result<(std::fs::File, Option<String>)> {
         let lock = damage::lock_file(path).map_err(|e| Error::io("open", path, e))?;
         let mut notice = None;
-        let alone = lock.try_lock().is_ok();
         if check
-            && alone
+            && lock.try_lock().is_ok()
             && let Err(damage::Damage(what)) = damage::check(path)
         {
             let aside =
@@ -333,7 +332,7 @@ impl Store {
             notice = Some(say);
         }
         lock.lock_shared().map_err(|e| Error::io("lock", path, e))?;
-        Ok((lock, notice, alone))
+        Ok((lock, notice))
     }
 
     /// What to tell the user about the store, when it was found damaged
@@ -341,6 +340,15 @@ impl Store {
     pub fn notice(&self) -> Option<String> {
         let notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
         (!notices.is_empty()).then(|| notices.join("; "))
+    }
+
+    /// Job `job`'s output reached seq `last`: noted in the reserve before
+    /// any reader sees it, so a manager killed now leaves whoever reaps its
+    /// runs how far their output went (`reserve.rs`).
+    pub fn took(&self, job: &JobId, last: u64) {
+        if let Some(r) = &self.shared.reserve {
+            r.took(job.as_str(), last);
+        }
     }
 
     /// Add to what [`Store::notice`] says (e.g. records found missing).

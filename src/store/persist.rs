@@ -13,6 +13,10 @@ impl OutputStore for Store {
         Store::put_chunk(self, job, chunk)
     }
 
+    fn took(&self, job: &JobId, last: u64) {
+        Store::took(self, job, last)
+    }
+
     fn room(&self) -> Wait<'_> {
         Box::pin(Store::room(self))
     }

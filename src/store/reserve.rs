@@ -8,20 +8,21 @@
 //! keeps a file of [`BALLAST`] bytes written while there is room, and gives
 //! it back (truncates it) when it settles at shutdown: then the held output,
 //! or at least the records with their last seq, fit. A manager that is
-//! SIGKILLed cannot settle; so while degraded the writer keeps a small note
-//! at the start of the same file, written in place into space it already
-//! owns, of each job's last held seq and why the store could not write.
-//! Whoever reaps the dead manager's runs (the watchdog, or the next manager)
-//! records that seq, so readers show the held lines as lost, with the reason.
+//! SIGKILLed cannot settle; so the writer keeps a small note at the start of
+//! the same file, written in place into space it already owns, of each
+//! job's last seq it took (before committing it, or holding it while
+//! degraded) and why the store could not write, if it could not. Whoever
+//! reaps the dead manager's runs (the watchdog, or the next manager)
+//! records that seq, so readers show the lines that died with it as lost.
 //!
-//! Several berth processes may share a store: the note is merged (the
-//! highest seq per job wins), and only a process that has the store alone
-//! starts it afresh.
+//! One manager writes a store at a time (the instance's claim); the crash
+//! watchdog only reads the note and gives the ballast back.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,26 +31,29 @@ const NOTE_BYTES: u64 = 64 * 1024;
 /// The whole file while there is room: the note, then space to give back.
 pub(super) const BALLAST: u64 = 8 * 1024 * 1024;
 
-/// Output a manager held in memory while the store could not write.
+/// How far each job's output went, as the manager that took it knew.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HeldNote {
-    /// Why the store could not write.
+    /// Why the store could not write (empty while it could).
     pub reason: String,
-    /// Each job's last held seq.
+    /// Each running job's last seq taken.
     pub jobs: BTreeMap<String, u64>,
 }
 
-/// The reserve file, when it could be made.
+/// The reserve file, when it could be made, and this process's note.
 pub(super) struct Reserve {
     path: PathBuf,
     file: Option<File>,
+    /// Only the manager's store writes the note (the watchdog only reads it).
+    writes: bool,
+    note: Mutex<HeldNote>,
 }
 
 impl Reserve {
-    /// The reserve beside the database at `db`, and the note a manager left
-    /// in it. `alone`: no other process has the store open, so the note is
-    /// read and cleared, and the ballast written back to its full size.
-    pub fn open(db: &Path, alone: bool) -> (Reserve, Option<HeldNote>) {
+    /// The reserve beside the database at `db`, and the note a manager that
+    /// died left in it. A manager's store (`writes`) then starts the note
+    /// afresh and writes the ballast back to its full size.
+    pub fn open(db: &Path, writes: bool) -> (Reserve, Option<HeldNote>) {
         let mut path = db.as_os_str().to_owned();
         path.push(".reserve");
         let path = PathBuf::from(path);
@@ -59,17 +63,22 @@ impl Reserve {
         )
         .map_err(|e| tracing::warn!(path = %path.display(), error = %e, "no store reserve"))
         .ok();
-        let reserve = Reserve { path, file };
-        let note = reserve.note();
-        if alone {
-            reserve.write_note(&HeldNote::default());
+        let reserve = Reserve {
+            path,
+            file,
+            writes,
+            note: Mutex::default(),
+        };
+        let left = reserve.read();
+        if writes {
+            reserve.write(&HeldNote::default());
             reserve.fill();
         }
-        (reserve, note)
+        (reserve, left)
     }
 
-    /// The note in the file, if a manager left one.
-    pub fn note(&self) -> Option<HeldNote> {
+    /// The note in the file, if it names a job.
+    fn read(&self) -> Option<HeldNote> {
         let file = self.file.as_ref()?;
         let mut buf = vec![0; NOTE_BYTES as usize];
         let n = file.read_at(&mut buf, 0).ok()?;
@@ -79,38 +88,57 @@ impl Reserve {
             .filter(|n| !n.jobs.is_empty())
     }
 
-    /// Merge `jobs` into the note (the highest seq wins), or take `gone`
-    /// out of it (their output was written after all).
-    pub fn update(&self, reason: &str, jobs: &BTreeMap<String, u64>, gone: &[String]) {
-        let mut note = self.note().unwrap_or_default();
-        reason.clone_into(&mut note.reason);
-        for (job, &seq) in jobs {
-            let at = note.jobs.entry(job.clone()).or_default();
-            *at = (*at).max(seq);
+    /// Job `job`'s output reached seq `last` (noted before anyone can read
+    /// it, so no line a reader saw dies unmarked with this process).
+    pub fn took(&self, job: &str, last: u64) {
+        self.change(|n| {
+            let at = n.jobs.entry(job.to_string()).or_default();
+            *at = (*at).max(last);
+        });
+    }
+
+    /// Why the store cannot write (empty: it can).
+    pub fn reason(&self, why: &str) {
+        self.change(|n| why.clone_into(&mut n.reason));
+    }
+
+    /// Jobs whose end is committed: their records say how far they went.
+    pub fn ended(&self, jobs: &[String]) {
+        self.change(|n| {
+            for j in jobs {
+                n.jobs.remove(j);
+            }
+        });
+    }
+
+    fn change(&self, f: impl FnOnce(&mut HeldNote)) {
+        if !self.writes || self.file.is_none() {
+            return;
         }
-        for job in gone {
-            note.jobs.remove(job);
-        }
-        self.write_note(&note);
+        let mut note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut note);
+        self.write(&note);
     }
 
     /// Overwrite the note in place (the file's first blocks exist already:
     /// no new space is needed). A note that would not fit keeps the jobs
     /// with the highest seqs it can hold.
-    fn write_note(&self, note: &HeldNote) {
+    fn write(&self, note: &HeldNote) {
         let Some(file) = &self.file else { return };
-        let mut note = note.clone();
-        let mut text = serde_json::to_vec(&note).unwrap_or_default();
-        while text.len() >= NOTE_BYTES as usize && !note.jobs.is_empty() {
-            let smallest = note.jobs.iter().min_by_key(|(_, s)| **s).map(|(j, _)| j.clone());
-            smallest.map(|j| note.jobs.remove(&j));
-            text = serde_json::to_vec(&note).unwrap_or_default();
+        let mut text = serde_json::to_vec(note).unwrap_or_default();
+        if text.len() >= NOTE_BYTES as usize {
+            let mut note = note.clone();
+            while text.len() >= NOTE_BYTES as usize && !note.jobs.is_empty() {
+                let smallest = note.jobs.iter().min_by_key(|(_, s)| **s).map(|(j, _)| j.clone());
+                smallest.map(|j| note.jobs.remove(&j));
+                text = serde_json::to_vec(&note).unwrap_or_default();
+            }
         }
         // Read up to the first zero byte: what an older, longer note left
         // after it is never read.
         text.push(0);
         if let Err(e) = file.write_all_at(&text, 0) {
-            tracing::warn!(path = %self.path.display(), error = %e, "could not note the held output");
+            tracing::warn!(path = %self.path.display(), error = %e, "could not note how far output went");
         }
     }
 

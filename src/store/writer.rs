@@ -192,6 +192,7 @@ impl Writer {
                     {
                         tracing::warn!(path = %path.display(), error = %e, "could not shrink the store after a prune");
                     }
+                    self.forget_ended(&batch);
                     answer(batch, Some(outcomes));
                 }
                 Err(failure) => {
@@ -271,6 +272,9 @@ impl Writer {
             since: chrono::Utc::now(),
             reason: failure.reason.clone(),
         });
+        if let Some(reserve) = &self.shared.reserve {
+            reserve.reason(&failure.reason);
+        }
         self.retry = Some(Retry {
             at: Instant::now() + DEGRADED_FIRST,
             delay: DEGRADED_FIRST,
@@ -281,18 +285,11 @@ impl Writer {
     /// (held output reads as stored) and refuse prunes.
     fn keep(&mut self, batch: Vec<Op>, path: &Path) {
         let held = &self.shared.held;
-        let mut output = false;
         let mut settles = Vec::new();
         for op in batch {
             match op {
-                Op::Lines(job, lines) => {
-                    output = true;
-                    held.hold(job.as_str(), Piece::Lines(Arc::new(lines)));
-                }
-                Op::Chunk(job, chunk) => {
-                    output = true;
-                    held.hold(job.as_str(), Piece::Chunk(chunk));
-                }
+                Op::Lines(job, lines) => held.hold(job.as_str(), Piece::Lines(Arc::new(lines))),
+                Op::Chunk(job, chunk) => held.hold(job.as_str(), Piece::Chunk(chunk)),
                 Op::Event(e) => {
                     if self.waiting.events.len() >= MAX_WAITING_EVENTS {
                         self.waiting.events.pop_front();
@@ -317,9 +314,6 @@ impl Writer {
                 }
             }
         }
-        if output {
-            self.note_held();
-        }
         if !settles.is_empty() {
             self.settle(path);
             for s in settles {
@@ -328,17 +322,21 @@ impl Writer {
         }
     }
 
-    /// Note each job's last held seq in the reserve: a manager killed now
-    /// cannot settle, and whoever reaps its runs marks the held lines lost.
-    fn note_held(&self) {
-        let Some(reserve) = &self.shared.reserve else {
-            return;
-        };
-        let reason = match &*self.shared.health.borrow() {
-            StoreHealth::Degraded { reason, .. } => reason.clone(),
-            StoreHealth::Ok => "a write failed".into(),
-        };
-        reserve.update(&reason, &self.shared.held.last_seqs(), &[]);
+    /// Jobs whose end is committed: their record says how far their output
+    /// went, the note need not.
+    fn forget_ended(&self, batch: &[Op]) {
+        let ended: Vec<String> = batch
+            .iter()
+            .filter_map(|op| match op {
+                Op::Run(r) if r.info.status.is_terminal() => Some(r.info.id.to_string()),
+                _ => None,
+            })
+            .collect();
+        if !ended.is_empty()
+            && let Some(reserve) = &self.shared.reserve
+        {
+            reserve.ended(&ended);
+        }
     }
 
     /// Shutting down while degraded: give the reserve back, then write
@@ -355,6 +353,7 @@ impl Writer {
         ops.extend(self.waiting.events.iter().map(|e| Op::Event(e.clone())));
         match self.commit(&ops) {
             Ok(_) => {
+                self.forget_ended(&ops);
                 self.waiting = Waiting::default();
                 tracing::warn!(
                     "the store could not take the held output at shutdown; the records say where it ends"
@@ -378,9 +377,10 @@ impl Writer {
         ops.extend(self.shared.held.ops());
         match self.commit(&ops) {
             Ok(_) => {
-                let written: Vec<String> = self.shared.held.last_seqs().into_keys().collect();
+                let runs: Vec<Op> = self.waiting.runs.values().map(|r| Op::Run(r.clone())).collect();
+                self.forget_ended(&runs);
                 if let Some(reserve) = &self.shared.reserve {
-                    reserve.update("", &Default::default(), &written);
+                    reserve.reason("");
                 }
                 self.shared.held.clear();
                 self.waiting = Waiting::default();
