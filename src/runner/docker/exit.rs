@@ -11,6 +11,8 @@
 //! or engine that is gone means `Lost`. A container killed by a signal we
 //! sent exits 128+N through its init; that is reported as `Signal(N)`.
 
+mod follow;
+
 use std::time::Duration;
 
 use super::DockerClient;
@@ -20,10 +22,10 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
 use super::DockerControl;
-use super::follow::Following;
 use crate::model::JobId;
 use crate::output::StreamWriter;
 use crate::runner::Exit;
+use follow::Following;
 
 /// After the output ended without a wait answer, how often to ask inspect.
 pub(super) const FALLBACK_POLL: Duration = Duration::from_millis(250);
@@ -195,7 +197,7 @@ async fn observe(
     while f.code.is_none() || f.pump.is_some() {
         // Inspect stands in for `wait` when the output ended without an
         // answer, or when the wait request itself failed; it also tells
-        // when an engine that stopped answering is back (`follow.rs`).
+        // when an engine that stopped answering is back (`exit/follow.rs`).
         let fallback = f.code.is_none() && (f.pump.is_none() || f.wait.is_none());
         tokio::select! {
             r = joined(&mut f.wait) => {

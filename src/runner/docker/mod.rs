@@ -39,7 +39,6 @@ pub mod endpoint;
 mod etc;
 mod exec;
 mod exit;
-mod follow;
 pub mod gvisor;
 mod images;
 mod launch;

@@ -20,10 +20,10 @@ use bollard::models::ContainerInspectResponse;
 use bollard::query_parameters::LogsOptions;
 use tokio::task::JoinHandle;
 
-use super::exit::{FALLBACK_POLL, Pumped, Waited, Writers, pump, wait_exit};
-use super::{DockerClient, DockerControl};
+use super::{FALLBACK_POLL, Pumped, Waited, Writers, pump, wait_exit};
 use crate::model::JobId;
 use crate::runner::Exit;
+use crate::runner::docker::{DockerClient, DockerControl};
 
 /// The longest pause between two questions to an engine that does not answer.
 const RECONNECT_MAX: Duration = Duration::from_secs(4);
