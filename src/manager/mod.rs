@@ -29,6 +29,7 @@ mod ports;
 pub mod project;
 mod reads;
 mod recover;
+mod reporters;
 mod requests;
 mod retention;
 mod start;

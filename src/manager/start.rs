@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::admit::{Admitted, DefaultBudget, admit};
 use super::project::Project;
+use super::reporters;
 use super::supervise::{StopRequest, finish, shutdown_request, spawn_guarded, supervise};
 use super::{Inner, JobEntry, Live, Registry, number};
 use crate::error::{Error, Result};
@@ -25,24 +26,7 @@ pub(super) async fn start(
     client: &str,
     budget: DefaultBudget,
 ) -> Result<JobId> {
-    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(Error::ShuttingDown);
-    }
-    // A start that would wait in a full queue is refused before anything
-    // is read or checked (a flood of queued starts costs nothing).
-    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
-        return Err(Error::QueueFull {
-            max: inner.config.max_queued,
-        });
-    }
-    // A job whose output and record could not be kept is not started.
-    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
-        return Err(Error::StoreDegraded {
-            path: inner.store.path().to_path_buf(),
-            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-            reason,
-        });
-    }
+    preflight(inner, &spec)?;
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -54,7 +38,6 @@ pub(super) async fn start(
         watchers,
         mut writes,
     } = admit(inner, spec, client, budget).await?;
-    let workspace = &project.config.workspace;
     // The cap is looked at before anything is made for the job (a refused
     // start leaves no id used), and its slot taken when it is registered:
     // its id (a file lock and fsync) and its directory are made outside the
@@ -85,84 +68,25 @@ pub(super) async fn start(
         };
         let queued = slot.is_none();
         output.hold_events();
-        let status = if queued {
-            JobStatus::Queued
-        } else {
-            JobStatus::Starting
-        };
-        let start_mode = if spec.background {
-            StartMode::Background
-        } else {
-            StartMode::Foreground
-        };
         let info = JobInfo {
-            id: id.clone(),
-            label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
-            command: spec.display_command(),
-            spec: spec.clone(),
             runner: Some(kind),
             runner_note: runner_note.clone(),
-            workspace: Some(workspace.clone()),
+            workspace: Some(project.config.workspace.clone()),
             project_note: inner.projects.note_once(&project),
-            status: status.clone(),
-            start_mode,
-            created_at: Inner::now(),
-            started_at: None,
-            ended_at: None,
-            exit_code: None,
-            ended_by: None,
-            reason: None,
-            promotion_reason: None,
-            pid: None,
-            container_id: None,
-            ports: Vec::new(),
-            limits: Default::default(),
-            usage: None,
-            logs: output.paths(),
-            last_seq: 0,
-            queue_position: None,
-            image: None,
-            pulling: None,
-            building: None,
-            setid_cleared: None,
-            store_note: None,
-            recovered: false,
-            watch_hits_dropped: 0,
-            children: Vec::new(),
             writes: Some(writes),
+            ..new_info(&id, &spec, queued, output.paths())
+        };
+        let live = Live {
+            stop_tx,
+            slot,
+            control: None,
+            internal_ip: None,
+            children: None,
+            safety: project.safety.clone(),
         };
         let n = number(&id).expect("allocated ids are job-N");
-        reg.jobs.insert(
-            n,
-            JobEntry {
-                info,
-                pid_start: None,
-                output,
-                status_tx: watch::channel(status).0,
-                mode_tx: watch::channel(start_mode).0,
-                live: Some(Live {
-                    stop_tx,
-                    slot,
-                    control: None,
-                    internal_ip: None,
-                    children: None,
-                    safety: project.safety.clone(),
-                }),
-                ready_seen: false,
-            },
-        );
-        // A queued job asks the semaphore for its slot now, under the lock
-        // that orders the queue, so that the two orders are one.
-        queued.then(|| {
-            reg.queue.push_back(id.clone());
-            let mut line: InLine = Box::pin(inner.slots.clone().acquire_owned());
-            // Polled once to register the waiter; a slot freed meanwhile is
-            // taken now and kept for the job's task.
-            match futures_util::FutureExt::now_or_never(&mut line) {
-                Some(got) => Box::pin(std::future::ready(got)) as InLine,
-                None => line,
-            }
-        })
+        reg.jobs.insert(n, new_entry(info, output, live));
+        queued.then(|| get_in_line(inner, &mut reg, &id))
     };
     let fallback_event = |note: &Option<String>| {
         if let Some(note) = note {
@@ -198,17 +122,125 @@ pub(super) async fn start(
         // Stopped while its image was pulled: it ended, recorded as killed.
         Ok(None) => Ok(id),
         Err(e) => {
-            // Refused at the door: leave no record behind (its slot goes
-            // with its entry).
-            let removed = {
-                let mut reg = inner.registry.lock().unwrap();
-                number(&id).and_then(|n| reg.jobs.remove(&n))
-            };
-            if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
-                let _ = std::fs::remove_dir_all(dir);
-            }
+            forget(inner, &id);
             Err(e)
         }
+    }
+}
+
+/// What refuses a start before anything is read or checked: shutdown, a
+/// full queue for a start that would wait, a store that cannot keep it.
+fn preflight(inner: &Inner, spec: &JobSpec) -> Result<()> {
+    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::ShuttingDown);
+    }
+    // A start that would wait in a full queue is refused before anything
+    // is read or checked (a flood of queued starts costs nothing).
+    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
+        return Err(Error::QueueFull {
+            max: inner.config.max_queued,
+        });
+    }
+    // A job whose output and record could not be kept is not started.
+    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
+        return Err(Error::StoreDegraded {
+            path: inner.store.path().to_path_buf(),
+            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// A new job's record as far as its id, spec and log files say: `queued`
+/// without a slot, else `starting`; nothing run yet. The caller sets what its
+/// project, runner and output add.
+fn new_info(id: &JobId, spec: &JobSpec, queued: bool, logs: crate::model::LogPaths) -> JobInfo {
+    let status = if queued {
+        JobStatus::Queued
+    } else {
+        JobStatus::Starting
+    };
+    let start_mode = if spec.background {
+        StartMode::Background
+    } else {
+        StartMode::Foreground
+    };
+    JobInfo {
+        id: id.clone(),
+        label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
+        command: spec.display_command(),
+        spec: spec.clone(),
+        runner: None,
+        runner_note: None,
+        workspace: None,
+        project_note: None,
+        status,
+        start_mode,
+        created_at: Inner::now(),
+        started_at: None,
+        ended_at: None,
+        exit_code: None,
+        ended_by: None,
+        reason: None,
+        promotion_reason: None,
+        pid: None,
+        container_id: None,
+        ports: Vec::new(),
+        limits: Default::default(),
+        usage: None,
+        logs,
+        last_seq: 0,
+        queue_position: None,
+        image: None,
+        pulling: None,
+        building: None,
+        setid_cleared: None,
+        store_note: None,
+        recovered: false,
+        watch_hits_dropped: 0,
+        children: Vec::new(),
+        writes: None,
+    }
+}
+
+/// The registry's entry of a job just made: its record, output and live part.
+fn new_entry(info: JobInfo, output: Arc<crate::output::JobOutput>, live: Live) -> JobEntry {
+    let (status, start_mode) = (info.status.clone(), info.start_mode);
+    JobEntry {
+        info,
+        pid_start: None,
+        output,
+        status_tx: watch::channel(status).0,
+        mode_tx: watch::channel(start_mode).0,
+        live: Some(live),
+        ready_seen: false,
+    }
+}
+
+/// Put job `id` in the queue and ask the semaphore for its slot now, under
+/// the lock that orders the queue (held by the caller as `reg`), so that
+/// the two orders are one.
+fn get_in_line(inner: &Inner, reg: &mut Registry, id: &JobId) -> InLine {
+    reg.queue.push_back(id.clone());
+    let mut line: InLine = Box::pin(inner.slots.clone().acquire_owned());
+    // Polled once to register the waiter; a slot freed meanwhile is
+    // taken now and kept for the job's task.
+    match futures_util::FutureExt::now_or_never(&mut line) {
+        Some(got) => Box::pin(std::future::ready(got)) as InLine,
+        None => line,
+    }
+}
+
+/// A start refused at the door leaves no record behind (its slot goes with
+/// its entry), in memory or on disk.
+fn forget(inner: &Inner, id: &JobId) {
+    let removed = {
+        let mut reg = inner.registry.lock().unwrap();
+        number(id).and_then(|n| reg.jobs.remove(&n))
+    };
+    if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -306,12 +338,12 @@ async fn launch(
         cwd,
         output: &output,
         config: &project.config,
-        on_denial: egress_reporter(inner, id, spec, project, cwd),
+        on_denial: reporters::egress_reporter(inner, id, spec, project, cwd),
         layer: None,
     };
     let progress = Progress {
-        pull: pull_reporter(inner, id),
-        build: build_reporter(inner, id),
+        pull: reporters::pull_reporter(inner, id),
+        build: reporters::build_reporter(inner, id),
     };
     let prepared = tokio::select! {
         // A runner with nothing to prepare launches even when a stop is
@@ -395,84 +427,7 @@ async fn launch(
     // Watch hits of output that came during the launch follow `started`.
     output.release_events();
     if let Some(engine) = engine {
-        follow_refusals(project, id, spec, cwd, engine.refusals);
+        reporters::follow_refusals(project, id, spec, cwd, engine.refusals);
     }
     Ok(Some(launched))
-}
-
-/// Every request a job's scoped engine refused, in the security log (the
-/// job itself asked: its id is the client).
-fn follow_refusals(
-    project: &Project,
-    id: &JobId,
-    spec: &JobSpec,
-    cwd: &Path,
-    mut refusals: tokio::sync::mpsc::Receiver<crate::runner::docker::Refused>,
-) {
-    let safety = project.safety.clone();
-    let (job, command, cwd) = (id.to_string(), spec.display_command(), cwd.to_path_buf());
-    tokio::spawn(async move {
-        while let Some(r) = refusals.recv().await {
-            safety.log_engine(&job, &command, &cwd, &r.endpoint, &r.field, &r.reason);
-        }
-    });
-}
-
-/// Pull progress of job `id`: kept on its record (`starting (pulling)`) and
-/// emitted as a `pulling` event (the pull throttles how often).
-fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::ProgressFn {
-    let inner = Arc::downgrade(inner);
-    let id = id.clone();
-    Arc::new(move |p: crate::images::PullProgress| {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
-            e.info.pulling = Some(p.clone());
-        }
-        inner.events.emit(id.clone(), EventKind::Pulling(p));
-    })
-}
-
-/// Requests job `id`'s egress proxy denies: written to the security log
-/// (kind `egress`) and emitted as an `egress_denied` event the agent sees.
-pub(super) fn egress_reporter(
-    inner: &Arc<Inner>,
-    id: &JobId,
-    spec: &JobSpec,
-    project: &Project,
-    cwd: &Path,
-) -> crate::net::DenialFn {
-    let inner = Arc::downgrade(inner);
-    let (id, command, cwd) = (id.clone(), spec.display_command(), cwd.to_path_buf());
-    let safety = project.safety.clone();
-    // Bounded (`denials.rs`): a flood cannot rotate earlier refusals away.
-    let limiter = super::denials::Limiter::new(Box::new(move |request: &str, target: &str, reason: &str| {
-        safety.log_egress(id.as_str(), &command, &cwd, request, target, reason);
-        if let Some(inner) = inner.upgrade() {
-            inner.events.emit(
-                id.clone(),
-                EventKind::EgressDenied {
-                    request: request.to_string(),
-                    reason: reason.to_string(),
-                },
-            );
-        }
-    }));
-    Arc::new(move |d: crate::net::Denial| {
-        let target = format!("{}:{}", d.host, d.port);
-        limiter.deny(&d.request(), &target, &d.reason, std::time::Instant::now());
-    })
-}
-
-/// Build progress of job `id`'s project image: kept on its record
-/// (`starting (building)`) and emitted as a `building` event.
-fn build_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::BuildProgressFn {
-    let inner = Arc::downgrade(inner);
-    let id = id.clone();
-    Arc::new(move |p: crate::images::BuildProgress| {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
-            e.info.building = Some(p.clone());
-        }
-        inner.events.emit(id.clone(), EventKind::Building(p));
-    })
 }
