@@ -284,9 +284,12 @@ fn loosenings(
     out
 }
 
+/// Put one field of a config back to the baseline's value.
+type PutBack = fn(&mut Config, &Config);
+
 /// Each key [`revert`] puts back by copying the baseline's value (its
 /// source follows): the keys of [`LOOSER`].
-const PUT_BACK: &[(&str, fn(&mut Config, &Config))] = &[
+const PUT_BACK: &[(&str, PutBack)] = &[
     ("runner", |c, b| c.runner = b.runner),
     ("fallback", |c, b| c.fallback = b.fallback),
     ("allow_host", |c, b| c.allow_host = b.allow_host),

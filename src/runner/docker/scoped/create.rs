@@ -35,7 +35,7 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
     let asked = req.param("name").map(str::to_string);
     let (name, mut plan) = match reserve(s, line, value, &image, asked.as_deref()) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let undo = || {
         let child = s.registry.lock().ok().and_then(|mut r| r.unreserve(&name));
@@ -91,20 +91,19 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
 
 /// The body checked and the child reserved (its name, its share of the
 /// budget) under the registry's lock: two creates at once cannot pass the
-/// child limit or the budget together. `Err`: the answer refusing it.
+/// child limit or the budget together. `Err`: the answer refusing it
+/// (boxed: an answer is large, and this returns it by value).
 fn reserve(
     s: &Arc<Shared>,
     line: &str,
     value: serde_json::Value,
     image: &str,
     asked: Option<&str>,
-) -> Result<(String, check::Plan), Response<Body>> {
+) -> Result<(String, check::Plan), Box<Response<Body>>> {
     let reserved = {
         let Ok(mut reg) = s.registry.lock() else {
-            return Err(proxy::error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "berth's scoped engine failed",
-            ));
+            let failed = proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
+            return Err(Box::new(failed));
         };
         if reg.count() >= reg.max_children {
             let reason = format!(
@@ -112,7 +111,7 @@ fn reserve(
                 reg.max_children
             );
             drop(reg);
-            return Err(s.refuse(line, "max_children", &reason));
+            return Err(Box::new(s.refuse(line, "max_children", &reason)));
         }
         match reg.name_for(asked, image) {
             Err(why) => Err(("name".to_string(), why)),
@@ -134,7 +133,7 @@ fn reserve(
             }
         }
     };
-    reserved.map_err(|(field, why)| s.refuse(line, &field, &why))
+    reserved.map_err(|(field, why)| Box::new(s.refuse(line, &field, &why)))
 }
 
 /// A network of its own, from the pool, when the plan asks for one (held
