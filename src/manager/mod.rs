@@ -21,6 +21,7 @@ mod exec;
 mod finished;
 mod handle;
 mod ids;
+mod launch;
 mod layers;
 mod owners;
 mod pages;

@@ -1,23 +1,23 @@
 //! Starting a job: admission (`admit.rs`), an id and a record made outside
 //! the registry lock, a slot of the cap or a place in the queue, and the
-//! launch through its runner (pulling or building its image first, with
-//! progress on the record and as events). Once launched, the job is handed
-//! to its supervisor (`supervise.rs`), which owns it until it ends.
+//! launch through its runner (`launch.rs`: pulling or building its image
+//! first, with progress on the record and as events). Once launched, the
+//! job is handed to its supervisor (`supervise.rs`), which owns it until it
+//! ends.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
 use super::admit::{Admitted, DefaultBudget, admit};
+use super::launch::launch;
 use super::project::Project;
-use super::reporters;
 use super::supervise::{StopRequest, finish, shutdown_request, spawn_guarded, supervise};
 use super::{Inner, JobEntry, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{JobId, JobInfo, JobSpec, JobStatus, RunnerKind, StartMode};
-use crate::runner::{Launch, Launched, Progress};
 
 /// Admit `spec`, give it an id and a record, and launch it now or queue it.
 pub(super) async fn start(
@@ -314,120 +314,4 @@ fn cap_refusal(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<()> {
         max: inner.config.max_jobs,
         running: names,
     })
-}
-
-/// Launch through the runner. `Ok(None)`: a stop came while the image was
-/// pulled; the pull was cancelled and the job ended as killed.
-async fn launch(
-    inner: &Arc<Inner>,
-    id: &JobId,
-    spec: &JobSpec,
-    kind: RunnerKind,
-    project: &Project,
-    cwd: &Path,
-    stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
-) -> Result<Option<Launched>> {
-    let output = {
-        let reg = inner.registry.lock().unwrap();
-        reg.get(id)?.output.clone()
-    };
-    let runner = inner.runner(kind);
-    let job = Launch {
-        id,
-        spec,
-        cwd,
-        output: &output,
-        config: &project.config,
-        on_denial: reporters::egress_reporter(inner, id, spec, project, cwd),
-        layer: None,
-    };
-    let progress = Progress {
-        pull: reporters::pull_reporter(inner, id),
-        build: reporters::build_reporter(inner, id),
-    };
-    let prepared = tokio::select! {
-        // A runner with nothing to prepare launches even when a stop is
-        // already waiting: its supervisor then ends the launched job.
-        biased;
-        r = runner.prepare(&job, progress) => r,
-        req = stop_rx.recv() => {
-            // Dropping `prepare` closed the pull's request: the engine stops it.
-            let req = req.unwrap_or_else(|| shutdown_request(inner));
-            output.release_events();
-            finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
-            return Ok(None);
-        }
-    };
-    // The layer is taken once the image is there (a pull may be stopped).
-    let layer = match &prepared {
-        Ok(_) => match super::layers::take(inner, id, spec, &project.config.workspace).await {
-            Ok(l) => l,
-            Err(e) => {
-                output.release_events();
-                return Err(e);
-            }
-        },
-        Err(_) => None,
-    };
-    let job = Launch {
-        layer: layer.as_ref(),
-        ..job
-    };
-    let launched = match prepared {
-        Ok(None) => runner.launch(&job).await,
-        Ok(Some(choice)) => {
-            let spec = JobSpec {
-                image: Some(choice.name.clone()),
-                ..spec.clone()
-            };
-            if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
-                e.info.pulling = None;
-                e.info.building = None;
-                e.info.image = Some(choice);
-            }
-            let job = Launch { spec: &spec, ..job };
-            runner.launch(&job).await
-        }
-        Err(e) => Err(e),
-    };
-    let mut launched = match launched {
-        Ok(l) => l,
-        Err(e) => {
-            output.release_events();
-            if let Some(l) = &layer {
-                inner.layers.release(&l.meta.name, id);
-            }
-            return Err(e);
-        }
-    };
-    let engine = launched.engine.take();
-    let start_mode = inner.commit(id, |e| {
-        e.set_status(JobStatus::Running);
-        e.info.started_at = Some(Inner::now());
-        e.info.pid = launched.pid;
-        e.info.container_id = launched.container_id.clone();
-        e.info.ports = launched.ports.clone();
-        e.info.limits = launched.limits.clone();
-        if let Some(live) = e.live.as_mut() {
-            live.control = Some(launched.control.clone());
-            live.internal_ip = launched.internal_ip;
-            live.children = engine.as_ref().map(|h| h.children.clone());
-        }
-        e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
-        Ok(e.info.start_mode)
-    })?;
-    inner.events.emit(
-        id.clone(),
-        EventKind::Started {
-            runner: kind,
-            start_mode,
-            ports: launched.ports.clone(),
-        },
-    );
-    // Watch hits of output that came during the launch follow `started`.
-    output.release_events();
-    if let Some(engine) = engine {
-        reporters::follow_refusals(project, id, spec, cwd, engine.refusals);
-    }
-    Ok(Some(launched))
 }
