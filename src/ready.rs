@@ -17,26 +17,19 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::Empty;
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 pub use crate::model::{HttpCheck, ReadyCondition};
 use crate::model::{JobStatus, PortMapping};
 use crate::output::{JobOutput, LogQuery};
+use probe::{http_ok, port_open, relayed_port_open};
+
+mod probe;
 
 /// How often `port` and `http` conditions are retried.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
-/// Longest a single connect or HTTP attempt may take.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Longest a connect may take before it is retried. Short on purpose: a SYN
-/// sent before a container's network is up is dropped, and the kernel would
-/// only retry it after a full second.
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl ReadyCondition {
     pub fn validate(&self) -> Result<()> {
@@ -169,6 +162,69 @@ struct Pending {
     done: bool,
 }
 
+/// The log conditions' scan of a job's output: how far it was read, which
+/// matched (in their order among the conditions), and the last line that
+/// matched one.
+struct LogScan {
+    res: Vec<regex::Regex>,
+    cursor: u64,
+    done: Vec<bool>,
+    matched_line: Option<String>,
+}
+
+impl LogScan {
+    fn new(conditions: &[ReadyCondition]) -> Self {
+        let res: Vec<regex::Regex> = conditions
+            .iter()
+            .filter_map(|c| match c {
+                ReadyCondition::Log(re) => Some(regex::Regex::new(re).expect("validated")),
+                _ => None,
+            })
+            .collect();
+        let done = vec![false; res.len()];
+        LogScan {
+            res,
+            cursor: 1,
+            done,
+            matched_line: None,
+        }
+    }
+
+    /// Scan everything new since the last look (nothing once all matched).
+    fn scan(&mut self, output: &JobOutput) -> Result<()> {
+        if self.done.iter().all(|d| *d) {
+            return Ok(());
+        }
+        loop {
+            let page = output.read(&LogQuery {
+                since: Some(self.cursor),
+                limit: Some(4096),
+                ..Default::default()
+            })?;
+            for line in &page.lines {
+                for (i, re) in self.res.iter().enumerate() {
+                    if !self.done[i] && re.is_match(&line.text) {
+                        self.done[i] = true;
+                        self.matched_line = Some(line.text.clone());
+                    }
+                }
+            }
+            self.cursor = page.next_seq;
+            if !page.has_more || self.done.iter().all(|d| *d) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// What a ready answer says was found: the host port, and the URL that
+/// answered an HTTP check.
+#[derive(Default)]
+struct Found {
+    host_port: Option<u16>,
+    url: Option<String>,
+}
+
 /// Wait until every condition holds, the job ends, or `timeout` passes.
 pub async fn wait(
     mut target: Target,
@@ -183,13 +239,7 @@ pub async fn wait(
             target.http_addr(h)?;
         }
     }
-    let logs: Vec<regex::Regex> = conditions
-        .iter()
-        .filter_map(|c| match c {
-            ReadyCondition::Log(re) => Some(regex::Regex::new(re).expect("validated")),
-            _ => None,
-        })
-        .collect();
+    let mut logs = LogScan::new(conditions);
     let mut pending: Vec<Pending> = conditions
         .iter()
         .map(|c| Pending {
@@ -198,35 +248,11 @@ pub async fn wait(
         })
         .collect();
     let mut progress = target.output.subscribe();
-    let mut log_cursor = 1u64;
-    let mut matched_line = None;
-    let mut log_done = vec![false; logs.len()];
-    let mut host_port = None;
-    let mut url = None;
+    let mut found = Found::default();
 
     loop {
         // Log conditions: scan everything new since the last look.
-        if log_done.iter().any(|d| !d) {
-            loop {
-                let page = target.output.read(&LogQuery {
-                    since: Some(log_cursor),
-                    limit: Some(4096),
-                    ..Default::default()
-                })?;
-                for line in &page.lines {
-                    for (i, re) in logs.iter().enumerate() {
-                        if !log_done[i] && re.is_match(&line.text) {
-                            log_done[i] = true;
-                            matched_line = Some(line.text.clone());
-                        }
-                    }
-                }
-                log_cursor = page.next_seq;
-                if !page.has_more || log_done.iter().all(|d| *d) {
-                    break;
-                }
-            }
-        }
+        logs.scan(&target.output)?;
         let mut log_i = 0;
         for p in pending.iter_mut() {
             // Log conditions are numbered in order, done or not.
@@ -238,42 +264,16 @@ pub async fn wait(
                 continue;
             }
             p.done = match &p.cond {
-                ReadyCondition::Log(_) => log_done[log_index.expect("log condition")],
-                ReadyCondition::Port(port) => {
-                    let addr = target.listen_addr(*port);
-                    let ok = match target.relayed {
-                        true => relayed_port_open(addr).await,
-                        false => port_open(addr).await,
-                    };
-                    if ok {
-                        host_port = host_port
-                            .or_else(|| target.ports.iter().find(|m| m.port == *port).map(|m| m.host_port));
-                    }
-                    ok
-                }
-                ReadyCondition::Http(check) => {
-                    let addr = target.http_addr(check)?;
-                    // A container's server is probed at its own address first: the
-                    // engine's proxy would hold a request while nothing listens inside.
-                    let inside = match (target.internal_ip, target.http_port(check)) {
-                        (Some(_), Some(p)) => port_open(target.listen_addr(p)).await,
-                        _ => true,
-                    };
-                    let ok = inside && http_ok(addr, check).await;
-                    if ok {
-                        host_port = Some(addr.port());
-                        url = Some(format!("http://{addr}{}", check.path));
-                    }
-                    ok
-                }
+                ReadyCondition::Log(_) => logs.done[log_index.expect("log condition")],
+                cond => holds(&target, cond, &mut found).await?,
             };
         }
         if pending.iter().all(|p| p.done) {
             return Ok(WaitOutcome::Ready {
                 elapsed_ms: started.elapsed().as_millis() as u64,
-                matched_line,
-                host_port,
-                url,
+                matched_line: logs.matched_line,
+                host_port: found.host_port,
+                url: found.url,
             });
         }
         let status = target.status.borrow().clone();
@@ -308,6 +308,42 @@ pub async fn wait(
     }
 }
 
+/// Whether a port or HTTP condition holds now (probed once); what it found
+/// goes in `found`. Log conditions are the scan's.
+async fn holds(target: &Target, cond: &ReadyCondition, found: &mut Found) -> Result<bool> {
+    Ok(match cond {
+        ReadyCondition::Log(_) => false,
+        ReadyCondition::Port(port) => {
+            let addr = target.listen_addr(*port);
+            let ok = match target.relayed {
+                true => relayed_port_open(addr).await,
+                false => port_open(addr).await,
+            };
+            if ok {
+                found.host_port = found
+                    .host_port
+                    .or_else(|| target.ports.iter().find(|m| m.port == *port).map(|m| m.host_port));
+            }
+            ok
+        }
+        ReadyCondition::Http(check) => {
+            let addr = target.http_addr(check)?;
+            // A container's server is probed at its own address first: the
+            // engine's proxy would hold a request while nothing listens inside.
+            let inside = match (target.internal_ip, target.http_port(check)) {
+                (Some(_), Some(p)) => port_open(target.listen_addr(p)).await,
+                _ => true,
+            };
+            let ok = inside && http_ok(addr, check).await;
+            if ok {
+                found.host_port = Some(addr.port());
+                found.url = Some(format!("http://{addr}{}", check.path));
+            }
+            ok
+        }
+    })
+}
+
 /// Wait until something accepts TCP connections at `host:port`.
 pub async fn wait_for_port(host: &str, port: u16, timeout: Duration) -> Result<WaitOutcome> {
     let started = Instant::now();
@@ -338,63 +374,6 @@ pub async fn wait_for_port(host: &str, port: u16, timeout: Duration) -> Result<W
             });
         }
         tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-/// How long a relayed connection must stay open (or answer) to count: the
-/// engine's proxy on a remote host closes it at once when nothing listens
-/// behind it.
-const RELAY_SETTLE: Duration = Duration::from_millis(500);
-
-/// A connection through a relay that is neither closed nor reset within
-/// [`RELAY_SETTLE`] (or that sends something first).
-async fn relayed_port_open(addr: SocketAddr) -> bool {
-    use tokio::io::AsyncReadExt;
-    let Ok(Ok(mut stream)) = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await else {
-        return false;
-    };
-    let mut byte = [0u8; 1];
-    match tokio::time::timeout(RELAY_SETTLE, stream.read(&mut byte)).await {
-        Err(_) => true,
-        Ok(Ok(n)) => n > 0,
-        Ok(Err(_)) => false,
-    }
-}
-
-async fn port_open(addr: SocketAddr) -> bool {
-    matches!(
-        tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await,
-        Ok(Ok(_))
-    )
-}
-
-/// One HTTP/1.1 GET; true when the status is the expected one.
-async fn http_ok(addr: SocketAddr, check: &HttpCheck) -> bool {
-    let attempt = async {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .ok()?
-            .ok()?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-                .await
-                .ok()?;
-        let conn = tokio::spawn(conn);
-        let req = hyper::Request::get(&check.path)
-            .header(hyper::header::HOST, addr.to_string())
-            .header(hyper::header::CONNECTION, "close")
-            .body(Empty::new())
-            .ok()?;
-        let res = sender.send_request(req).await.ok()?;
-        conn.abort();
-        Some(res.status().as_u16())
-    };
-    match tokio::time::timeout(ATTEMPT_TIMEOUT, attempt).await {
-        Ok(Some(code)) => match check.status {
-            Some(want) => code == want,
-            None => (200..400).contains(&code),
-        },
-        _ => false,
     }
 }
 

@@ -80,34 +80,12 @@ fn side(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
 pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
     let config = global.config()?;
     let db = config.instance_dir().join("berth.db");
-    let mut sound = true;
     outln!(
         "instance  {} ({})",
         config.instance,
         config.instance_dir().display()
     );
-    let daemon = match Client::connect(&config).await {
-        Ok(c) => c.health().await.ok(),
-        Err(_) => None,
-    };
-    match &daemon {
-        Some(h) => {
-            outln!("daemon    pid {}, {}", h.pid, h.status);
-            if let Some(t) = &h.store {
-                sound = false;
-                outln!(
-                    "          the store cannot be written since {} ({}); {} of output held in memory; new jobs are refused until it can",
-                    t.since.format("%Y-%m-%d %H:%M:%S UTC"),
-                    t.reason,
-                    t.held_bytes
-                );
-            }
-            if let Some(n) = &h.notice {
-                outln!("          at its start: {n}");
-            }
-        }
-        None => outln!("daemon    none answers"),
-    }
+    let (daemon, mut sound) = daemon(&config).await?;
     // The engine too: a doctor that says "sound" while no container job
     // can start would mislead.
     let engine = crate::runner::docker::Engine::new(&config);
@@ -132,62 +110,8 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
     // damaged one moved.
     let lock = damage::lock_file(&db)?;
     let alone = daemon.is_none() && lock.try_lock().is_ok();
-    let verdict = if alone {
-        damage::check(&db)
-    } else {
-        damage::quick_check(&db)
-    };
-    match verdict {
-        Ok(()) => outln!(
-            "          sound (integrity check passed{})",
-            if alone { ", log checked frame by frame" } else { "" }
-        ),
-        Err(damage::Damage(what)) => {
-            outln!("          DAMAGED: {what}");
-            if !alone {
-                sound = false;
-                outln!(
-                    "          in use: stop its manager (`berth down`), then run `berth doctor` to repair it"
-                );
-            } else if a.check {
-                sound = false;
-                outln!(
-                    "          run `berth doctor` (without --check) to move it aside and start a fresh one"
-                );
-            } else {
-                let aside = damage::move_aside(&db)?;
-                // The new store takes the lock itself (a second hold here would wait on ours).
-                lock.unlock()?;
-                crate::store::Store::open(&db)?;
-                outln!(
-                    "          moved aside to {}; a fresh store was made",
-                    aside.display()
-                );
-            }
-        }
-    }
-    // Output blocks whose bytes changed on disk (SQLite's checks pass
-    // those): every read says their lines are lost; here they are counted.
-    match damage::check_blocks(&db) {
-        Ok(found) if found.damaged.is_empty() => {
-            outln!("          {} output block(s) checked, all sound", found.checked)
-        }
-        Ok(found) => {
-            sound = false;
-            outln!(
-                "          {} of {} output block(s) DAMAGED: their lines are lost (reads mark them as lost ranges)",
-                found.damaged.len(),
-                found.checked
-            );
-            for (job, first, last) in found.damaged.iter().take(20) {
-                outln!("          {job}: lines {first}–{last}");
-            }
-        }
-        Err(damage::Damage(what)) => {
-            sound = false;
-            outln!("          output blocks not checked: {what}");
-        }
-    }
+    sound &= store(&db, alone, a.check, &lock)?;
+    sound &= blocks(&db)?;
     if alone && !a.check {
         // What dead managers left running, whose records may be gone.
         let engine = crate::runner::docker::Engine::new(&config);
@@ -210,6 +134,103 @@ pub async fn doctor(global: &Global, a: DoctorArgs) -> anyhow::Result<i32> {
         );
     }
     Ok(if sound { 0 } else { 1 })
+}
+
+/// The daemon serving the instance, if one answers, said with its store's
+/// trouble; false when its store cannot be written.
+async fn daemon(config: &crate::Config) -> anyhow::Result<(Option<crate::api::Health>, bool)> {
+    let mut sound = true;
+    let daemon = match Client::connect(config).await {
+        Ok(c) => c.health().await.ok(),
+        Err(_) => None,
+    };
+    match &daemon {
+        Some(h) => {
+            outln!("daemon    pid {}, {}", h.pid, h.status);
+            if let Some(t) = &h.store {
+                sound = false;
+                outln!(
+                    "          the store cannot be written since {} ({}); {} of output held in memory; new jobs are refused until it can",
+                    t.since.format("%Y-%m-%d %H:%M:%S UTC"),
+                    t.reason,
+                    t.held_bytes
+                );
+            }
+            if let Some(n) = &h.notice {
+                outln!("          at its start: {n}");
+            }
+        }
+        None => outln!("daemon    none answers"),
+    }
+    Ok((daemon, sound))
+}
+
+/// The store's integrity (its log frame by frame when `alone` with it); a
+/// damaged one is moved aside and a fresh one made when alone and not
+/// only a `check`. False when it stays damaged.
+fn store(db: &std::path::Path, alone: bool, check: bool, lock: &std::fs::File) -> anyhow::Result<bool> {
+    let verdict = if alone {
+        damage::check(db)
+    } else {
+        damage::quick_check(db)
+    };
+    match verdict {
+        Ok(()) => outln!(
+            "          sound (integrity check passed{})",
+            if alone { ", log checked frame by frame" } else { "" }
+        ),
+        Err(damage::Damage(what)) => {
+            outln!("          DAMAGED: {what}");
+            if !alone {
+                outln!(
+                    "          in use: stop its manager (`berth down`), then run `berth doctor` to repair it"
+                );
+                return Ok(false);
+            } else if check {
+                outln!(
+                    "          run `berth doctor` (without --check) to move it aside and start a fresh one"
+                );
+                return Ok(false);
+            } else {
+                let aside = damage::move_aside(db)?;
+                // The new store takes the lock itself (a second hold here would wait on ours).
+                lock.unlock()?;
+                crate::store::Store::open(db)?;
+                outln!(
+                    "          moved aside to {}; a fresh store was made",
+                    aside.display()
+                );
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Output blocks whose bytes changed on disk (SQLite's checks pass
+/// those): every read says their lines are lost; here they are counted.
+/// False when one is damaged or they could not be checked.
+fn blocks(db: &std::path::Path) -> anyhow::Result<bool> {
+    match damage::check_blocks(db) {
+        Ok(found) if found.damaged.is_empty() => {
+            outln!("          {} output block(s) checked, all sound", found.checked);
+            Ok(true)
+        }
+        Ok(found) => {
+            outln!(
+                "          {} of {} output block(s) DAMAGED: their lines are lost (reads mark them as lost ranges)",
+                found.damaged.len(),
+                found.checked
+            );
+            for (job, first, last) in found.damaged.iter().take(20) {
+                outln!("          {job}: lines {first}–{last}");
+            }
+            Ok(false)
+        }
+        Err(damage::Damage(what)) => {
+            outln!("          output blocks not checked: {what}");
+            Ok(false)
+        }
+    }
 }
 
 /// Whether the engine can run `isolation = "gvisor"` jobs, and if not, the

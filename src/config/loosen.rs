@@ -72,60 +72,171 @@ pub(super) fn settle(
     config.untrusted = found;
 }
 
-/// Limits and retention `c` raises above `base` (the user's say): a job
-/// that writes the project file must not get itself 20 GiB or 32,768
-/// processes on a shared machine. Lowering any of them needs no trust.
-fn raised_limits(c: &Config, base: &Config) -> Vec<(&'static str, String)> {
-    let above = |a: Option<f64>, b: Option<f64>| a.unwrap_or(f64::INFINITY) > b.unwrap_or(f64::INFINITY);
-    let mut out = Vec::new();
-    if above(c.limits.cpus, base.limits.cpus) {
-        out.push((
-            "cpus",
-            c.limits
-                .cpus
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "none".into()),
-        ));
+/// Whether a project's value gives a job more than the baseline's, and the
+/// value as the file says it.
+type Looser = fn(&Config, &Config) -> Option<String>;
+
+/// Each key a project file may loosen in the config itself, in the order a
+/// refusal lists them: its value when `c` gives a job more than `b` (the
+/// baseline). A table rather than a branch per key, so that a new key is
+/// one line here and one in [`PUT_BACK`].
+const LOOSER: &[(&str, Looser)] = &[
+    ("runner", |c, b| {
+        runner_loose(c.runner, b.runner).then(|| quoted(&format!("{:?}", c.runner).to_lowercase()))
+    }),
+    ("allow_host", |c, b| on(c.allow_host, b.allow_host)),
+    ("fallback", |c, b| on(c.fallback, b.fallback)),
+    ("user", |c, b| {
+        (c.user != b.user && !own_user(c)).then(|| quoted(c.user.as_deref().unwrap_or("")))
+    }),
+    ("network", |c, b| {
+        (rank(c.network) > rank(b.network)).then(|| quoted(&c.network.to_string()))
+    }),
+    ("egress", |c, b| {
+        (reach(c.egress) > reach(b.egress)).then(|| quoted(c.egress.as_str()))
+    }),
+    // A weaker kernel boundary than yours, or another runtime for gVisor.
+    ("isolation", |c, b| {
+        (c.isolation < b.isolation).then(|| quoted(c.isolation.as_str()))
+    }),
+    ("agent_isolation", |c, b| {
+        (c.agent_isolation < b.agent_isolation).then(|| quoted(c.agent_isolation.as_str()))
+    }),
+    ("gvisor_runtime", |c, b| {
+        (c.gvisor_runtime != b.gvisor_runtime).then(|| quoted(&c.gvisor_runtime))
+    }),
+    ("egress_allow", |c, b| added(&c.egress_allow, &b.egress_allow)),
+    ("publish", |c, b| {
+        (c.publish == Publish::Engine && b.publish != Publish::Engine).then(|| quoted(c.publish.as_str()))
+    }),
+    ("engine", |c, b| {
+        (c.engine == EngineAccess::Scoped && b.engine != EngineAccess::Scoped)
+            .then(|| quoted(c.engine.as_str()))
+    }),
+    ("allow_engine", |c, b| on(c.allow_engine, b.allow_engine)),
+    ("max_children", |c, b| {
+        (c.max_children > b.max_children).then(|| c.max_children.to_string())
+    }),
+    // Limits and retention raised above the user's say: a job that writes
+    // the project file must not get itself 20 GiB or 32,768 processes on a
+    // shared machine. Lowering any of them needs no trust.
+    ("cpus", |c, b| {
+        above(c.limits.cpus, b.limits.cpus).then(|| or_none(c.limits.cpus.map(|v| v.to_string())))
+    }),
+    ("memory", |c, b| {
+        let mem = |l: &Config| l.limits.memory.map(|v| v as f64);
+        above(mem(c), mem(b)).then(|| or_none(c.limits.memory.map(super::jobs::size_text)))
+    }),
+    ("pids", |c, b| {
+        let pids = |l: &Config| l.limits.pids.map(|v| v as f64);
+        above(pids(c), pids(b)).then(|| or_none(c.limits.pids.map(|v| v.to_string())))
+    }),
+    ("max_output", |c, b| {
+        (c.max_output_bytes > b.max_output_bytes).then(|| super::jobs::size_text(c.max_output_bytes))
+    }),
+    ("ring_size", |c, b| {
+        (c.ring_bytes > b.ring_bytes).then(|| super::jobs::size_text(c.ring_bytes as u64))
+    }),
+    ("keep_runs", |c, b| {
+        (c.keep_runs > b.keep_runs).then(|| c.keep_runs.to_string())
+    }),
+    ("keep_days", |c, b| {
+        (c.keep_days > b.keep_days).then(|| c.keep_days.to_string())
+    }),
+    ("layer_size", |c, b| {
+        (c.layer_bytes > b.layer_bytes).then(|| super::jobs::size_text(c.layer_bytes))
+    }),
+    ("layer_days", |c, b| {
+        (c.layer_days > b.layer_days).then(|| c.layer_days.to_string())
+    }),
+    // Writing the checkout itself is looser than a layer, a layer looser
+    // than nothing (`WriteMode`'s order).
+    ("write", |c, b| {
+        (c.write > b.write).then(|| quoted(c.write.as_str()))
+    }),
+    ("agent_write", |c, b| {
+        (c.agent_write > b.agent_write).then(|| quoted(c.agent_write.as_str()))
+    }),
+    ("apply_max_deletes", |c, b| {
+        (c.apply_max_deletes > b.apply_max_deletes).then(|| c.apply_max_deletes.to_string())
+    }),
+    ("apply_protect", |c, b| {
+        let dropped = b.apply_protect.iter().any(|p| !c.apply_protect.contains(p));
+        dropped.then(|| list(c.apply_protect.iter()))
+    }),
+    ("agent_all_jobs", |c, b| on(c.agent_all_jobs, b.agent_all_jobs)),
+    ("project_symlinks", |c, b| {
+        on(c.project_symlinks, b.project_symlinks)
+    }),
+    ("build_add_urls", |c, b| on(c.build_add_urls, b.build_add_urls)),
+    ("read_only", |c, b| {
+        (!c.read_only && b.read_only).then(|| "false".into())
+    }),
+    ("state_dir", |c, b| {
+        (c.state_dir != b.state_dir).then(|| quoted(&c.state_dir.display().to_string()))
+    }),
+];
+
+fn quoted(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+/// `[“a”, “b”]`, as a list is written in the file.
+fn list<'a>(items: impl Iterator<Item = &'a String>) -> String {
+    format!("[{}]", items.map(|v| quoted(v)).collect::<Vec<_>>().join(", "))
+}
+
+/// A switch the file turns on that the baseline leaves off.
+fn on(c: bool, b: bool) -> Option<String> {
+    (c && !b).then(|| "true".into())
+}
+
+/// A limit above the baseline's (none is no limit: the highest).
+fn above(a: Option<f64>, b: Option<f64>) -> bool {
+    a.unwrap_or(f64::INFINITY) > b.unwrap_or(f64::INFINITY)
+}
+
+fn or_none(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "none".into())
+}
+
+/// Entries of `c` that `b` does not have, as a list; none: not looser.
+fn added(c: &[String], b: &[String]) -> Option<String> {
+    let more: Vec<&String> = c.iter().filter(|h| !b.contains(h)).collect();
+    (!more.is_empty()).then(|| list(more.into_iter()))
+}
+
+/// `runner = "host"` over the baseline's, or `auto` where it said `docker`.
+fn runner_loose(c: RunnerChoice, b: RunnerChoice) -> bool {
+    match c {
+        RunnerChoice::Host => b != RunnerChoice::Host,
+        RunnerChoice::Auto => b == RunnerChoice::Docker,
+        RunnerChoice::Docker => false,
     }
-    let mem = |l: &Config| l.limits.memory.map(|v| v as f64);
-    if above(mem(c), mem(base)) {
-        out.push((
-            "memory",
-            c.limits
-                .memory
-                .map(super::jobs::size_text)
-                .unwrap_or_else(|| "none".into()),
-        ));
+}
+
+/// The file names the caller's own user (and the caller is not root): no
+/// other uid's files, so not a loosening.
+fn own_user(c: &Config) -> bool {
+    c.user.as_deref() == Some(caller_user().as_str()) && !nix::unistd::getuid().is_root()
+}
+
+fn rank(n: Network) -> u8 {
+    match n {
+        Network::None => 0,
+        Network::Isolated => 1,
+        // The project's jobs reach each other: looser than isolated.
+        Network::Project => 2,
+        Network::Bridge => 3,
     }
-    let pids = |l: &Config| l.limits.pids.map(|v| v as f64);
-    if above(pids(c), pids(base)) {
-        out.push((
-            "pids",
-            c.limits
-                .pids
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "none".into()),
-        ));
+}
+
+fn reach(e: Egress) -> u8 {
+    match e {
+        Egress::None => 0,
+        Egress::Proxy => 1,
+        Egress::All => 2,
     }
-    if c.max_output_bytes > base.max_output_bytes {
-        out.push(("max_output", super::jobs::size_text(c.max_output_bytes)));
-    }
-    if c.ring_bytes > base.ring_bytes {
-        out.push(("ring_size", super::jobs::size_text(c.ring_bytes as u64)));
-    }
-    if c.keep_runs > base.keep_runs {
-        out.push(("keep_runs", c.keep_runs.to_string()));
-    }
-    if c.keep_days > base.keep_days {
-        out.push(("keep_days", c.keep_days.to_string()));
-    }
-    if c.layer_bytes > base.layer_bytes {
-        out.push(("layer_size", super::jobs::size_text(c.layer_bytes)));
-    }
-    if c.layer_days > base.layer_days {
-        out.push(("layer_days", c.layer_days.to_string()));
-    }
-    out
 }
 
 fn loosenings(
@@ -144,124 +255,12 @@ fn loosenings(
             value,
         })
     };
-    let quoted = |s: &str| format!("\"{s}\"");
-    let runner_loose = match c.runner {
-        RunnerChoice::Host => base.runner != RunnerChoice::Host,
-        RunnerChoice::Auto => base.runner == RunnerChoice::Docker,
-        RunnerChoice::Docker => false,
-    };
-    if from_file("runner") && runner_loose {
-        add("runner", quoted(&format!("{:?}", c.runner).to_lowercase()));
-    }
-    if from_file("allow_host") && c.allow_host && !base.allow_host {
-        add("allow_host", "true".into());
-    }
-    if from_file("fallback") && c.fallback && !base.fallback {
-        add("fallback", "true".into());
-    }
-    if from_file("user") && c.user != base.user {
-        let own = c.user.as_deref() == Some(caller_user().as_str()) && !nix::unistd::getuid().is_root();
-        if !own {
-            add("user", quoted(c.user.as_deref().unwrap_or("")));
-        }
-    }
-    let rank = |n: Network| match n {
-        Network::None => 0,
-        Network::Isolated => 1,
-        // The project's jobs reach each other: looser than isolated.
-        Network::Project => 2,
-        Network::Bridge => 3,
-    };
-    if from_file("network") && rank(c.network) > rank(base.network) {
-        add("network", quoted(&c.network.to_string()));
-    }
-    let reach = |e: Egress| match e {
-        Egress::None => 0,
-        Egress::Proxy => 1,
-        Egress::All => 2,
-    };
-    if from_file("egress") && reach(c.egress) > reach(base.egress) {
-        add("egress", quoted(c.egress.as_str()));
-    }
-    // A weaker kernel boundary than yours, or another runtime for gVisor.
-    if from_file("isolation") && c.isolation < base.isolation {
-        add("isolation", quoted(c.isolation.as_str()));
-    }
-    if from_file("agent_isolation") && c.agent_isolation < base.agent_isolation {
-        add("agent_isolation", quoted(c.agent_isolation.as_str()));
-    }
-    if from_file("gvisor_runtime") && c.gvisor_runtime != base.gvisor_runtime {
-        add("gvisor_runtime", quoted(&c.gvisor_runtime));
-    }
-    let more: Vec<&String> = c
-        .egress_allow
-        .iter()
-        .filter(|h| !base.egress_allow.contains(h))
-        .collect();
-    if from_file("egress_allow") && !more.is_empty() {
-        add(
-            "egress_allow",
-            format!(
-                "[{}]",
-                more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")
-            ),
-        );
-    }
-    if from_file("publish") && c.publish == Publish::Engine && base.publish != Publish::Engine {
-        add("publish", quoted(c.publish.as_str()));
-    }
-    if from_file("engine") && c.engine == EngineAccess::Scoped && base.engine != EngineAccess::Scoped {
-        add("engine", quoted(c.engine.as_str()));
-    }
-    if from_file("allow_engine") && c.allow_engine && !base.allow_engine {
-        add("allow_engine", "true".into());
-    }
-    if from_file("max_children") && c.max_children > base.max_children {
-        add("max_children", c.max_children.to_string());
-    }
-    for (key, value) in raised_limits(c, base) {
-        if from_file(key) {
+    for (key, looser) in LOOSER {
+        if from_file(key)
+            && let Some(value) = looser(c, base)
+        {
             add(key, value);
         }
-    }
-    // Writing the checkout itself is looser than a layer, a layer looser
-    // than nothing (`WriteMode`'s order).
-    if from_file("write") && c.write > base.write {
-        add("write", quoted(c.write.as_str()));
-    }
-    if from_file("agent_write") && c.agent_write > base.agent_write {
-        add("agent_write", quoted(c.agent_write.as_str()));
-    }
-    if from_file("apply_max_deletes") && c.apply_max_deletes > base.apply_max_deletes {
-        add("apply_max_deletes", c.apply_max_deletes.to_string());
-    }
-    if from_file("apply_protect") && base.apply_protect.iter().any(|p| !c.apply_protect.contains(p)) {
-        add(
-            "apply_protect",
-            format!(
-                "[{}]",
-                c.apply_protect
-                    .iter()
-                    .map(|v| quoted(v))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        );
-    }
-    if from_file("agent_all_jobs") && c.agent_all_jobs && !base.agent_all_jobs {
-        add("agent_all_jobs", "true".into());
-    }
-    if from_file("project_symlinks") && c.project_symlinks && !base.project_symlinks {
-        add("project_symlinks", "true".into());
-    }
-    if from_file("build_add_urls") && c.build_add_urls && !base.build_add_urls {
-        add("build_add_urls", "true".into());
-    }
-    if from_file("read_only") && !c.read_only && base.read_only {
-        add("read_only", "false".into());
-    }
-    if from_file("state_dir") && c.state_dir != base.state_dir {
-        add("state_dir", quoted(&c.state_dir.display().to_string()));
     }
     let dir = file_real.parent().unwrap_or(Path::new("/"));
     let ws_set = matches!(c.sources.get("workspace"), Some(Source::File(p)) if p == file);
@@ -275,19 +274,8 @@ fn loosenings(
         if s.default_blocklist == Some(false) && base.safety.default_blocklist {
             add("safety.default_blocklist", "false".into());
         }
-        let more: Vec<&String> = s
-            .allow_env
-            .iter()
-            .filter(|v| !base.safety.allow_env.contains(v))
-            .collect();
-        if !more.is_empty() {
-            add(
-                "safety.allow_env",
-                format!(
-                    "[{}]",
-                    more.iter().map(|v| quoted(v)).collect::<Vec<_>>().join(", ")
-                ),
-            );
+        if let Some(more) = added(&s.allow_env, &base.safety.allow_env) {
+            add("safety.allow_env", more);
         }
         if s.security_log.is_some() && c.safety.security_log != base.safety.security_log {
             add("safety.security_log", "(another file)".into());
@@ -295,6 +283,50 @@ fn loosenings(
     }
     out
 }
+
+/// Put one field of a config back to the baseline's value.
+type PutBack = fn(&mut Config, &Config);
+
+/// Each key [`revert`] puts back by copying the baseline's value (its
+/// source follows): the keys of [`LOOSER`].
+const PUT_BACK: &[(&str, PutBack)] = &[
+    ("runner", |c, b| c.runner = b.runner),
+    ("fallback", |c, b| c.fallback = b.fallback),
+    ("allow_host", |c, b| c.allow_host = b.allow_host),
+    ("user", |c, b| c.user = b.user.clone()),
+    ("network", |c, b| c.network = b.network),
+    ("egress", |c, b| c.egress = b.egress),
+    ("egress_allow", |c, b| c.egress_allow = b.egress_allow.clone()),
+    ("isolation", |c, b| c.isolation = b.isolation),
+    ("agent_isolation", |c, b| c.agent_isolation = b.agent_isolation),
+    ("gvisor_runtime", |c, b| {
+        c.gvisor_runtime = b.gvisor_runtime.clone()
+    }),
+    ("publish", |c, b| c.publish = b.publish),
+    ("engine", |c, b| c.engine = b.engine),
+    ("allow_engine", |c, b| c.allow_engine = b.allow_engine),
+    ("max_children", |c, b| c.max_children = b.max_children),
+    ("cpus", |c, b| c.limits.cpus = b.limits.cpus),
+    ("memory", |c, b| c.limits.memory = b.limits.memory),
+    ("pids", |c, b| c.limits.pids = b.limits.pids),
+    ("max_output", |c, b| c.max_output_bytes = b.max_output_bytes),
+    ("ring_size", |c, b| c.ring_bytes = b.ring_bytes),
+    ("keep_runs", |c, b| c.keep_runs = b.keep_runs),
+    ("keep_days", |c, b| c.keep_days = b.keep_days),
+    ("layer_size", |c, b| c.layer_bytes = b.layer_bytes),
+    ("layer_days", |c, b| c.layer_days = b.layer_days),
+    ("agent_all_jobs", |c, b| c.agent_all_jobs = b.agent_all_jobs),
+    ("project_symlinks", |c, b| c.project_symlinks = b.project_symlinks),
+    ("build_add_urls", |c, b| c.build_add_urls = b.build_add_urls),
+    ("read_only", |c, b| c.read_only = b.read_only),
+    ("write", |c, b| c.write = b.write),
+    ("agent_write", |c, b| c.agent_write = b.agent_write),
+    ("apply_max_deletes", |c, b| {
+        c.apply_max_deletes = b.apply_max_deletes
+    }),
+    ("apply_protect", |c, b| c.apply_protect = b.apply_protect.clone()),
+    ("state_dir", |c, b| c.state_dir = b.state_dir.clone()),
+];
 
 /// Put `key` back to the baseline's value and source.
 fn revert(c: &mut Config, base: &Config, key: &str) {
@@ -306,135 +338,12 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
             c.sources.remove(k);
         }
     };
+    if let Some((k, put_back)) = PUT_BACK.iter().find(|(k, _)| *k == key) {
+        put_back(c, base);
+        source(c, k);
+        return;
+    }
     match key {
-        "runner" => {
-            c.runner = base.runner;
-            source(c, "runner");
-        }
-        "fallback" => {
-            c.fallback = base.fallback;
-            source(c, "fallback");
-        }
-        "allow_host" => {
-            c.allow_host = base.allow_host;
-            source(c, "allow_host");
-        }
-        "user" => {
-            c.user = base.user.clone();
-            source(c, "user");
-        }
-        "network" => {
-            c.network = base.network;
-            source(c, "network");
-        }
-        "egress" => {
-            c.egress = base.egress;
-            source(c, "egress");
-        }
-        "egress_allow" => {
-            c.egress_allow = base.egress_allow.clone();
-            source(c, "egress_allow");
-        }
-        "isolation" => {
-            c.isolation = base.isolation;
-            source(c, "isolation");
-        }
-        "agent_isolation" => {
-            c.agent_isolation = base.agent_isolation;
-            source(c, "agent_isolation");
-        }
-        "gvisor_runtime" => {
-            c.gvisor_runtime = base.gvisor_runtime.clone();
-            source(c, "gvisor_runtime");
-        }
-        "publish" => {
-            c.publish = base.publish;
-            source(c, "publish");
-        }
-        "engine" => {
-            c.engine = base.engine;
-            source(c, "engine");
-        }
-        "allow_engine" => {
-            c.allow_engine = base.allow_engine;
-            source(c, "allow_engine");
-        }
-        "max_children" => {
-            c.max_children = base.max_children;
-            source(c, "max_children");
-        }
-        "cpus" => {
-            c.limits.cpus = base.limits.cpus;
-            source(c, "cpus");
-        }
-        "memory" => {
-            c.limits.memory = base.limits.memory;
-            source(c, "memory");
-        }
-        "pids" => {
-            c.limits.pids = base.limits.pids;
-            source(c, "pids");
-        }
-        "max_output" => {
-            c.max_output_bytes = base.max_output_bytes;
-            source(c, "max_output");
-        }
-        "ring_size" => {
-            c.ring_bytes = base.ring_bytes;
-            source(c, "ring_size");
-        }
-        "keep_runs" => {
-            c.keep_runs = base.keep_runs;
-            source(c, "keep_runs");
-        }
-        "keep_days" => {
-            c.keep_days = base.keep_days;
-            source(c, "keep_days");
-        }
-        "layer_size" => {
-            c.layer_bytes = base.layer_bytes;
-            source(c, "layer_size");
-        }
-        "layer_days" => {
-            c.layer_days = base.layer_days;
-            source(c, "layer_days");
-        }
-        "agent_all_jobs" => {
-            c.agent_all_jobs = base.agent_all_jobs;
-            source(c, "agent_all_jobs");
-        }
-        "project_symlinks" => {
-            c.project_symlinks = base.project_symlinks;
-            source(c, "project_symlinks");
-        }
-        "build_add_urls" => {
-            c.build_add_urls = base.build_add_urls;
-            source(c, "build_add_urls");
-        }
-        "read_only" => {
-            c.read_only = base.read_only;
-            source(c, "read_only");
-        }
-        "write" => {
-            c.write = base.write;
-            source(c, "write");
-        }
-        "agent_write" => {
-            c.agent_write = base.agent_write;
-            source(c, "agent_write");
-        }
-        "apply_max_deletes" => {
-            c.apply_max_deletes = base.apply_max_deletes;
-            source(c, "apply_max_deletes");
-        }
-        "apply_protect" => {
-            c.apply_protect = base.apply_protect.clone();
-            source(c, "apply_protect");
-        }
-        "state_dir" => {
-            c.state_dir = base.state_dir.clone();
-            source(c, "state_dir");
-        }
         // The project's own directory stays the workspace: the file's
         // directory is where a job may work.
         "workspace" => {
@@ -476,260 +385,4 @@ fn lexical(p: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::Layer;
-    use super::*;
-    use crate::model::Isolation;
-
-    /// A project at `dir` with `berth.toml` holding `text`, loaded with a
-    /// user config at `user` (may be missing).
-    fn load(dir: &Path, text: &str, user: &Path) -> Config {
-        std::fs::write(dir.join("berth.toml"), text).unwrap();
-        let user = user.to_string_lossy().into_owned();
-        Config::load_with(dir, Layer::default(), |k| {
-            (k == crate::trust::USER_CONFIG_ENV).then(|| user.clone())
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn an_untrusted_file_cannot_put_the_projects_jobs_in_one_pod() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let c = load(&dir, "network = \"project\"\n", &tmp.path().join("user.toml"));
-        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
-        assert_eq!(keys, ["network"]);
-        assert_eq!(c.network, Network::Isolated);
-    }
-
-    #[test]
-    fn raising_limits_needs_trust_and_lowering_does_not() {
-        let tmp = tempfile::tempdir().unwrap();
-        let user = tmp.path().join("user.toml");
-        let c = load(
-            tmp.path(),
-            "memory = \"20g\"\npids = 32768\nmax_output = \"100g\"\nring_size = \"1g\"\nkeep_runs = 100000\ncpus = 0.5\n",
-            &user,
-        );
-        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
-        assert_eq!(keys, ["memory", "pids", "max_output", "ring_size", "keep_runs"]);
-        let base = load(tmp.path(), "", &user);
-        assert_eq!(c.limits.memory, base.limits.memory, "not applied");
-        assert_eq!(c.limits.pids, base.limits.pids);
-        assert_eq!(
-            (c.max_output_bytes, c.ring_bytes, c.keep_runs),
-            (base.max_output_bytes, base.ring_bytes, base.keep_runs)
-        );
-        assert_eq!(c.limits.cpus, Some(0.5), "a lower limit applies untrusted");
-        // Reverted values are the user's again, and say so in `berth config`.
-        for key in ["memory", "pids", "max_output", "ring_size", "keep_runs"] {
-            let from = c.sources.get(key);
-            assert!(
-                !matches!(from, Some(Source::File(p)) if p.ends_with("berth.toml")),
-                "{key}: {from:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_untrusted_file_cannot_loosen_and_a_trusted_one_can() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = tmp.path().join("user.toml");
-        let text = "runner = \"host\"\nuser = \"root\"\nnetwork = \"bridge\"\nworkspace = \"/usr/local/share\"\n\
-                    fallback = true\n[safety]\ndefault_blocklist = false\nallow_env = [\"LD_PRELOAD\"]\n";
-        let c = load(&dir, text, &user);
-        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
-        // fallback = true is the default already: no loosening.
-        assert_eq!(
-            keys,
-            [
-                "runner",
-                "user",
-                "network",
-                "workspace",
-                "safety.default_blocklist",
-                "safety.allow_env"
-            ]
-        );
-        assert_eq!(c.runner, RunnerChoice::Auto);
-        assert_eq!(c.user, None);
-        assert_eq!(c.network, Network::Isolated);
-        assert_eq!(c.workspace, dir);
-        assert!(c.safety.default_blocklist && c.safety.allow_env.is_empty());
-        let err = c.untrusted[0].refusal().to_string();
-        assert!(
-            err.contains("runner = \"host\"") && err.contains("berth trust"),
-            "{err}"
-        );
-
-        let file = std::fs::canonicalize(dir.join("berth.toml")).unwrap();
-        crate::trust::record(&user, &file, Some(&crate::trust::digest(text.as_bytes()))).unwrap();
-        let c = load(&dir, text, &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.runner, RunnerChoice::Host);
-        assert_eq!(c.user.as_deref(), Some("root"));
-        assert!(!c.safety.default_blocklist);
-
-        // One byte changed: untrusted again.
-        let c = load(&dir, &format!("{text}\n"), &user);
-        assert_eq!(c.untrusted.len(), 6);
-    }
-
-    #[test]
-    fn tightening_needs_no_trust_and_the_users_own_say_is_not_the_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(dir.join("sub")).unwrap();
-        let user = tmp.path().join("user.toml");
-        let c = load(
-            &dir,
-            "runner = \"docker\"\nnetwork = \"none\"\nread_only = true\nfallback = false\nworkspace = \"sub\"\n\
-             image = \"x:1\"\n[safety]\nblocked = [{ pattern = \"x\", reason = \"y\" }]\n",
-            &user,
-        );
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.workspace, dir.join("sub"));
-        // The user's config allows what the project then repeats.
-        std::fs::write(&user, "runner = \"host\"\nnetwork = \"bridge\"\n").unwrap();
-        let c = load(&dir, "runner = \"host\"\nnetwork = \"bridge\"\n", &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.runner, RunnerChoice::Host);
-        // The user's read_only = true cannot be undone by the project.
-        std::fs::write(&user, "read_only = true\n").unwrap();
-        let c = load(&dir, "read_only = false\n", &user);
-        assert_eq!(
-            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
-            ["read_only"]
-        );
-        assert!(c.read_only);
-    }
-
-    #[test]
-    fn a_scoped_engine_from_a_project_file_needs_trust() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = tmp.path().join("user.toml");
-        let text = "engine = \"scoped\"\nallow_engine = true\nmax_children = 20\n";
-        let c = load(&dir, text, &user);
-        assert_eq!(
-            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
-            ["engine", "allow_engine", "max_children"]
-        );
-        assert_eq!(c.engine, EngineAccess::None);
-        assert!(!c.allow_engine);
-        assert_eq!(c.max_children, crate::config::DEFAULT_MAX_CHILDREN);
-        // Fewer children, or none, only tightens.
-        let c = load(&dir, "engine = \"none\"\nmax_children = 2\n", &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.max_children, 2);
-        // The user's own config says scoped: the project repeating it is fine.
-        std::fs::write(&user, "engine = \"scoped\"\n").unwrap();
-        let c = load(&dir, "engine = \"scoped\"\n", &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.engine, EngineAccess::Scoped);
-        let err = Config::load_with(&dir, Layer::default(), |k| {
-            (k == "BERTH_ENGINE").then(|| "all".to_string())
-        })
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("engine") && err.contains("scoped") && !err.contains('\n'),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn wider_egress_and_engine_publishing_need_trust() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = tmp.path().join("user.toml");
-        let c = load(
-            &dir,
-            "egress = \"all\"\negress_allow = [\"evil.example\"]\npublish = \"engine\"\n",
-            &user,
-        );
-        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
-        assert_eq!(keys, ["egress", "egress_allow", "publish"]);
-        assert_eq!(c.egress, Egress::Proxy);
-        assert!(!c.egress_allow.iter().any(|h| h == "evil.example"));
-        assert_eq!(c.publish, Publish::Berth);
-        // Narrower is fine without trust.
-        let c = load(&dir, "egress = \"none\"\n", &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.egress, Egress::None);
-    }
-
-    #[test]
-    fn a_weaker_isolation_or_another_runtime_needs_trust_a_stronger_one_does_not() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = tmp.path().join("user.toml");
-        std::fs::write(&user, "isolation = \"gvisor\"\n").unwrap();
-        let c = load(
-            &dir,
-            "isolation = \"container\"\ngvisor_runtime = \"runc\"\n",
-            &user,
-        );
-        let keys: Vec<&str> = c.untrusted.iter().map(|l| l.key).collect();
-        assert_eq!(keys, ["isolation", "gvisor_runtime"]);
-        assert_eq!(
-            (c.isolation, c.gvisor_runtime.as_str()),
-            (Isolation::Gvisor, "runsc")
-        );
-        std::fs::write(&user, "").unwrap();
-        let c = load(&dir, "isolation = \"gvisor\"\n", &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert_eq!(c.isolation, Isolation::Gvisor);
-    }
-
-    #[test]
-    fn only_the_users_own_config_lets_a_build_add_urls() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        let user = tmp.path().join("user.toml");
-        let text = "build_add_urls = true\n";
-        let c = load(&dir, text, &user);
-        assert_eq!(
-            c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
-            ["build_add_urls"]
-        );
-        assert!(!c.build_add_urls);
-        // Trusted, the file still cannot give it (its Dockerfile is not trusted).
-        let file = std::fs::canonicalize(dir.join("berth.toml")).unwrap();
-        crate::trust::record(&user, &file, Some(&crate::trust::digest(text.as_bytes()))).unwrap();
-        let c = load(&dir, text, &user);
-        assert!(c.untrusted.is_empty(), "{:?}", c.untrusted);
-        assert!(!c.build_add_urls);
-        // The user's own config gives it.
-        let mut own = std::fs::read_to_string(&user).unwrap();
-        own.insert_str(0, "build_add_urls = true\n");
-        std::fs::write(&user, own).unwrap();
-        let c = load(&dir, "", &user);
-        assert!(c.build_add_urls);
-    }
-
-    #[test]
-    fn a_workspace_escaping_by_dotdot_or_symlink_is_outside() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("proj");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::os::unix::fs::symlink("/home", dir.join("link")).unwrap();
-        let user = tmp.path().join("user.toml");
-        for ws in ["..", "sub/../..", "link", "/home"] {
-            let c = load(&dir, &format!("workspace = \"{ws}\"\n"), &user);
-            assert_eq!(
-                c.untrusted.iter().map(|l| l.key).collect::<Vec<_>>(),
-                ["workspace"],
-                "{ws}"
-            );
-            assert_eq!(c.workspace, dir, "{ws}");
-        }
-    }
-}
+mod tests;

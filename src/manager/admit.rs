@@ -67,80 +67,9 @@ pub(super) async fn admit(
 ) -> Result<Admitted> {
     // The caller's project: its workspace, rules, runner, budget, image and limits.
     let project = inner.projects.resolve(&spec)?;
-    if let Some(why) = &project.config.project_refusal {
-        return Err(Error::ProjectFile { why: why.clone() });
-    }
-    // A project file that loosens the sandbox without the user's trust: its
-    // values were not applied, and nothing starts until the user decides.
-    if let Some(l) = project.config.untrusted.first() {
-        let refusal = l.refusal();
-        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project.safety.record(
-            "untrusted_config",
-            refusal.to_string(),
-            format!("config:{}", l.key),
-            &spec,
-            at,
-            client,
-        );
-        return Err(refusal);
-    }
-    if let Err(refusal) = super::planted::check(inner, &project.config) {
-        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project.safety.record(
-            "planted_config",
-            refusal.to_string(),
-            "config:written-by-a-job".into(),
-            &spec,
-            at,
-            client,
-        );
-        return Err(refusal);
-    }
+    refuse_untrusted(inner, &project, &spec, client)?;
     spec.caller_env.clear();
-    // An agent's own words cannot loosen either: a host job through MCP
-    // only where the user's config (or a trusted file) says `runner = "host"`
-    // or `allow_host = true`.
-    let host_allowed = project.config.runner == RunnerChoice::Host || project.config.allow_host;
-    if client == "mcp" && spec.runner == RunnerChoice::Host && !host_allowed {
-        let refusal = Error::AgentLoosening {
-            key: "runner",
-            value: "\"host\"".into(),
-            switch: "allow_host = true",
-            env: "BERTH_ALLOW_HOST=1",
-        };
-        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project.safety.record(
-            "untrusted_config",
-            refusal.to_string(),
-            "mcp:runner".into(),
-            &spec,
-            at,
-            client,
-        );
-        return Err(refusal);
-    }
-    // A scoped engine likewise: only where the user's config (or a trusted
-    // file) says `engine = "scoped"` or `allow_engine = true`.
-    let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;
-    if client == "mcp" && spec.engine == Some(EngineAccess::Scoped) && !engine_allowed {
-        let refusal = Error::AgentLoosening {
-            key: "engine",
-            value: "\"scoped\"".into(),
-            switch: "allow_engine = true",
-            env: "BERTH_ALLOW_ENGINE=1",
-        };
-        let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
-        project.safety.record(
-            "untrusted_config",
-            refusal.to_string(),
-            "mcp:engine".into(),
-            &spec,
-            at,
-            client,
-        );
-        return Err(refusal);
-    }
+    refuse_agent_loosening(&project, &spec, client)?;
     let engine_asked = spec.engine.is_some();
     fill_defaults(&mut spec, &project.config, budget);
     spec.validate()?;
@@ -155,28 +84,7 @@ pub(super) async fn admit(
     }
     let watchers = Inner::watchers_for(&spec)?;
     let workspace = &project.config.workspace;
-    // A job that names no directory runs where its caller is, when that is
-    // inside the project (as a shell would); else at the workspace root.
-    if spec.cwd.is_none() {
-        spec.cwd = project.caller_dir.clone().filter(|c| c.starts_with(workspace));
-    }
-    let asked = runner::resolve_cwd(workspace, spec.cwd.as_ref());
-    if !asked.is_dir() {
-        return Err(Error::BadCwd { path: asked });
-    }
-    // Resolved once, here: the guard checks this real path and the job runs
-    // in it, so a symlink swapped after the check (the job may wait in the
-    // queue) cannot move the job out of the workspace.
-    let real = std::fs::canonicalize(&asked).map_err(|_| Error::BadCwd { path: asked.clone() })?;
-    // A job without a directory runs at the workspace root as the project
-    // names it (the runners mount and enter it by that name).
-    let cwd = match spec.cwd {
-        Some(_) => {
-            spec.cwd = Some(real.clone());
-            real.clone()
-        }
-        None => workspace.clone(),
-    };
+    let (real, cwd) = working_dir(&mut spec, &project)?;
     // Before any runner sees the command: the filter (off the async workers,
     // with a deadline) and the workspace guard.
     project.safety.check_bounded(&spec, &real, client).await?;
@@ -226,6 +134,124 @@ pub(super) async fn admit(
         watchers,
         writes,
     })
+}
+
+/// The refusal of a start whose project file cannot be used as it is (a
+/// refusal of the project, loosenings the user has not trusted, or a file
+/// a job wrote), recorded in the security log.
+fn refuse_untrusted(inner: &Arc<Inner>, project: &Project, spec: &JobSpec, client: &str) -> Result<()> {
+    if let Some(why) = &project.config.project_refusal {
+        return Err(Error::ProjectFile { why: why.clone() });
+    }
+    // A project file that loosens the sandbox without the user's trust: its
+    // values were not applied, and nothing starts until the user decides.
+    if let Some(l) = project.config.untrusted.first() {
+        let refusal = l.refusal();
+        let source = format!("config:{}", l.key);
+        return Err(recorded(
+            project,
+            "untrusted_config",
+            refusal,
+            source,
+            spec,
+            client,
+        ));
+    }
+    if let Err(refusal) = super::planted::check(inner, &project.config) {
+        let source = "config:written-by-a-job".into();
+        return Err(recorded(project, "planted_config", refusal, source, spec, client));
+    }
+    Ok(())
+}
+
+/// An agent's own words cannot loosen either: a host job or a scoped
+/// engine through MCP only where the user's config (or a trusted file)
+/// allows it. The refusal is recorded in the security log.
+fn refuse_agent_loosening(project: &Project, spec: &JobSpec, client: &str) -> Result<()> {
+    // A host job only where it says `runner = "host"` or `allow_host = true`.
+    let host_allowed = project.config.runner == RunnerChoice::Host || project.config.allow_host;
+    if client == "mcp" && spec.runner == RunnerChoice::Host && !host_allowed {
+        let refusal = Error::AgentLoosening {
+            key: "runner",
+            value: "\"host\"".into(),
+            switch: "allow_host = true",
+            env: "BERTH_ALLOW_HOST=1",
+        };
+        return Err(recorded(
+            project,
+            "untrusted_config",
+            refusal,
+            "mcp:runner".into(),
+            spec,
+            client,
+        ));
+    }
+    // A scoped engine likewise: only where it says `engine = "scoped"` or
+    // `allow_engine = true`.
+    let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;
+    if client == "mcp" && spec.engine == Some(EngineAccess::Scoped) && !engine_allowed {
+        let refusal = Error::AgentLoosening {
+            key: "engine",
+            value: "\"scoped\"".into(),
+            switch: "allow_engine = true",
+            env: "BERTH_ALLOW_ENGINE=1",
+        };
+        return Err(recorded(
+            project,
+            "untrusted_config",
+            refusal,
+            "mcp:engine".into(),
+            spec,
+            client,
+        ));
+    }
+    Ok(())
+}
+
+/// `refusal`, written to the project's security log as `kind` (from
+/// `source`), at the caller's directory (or the workspace).
+fn recorded(
+    project: &Project,
+    kind: &'static str,
+    refusal: Error,
+    source: String,
+    spec: &JobSpec,
+    client: &str,
+) -> Error {
+    let at = project.caller_dir.as_ref().unwrap_or(&project.config.workspace);
+    project
+        .safety
+        .record(kind, refusal.to_string(), source, spec, at, client);
+    refusal
+}
+
+/// The directory the job runs in: the real path the guard checks, and the
+/// one it is entered by (`spec.cwd` set to the real path when it names one).
+fn working_dir(spec: &mut JobSpec, project: &Project) -> Result<(PathBuf, PathBuf)> {
+    let workspace = &project.config.workspace;
+    // A job that names no directory runs where its caller is, when that is
+    // inside the project (as a shell would); else at the workspace root.
+    if spec.cwd.is_none() {
+        spec.cwd = project.caller_dir.clone().filter(|c| c.starts_with(workspace));
+    }
+    let asked = runner::resolve_cwd(workspace, spec.cwd.as_ref());
+    if !asked.is_dir() {
+        return Err(Error::BadCwd { path: asked });
+    }
+    // Resolved once, here: the guard checks this real path and the job runs
+    // in it, so a symlink swapped after the check (the job may wait in the
+    // queue) cannot move the job out of the workspace.
+    let real = std::fs::canonicalize(&asked).map_err(|_| Error::BadCwd { path: asked.clone() })?;
+    // A job without a directory runs at the workspace root as the project
+    // names it (the runners mount and enter it by that name).
+    let cwd = match spec.cwd {
+        Some(_) => {
+            spec.cwd = Some(real.clone());
+            real.clone()
+        }
+        None => workspace.clone(),
+    };
+    Ok((real, cwd))
 }
 
 /// Fill what `spec` leaves to its project (`config`): the runner (`auto`

@@ -222,7 +222,7 @@ impl Manager {
                 ports: row.info.ports.clone(),
                 limits: row.info.limits.clone(),
                 allow: crate::net::Allowlist::parse(&project.config.egress_allow).unwrap_or_default(),
-                on_denial: super::start::egress_reporter(inner, &id, &row.info.spec, &project, &cwd),
+                on_denial: super::reporters::egress_reporter(inner, &id, &row.info.spec, &project, &cwd),
             };
             match inner.engine.adopt(&id, &output, adoption).await {
                 Ok(launched) => {

@@ -1,22 +1,23 @@
 //! Starting a job: admission (`admit.rs`), an id and a record made outside
 //! the registry lock, a slot of the cap or a place in the queue, and the
-//! launch through its runner (pulling or building its image first, with
-//! progress on the record and as events). Once launched, the job is handed
-//! to its supervisor (`supervise.rs`), which owns it until it ends.
+//! launch through its runner (`launch.rs`: pulling or building its image
+//! first, with progress on the record and as events). Once launched, the
+//! job is handed to its supervisor (`supervise.rs`), which owns it until it
+//! ends.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
 use super::admit::{Admitted, DefaultBudget, admit};
+use super::launch::launch;
 use super::project::Project;
 use super::supervise::{StopRequest, finish, shutdown_request, spawn_guarded, supervise};
 use super::{Inner, JobEntry, Live, Registry, number};
 use crate::error::{Error, Result};
 use crate::events::EventKind;
 use crate::model::{JobId, JobInfo, JobSpec, JobStatus, RunnerKind, StartMode};
-use crate::runner::{Launch, Launched, Progress};
 
 /// Admit `spec`, give it an id and a record, and launch it now or queue it.
 pub(super) async fn start(
@@ -25,24 +26,7 @@ pub(super) async fn start(
     client: &str,
     budget: DefaultBudget,
 ) -> Result<JobId> {
-    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(Error::ShuttingDown);
-    }
-    // A start that would wait in a full queue is refused before anything
-    // is read or checked (a flood of queued starts costs nothing).
-    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
-        return Err(Error::QueueFull {
-            max: inner.config.max_queued,
-        });
-    }
-    // A job whose output and record could not be kept is not started.
-    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
-        return Err(Error::StoreDegraded {
-            path: inner.store.path().to_path_buf(),
-            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
-            reason,
-        });
-    }
+    preflight(inner, &spec)?;
     // Defaults, validation, the working directory, the safety checks and
     // the runner: once, in `admit.rs`.
     let Admitted {
@@ -54,7 +38,6 @@ pub(super) async fn start(
         watchers,
         mut writes,
     } = admit(inner, spec, client, budget).await?;
-    let workspace = &project.config.workspace;
     // The cap is looked at before anything is made for the job (a refused
     // start leaves no id used), and its slot taken when it is registered:
     // its id (a file lock and fsync) and its directory are made outside the
@@ -85,84 +68,25 @@ pub(super) async fn start(
         };
         let queued = slot.is_none();
         output.hold_events();
-        let status = if queued {
-            JobStatus::Queued
-        } else {
-            JobStatus::Starting
-        };
-        let start_mode = if spec.background {
-            StartMode::Background
-        } else {
-            StartMode::Foreground
-        };
         let info = JobInfo {
-            id: id.clone(),
-            label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
-            command: spec.display_command(),
-            spec: spec.clone(),
             runner: Some(kind),
             runner_note: runner_note.clone(),
-            workspace: Some(workspace.clone()),
+            workspace: Some(project.config.workspace.clone()),
             project_note: inner.projects.note_once(&project),
-            status: status.clone(),
-            start_mode,
-            created_at: Inner::now(),
-            started_at: None,
-            ended_at: None,
-            exit_code: None,
-            ended_by: None,
-            reason: None,
-            promotion_reason: None,
-            pid: None,
-            container_id: None,
-            ports: Vec::new(),
-            limits: Default::default(),
-            usage: None,
-            logs: output.paths(),
-            last_seq: 0,
-            queue_position: None,
-            image: None,
-            pulling: None,
-            building: None,
-            setid_cleared: None,
-            store_note: None,
-            recovered: false,
-            watch_hits_dropped: 0,
-            children: Vec::new(),
             writes: Some(writes),
+            ..new_info(&id, &spec, queued, output.paths())
+        };
+        let live = Live {
+            stop_tx,
+            slot,
+            control: None,
+            internal_ip: None,
+            children: None,
+            safety: project.safety.clone(),
         };
         let n = number(&id).expect("allocated ids are job-N");
-        reg.jobs.insert(
-            n,
-            JobEntry {
-                info,
-                pid_start: None,
-                output,
-                status_tx: watch::channel(status).0,
-                mode_tx: watch::channel(start_mode).0,
-                live: Some(Live {
-                    stop_tx,
-                    slot,
-                    control: None,
-                    internal_ip: None,
-                    children: None,
-                    safety: project.safety.clone(),
-                }),
-                ready_seen: false,
-            },
-        );
-        // A queued job asks the semaphore for its slot now, under the lock
-        // that orders the queue, so that the two orders are one.
-        queued.then(|| {
-            reg.queue.push_back(id.clone());
-            let mut line: InLine = Box::pin(inner.slots.clone().acquire_owned());
-            // Polled once to register the waiter; a slot freed meanwhile is
-            // taken now and kept for the job's task.
-            match futures_util::FutureExt::now_or_never(&mut line) {
-                Some(got) => Box::pin(std::future::ready(got)) as InLine,
-                None => line,
-            }
-        })
+        reg.jobs.insert(n, new_entry(info, output, live));
+        queued.then(|| get_in_line(inner, &mut reg, &id))
     };
     let fallback_event = |note: &Option<String>| {
         if let Some(note) = note {
@@ -198,17 +122,125 @@ pub(super) async fn start(
         // Stopped while its image was pulled: it ended, recorded as killed.
         Ok(None) => Ok(id),
         Err(e) => {
-            // Refused at the door: leave no record behind (its slot goes
-            // with its entry).
-            let removed = {
-                let mut reg = inner.registry.lock().unwrap();
-                number(&id).and_then(|n| reg.jobs.remove(&n))
-            };
-            if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
-                let _ = std::fs::remove_dir_all(dir);
-            }
+            forget(inner, &id);
             Err(e)
         }
+    }
+}
+
+/// What refuses a start before anything is read or checked: shutdown, a
+/// full queue for a start that would wait, a store that cannot keep it.
+fn preflight(inner: &Inner, spec: &JobSpec) -> Result<()> {
+    if inner.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::ShuttingDown);
+    }
+    // A start that would wait in a full queue is refused before anything
+    // is read or checked (a flood of queued starts costs nothing).
+    if spec.queue && inner.registry.lock().unwrap().queue.len() >= inner.config.max_queued {
+        return Err(Error::QueueFull {
+            max: inner.config.max_queued,
+        });
+    }
+    // A job whose output and record could not be kept is not started.
+    if let crate::store::StoreHealth::Degraded { since, reason } = inner.store.health() {
+        return Err(Error::StoreDegraded {
+            path: inner.store.path().to_path_buf(),
+            since: since.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// A new job's record as far as its id, spec and log files say: `queued`
+/// without a slot, else `starting`; nothing run yet. The caller sets what its
+/// project, runner and output add.
+fn new_info(id: &JobId, spec: &JobSpec, queued: bool, logs: crate::model::LogPaths) -> JobInfo {
+    let status = if queued {
+        JobStatus::Queued
+    } else {
+        JobStatus::Starting
+    };
+    let start_mode = if spec.background {
+        StartMode::Background
+    } else {
+        StartMode::Foreground
+    };
+    JobInfo {
+        id: id.clone(),
+        label: spec.label.clone().unwrap_or_else(|| spec.display_command()),
+        command: spec.display_command(),
+        spec: spec.clone(),
+        runner: None,
+        runner_note: None,
+        workspace: None,
+        project_note: None,
+        status,
+        start_mode,
+        created_at: Inner::now(),
+        started_at: None,
+        ended_at: None,
+        exit_code: None,
+        ended_by: None,
+        reason: None,
+        promotion_reason: None,
+        pid: None,
+        container_id: None,
+        ports: Vec::new(),
+        limits: Default::default(),
+        usage: None,
+        logs,
+        last_seq: 0,
+        queue_position: None,
+        image: None,
+        pulling: None,
+        building: None,
+        setid_cleared: None,
+        store_note: None,
+        recovered: false,
+        watch_hits_dropped: 0,
+        children: Vec::new(),
+        writes: None,
+    }
+}
+
+/// The registry's entry of a job just made: its record, output and live part.
+fn new_entry(info: JobInfo, output: Arc<crate::output::JobOutput>, live: Live) -> JobEntry {
+    let (status, start_mode) = (info.status.clone(), info.start_mode);
+    JobEntry {
+        info,
+        pid_start: None,
+        output,
+        status_tx: watch::channel(status).0,
+        mode_tx: watch::channel(start_mode).0,
+        live: Some(live),
+        ready_seen: false,
+    }
+}
+
+/// Put job `id` in the queue and ask the semaphore for its slot now, under
+/// the lock that orders the queue (held by the caller as `reg`), so that
+/// the two orders are one.
+fn get_in_line(inner: &Inner, reg: &mut Registry, id: &JobId) -> InLine {
+    reg.queue.push_back(id.clone());
+    let mut line: InLine = Box::pin(inner.slots.clone().acquire_owned());
+    // Polled once to register the waiter; a slot freed meanwhile is
+    // taken now and kept for the job's task.
+    match futures_util::FutureExt::now_or_never(&mut line) {
+        Some(got) => Box::pin(std::future::ready(got)) as InLine,
+        None => line,
+    }
+}
+
+/// A start refused at the door leaves no record behind (its slot goes with
+/// its entry), in memory or on disk.
+fn forget(inner: &Inner, id: &JobId) {
+    let removed = {
+        let mut reg = inner.registry.lock().unwrap();
+        number(id).and_then(|n| reg.jobs.remove(&n))
+    };
+    if let Some(dir) = removed.as_ref().and_then(|e| e.info.logs.stdout.parent()) {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -281,198 +313,5 @@ fn cap_refusal(inner: &Inner, reg: &Registry, spec: &JobSpec) -> Result<()> {
     Err(Error::CapReached {
         max: inner.config.max_jobs,
         running: names,
-    })
-}
-
-/// Launch through the runner. `Ok(None)`: a stop came while the image was
-/// pulled; the pull was cancelled and the job ended as killed.
-async fn launch(
-    inner: &Arc<Inner>,
-    id: &JobId,
-    spec: &JobSpec,
-    kind: RunnerKind,
-    project: &Project,
-    cwd: &Path,
-    stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
-) -> Result<Option<Launched>> {
-    let output = {
-        let reg = inner.registry.lock().unwrap();
-        reg.get(id)?.output.clone()
-    };
-    let runner = inner.runner(kind);
-    let job = Launch {
-        id,
-        spec,
-        cwd,
-        output: &output,
-        config: &project.config,
-        on_denial: egress_reporter(inner, id, spec, project, cwd),
-        layer: None,
-    };
-    let progress = Progress {
-        pull: pull_reporter(inner, id),
-        build: build_reporter(inner, id),
-    };
-    let prepared = tokio::select! {
-        // A runner with nothing to prepare launches even when a stop is
-        // already waiting: its supervisor then ends the launched job.
-        biased;
-        r = runner.prepare(&job, progress) => r,
-        req = stop_rx.recv() => {
-            // Dropping `prepare` closed the pull's request: the engine stops it.
-            let req = req.unwrap_or_else(|| shutdown_request(inner));
-            output.release_events();
-            finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
-            return Ok(None);
-        }
-    };
-    // The layer is taken once the image is there (a pull may be stopped).
-    let layer = match &prepared {
-        Ok(_) => match super::layers::take(inner, id, spec, &project.config.workspace).await {
-            Ok(l) => l,
-            Err(e) => {
-                output.release_events();
-                return Err(e);
-            }
-        },
-        Err(_) => None,
-    };
-    let job = Launch {
-        layer: layer.as_ref(),
-        ..job
-    };
-    let launched = match prepared {
-        Ok(None) => runner.launch(&job).await,
-        Ok(Some(choice)) => {
-            let spec = JobSpec {
-                image: Some(choice.name.clone()),
-                ..spec.clone()
-            };
-            if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
-                e.info.pulling = None;
-                e.info.building = None;
-                e.info.image = Some(choice);
-            }
-            let job = Launch { spec: &spec, ..job };
-            runner.launch(&job).await
-        }
-        Err(e) => Err(e),
-    };
-    let mut launched = match launched {
-        Ok(l) => l,
-        Err(e) => {
-            output.release_events();
-            if let Some(l) = &layer {
-                inner.layers.release(&l.meta.name, id);
-            }
-            return Err(e);
-        }
-    };
-    let engine = launched.engine.take();
-    let start_mode = inner.commit(id, |e| {
-        e.set_status(JobStatus::Running);
-        e.info.started_at = Some(Inner::now());
-        e.info.pid = launched.pid;
-        e.info.container_id = launched.container_id.clone();
-        e.info.ports = launched.ports.clone();
-        e.info.limits = launched.limits.clone();
-        if let Some(live) = e.live.as_mut() {
-            live.control = Some(launched.control.clone());
-            live.internal_ip = launched.internal_ip;
-            live.children = engine.as_ref().map(|h| h.children.clone());
-        }
-        e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
-        Ok(e.info.start_mode)
-    })?;
-    inner.events.emit(
-        id.clone(),
-        EventKind::Started {
-            runner: kind,
-            start_mode,
-            ports: launched.ports.clone(),
-        },
-    );
-    // Watch hits of output that came during the launch follow `started`.
-    output.release_events();
-    if let Some(engine) = engine {
-        follow_refusals(project, id, spec, cwd, engine.refusals);
-    }
-    Ok(Some(launched))
-}
-
-/// Every request a job's scoped engine refused, in the security log (the
-/// job itself asked: its id is the client).
-fn follow_refusals(
-    project: &Project,
-    id: &JobId,
-    spec: &JobSpec,
-    cwd: &Path,
-    mut refusals: tokio::sync::mpsc::Receiver<crate::runner::docker::Refused>,
-) {
-    let safety = project.safety.clone();
-    let (job, command, cwd) = (id.to_string(), spec.display_command(), cwd.to_path_buf());
-    tokio::spawn(async move {
-        while let Some(r) = refusals.recv().await {
-            safety.log_engine(&job, &command, &cwd, &r.endpoint, &r.field, &r.reason);
-        }
-    });
-}
-
-/// Pull progress of job `id`: kept on its record (`starting (pulling)`) and
-/// emitted as a `pulling` event (the pull throttles how often).
-fn pull_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::ProgressFn {
-    let inner = Arc::downgrade(inner);
-    let id = id.clone();
-    Arc::new(move |p: crate::images::PullProgress| {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
-            e.info.pulling = Some(p.clone());
-        }
-        inner.events.emit(id.clone(), EventKind::Pulling(p));
-    })
-}
-
-/// Requests job `id`'s egress proxy denies: written to the security log
-/// (kind `egress`) and emitted as an `egress_denied` event the agent sees.
-pub(super) fn egress_reporter(
-    inner: &Arc<Inner>,
-    id: &JobId,
-    spec: &JobSpec,
-    project: &Project,
-    cwd: &Path,
-) -> crate::net::DenialFn {
-    let inner = Arc::downgrade(inner);
-    let (id, command, cwd) = (id.clone(), spec.display_command(), cwd.to_path_buf());
-    let safety = project.safety.clone();
-    // Bounded (`denials.rs`): a flood cannot rotate earlier refusals away.
-    let limiter = super::denials::Limiter::new(Box::new(move |request: &str, target: &str, reason: &str| {
-        safety.log_egress(id.as_str(), &command, &cwd, request, target, reason);
-        if let Some(inner) = inner.upgrade() {
-            inner.events.emit(
-                id.clone(),
-                EventKind::EgressDenied {
-                    request: request.to_string(),
-                    reason: reason.to_string(),
-                },
-            );
-        }
-    }));
-    Arc::new(move |d: crate::net::Denial| {
-        let target = format!("{}:{}", d.host, d.port);
-        limiter.deny(&d.request(), &target, &d.reason, std::time::Instant::now());
-    })
-}
-
-/// Build progress of job `id`'s project image: kept on its record
-/// (`starting (building)`) and emitted as a `building` event.
-fn build_reporter(inner: &Arc<Inner>, id: &JobId) -> crate::runner::docker::BuildProgressFn {
-    let inner = Arc::downgrade(inner);
-    let id = id.clone();
-    Arc::new(move |p: crate::images::BuildProgress| {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
-            e.info.building = Some(p.clone());
-        }
-        inner.events.emit(id.clone(), EventKind::Building(p));
     })
 }

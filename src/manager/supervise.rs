@@ -124,12 +124,7 @@ pub(super) async fn supervise(
                 break e;
             }
             _ = &mut keep_alive_timer, if keep_alive.is_some() => {
-                let req = StopRequest {
-                    ended_by: EndedBy::System,
-                    cause: StopCause::KeepAliveExpired { secs: spec.keep_alive.unwrap_or_default() },
-                    signal: Signal::SIGTERM as i32,
-                    grace: inner.config.grace(),
-                };
+                let req = system_stop(&inner, StopCause::KeepAliveExpired { secs: spec.keep_alive.unwrap_or_default() });
                 let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                 stop = Some(req);
                 break e;
@@ -139,12 +134,7 @@ pub(super) async fn supervise(
                 let name = layer.as_deref().unwrap_or_default();
                 if let Some(cause) = super::layers::over_size(&inner, name, limit).await {
                     tracing::warn!(job = %id, layer = name, limit, "the job's layer outgrew layer_size; stopping it");
-                    let req = StopRequest {
-                        ended_by: EndedBy::System,
-                        cause,
-                        signal: Signal::SIGTERM as i32,
-                        grace: inner.config.grace(),
-                    };
+                    let req = system_stop(&inner, cause);
                     let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                     stop = Some(req);
                     break e;
@@ -156,10 +146,8 @@ pub(super) async fn supervise(
                 match spec.on_timeout {
                     OnTimeout::Kill => {
                         let req = StopRequest {
-                            ended_by: EndedBy::System,
-                            cause: StopCause::TimedOut { secs },
-                            signal: Signal::SIGTERM as i32,
                             grace: inner.config.grace().min(Duration::from_millis(500)),
+                            ..system_stop(&inner, StopCause::TimedOut { secs })
                         };
                         let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
                         stop = Some(req);
@@ -173,6 +161,34 @@ pub(super) async fn supervise(
             }
         }
     };
+    wind_down(&inner, &id, &control, sweep).await;
+    if matches!(exit, Exit::Stranded(_)) {
+        hold_slot(&inner, &id);
+    }
+    let status = end_status(&inner, stop, exit);
+    finish(&inner, &id, status);
+}
+
+/// A stop berth itself decides (keep-alive, a layer outgrown): SIGTERM,
+/// then the configured grace.
+fn system_stop(inner: &Inner, cause: StopCause) -> StopRequest {
+    StopRequest {
+        ended_by: EndedBy::System,
+        cause,
+        signal: Signal::SIGTERM as i32,
+        grace: inner.config.grace(),
+    }
+}
+
+/// What an exited job leaves, cleared before it counts as ended: children
+/// of its scoped engine, a remote layer's changes, its container, set-uid
+/// bits in the workspace, and its layer's count.
+async fn wind_down(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    control: &Control,
+    sweep: Option<crate::runner::setuid::Sweep>,
+) {
     // What it started through its scoped engine goes before the job counts
     // as ended (children, one at a time; see runner/docker/scoped/).
     control.end_children().await;
@@ -191,15 +207,17 @@ pub(super) async fn supervise(
         if swept.incomplete {
             tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
         }
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(&id) {
+        if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
             e.info.setid_cleared = Some(swept.cleared);
         }
     }
     // What it left in its layer, on its record (`layers.rs`).
-    super::layers::settle(&inner, &id).await;
-    if matches!(exit, Exit::Stranded(_)) {
-        hold_slot(&inner, &id);
-    }
+    super::layers::settle(inner, id).await;
+}
+
+/// The status a job ended with: how it `exit`ed, or the `stop` that ended
+/// it; lost when its output could not all be kept.
+fn end_status(inner: &Inner, stop: Option<StopRequest>, exit: Exit) -> JobStatus {
     let status = match (stop, exit) {
         (
             Some(StopRequest {
@@ -227,7 +245,7 @@ pub(super) async fn supervise(
     };
     // Its process is gone, but its output could not all be kept: said as
     // lost, with what the process did, rather than a clean end.
-    let status = match inner.store.unavailable() {
+    match inner.store.unavailable() {
         Some(why) => JobStatus::Lost {
             reason: format!(
                 "store unavailable ({why}): its output could not all be kept; the process had ended ({})",
@@ -235,8 +253,7 @@ pub(super) async fn supervise(
             ),
         },
         None => status,
-    };
-    finish(&inner, &id, status);
+    }
 }
 
 /// Polite signal, grace, then SIGKILL; returns once the job has ended and drained.

@@ -73,6 +73,51 @@ pub(super) async fn adopt(
     }
     // Ask for the exit before following: a container that ends meanwhile is not missed.
     let wait = tokio::spawn(wait_exit(docker.clone(), container_id.to_string()));
+    let pump_task = follow_logs(&docker, container_id, output, stored)?;
+    // A job that joined a pause container has the pause's address and network.
+    let pause = pause_of(&docker, &inspected).await;
+    let on_network = pause.as_ref().unwrap_or(&inspected);
+    let internal_ip = super::client::container_ip(on_network);
+    // On a pool network: hold its slot until the container is removed.
+    let slot = claim(engine, on_network);
+    if slot.is_some() {
+        engine
+            .used_network
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    let rules = engine.rules(allow, on_denial);
+    let proxy = restart_proxy(id, &inspected, slot.as_ref(), &rules);
+    let control = DockerControl::new(
+        engine,
+        id,
+        docker.clone(),
+        container_id.to_string(),
+        slot,
+        JobNet::new(proxy),
+    );
+    let ports = forward_again(id, &control, &inspected, ports, internal_ip);
+    let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
+    Ok(Launched {
+        sweep: None,
+        engine: None,
+        pid: None,
+        container_id: Some(container_id.to_string()),
+        ports,
+        limits,
+        internal_ip,
+        control: Control::new(control),
+        exit,
+    })
+}
+
+/// Follow the container's whole log again into the job's output, skipping
+/// the lines per stream (`stored`) the store already holds.
+fn follow_logs(
+    docker: &DockerClient,
+    container_id: &str,
+    output: &Arc<JobOutput>,
+    stored: (u64, u64),
+) -> Result<tokio::task::JoinHandle<super::exit::Pumped>> {
     let opts = LogsOptions {
         follow: true,
         stdout: true,
@@ -84,30 +129,36 @@ pub(super) async fn adopt(
     let mut err = output.writer(OutStream::Stderr)?;
     out.skip_lines(stored.0);
     err.skip_lines(stored.1);
-    let pump_task = tokio::spawn(pump(stream, Writers { out, err }, None));
-    // A job that joined a pause container has the pause's address and network.
+    Ok(tokio::spawn(pump(stream, Writers { out, err }, None)))
+}
+
+/// The pause container a job joined (`container:` network mode), inspected.
+async fn pause_of(
+    docker: &DockerClient,
+    inspected: &bollard::models::ContainerInspectResponse,
+) -> Option<bollard::models::ContainerInspectResponse> {
     let joined = inspected
         .host_config
         .as_ref()
         .and_then(|h| h.network_mode.as_deref())
         .and_then(|m| m.strip_prefix("container:"));
-    let pause = match joined {
+    match joined {
         Some(pause) => docker.inspect_container(pause).await.ok(),
         None => None,
-    };
-    let on_network = pause.as_ref().unwrap_or(&inspected);
-    let internal_ip = super::client::container_ip(on_network);
-    // On a pool network: hold its slot until the container is removed.
-    let slot = claim(engine, on_network);
-    if slot.is_some() {
-        engine
-            .used_network
-            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    let rules = engine.rules(allow, on_denial);
-    let proxy = match (proxy_port(&inspected), &slot) {
+}
+
+/// The job's egress proxy, started again on the port its `HTTP_PROXY`
+/// names, on its pool network's slot; none (with a warning) if it fails.
+fn restart_proxy(
+    id: &JobId,
+    inspected: &bollard::models::ContainerInspectResponse,
+    slot: Option<&Slot>,
+    rules: &reach::EgressRules,
+) -> Option<crate::net::Proxy> {
+    match (proxy_port(inspected), slot) {
         (Some(port), Some(slot)) => {
-            match reach::start_proxy(id.as_str(), &slot.addr, &slot.name, &rules, port) {
+            match reach::start_proxy(id.as_str(), &slot.addr, &slot.name, rules, port) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     tracing::warn!(job = %id, error = %e, "could not start the adopted job's egress proxy again");
@@ -116,22 +167,25 @@ pub(super) async fn adopt(
             }
         }
         _ => None,
-    };
-    let control = DockerControl::new(
-        engine,
-        id,
-        docker.clone(),
-        container_id.to_string(),
-        slot,
-        JobNet::new(proxy),
-    );
+    }
+}
+
+/// The job's ports after adoption: forwarded again by berth (the recorded
+/// host ports where free) when the engine did not publish them.
+fn forward_again(
+    id: &JobId,
+    control: &DockerControl,
+    inspected: &bollard::models::ContainerInspectResponse,
+    ports: Vec<PortMapping>,
+    internal_ip: Option<std::net::IpAddr>,
+) -> Vec<PortMapping> {
     // Ports the engine did not publish were berth's: listen again.
     let engine_published = inspected
         .host_config
         .as_ref()
         .and_then(|h| h.port_bindings.as_ref())
         .is_some_and(|b| !b.is_empty());
-    let ports = match (engine_published || ports.is_empty(), internal_ip) {
+    match (engine_published || ports.is_empty(), internal_ip) {
         (false, Some(ip)) => {
             let wants: Vec<Want> = ports
                 .iter()
@@ -157,19 +211,7 @@ pub(super) async fn adopt(
             }
         }
         _ => ports,
-    };
-    let exit = Box::pin(exit_future(docker, control.clone(), wait, pump_task, id.clone()));
-    Ok(Launched {
-        sweep: None,
-        engine: None,
-        pid: None,
-        container_id: Some(container_id.to_string()),
-        ports,
-        limits,
-        internal_ip,
-        control: Control::new(control),
-        exit,
-    })
+    }
 }
 
 /// The pool slot of the network `container` is on, if it is one of ours.

@@ -5,6 +5,7 @@
 //! joined to the job's networks it asked for. Anything that fails on the
 //! way gives the reservation and the network back.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hyper::{Method, Response, StatusCode};
@@ -32,43 +33,9 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
         .unwrap_or_default()
         .to_string();
     let asked = req.param("name").map(str::to_string);
-    // Checked and reserved under the registry's lock: two creates at once
-    // cannot pass the child limit or the budget together.
-    let reserved = {
-        let Ok(mut reg) = s.registry.lock() else {
-            return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
-        };
-        if reg.count() >= reg.max_children {
-            let reason = format!(
-                "the job has {} children, the most `max_children` allows; remove one first (or raise max_children in your berth config)",
-                reg.max_children
-            );
-            drop(reg);
-            return s.refuse(line, "max_children", &reason);
-        }
-        match reg.name_for(asked.as_deref(), &image) {
-            Err(why) => Err(("name".to_string(), why)),
-            Ok(name) => {
-                let labels = s.child_labels(&name);
-                let rules = Rules {
-                    workspace: &s.workspace,
-                    budget: reg.budget(),
-                    labels: &labels,
-                    network: NETWORK_PLACEHOLDER,
-                };
-                match check::create(value, &rules, &*reg) {
-                    Ok(plan) => {
-                        reg.reserve(name.clone(), image.clone(), plan.memory, plan.pids, None);
-                        Ok((name, plan))
-                    }
-                    Err(r) => Err((r.field, r.reason)),
-                }
-            }
-        }
-    };
-    let (name, mut plan) = match reserved {
+    let (name, mut plan) = match reserve(s, line, value, &image, asked.as_deref()) {
         Ok(r) => r,
-        Err((field, why)) => return s.refuse(line, &field, &why),
+        Err(refused) => return *refused,
     };
     let undo = || {
         let child = s.registry.lock().ok().and_then(|mut r| r.unreserve(&name));
@@ -76,56 +43,11 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             slot.vacate();
         }
     };
-    // A network of its own, from the pool.
-    if plan.own_network {
-        match s.pool.acquire(&s.docker, &s.ownership, false).await {
-            Ok(slot) => {
-                plan.body["HostConfig"]["NetworkMode"] = json!(slot.name.clone());
-                if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
-                    c.slot = Some(slot);
-                }
-            }
-            Err(e) => {
-                undo();
-                return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, &format!("berth: {e}"));
-            }
-        }
+    if let Err(failed) = own_network(s, &name, &mut plan, &undo).await {
+        return failed;
     }
-    // Workspace binds become read-only copies made now.
-    let into = s.dir.join("copies").join(&name);
-    for copy in plan.copies.clone() {
-        let (root, rel, to, upper) = (
-            s.workspace.clone(),
-            copy.rel.clone(),
-            into.join(copy.index.to_string()),
-            s.layer_upper.clone(),
-        );
-        let made = tokio::task::spawn_blocking(move || {
-            crate::store::private::create_dir(to.parent().unwrap_or(&to)).map_err(|e| e.to_string())?;
-            match super::super::protect::copy_beneath(&root, &rel, &to) {
-                Ok(()) => {}
-                // A path only the job's layer has (it made it).
-                Err(e) if upper.is_some() && e.contains("no such file") => {}
-                Err(e) => return Err(e),
-            }
-            // A `layer` job's children see what the job wrote.
-            if let Some(upper) = upper {
-                crate::layers::merge::overlay_onto(&upper, &rel, &to).map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(to)
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
-        match made {
-            Ok(to) => {
-                plan.body["HostConfig"]["Mounts"][copy.index]["Source"] = json!(to.to_string_lossy());
-            }
-            Err(why) => {
-                undo();
-                let what = s.workspace.join(&copy.rel);
-                return s.refuse(line, "HostConfig.Mounts", &format!("`{}`: {why}", what.display()));
-            }
-        }
+    if let Err(refused) = copy_binds(s, line, &name, &mut plan, &undo).await {
+        return refused;
     }
     // The job's volumes it names, made (labelled) if they are not yet.
     for (asked, real) in plan.volumes.clone() {
@@ -161,7 +83,147 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
         c.id = id.clone();
     }
     s.publish();
-    // Networks of the job's the child was asked onto.
+    match join_networks(s, &req, &plan, &id).await {
+        Ok(()) => answer,
+        Err(failed) => failed,
+    }
+}
+
+/// The body checked and the child reserved (its name, its share of the
+/// budget) under the registry's lock: two creates at once cannot pass the
+/// child limit or the budget together. `Err`: the answer refusing it
+/// (boxed: an answer is large, and this returns it by value).
+fn reserve(
+    s: &Arc<Shared>,
+    line: &str,
+    value: serde_json::Value,
+    image: &str,
+    asked: Option<&str>,
+) -> Result<(String, check::Plan), Box<Response<Body>>> {
+    let reserved = {
+        let Ok(mut reg) = s.registry.lock() else {
+            let failed = proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
+            return Err(Box::new(failed));
+        };
+        if reg.count() >= reg.max_children {
+            let reason = format!(
+                "the job has {} children, the most `max_children` allows; remove one first (or raise max_children in your berth config)",
+                reg.max_children
+            );
+            drop(reg);
+            return Err(Box::new(s.refuse(line, "max_children", &reason)));
+        }
+        match reg.name_for(asked, image) {
+            Err(why) => Err(("name".to_string(), why)),
+            Ok(name) => {
+                let labels = s.child_labels(&name);
+                let rules = Rules {
+                    workspace: &s.workspace,
+                    budget: reg.budget(),
+                    labels: &labels,
+                    network: NETWORK_PLACEHOLDER,
+                };
+                match check::create(value, &rules, &*reg) {
+                    Ok(plan) => {
+                        reg.reserve(name.clone(), image.to_string(), plan.memory, plan.pids, None);
+                        Ok((name, plan))
+                    }
+                    Err(r) => Err((r.field, r.reason)),
+                }
+            }
+        }
+    };
+    reserved.map_err(|(field, why)| Box::new(s.refuse(line, &field, &why)))
+}
+
+/// A network of its own, from the pool, when the plan asks for one (held
+/// by the pending child). `Err`: the answer, after `undo`.
+async fn own_network(
+    s: &Arc<Shared>,
+    name: &str,
+    plan: &mut check::Plan,
+    undo: &(dyn Fn() + Sync),
+) -> Result<(), Response<Body>> {
+    if !plan.own_network {
+        return Ok(());
+    }
+    match s.pool.acquire(&s.docker, &s.ownership, false).await {
+        Ok(slot) => {
+            plan.body["HostConfig"]["NetworkMode"] = json!(slot.name.clone());
+            if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(name)) {
+                c.slot = Some(slot);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            undo();
+            Err(proxy::error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("berth: {e}"),
+            ))
+        }
+    }
+}
+
+/// Workspace binds become read-only copies made now, each one's source in
+/// the body set to its copy. `Err`: the refusal, after `undo`.
+async fn copy_binds(
+    s: &Arc<Shared>,
+    line: &str,
+    name: &str,
+    plan: &mut check::Plan,
+    undo: &(dyn Fn() + Sync),
+) -> Result<(), Response<Body>> {
+    let into = s.dir.join("copies").join(name);
+    for copy in plan.copies.clone() {
+        let (root, rel, to, upper) = (
+            s.workspace.clone(),
+            copy.rel.clone(),
+            into.join(copy.index.to_string()),
+            s.layer_upper.clone(),
+        );
+        let made = tokio::task::spawn_blocking(move || copy_bind(&root, &rel, to, upper))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        match made {
+            Ok(to) => {
+                plan.body["HostConfig"]["Mounts"][copy.index]["Source"] = json!(to.to_string_lossy());
+            }
+            Err(why) => {
+                undo();
+                let what = s.workspace.join(&copy.rel);
+                return Err(s.refuse(line, "HostConfig.Mounts", &format!("`{}`: {why}", what.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copy `rel` of the workspace `root` to `to` (blocking), with what a
+/// `layer` job wrote there (its `upper`) on top: its children see it.
+fn copy_bind(root: &Path, rel: &Path, to: PathBuf, upper: Option<PathBuf>) -> Result<PathBuf, String> {
+    crate::store::private::create_dir(to.parent().unwrap_or(&to)).map_err(|e| e.to_string())?;
+    match super::super::protect::copy_beneath(root, rel, &to) {
+        Ok(()) => {}
+        // A path only the job's layer has (it made it).
+        Err(e) if upper.is_some() && e.contains("no such file") => {}
+        Err(e) => return Err(e),
+    }
+    // A `layer` job's children see what the job wrote.
+    if let Some(upper) = upper {
+        crate::layers::merge::overlay_onto(&upper, rel, &to).map_err(|e| e.to_string())?;
+    }
+    Ok(to)
+}
+
+/// The child made as `id` joins the job's networks it was asked onto; one
+/// it cannot join removes it. `Err`: the answer saying so.
+async fn join_networks(
+    s: &Arc<Shared>,
+    req: &Intake,
+    plan: &check::Plan,
+    id: &str,
+) -> Result<(), Response<Body>> {
     for (net, settings) in &plan.connect {
         let body = json!({"Container": id, "EndpointConfig": settings});
         let path = format!("{}/networks/{net}/connect", req.routed.prefix);
@@ -170,13 +232,13 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             Ok(r) if r.status().is_success()
         );
         if !ok {
-            let removed = super::super::cleanup::remove_container(&s.docker, &id).await;
-            s.forget_child(&id, removed);
-            return proxy::error(
+            let removed = super::super::cleanup::remove_container(&s.docker, id).await;
+            s.forget_child(id, removed);
+            return Err(proxy::error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "berth: the child could not join the job's network it asked for; it was removed",
-            );
+            ));
         }
     }
-    answer
+    Ok(())
 }

@@ -45,33 +45,68 @@ fn volume_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
 }
 
+/// The mounts of a create as they are read: what goes in the body, the
+/// copies and job volumes that need making. One struct so that binds and
+/// mounts, read apart, add to the same list in order.
+struct Collected<'a> {
+    out: Vec<Value>,
+    copies: Vec<BindCopy>,
+    volumes: Vec<(String, String)>,
+    workspace: &'a Path,
+    lookup: &'a dyn Lookup,
+}
+
+impl Collected<'_> {
+    /// A workspace path, mounted read-only from a copy made later.
+    fn bind(&mut self, src: &str, target: &str, field: &str) -> Result<(), Refusal> {
+        let rel = beneath(src, self.workspace).map_err(|why| Refusal::new(field, why))?;
+        self.copies.push(BindCopy {
+            index: self.out.len(),
+            rel,
+        });
+        self.out
+            .push(json!({"Type": "bind", "Source": "", "Target": target, "ReadOnly": true}));
+        Ok(())
+    }
+
+    /// A named volume: the job's own of that name.
+    fn volume(&mut self, name: &str, target: &str, ro: bool, field: &str) -> Result<(), Refusal> {
+        if !volume_name(name) {
+            return Err(Refusal::new(field, format!("`{name}` is not a volume name")));
+        }
+        let real = self.lookup.volume(name);
+        self.volumes.push((name.to_string(), real.clone()));
+        self.out
+            .push(json!({"Type": "volume", "Source": real, "Target": target, "ReadOnly": ro}));
+        Ok(())
+    }
+}
+
 /// Binds and mounts: workspace paths become copies, named volumes the job's.
 pub fn mounts(
     host: &mut Map<String, Value>,
     workspace: &Path,
     lookup: &dyn Lookup,
 ) -> Result<MountWork, Refusal> {
-    let mut out: Vec<Value> = Vec::new();
-    let (mut copies, mut volumes) = (Vec::new(), Vec::new());
-    let mut add_bind = |out: &mut Vec<Value>, src: &str, target: &str, field: &str| -> Result<(), Refusal> {
-        let rel = beneath(src, workspace).map_err(|why| Refusal::new(field, why))?;
-        copies.push(BindCopy {
-            index: out.len(),
-            rel,
-        });
-        out.push(json!({"Type": "bind", "Source": "", "Target": target, "ReadOnly": true}));
-        Ok(())
+    let mut c = Collected {
+        out: Vec::new(),
+        copies: Vec::new(),
+        volumes: Vec::new(),
+        workspace,
+        lookup,
     };
-    let mut add_volume =
-        |out: &mut Vec<Value>, name: &str, target: &str, ro: bool, field: &str| -> Result<(), Refusal> {
-            if !volume_name(name) {
-                return Err(Refusal::new(field, format!("`{name}` is not a volume name")));
-            }
-            let real = lookup.volume(name);
-            volumes.push((name.to_string(), real.clone()));
-            out.push(json!({"Type": "volume", "Source": real, "Target": target, "ReadOnly": ro}));
-            Ok(())
-        };
+    binds(host, &mut c)?;
+    mount_list(host, &mut c)?;
+    if !c.out.is_empty() {
+        host.insert("Mounts".into(), Value::Array(c.out));
+    }
+    volumes_from(host, lookup)?;
+    Ok((c.copies, c.volumes))
+}
+
+/// `HostConfig.Binds` (`SOURCE:TARGET[:OPTIONS]`): a path is a bind, a
+/// name a volume; no propagation or relabelling.
+fn binds(host: &mut Map<String, Value>, c: &mut Collected<'_>) -> Result<(), Refusal> {
     for b in array(host.remove("Binds").as_ref(), "HostConfig.Binds")? {
         let b = b.as_str().unwrap_or_default();
         let parts: Vec<&str> = b.split(':').collect();
@@ -94,9 +129,8 @@ pub fn mounts(
             }
         }
         match src.starts_with('/') {
-            true => add_bind(&mut out, src, target, "HostConfig.Binds")?,
-            false => add_volume(
-                &mut out,
+            true => c.bind(src, target, "HostConfig.Binds")?,
+            false => c.volume(
                 src,
                 target,
                 opts.split(',').any(|o| o == "ro"),
@@ -104,6 +138,12 @@ pub fn mounts(
             )?,
         }
     }
+    Ok(())
+}
+
+/// `HostConfig.Mounts`: binds (private propagation only), volumes (no
+/// driver options) and tmpfs.
+fn mount_list(host: &mut Map<String, Value>, c: &mut Collected<'_>) -> Result<(), Refusal> {
     let known = [
         "Target",
         "Source",
@@ -130,7 +170,7 @@ pub fn mounts(
                         "mount propagation to or from the host is not a child's",
                     ));
                 }
-                add_bind(&mut out, &src, &target, "HostConfig.Mounts")?;
+                c.bind(&src, &target, "HostConfig.Mounts")?;
             }
             "volume" => {
                 let opts = canonical(
@@ -146,11 +186,13 @@ pub fn mounts(
                 }
                 let ro = m.get("ReadOnly").and_then(Value::as_bool).unwrap_or(false);
                 match src.is_empty() {
-                    true => out.push(json!({"Type": "volume", "Target": target, "ReadOnly": ro})),
-                    false => add_volume(&mut out, &src, &target, ro, "HostConfig.Mounts")?,
+                    true => c
+                        .out
+                        .push(json!({"Type": "volume", "Target": target, "ReadOnly": ro})),
+                    false => c.volume(&src, &target, ro, "HostConfig.Mounts")?,
                 }
             }
-            "tmpfs" => out.push(Value::Object(m)),
+            "tmpfs" => c.out.push(Value::Object(m)),
             other => {
                 return Err(Refusal::new(
                     "HostConfig.Mounts",
@@ -159,9 +201,11 @@ pub fn mounts(
             }
         }
     }
-    if !out.is_empty() {
-        host.insert("Mounts".into(), Value::Array(out));
-    }
+    Ok(())
+}
+
+/// `HostConfig.VolumesFrom`: only the job's own children, by their engine id.
+fn volumes_from(host: &mut Map<String, Value>, lookup: &dyn Lookup) -> Result<(), Refusal> {
     let mut from = Vec::new();
     for v in array(host.remove("VolumesFrom").as_ref(), "HostConfig.VolumesFrom")? {
         let v = v.as_str().unwrap_or_default();
@@ -181,5 +225,5 @@ pub fn mounts(
     if !from.is_empty() {
         host.insert("VolumesFrom".into(), Value::Array(from));
     }
-    Ok((copies, volumes))
+    Ok(())
 }
