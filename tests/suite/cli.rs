@@ -39,7 +39,9 @@ fn timeout_kills_the_whole_group_and_exits_124() {
     let elapsed = started.elapsed();
     let (stdout, stderr) = out(&o);
     assert_eq!(o.status.code(), Some(124), "stderr: {stderr}");
-    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+    // The feature's bound: the 1 s timeout, not the sleep's ~15 minutes
+    // (with room for a loaded machine: it failed at 2 s beside the suite).
+    assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
     assert_eq!(stdout, "start\n");
     assert!(stderr.contains("timed out"), "{stderr}");
     assert_eq!(
