@@ -16,14 +16,14 @@ use std::time::Duration;
 
 use berth::{Config, JobSpec, Manager, ReadyCondition, RunnerChoice};
 
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // First: when this executable was started as berth's shim or watchdog,
     // that runs here and the process exits.
     berth::embed::helpers();
     let mut args = std::env::args().skip(1);
     let state = args
         .next()
-        .ok_or_else(|| anyhow::anyhow!("usage: embed STATE_DIR [COMMAND]"))?;
+        .ok_or("usage: embed STATE_DIR [COMMAND]")?;
     let command = args
         .next()
         .unwrap_or_else(|| "setsid sleep 3001 & echo up; exec sleep 3002".to_string());
