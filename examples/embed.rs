@@ -21,9 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // that runs here and the process exits.
     berth::embed::helpers();
     let mut args = std::env::args().skip(1);
-    let state = args
-        .next()
-        .ok_or("usage: embed STATE_DIR [COMMAND]")?;
+    let state = args.next().ok_or("usage: embed STATE_DIR [COMMAND]")?;
     let command = args
         .next()
         .unwrap_or_else(|| "setsid sleep 3001 & echo up; exec sleep 3002".to_string());

@@ -15,8 +15,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bollard::query_parameters::ListContainersOptions;
-
 use super::cleanup::remove_if_owned;
 use super::ownership::{LABEL_JOB, LABEL_OWNER, LABEL_PAUSE, Ownership};
 use super::{BLOCKING_REMOVE_LIMIT, DockerClient, Engine, LABEL_PARENT, remove_container};
@@ -86,18 +84,8 @@ impl Claims {
         let mut labels = self.ownership.filters();
         labels.push(format!("{LABEL_OWNER}={}", self.owner));
         labels.push(LABEL_JOB.to_string());
-        let filters = std::collections::HashMap::from([("label".to_string(), labels)]);
-        let opts = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        let list = match docker.list_containers(opts).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the instance's containers to sweep");
-                return 0;
-            }
+        let Some(list) = super::cleanup::list_labelled(docker, labels).await else {
+            return 0;
         };
         let mut removed = 0;
         for c in &list {

@@ -196,18 +196,8 @@ impl Engine {
         let Ok(docker) = self.client().await else {
             return 0;
         };
-        let filters = std::collections::HashMap::from([("label".to_string(), self.ownership.filters())]);
-        let opts = ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        };
-        let list = match docker.list_containers(opts).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not list the instance's containers");
-                return 0;
-            }
+        let Some(list) = list_labelled(docker, self.ownership.filters()).await else {
+            return 0;
         };
         let me = crate::procinfo::owner_label();
         let dead = list.iter().filter(|c| {
@@ -408,4 +398,22 @@ pub(crate) fn blocking_remove_all(
             vec![false; n]
         }
     }
+}
+
+/// Every container (running or not) with all of `labels`; `None`, said in
+/// the log, when the engine does not answer.
+pub(super) async fn list_labelled(
+    docker: &DockerClient,
+    labels: Vec<String>,
+) -> Option<Vec<bollard::models::ContainerSummary>> {
+    let opts = ListContainersOptions {
+        all: true,
+        filters: Some(std::collections::HashMap::from([("label".to_string(), labels)])),
+        ..Default::default()
+    };
+    docker
+        .list_containers(opts)
+        .await
+        .map_err(|e| tracing::warn!(error = %e, "could not list the instance's containers"))
+        .ok()
 }

@@ -7,6 +7,7 @@
 //! left out. A text scan rather than syn: syn gives no line numbers
 //! without the `span-locations` feature, which would rebuild its users.
 
+use super::graph::rust_files;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -170,17 +171,6 @@ fn mask_tests(stripped: &str) -> String {
         }
     }
     String::from_utf8(s).unwrap()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read src dir") {
-        let path = entry.expect("dir entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// A function: its length in lines, file (relative to `src`'s parent), line, name.

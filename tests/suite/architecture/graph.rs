@@ -29,7 +29,8 @@ struct Source {
     module: Module,
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir` (the length check reads them too).
+pub(super) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src dir") {
         let path = entry.expect("dir entry").path();
         if path.is_dir() {
