@@ -43,6 +43,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE = "berth/sandbox:latest"
 CAP = 3
+# Every instance made, so that a case that fails still stops its daemon.
+LIVE = []
 
 
 class UnixHTTP(http.client.HTTPConnection):
@@ -78,6 +80,7 @@ class Instance:
         self.env.update(env or {})
         self.socket = os.path.join(self.dir, "state", "run", f"{self.name}.sock")
         self.daemon = None
+        LIVE.append(self)
 
     def cli(self, *args, check=True):
         o = subprocess.run([self.berth, *args], env=self.env, cwd=os.path.join(self.dir, "ws"),
@@ -389,7 +392,13 @@ def main():
     print(f"{'case':<6} {'lines':>9} {'lost':>5} {'unmarked':>8} {'leftover':>8} {'over_cap':>8}  note")
     while time.time() - start < args.minutes * 60 or n < len(cases):
         name, case = cases[n % len(cases)]
-        r = case(args.berth, n)
+        try:
+            r = case(args.berth, n)
+        finally:
+            for inst in LIVE:
+                if inst.daemon and inst.daemon.poll() is None:
+                    inst.down()
+            LIVE.clear()
         n += 1
         for k in totals:
             totals[k] += r.get(k, 0)
