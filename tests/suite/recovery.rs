@@ -419,15 +419,16 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
     let info = d.json(&["status", &id]);
     assert_eq!(info["recovered"], true, "{info}");
     assert_eq!(info["ports"][0]["host_port"], port, "{info}");
+    // Waits, not bounds: beside the whole suite a re-forward took longer.
     eventually(
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "the adopted job answers on its port again",
         || crate::common::try_http_get(port).is_some_and(|p| p.contains("hello from berth")),
     )
     .await;
     let k = d.json(&["kill", &id]);
     assert_eq!(k["result"], "killed");
-    eventually(Duration::from_secs(10), "its port closes with it", || {
+    eventually(Duration::from_secs(60), "its port closes with it", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
     })
     .await;
