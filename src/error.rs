@@ -383,6 +383,17 @@ pub enum EngineOp {
     StartExec,
     InspectExec,
     Info,
+    CreateService,
+    InspectService,
+    UpdateService,
+    RemoveService,
+    ListServices,
+    ListTasks,
+    InspectNode,
+    ServiceLogs,
+    CreateConfig,
+    RemoveConfig,
+    ListConfigs,
 }
 
 impl std::fmt::Display for EngineOp {
@@ -420,6 +431,17 @@ impl std::fmt::Display for EngineOp {
             EngineOp::CreateVolume => "create volume",
             EngineOp::RemoveVolume => "remove volume",
             EngineOp::ListVolumes => "list volumes",
+            EngineOp::CreateService => "create service",
+            EngineOp::InspectService => "inspect service",
+            EngineOp::UpdateService => "update service",
+            EngineOp::RemoveService => "remove service",
+            EngineOp::ListServices => "list services",
+            EngineOp::ListTasks => "list the tasks of service",
+            EngineOp::InspectNode => "inspect node",
+            EngineOp::ServiceLogs => "read the logs of service",
+            EngineOp::CreateConfig => "create config",
+            EngineOp::RemoveConfig => "remove config",
+            EngineOp::ListConfigs => "list configs",
         })
     }
 }

@@ -206,10 +206,12 @@ fn added(c: &[String], b: &[String]) -> Option<String> {
     (!more.is_empty()).then(|| list(more.into_iter()))
 }
 
-/// `runner = "host"` over the baseline's, or `auto` where it said `docker`.
+/// `runner = "host"` over the baseline's, `auto` where it said `docker`,
+/// or `swarm` (the workspace copied to other machines, no egress proxy).
 fn runner_loose(c: RunnerChoice, b: RunnerChoice) -> bool {
     match c {
         RunnerChoice::Host => b != RunnerChoice::Host,
+        RunnerChoice::Swarm => b != RunnerChoice::Swarm,
         RunnerChoice::Auto => b == RunnerChoice::Docker,
         RunnerChoice::Docker => false,
     }

@@ -108,6 +108,7 @@ pub(super) async fn launch(
         e.info.started_at = Some(Inner::now());
         e.info.pid = launched.pid;
         e.info.container_id = launched.container_id.clone();
+        e.info.node = launched.node.clone();
         e.info.ports = launched.ports.clone();
         e.info.limits = launched.limits.clone();
         if let Some(live) = e.live.as_mut() {

@@ -169,6 +169,8 @@ pub(crate) struct Inner {
     /// The container engine berth runs jobs on (local, remote, or none
     /// reachable: the host runner is the fallback).
     engine: crate::runner::docker::Engine,
+    /// `runner = "swarm"`: jobs as services of a swarm, through its manager.
+    swarm: crate::runner::swarm::Swarm,
     /// The callers' projects (workspace, rules, image, limits) by directory.
     projects: project::Projects,
     store: Arc<crate::store::Store>,
@@ -257,6 +259,7 @@ impl Manager {
         let config_max_jobs = config.max_jobs.min(Semaphore::MAX_PERMITS);
         let inner = Arc::new(Inner {
             engine: crate::runner::docker::Engine::new(&config),
+            swarm: crate::runner::swarm::Swarm::new(&config),
             projects: project::Projects::new(&config, &safety),
             events: EventLog::with_store(store.clone())?,
             store,
@@ -478,6 +481,7 @@ impl Inner {
         match kind {
             crate::model::RunnerKind::Host => &self.host,
             crate::model::RunnerKind::Docker => &self.engine,
+            crate::model::RunnerKind::Swarm => &self.swarm,
         }
     }
 

@@ -186,6 +186,7 @@ fn new_info(id: &JobId, spec: &JobSpec, queued: bool, logs: crate::model::LogPat
         promotion_reason: None,
         pid: None,
         container_id: None,
+        node: None,
         ports: Vec::new(),
         limits: Default::default(),
         usage: None,

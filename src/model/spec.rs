@@ -50,6 +50,9 @@ pub enum RunnerChoice {
     Auto,
     Docker,
     Host,
+    /// A one-replica service on a Docker Swarm, through its manager
+    /// (never picked by `auto`).
+    Swarm,
 }
 
 impl RunnerChoice {
@@ -59,6 +62,7 @@ impl RunnerChoice {
             RunnerChoice::Auto => "auto",
             RunnerChoice::Docker => "docker",
             RunnerChoice::Host => "host",
+            RunnerChoice::Swarm => "swarm",
         }
     }
 }
@@ -69,6 +73,7 @@ impl RunnerChoice {
 pub enum RunnerKind {
     Docker,
     Host,
+    Swarm,
 }
 
 impl fmt::Display for RunnerKind {
@@ -76,6 +81,7 @@ impl fmt::Display for RunnerKind {
         f.write_str(match self {
             RunnerKind::Docker => "docker",
             RunnerKind::Host => "host",
+            RunnerKind::Swarm => "swarm",
         })
     }
 }

@@ -154,6 +154,7 @@ impl FakeRunner {
         Ok(Launched {
             sweep: None,
             engine: None,
+            node: None,
             pid: None,
             container_id: None,
             ports: Vec::new(),

@@ -221,6 +221,7 @@ pub async fn launch(
     Ok(Launched {
         sweep: None,
         engine: None,
+        node: None,
         pid: Some(pid),
         container_id: None,
         ports,

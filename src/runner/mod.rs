@@ -15,6 +15,7 @@ pub mod host_ports;
 mod seam;
 pub mod setuid;
 pub mod shim;
+pub mod swarm;
 pub mod tag;
 
 use std::net::IpAddr;
@@ -78,6 +79,8 @@ pub struct Launched {
     pub sweep: Option<setuid::Sweep>,
     /// A container job's scoped engine: its children and its refusals.
     pub engine: Option<docker::EngineHandle>,
+    /// The cluster node it runs on, as the card names it (a swarm job).
+    pub node: Option<String>,
 }
 
 /// Resolve a job's working directory against the workspace root.

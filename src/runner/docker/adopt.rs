@@ -100,6 +100,7 @@ pub(super) async fn adopt(
     Ok(Launched {
         sweep: None,
         engine: None,
+        node: None,
         pid: None,
         container_id: Some(container_id.to_string()),
         ports,

@@ -9,6 +9,8 @@
 //! Streams (wait, attach, logs, stats, pull, build) are mapped item by item,
 //! so a failure in the middle of one is typed the same way.
 
+mod swarm;
+
 use std::collections::HashMap;
 use std::pin::Pin;
 

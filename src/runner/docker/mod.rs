@@ -87,7 +87,7 @@ pub use endpoint::{Endpoint, Place};
 pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
 pub use ownership::{
-    LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, state_hash,
+    clean_name, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, state_hash,
 };
 pub use pull::ProgressFn;
 pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
@@ -323,6 +323,8 @@ impl Engine {
     pub async fn resolve(&self, choice: RunnerChoice) -> Result<RunnerKind> {
         match choice {
             RunnerChoice::Host => Ok(RunnerKind::Host),
+            // Checked by the swarm runner itself (a manager of a swarm).
+            RunnerChoice::Swarm => Ok(RunnerKind::Swarm),
             RunnerChoice::Auto => match self.reach().await {
                 liveness::Reach::Up => Ok(RunnerKind::Docker),
                 liveness::Reach::Down => Ok(RunnerKind::Host),

@@ -121,6 +121,7 @@ pub(super) async fn finish(
             // No other user reaches it: nothing to sweep (`setuid.rs`).
             .filter(crate::runner::setuid::Sweep::needed),
         engine: None,
+        node: None,
     })
 }
 

@@ -1,0 +1,107 @@
+//! Stopping and removing a swarm job.
+//!
+//! A swarm cannot signal a task. A stop scales the job's service to zero:
+//! the node sends the task its stop signal, waits the service's grace
+//! (berth's) and kills it, and the task stays listed with its exit code
+//! and its log readable — which a removal would take with it. The service
+//! and its workspace configs are removed once the job ended and its
+//! output was read.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+
+use super::workspace;
+use crate::net::forward::Forwarder;
+use crate::runner::JobControl;
+use crate::runner::docker::{DockerClient, Endpoint};
+
+pub struct SwarmControl {
+    pub docker: DockerClient,
+    pub endpoint: Endpoint,
+    pub service: String,
+    pub configs: Vec<(String, String)>,
+    /// Set by the first stop: the exit reads 128+N as that signal.
+    pub stopped: Arc<AtomicBool>,
+    pub forwarder: Mutex<Option<Forwarder>>,
+}
+
+/// Scale `service` to zero replicas: its task is stopped with its grace.
+async fn scale_to_zero(docker: &DockerClient, service: &str) -> crate::error::Result<()> {
+    let svc = docker.inspect_service(service).await?;
+    let version = svc.version.and_then(|v| v.index).unwrap_or_default();
+    let Some(mut spec) = svc.spec else {
+        return Ok(());
+    };
+    if let Some(r) = spec.mode.as_mut().and_then(|m| m.replicated.as_mut()) {
+        r.replicas = Some(0);
+    }
+    docker.update_service(service, spec, version).await
+}
+
+/// Remove the service, then its configs (a config a service names cannot go first).
+async fn remove(docker: &DockerClient, service: &str, configs: &[(String, String)]) {
+    if let Err(e) = docker.remove_service(service).await
+        && e.engine_status() != Some(404)
+    {
+        tracing::warn!(service, error = %e, "could not remove the job's service");
+    }
+    workspace::remove(docker, configs).await;
+}
+
+impl SwarmControl {
+    fn close_forwarder(&self) {
+        if let Some(f) = self.forwarder.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            f.close();
+        }
+    }
+}
+
+impl JobControl for SwarmControl {
+    fn signal(&self, signal: i32) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            use nix::sys::signal::Signal;
+            let stops = [Signal::SIGTERM, Signal::SIGKILL, Signal::SIGINT].map(|s| s as i32);
+            if !stops.contains(&signal) {
+                tracing::warn!(signal, service = %self.service, "a swarm task cannot be signalled, only stopped: signal not sent");
+                return;
+            }
+            // A KILL after the TERM: the node kills it when the grace ends.
+            if self.stopped.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            if let Err(e) = scale_to_zero(&self.docker, &self.service).await {
+                tracing::warn!(service = %self.service, error = %e, "could not stop the job's task; removing its service");
+                remove(&self.docker, &self.service, &[]).await;
+            }
+        })
+    }
+
+    fn cleanup(&self) {
+        self.close_forwarder();
+        let (docker, service, configs) = (self.docker.clone(), self.service.clone(), self.configs.clone());
+        tokio::spawn(async move { remove(&docker, &service, &configs).await });
+    }
+
+    fn kill_now(&self) {
+        self.close_forwarder();
+        let (endpoint, service, configs) = (self.endpoint.clone(), self.service.clone(), self.configs.clone());
+        // A thread and runtime of its own: the caller may be a runtime
+        // winding down (a `Drop`).
+        let work = move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async {
+                let limit = std::time::Duration::from_secs(3);
+                if let Ok(docker) = DockerClient::connect(&endpoint, limit).await {
+                    let _ = tokio::time::timeout(limit, remove(&docker, &service, &configs)).await;
+                }
+            });
+        };
+        if let Ok(handle) = std::thread::Builder::new().name("berth-swarm-remove".into()).spawn(work) {
+            let _ = handle.join();
+        }
+    }
+}

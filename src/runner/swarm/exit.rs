@@ -1,0 +1,102 @@
+//! A swarm job's output and end, under the runner contract: the exit
+//! future resolves once the task reached a terminal state **and** its
+//! output went through the job's writers.
+//!
+//! The service's log follow never ends on its own (measured: it stays
+//! open after the task exited), so it cannot say when the output is
+//! complete. It feeds the writers while the task runs (a `--ready-log`
+//! wait sees lines as they come); once the task ended, the follow is
+//! dropped and the log is read once more from its start without follow,
+//! which ends, the lines already taken skipped ([`StreamWriter::rewind`]).
+//! A task whose node went down has no log any more: what the follow took
+//! is what the job keeps, and it ends `lost` naming the node.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bollard::container::LogOutput;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::task::{self, Placed, RUN_POLL};
+use crate::output::StreamWriter;
+use crate::runner::Exit;
+use crate::runner::docker::DockerClient;
+
+/// The job's two writers.
+pub struct Writers {
+    pub out: StreamWriter,
+    pub err: StreamWriter,
+}
+
+impl Writers {
+    async fn take(&mut self, item: LogOutput) {
+        let (w, bytes) = match item {
+            LogOutput::StdErr { message } => (&mut self.err, message),
+            LogOutput::StdOut { message } | LogOutput::Console { message } => (&mut self.out, message),
+            LogOutput::StdIn { .. } => return,
+        };
+        w.ready().await;
+        w.write(&bytes);
+    }
+}
+
+/// Feed the service's log into `writers` until `stop`; hand them back.
+async fn follow(docker: DockerClient, service: String, mut writers: Writers, stop: CancellationToken) -> Writers {
+    let mut logs = docker.service_logs(&service, true);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            item = logs.next() => match item {
+                Some(Ok(item)) => writers.take(item).await,
+                // The manager stopped answering: the final read mends it.
+                Some(Err(_)) | None => {
+                    stop.cancelled().await;
+                    break;
+                }
+            },
+        }
+    }
+    writers
+}
+
+/// The job's end: poll the task until it ended, then complete its output.
+pub async fn watch(
+    docker: DockerClient,
+    service: String,
+    placed: Placed,
+    writers: Writers,
+    stopped: Arc<AtomicBool>,
+) -> Exit {
+    let stop = CancellationToken::new();
+    let following = tokio::spawn(follow(docker.clone(), service.clone(), writers, stop.clone()));
+    let exit = loop {
+        match task::ended(&docker, &placed, stopped.load(Ordering::SeqCst)).await {
+            Ok(Some(exit)) => break exit,
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "could not ask after the job's task; asking again"),
+        }
+        tokio::time::sleep(RUN_POLL).await;
+    };
+    stop.cancel();
+    let Ok(mut writers) = following.await else {
+        return exit;
+    };
+    if !matches!(exit, Exit::Lost(_)) {
+        writers.out.rewind();
+        writers.err.rewind();
+        let mut logs = docker.service_logs(&service, false);
+        while let Some(item) = logs.next().await {
+            match item {
+                Ok(item) => writers.take(item).await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the job's log could not be read to its end");
+                    break;
+                }
+            }
+        }
+    }
+    writers.out.finish();
+    writers.err.finish();
+    exit
+}

@@ -1,0 +1,242 @@
+//! The Swarm runner (`runner = "swarm"`): each job is a one-replica service
+//! on a Docker Swarm, created through the swarm's manager (the engine
+//! berth's endpoint names), placed by the swarm's scheduler on any node.
+//!
+//! What differs from one engine, and where it is handled:
+//! - the service (`spec.rs`): limits are reservations too, ports are
+//!   published in host mode on the task's node and relayed from the
+//!   caller's 127.0.0.1 as a remote engine's are, the stop grace is berth's;
+//! - the workspace (`workspace.rs`): configs the task unpacks into a tmpfs;
+//! - where it runs and how it ended (`task.rs`): task states polled, exit
+//!   codes from terminal states only, a task on a node that went down lost;
+//! - output (`exit.rs`): the service log, followed and read once more at the end;
+//! - stop and removal (`control.rs`): scale to zero, then remove.
+//!
+//! Egress: the egress proxy is a process of this machine, which a task on
+//! another node cannot use, so a job is either on an internal overlay
+//! network of the instance (no way out: `egress` none or proxy, and no
+//! ports) or on its node's bridge (a way out: `egress = "all"`, or ports,
+//! which the swarm publishes only there), said on its card.
+//!
+//! Services, configs and the overlay carry berth's labels: the crash
+//! watchdog and the next manager remove a dead owner's (`sweep.rs`).
+
+mod control;
+mod exit;
+mod spec;
+mod sweep;
+mod task;
+mod workspace;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::OnceCell;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::model::{Egress, JobId, Stream};
+use crate::net::forward::{self, Upstream, Want};
+use crate::runner::docker::{
+    DockerClient, Endpoint, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership,
+};
+use crate::runner::{Control, Launch, Launched, Runner};
+
+pub use sweep::remove_services;
+
+/// How long connecting to the manager may take.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+/// Most bytes of a job's workspace tmpfs on its node.
+const TMPFS_BYTES: i64 = 1 << 30;
+
+/// The swarm, through its manager.
+pub struct Swarm {
+    endpoint: Endpoint,
+    ownership: Ownership,
+    owner: String,
+    grace: Duration,
+    client: OnceCell<DockerClient>,
+    /// The instance's internal overlay network, made on first use.
+    internal: OnceCell<String>,
+}
+
+impl Swarm {
+    pub fn new(config: &Config) -> Swarm {
+        Swarm {
+            endpoint: Endpoint::current().clone(),
+            ownership: Ownership {
+                instance: config.instance.clone(),
+                state: crate::runner::docker::state_hash(&config.state_dir),
+            },
+            owner: crate::procinfo::owner_label(),
+            grace: config.grace(),
+            client: OnceCell::new(),
+            internal: OnceCell::new(),
+        }
+    }
+
+    /// The manager's client, once it said it is a swarm manager.
+    pub async fn client(&self) -> Result<&DockerClient> {
+        self.client
+            .get_or_try_init(|| async {
+                let docker = DockerClient::connect(&self.endpoint, CONNECT_LIMIT).await?;
+                let info = docker.info().await?;
+                let swarm = info.swarm.unwrap_or_default();
+                if swarm.control_available != Some(true) {
+                    let state = swarm.local_node_state.map_or("unknown".into(), |s| s.to_string());
+                    return Err(Error::EngineUnavailable {
+                        endpoint: self.endpoint.host.clone(),
+                        message: format!(
+                            "runner swarm needs a swarm manager, and this engine's swarm state is `{state}` without control: point DOCKER_HOST at a manager node (`docker node ls` works there)"
+                        ),
+                    });
+                }
+                Ok(docker)
+            })
+            .await
+    }
+
+    /// The labels of the job's service, container and configs.
+    fn labels(&self, id: &JobId) -> HashMap<String, String> {
+        HashMap::from([
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_INSTANCE.to_string(), self.ownership.instance.clone()),
+            (LABEL_OWNER.to_string(), self.owner.clone()),
+            (LABEL_JOB.to_string(), id.to_string()),
+            (LABEL_STATE.to_string(), self.ownership.state.clone()),
+        ])
+    }
+
+    /// The instance's internal overlay network (no way out), made once.
+    async fn internal_network(&self, docker: &DockerClient) -> Result<String> {
+        self.internal
+            .get_or_try_init(|| sweep::ensure_overlay(docker, &self.ownership))
+            .await
+            .cloned()
+    }
+
+    async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
+        let docker = self.client().await?.clone();
+        let (spec, config) = (job.spec, job.config);
+        let mut notes = Vec::new();
+        let asked = spec.egress.unwrap_or(config.egress);
+        let network = match (asked, spec.ports.is_empty()) {
+            (Egress::All, _) => None,
+            (_, false) => {
+                notes.push(format!(
+                    "egress {asked}: on a swarm, a job's ports are published only on its node's bridge, which has a way out, so all"
+                ));
+                None
+            }
+            (_, true) => {
+                if asked == Egress::Proxy {
+                    notes.push("egress proxy: berth's proxy cannot serve another machine, so none on a swarm (set egress = \"all\" to let the job out)".into());
+                }
+                Some(self.internal_network(&docker).await?)
+            }
+        };
+        let on_bridge = network.is_none();
+        let wants: Vec<Want> = spec
+            .ports
+            .iter()
+            .map(|p| Want {
+                port: p.port,
+                proto: p.proto,
+                host_port: p.host_port,
+                note: None,
+                strict: true,
+            })
+            .collect();
+        let bound = forward::bind(job.id.as_str(), &wants)?;
+        let labels = self.labels(job.id);
+        let name = crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
+        let user = config.container_user();
+        let owner = owner_ids(&user);
+        let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
+        let uploaded = workspace::upload(&docker, &ws, owner, &name, &labels).await?;
+        notes.insert(0, uploaded.note.clone());
+        let cwd = if job.cwd.starts_with(&ws) { job.cwd } else { ws.as_path() };
+        let parts = spec::Parts {
+            name: name.clone(),
+            image: spec.image.as_deref().unwrap_or(&config.image),
+            labels,
+            workspace: ws.to_string_lossy().into_owned(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            user: if user == "root" { "0:0".into() } else { user },
+            configs: uploaded.configs.clone(),
+            defaults: &config.limits,
+            grace: self.grace,
+            network,
+            tmpfs_bytes: TMPFS_BYTES.max(uploaded.bytes as i64 * 2),
+        };
+        let made = async {
+            let (service_spec, limits) = spec::service(spec, parts)?;
+            let service = docker.create_service(service_spec).await?;
+            let limit = Duration::from_secs_f64(config.pull_timeout_secs);
+            match task::placed(&docker, &service, limit).await {
+                Ok(placed) => Ok((service, placed, limits)),
+                Err(e) => {
+                    let _ = docker.remove_service(&service).await;
+                    Err(e)
+                }
+            }
+        };
+        let (service, placed, mut limits) = match made.await {
+            Ok(m) => m,
+            Err(e) => {
+                workspace::remove(&docker, &uploaded.configs).await;
+                return Err(e);
+            }
+        };
+        limits.network = Some(match on_bridge {
+            true => "its node's bridge".into(),
+            false => "the instance's internal overlay".into(),
+        });
+        limits.not_enforced.extend(notes);
+        let forwarder = bound.serve(Upstream::Published {
+            ip: placed.node.addr,
+            ports: placed.ports.clone(),
+        })?;
+        let ports = forwarder.mappings().to_vec();
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let control = control::SwarmControl {
+            docker: docker.clone(),
+            endpoint: self.endpoint.clone(),
+            service: service.clone(),
+            configs: uploaded.configs,
+            stopped: stopped.clone(),
+            forwarder: std::sync::Mutex::new(Some(forwarder)),
+        };
+        let writers = exit::Writers {
+            out: job.output.writer(Stream::Stdout)?,
+            err: job.output.writer(Stream::Stderr)?,
+        };
+        let node = placed.node.to_string();
+        Ok(Launched {
+            pid: None,
+            container_id: None,
+            ports,
+            limits,
+            internal_ip: None,
+            control: Control::new(control),
+            exit: Box::pin(exit::watch(docker, service, placed, writers, stopped)),
+            sweep: None,
+            engine: None,
+            node: Some(node),
+        })
+    }
+}
+
+/// The numeric owner of the unpacked files: the job's `UID:GID` (`root` is 0:0).
+fn owner_ids(user: &str) -> (u64, u64) {
+    let (u, g) = user.split_once(':').unwrap_or((user, user));
+    (u.parse().unwrap_or(0), g.parse().unwrap_or(0))
+}
+
+impl Runner for Swarm {
+    fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
+        Box::pin(self.launch_job(job))
+    }
+}
