@@ -224,6 +224,9 @@ pub fn render_head(info: &JobInfo, color: bool) -> String {
     if let Some(ws) = &info.workspace {
         out += &format!("    Workspace: {}\n", v(&ws.display().to_string()));
     }
+    if let Some(node) = &info.node {
+        out += &format!("    Node: {}\n", v(node));
+    }
     if let Some(sandbox) = sandbox_text(info) {
         out += &format!("    Sandbox: {}\n", v(&sandbox));
     }
@@ -327,6 +330,7 @@ mod tests {
             promotion_reason: None,
             pid: None,
             container_id: None,
+            node: None,
             ports: Vec::new(),
             limits: Default::default(),
             usage: None,

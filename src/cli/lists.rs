@@ -209,6 +209,10 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
             time,
             visible(&j.command)
         );
+        // A swarm job's node, under it.
+        if let Some(node) = &j.node {
+            out += &format!("  └ node {}\n", visible(node));
+        }
         // Containers the job started through its scoped engine, under it.
         for c in &j.children {
             out += &format!("  └ child {}\n", visible(&c.summary()));

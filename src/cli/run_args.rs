@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// running and berth exits 75) or `kill` (the process group is killed, exit 124).
     #[arg(long, env = "BERTH_ON_TIMEOUT", value_name = "WHAT", value_parser = ["background", "kill"])]
     pub on_timeout: Option<String>,
-    /// auto, docker or host.
+    /// auto, docker, host or swarm (a one-replica service on the swarm whose manager DOCKER_HOST names).
     #[arg(long)]
     pub runner: Option<String>,
     /// Docker image (default: the project's image, else berth/dev when

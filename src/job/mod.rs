@@ -29,10 +29,11 @@ impl FromStr for RunnerChoice {
             "auto" => Ok(Self::Auto),
             "docker" => Ok(Self::Docker),
             "host" => Ok(Self::Host),
+            "swarm" => Ok(Self::Swarm),
             _ => Err(Error::InvalidValue {
                 what: "runner",
                 input: s.into(),
-                message: "expected auto, docker or host".into(),
+                message: "expected auto, docker, host or swarm".into(),
             }),
         }
     }

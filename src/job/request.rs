@@ -157,7 +157,7 @@ mod tests {
         };
         let e = ask(|r| r.runner = Some("vm".into()));
         assert!(
-            e.contains("vm") && e.contains("expected auto, docker or host"),
+            e.contains("vm") && e.contains("expected auto, docker, host or swarm"),
             "{e}"
         );
         let e = ask(|r| r.network = Some("everywhere".into()));

@@ -108,6 +108,9 @@ pub(super) async fn admit(
             file.display()
         )));
     }
+    if kind == RunnerKind::Swarm {
+        swarm_fits(&spec)?;
+    }
     if spec.engine == Some(EngineAccess::Scoped) {
         check_engine(&mut spec, kind, engine_asked, &project.config)?;
     }
@@ -296,6 +299,23 @@ fn check_engine(spec: &mut JobSpec, kind: RunnerKind, asked: bool, config: &Conf
     Ok(())
 }
 
+/// What a swarm job cannot have: each is a file or socket of this machine,
+/// which a task on another node does not see.
+fn swarm_fits(spec: &JobSpec) -> Result<()> {
+    let refuse = |what: &str| {
+        Err(Error::InvalidSpec(format!(
+            "{what} is not offered on a swarm (the task runs on another machine); use --runner docker for this job"
+        )))
+    };
+    match () {
+        _ if !spec.mounts.is_empty() => refuse("an extra mount (-v)"),
+        _ if spec.engine == Some(EngineAccess::Scoped) => refuse("a scoped engine (--engine scoped)"),
+        _ if spec.write == Some(crate::model::WriteMode::Layer) => refuse("write = \"layer\""),
+        _ if spec.input.is_some() => refuse("input on stdin"),
+        _ => Ok(()),
+    }
+}
+
 /// What `auto` falls back to when no engine answers.
 pub const FALLBACK_NOTE: &str = "no container engine answered: runner auto fell back to the host, where the job runs without a sandbox (set fallback = false to refuse instead)";
 
@@ -336,6 +356,11 @@ fn isolation(spec: &mut JobSpec, kind: RunnerKind, config: &Config, agent: bool)
     }
     let resolved = spec.isolation.unwrap_or(floor);
     if resolved == Isolation::Gvisor {
+        if kind == RunnerKind::Swarm {
+            return Err(Error::InvalidSpec(
+                "isolation \"gvisor\" is not offered on a swarm (its tasks run under each node's default runtime); use --runner docker for this job".into(),
+            ));
+        }
         if kind == RunnerKind::Host {
             return Err(Error::InvalidSpec(
                 "isolation \"gvisor\" needs a container job; run it with --runner docker (or set isolation = \"container\" in your own config for host jobs)".into(),

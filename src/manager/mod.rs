@@ -445,6 +445,7 @@ impl Manager {
         }
         // Removals of finished jobs' containers may still be under way.
         self.inner.engine.settle_removals(Duration::from_secs(10)).await;
+        self.inner.swarm.shutdown().await;
         // Every container is removed by now: its job network can go too,
         // and the volumes that mounted layers (their files stay).
         self.inner.engine.release_networks().await;

@@ -29,6 +29,7 @@ fn info(n: u64) -> JobInfo {
         promotion_reason: None,
         pid: Some(42),
         container_id: None,
+        node: None,
         ports: vec![],
         limits: Default::default(),
         usage: None,

@@ -43,5 +43,6 @@ mod retention;
 mod safety;
 mod scoped;
 mod secrets;
+mod swarm;
 mod trust;
 mod tui;

@@ -6,6 +6,7 @@
 //! takes the instance over), the instance networks' teardown, and a
 //! blocking remove for synchronous callers (`Drop`).
 
+use crate::runner::swarm;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -155,8 +156,9 @@ impl Engine {
             instance: instance.to_string(),
             state: self.ownership.state.clone(),
         };
-        let n = self.remove_matching(&owner.filters()).await;
+        let mut n = self.remove_matching(&owner.filters()).await;
         if let Ok(docker) = self.client().await {
+            n += swarm::remove_services(docker, &owner.filters(), swarm::Which::All).await;
             remove_volumes(docker, &owner.filters()).await;
             network::release_all(docker, &owner).await;
         }
@@ -173,8 +175,9 @@ impl Engine {
     pub async fn remove_owned(&self, owner: &str, networks: bool) -> usize {
         let mut labels = self.ownership.filters();
         labels.push(format!("{LABEL_OWNER}={owner}"));
-        let n = self.remove_matching(&labels).await;
+        let mut n = self.remove_matching(&labels).await;
         if let Ok(docker) = self.client().await {
+            n += swarm::remove_services(docker, &labels, swarm::Which::All).await;
             remove_volumes(docker, &labels).await;
             if networks {
                 network::release_all(docker, &self.ownership).await;
@@ -212,7 +215,9 @@ impl Engine {
                         .any(|k| id.starts_with(k.as_str()) || k.starts_with(id.as_str()))
                 })
         });
-        let removed = remove_all(docker, dead.filter_map(|c| c.id.as_deref())).await;
+        let mut removed = remove_all(docker, dead.filter_map(|c| c.id.as_deref())).await;
+        let services = swarm::Which::DeadOwners { me: &me };
+        removed += swarm::remove_services(docker, &self.ownership.filters(), services).await;
         if !keep_pauses {
             network::release_all(docker, &self.ownership).await;
         }

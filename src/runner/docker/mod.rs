@@ -87,7 +87,7 @@ pub use endpoint::{Endpoint, Place};
 pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
 pub use ownership::{
-    clean_name, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, state_hash,
+    LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, clean_name, state_hash,
 };
 pub use pull::ProgressFn;
 pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};

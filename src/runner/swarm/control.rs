@@ -62,6 +62,7 @@ impl JobControl for SwarmControl {
     fn signal(&self, signal: i32) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             use nix::sys::signal::Signal;
+            tracing::debug!(signal, service = %self.service, "stopping a swarm job");
             let stops = [Signal::SIGTERM, Signal::SIGKILL, Signal::SIGINT].map(|s| s as i32);
             if !stops.contains(&signal) {
                 tracing::warn!(signal, service = %self.service, "a swarm task cannot be signalled, only stopped: signal not sent");
@@ -71,7 +72,9 @@ impl JobControl for SwarmControl {
             if self.stopped.swap(true, Ordering::SeqCst) {
                 return;
             }
-            if let Err(e) = scale_to_zero(&self.docker, &self.service).await {
+            let scaled = scale_to_zero(&self.docker, &self.service).await;
+            tracing::debug!(service = %self.service, ok = scaled.is_ok(), "scaled to zero");
+            if let Err(e) = scaled {
                 tracing::warn!(service = %self.service, error = %e, "could not stop the job's task; removing its service");
                 remove(&self.docker, &self.service, &[]).await;
             }
@@ -86,7 +89,8 @@ impl JobControl for SwarmControl {
 
     fn kill_now(&self) {
         self.close_forwarder();
-        let (endpoint, service, configs) = (self.endpoint.clone(), self.service.clone(), self.configs.clone());
+        let (endpoint, service, configs) =
+            (self.endpoint.clone(), self.service.clone(), self.configs.clone());
         // A thread and runtime of its own: the caller may be a runtime
         // winding down (a `Drop`).
         let work = move || {
@@ -100,7 +104,10 @@ impl JobControl for SwarmControl {
                 }
             });
         };
-        if let Ok(handle) = std::thread::Builder::new().name("berth-swarm-remove".into()).spawn(work) {
+        if let Ok(handle) = std::thread::Builder::new()
+            .name("berth-swarm-remove".into())
+            .spawn(work)
+        {
             let _ = handle.join();
         }
     }

@@ -42,7 +42,12 @@ impl Writers {
 }
 
 /// Feed the service's log into `writers` until `stop`; hand them back.
-async fn follow(docker: DockerClient, service: String, mut writers: Writers, stop: CancellationToken) -> Writers {
+async fn follow(
+    docker: DockerClient,
+    service: String,
+    mut writers: Writers,
+    stop: CancellationToken,
+) -> Writers {
     let mut logs = docker.service_logs(&service, true);
     loop {
         tokio::select! {
@@ -78,6 +83,7 @@ pub async fn watch(
         }
         tokio::time::sleep(RUN_POLL).await;
     };
+    tracing::debug!(%service, ?exit, "swarm task ended");
     stop.cancel();
     let Ok(mut writers) = following.await else {
         return exit;
@@ -96,6 +102,7 @@ pub async fn watch(
             }
         }
     }
+    tracing::debug!(%service, "swarm task's output read");
     writers.out.finish();
     writers.err.finish();
     exit

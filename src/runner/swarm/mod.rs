@@ -44,7 +44,7 @@ use crate::runner::docker::{
 };
 use crate::runner::{Control, Launch, Launched, Runner};
 
-pub use sweep::remove_services;
+pub use sweep::{Which, remove_services};
 
 /// How long connecting to the manager may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
@@ -96,6 +96,24 @@ impl Swarm {
                 Ok(docker)
             })
             .await
+    }
+
+    /// Every job ended: remove what of this manager's is still on the swarm
+    /// (a service whose removal after its job did not finish) and the
+    /// overlay. Nothing to do when no swarm job ran.
+    pub async fn shutdown(&self) {
+        let Some(docker) = self.client.get() else {
+            return;
+        };
+        let mut mine = self.ownership.filters();
+        mine.push(format!("{LABEL_OWNER}={}", self.owner));
+        remove_services(docker, &mine, Which::All).await;
+        if let Some(id) = self.internal.get()
+            && let Err(e) = docker.remove_network(id).await
+            && !matches!(e.engine_status(), Some(403 | 404 | 409))
+        {
+            tracing::warn!(network = %id, error = %e, "could not remove the swarm overlay");
+        }
     }
 
     /// The labels of the job's service, container and configs.
@@ -151,13 +169,18 @@ impl Swarm {
             .collect();
         let bound = forward::bind(job.id.as_str(), &wants)?;
         let labels = self.labels(job.id);
-        let name = crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
+        let name =
+            crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
         let user = config.container_user();
         let owner = owner_ids(&user);
         let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
         let uploaded = workspace::upload(&docker, &ws, owner, &name, &labels).await?;
         notes.insert(0, uploaded.note.clone());
-        let cwd = if job.cwd.starts_with(&ws) { job.cwd } else { ws.as_path() };
+        let cwd = if job.cwd.starts_with(&ws) {
+            job.cwd
+        } else {
+            ws.as_path()
+        };
         let parts = spec::Parts {
             name: name.clone(),
             image: spec.image.as_deref().unwrap_or(&config.image),

@@ -16,8 +16,9 @@ use std::time::Duration;
 use bollard::models::{
     EndpointPortConfig, EndpointPortConfigProtocolEnum, EndpointPortConfigPublishModeEnum, EndpointSpec,
     Limit, Mount, MountTmpfsOptions, MountType, NetworkAttachmentConfig, ResourceObject, ServiceSpec,
-    ServiceSpecMode, ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecConfigs,
-    TaskSpecContainerSpecFile1, TaskSpecResources, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
+    ServiceSpecMode, ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec,
+    TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile1, TaskSpecResources, TaskSpecRestartPolicy,
+    TaskSpecRestartPolicyConditionEnum,
 };
 
 use crate::error::{Error, Result};
@@ -28,7 +29,8 @@ pub const PARTS_DIR: &str = "/run/berth-workspace";
 
 /// The step that unpacks the workspace before the job: `$1` the workspace,
 /// `$2` the job's directory, the rest the job's argv.
-const UNPACK: &str = "cat /run/berth-workspace/* | tar -xf - -C \"$1\" && cd \"$2\" && shift 2 && exec \"$@\"";
+const UNPACK: &str =
+    "cat /run/berth-workspace/* | tar -xf - -C \"$1\" && cd \"$2\" && shift 2 && exec \"$@\"";
 
 /// What the service is made of, beyond the spec.
 pub struct Parts<'a> {
@@ -60,7 +62,12 @@ pub fn service(spec: &JobSpec, parts: Parts<'_>) -> Result<(ServiceSpec, Applied
     let resources = resources(spec, parts.defaults, &mut applied)?;
     applied.user = Some(parts.user.clone());
     applied.isolation = Some("container".into());
-    let mut command = vec!["/bin/sh".into(), "-c".into(), UNPACK.into(), "berth-workspace".into()];
+    let mut command = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        UNPACK.into(),
+        "berth-workspace".into(),
+    ];
     command.extend([parts.workspace.clone(), parts.cwd.clone()]);
     command.extend(argv);
     let (uid, gid) = parts.user.split_once(':').unwrap_or((&parts.user, &parts.user));
@@ -239,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_job_is_one_replica_never_restarted_with_its_limits_reserved_and_ports_in_host_mode() {
-        let mut spec = JobSpec::new(vec!["echo".into(), "hi there".into()]);
+        let mut spec = JobSpec::argv(["echo", "hi there"]);
         spec.limits.cpus = Some(0.5);
         spec.limits.memory = Some(64 << 20);
         spec.ports = vec![crate::model::PortSpec {
@@ -266,7 +273,12 @@ mod tests {
         let cmd = c.command.unwrap();
         // The job's argv is passed through untouched, after the unpack step's.
         assert_eq!(&cmd[4..], ["/w", "/w/sub", "echo", "hi there"]);
-        let files: Vec<_> = c.configs.unwrap().into_iter().map(|c| c.file.unwrap().name.unwrap()).collect();
+        let files: Vec<_> = c
+            .configs
+            .unwrap()
+            .into_iter()
+            .map(|c| c.file.unwrap().name.unwrap())
+            .collect();
         assert_eq!(files, [format!("{PARTS_DIR}/0000"), format!("{PARTS_DIR}/0001")]);
         assert_eq!(c.labels.unwrap()["berth.job"], "job-1");
         assert_eq!(c.stop_grace_period, Some(2_000_000_000));

@@ -11,14 +11,18 @@ use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
 use crate::error::{Error, Result};
-use crate::runner::docker::{DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership};
+use crate::runner::docker::{
+    DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership,
+};
 
 /// Which of the labelled services and configs go.
 #[derive(Clone, Copy)]
 pub enum Which<'a> {
     All,
     /// Those whose owner is no live manager (and not `me`).
-    DeadOwners { me: &'a str },
+    DeadOwners {
+        me: &'a str,
+    },
 }
 
 impl Which<'_> {
@@ -40,7 +44,10 @@ pub async fn remove_services(docker: &DockerClient, labels: &[String], which: Wh
     };
     let mut removed = 0;
     for s in services {
-        let (Some(id), true) = (s.id.as_deref(), which.takes(s.spec.as_ref().and_then(|p| p.labels.as_ref()))) else {
+        let (Some(id), true) = (
+            s.id.as_deref(),
+            which.takes(s.spec.as_ref().and_then(|p| p.labels.as_ref())),
+        ) else {
             continue;
         };
         match docker.remove_service(id).await {
@@ -104,7 +111,9 @@ async fn find_overlay(docker: &DockerClient, owner: &Ownership, name: &str) -> R
         Some(_) => Err(Error::Docker {
             action: "prepare network",
             job: name.to_string(),
-            message: format!("a network named {name} exists and is not this berth instance's; remove it (docker network rm {name})"),
+            message: format!(
+                "a network named {name} exists and is not this berth instance's; remove it (docker network rm {name})"
+            ),
         }),
         None => Ok(None),
     }

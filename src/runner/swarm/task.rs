@@ -84,7 +84,10 @@ pub async fn placed(docker: &DockerClient, service: &str, limit: Duration) -> Re
     let mut last = "no task yet".to_string();
     loop {
         let tasks = docker.service_tasks(service).await?;
-        if let Some(t) = tasks.iter().max_by_key(|t| t.created_at.clone().map(|c| c.to_string())) {
+        if let Some(t) = tasks
+            .iter()
+            .max_by_key(|t| t.created_at.clone().map(|c| c.to_string()))
+        {
             let s = state(t);
             let ran = t
                 .status
@@ -93,7 +96,9 @@ pub async fn placed(docker: &DockerClient, service: &str, limit: Duration) -> Re
                 .and_then(|c| c.container_id.as_ref())
                 .is_some();
             match s {
-                Some(TaskState::REJECTED) => return Err(fail(format!("the swarm rejected its task: {}", why(t)))),
+                Some(TaskState::REJECTED) => {
+                    return Err(fail(format!("the swarm rejected its task: {}", why(t))));
+                }
                 Some(s) if is_terminal(s) && !ran => {
                     return Err(fail(format!("its task ended {s} before it ran: {}", why(t))));
                 }
@@ -200,7 +205,9 @@ fn exit_of(t: &Task, s: TaskState, stopped: bool) -> Exit {
         .and_then(|c| c.exit_code);
     match (s, code) {
         (TaskState::COMPLETE, _) => Exit::Code(0),
-        (TaskState::FAILED | TaskState::SHUTDOWN, Some(c)) if stopped && c > 128 => Exit::Signal((c - 128) as i32),
+        (TaskState::FAILED | TaskState::SHUTDOWN, Some(c)) if stopped && c > 128 => {
+            Exit::Signal((c - 128) as i32)
+        }
         (TaskState::FAILED | TaskState::SHUTDOWN, Some(c)) => Exit::Code(c as i32),
         (TaskState::SHUTDOWN, None) if stopped => Exit::Signal(nix::sys::signal::Signal::SIGTERM as i32),
         _ => Exit::Lost(format!("the swarm ended its task {s}: {}", why(t))),
@@ -229,11 +236,26 @@ mod tests {
 
     #[test]
     fn exit_codes_come_from_terminal_states_only_and_a_stop_reads_as_its_signal() {
-        assert_eq!(exit_of(&task(TaskState::COMPLETE, Some(0)), TaskState::COMPLETE, false), Exit::Code(0));
-        assert_eq!(exit_of(&task(TaskState::FAILED, Some(3)), TaskState::FAILED, false), Exit::Code(3));
-        assert_eq!(exit_of(&task(TaskState::FAILED, Some(143)), TaskState::FAILED, false), Exit::Code(143));
-        assert_eq!(exit_of(&task(TaskState::SHUTDOWN, Some(143)), TaskState::SHUTDOWN, true), Exit::Signal(15));
-        assert!(matches!(exit_of(&task(TaskState::ORPHANED, None), TaskState::ORPHANED, false), Exit::Lost(_)));
+        assert_eq!(
+            exit_of(&task(TaskState::COMPLETE, Some(0)), TaskState::COMPLETE, false),
+            Exit::Code(0)
+        );
+        assert_eq!(
+            exit_of(&task(TaskState::FAILED, Some(3)), TaskState::FAILED, false),
+            Exit::Code(3)
+        );
+        assert_eq!(
+            exit_of(&task(TaskState::FAILED, Some(143)), TaskState::FAILED, false),
+            Exit::Code(143)
+        );
+        assert_eq!(
+            exit_of(&task(TaskState::SHUTDOWN, Some(143)), TaskState::SHUTDOWN, true),
+            Exit::Signal(15)
+        );
+        assert!(matches!(
+            exit_of(&task(TaskState::ORPHANED, None), TaskState::ORPHANED, false),
+            Exit::Lost(_)
+        ));
         assert!(!is_terminal(TaskState::RUNNING));
     }
 }

@@ -61,6 +61,7 @@ pub fn job(n: u64, cmd: &str, status: JobStatus, mode: StartMode, started: i64) 
         promotion_reason: None,
         pid: Some(4000 + n as u32),
         container_id: None,
+        node: None,
         ports: Vec::new(),
         limits: AppliedLimits::default(),
         usage: None,

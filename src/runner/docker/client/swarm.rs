@@ -116,7 +116,12 @@ impl DockerClient {
     }
 
     /// Create a config holding `data`; its id.
-    pub async fn create_config(&self, name: &str, labels: HashMap<String, String>, data: &[u8]) -> Result<String> {
+    pub async fn create_config(
+        &self,
+        name: &str,
+        labels: HashMap<String, String>,
+        data: &[u8],
+    ) -> Result<String> {
         use base64::Engine as _;
         let spec = ConfigSpec {
             name: Some(name.to_string()),

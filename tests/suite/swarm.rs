@@ -1,0 +1,299 @@
+//! Jobs on a real three-node Docker Swarm (`runner = "swarm"`): three
+//! dockerd nodes, each in its own network, mount, PID and UTS namespaces,
+//! joined through a bridge in a fourth (`scripts/swarm.sh`), the daemon
+//! speaking to the manager node over TCP+TLS. What a user of a cluster
+//! checks: a server answers on the caller's 127.0.0.1; an exit code comes
+//! back; jobs spread over nodes with every line kept; a stop ends a job;
+//! a node that dies takes its job as `lost`, naming it, while the others
+//! go on; and nothing of the instance is left on any node after `berth
+//! down` or after the manager is SIGKILLed.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::{Daemon, SANDBOX, eventually, http_get, unique_sleep};
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/swarm.sh");
+
+/// The swarm, taken down (everything it made removed) when dropped.
+struct Swarm {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Swarm {
+    fn up() -> Swarm {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let o = Command::new("bash").arg(SCRIPT).args(args).output().unwrap();
+            assert!(
+                o.status.success(),
+                "swarm.sh {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let path = dir.path().to_str().unwrap().to_string();
+        let env = run(&["up", &path])
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let swarm = Swarm { dir, env };
+        run(&["load", &path, SANDBOX]);
+        swarm
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    fn get(&self, key: &str) -> &str {
+        self.env
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap()
+    }
+
+    /// `docker` aimed at the engine at `addr` (the manager's by default).
+    fn docker_at(&self, addr: Option<&str>, args: &[&str]) -> String {
+        let host = addr.map_or_else(
+            || self.get("DOCKER_HOST").to_string(),
+            |a| format!("tcp://{a}:2376"),
+        );
+        let o = Command::new("docker")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("DOCKER_HOST", host)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// berth's services, configs and overlay on the swarm, and its containers on every node.
+    fn leftovers(&self) -> Vec<String> {
+        let label = "label=berth.managed=true";
+        let mut left: Vec<String> = Vec::new();
+        for what in [["service", "ls"], ["config", "ls"], ["network", "ls"]] {
+            let out = self.docker_at(None, &[what[0], what[1], "-q", "--filter", label]);
+            left.extend(out.lines().map(|l| format!("{} {l}", what[0])));
+        }
+        for node in self.get("BERTH_SWARM_NODES").split(',') {
+            let out = self.docker_at(Some(node), &["ps", "-aq", "--filter", label]);
+            left.extend(out.lines().map(|l| format!("container {l} on {node}")));
+        }
+        left
+    }
+
+    fn script(&self, args: &[&str]) {
+        let st = Command::new("bash")
+            .arg(SCRIPT)
+            .args(args)
+            .arg(self.dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "swarm.sh {args:?}");
+    }
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(SCRIPT)
+            .arg("down")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+fn swarm_run(d: &Daemon, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["run", "--runner", "swarm", "--image", SANDBOX];
+    all.extend_from_slice(args);
+    d.json(&all)
+}
+
+#[tokio::test]
+async fn a_swarm_job_serves_its_port_reports_its_exit_stops_and_leaves_nothing() {
+    let swarm = Swarm::up();
+    let mut env = swarm.env();
+    env.push(("BERTH_GRACE", "2"));
+    let mut d = Daemon::start_with(&env);
+    std::fs::write(
+        d.dir.path().join("ws/index.html"),
+        "served from the caller's workspace\n",
+    )
+    .unwrap();
+
+    let v = swarm_run(
+        &d,
+        &[
+            "-d",
+            "-p",
+            "8080",
+            "--ready-http",
+            "/index.html",
+            "--timeout",
+            "60",
+            "--",
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+            "-h",
+            ".",
+        ],
+    );
+    assert_eq!(v["ready"]["outcome"], "ready", "{v}");
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let port = v["job"]["ports"][0]["host_port"].as_u64().unwrap() as u16;
+    assert_eq!(v["job"]["ports"][0]["host_ip"], "127.0.0.1", "{v}");
+    assert!(http_get(port).contains("served from the caller's workspace"));
+    let node = v["job"]["node"].as_str().unwrap_or_default().to_string();
+    assert!(node.starts_with("berth-sw"), "{v}");
+    let (_, card, _) = d.run(&["status", &id]);
+    assert!(
+        card.contains(&format!("Node: {node}")) && card.contains("swarm: the workspace is a copy"),
+        "{card}"
+    );
+
+    // An exit code comes from the task's terminal state, stderr kept apart.
+    let (code, out, err) = d.run(&[
+        "run",
+        "--runner",
+        "swarm",
+        "--image",
+        SANDBOX,
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("out") && !out.contains("err"), "{out}");
+
+    // A stop: the job ignores SIGTERM, so the swarm kills it when berth's
+    // grace (2 s) ends. Measured by hand, the swarm's own stop of such a
+    // task on an attached network takes the grace + ~3.4 s.
+    let stubborn = swarm_run(
+        &d,
+        &[
+            "-d",
+            "--",
+            "sh",
+            "-c",
+            &format!("trap '' TERM; echo up; exec {}", unique_sleep()),
+        ],
+    );
+    let sid = stubborn["job"]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = d.run(&["wait", &sid, "--log", "up", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let asked = Instant::now();
+    assert_eq!(d.json(&["kill", &sid])["result"], "killed");
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(2 + 5), "kill took {took:?}");
+    assert_eq!(d.json(&["kill", &id])["result"], "killed");
+
+    let (code, _, err) = d.run(&["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(d.wait_exit(Duration::from_secs(30)).is_some());
+    eventually(
+        Duration::from_secs(20),
+        "nothing of berth on the swarm after down",
+        || swarm.leftovers().is_empty(),
+    )
+    .await;
+
+    // A manager that is SIGKILLed: its watchdog removes its service (the
+    // swarm then removes the container on its node) and its configs.
+    let mut d = Daemon::start_with(&swarm.env());
+    let v = swarm_run(&d, &["-d", "--", "sleep", &unique_sleep()]);
+    assert!(v["job"]["id"].is_string(), "{v}");
+    assert!(!swarm.leftovers().is_empty());
+    d.child.kill().unwrap();
+    let _ = d.child.wait();
+    eventually(Duration::from_secs(60), "the watchdog cleaned every node", || {
+        swarm.leftovers().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
+    let swarm = Swarm::up();
+    let mut env = swarm.env();
+    env.push(("BERTH_MAX_JOBS", "6"));
+    let d = Daemon::start_with(&env);
+    let ids: Vec<String> = (0..6)
+        .map(|i| {
+            let script = format!("i=1; while [ $i -le 3000 ]; do echo job{i}-line$i; i=$((i+1)); done");
+            let v = swarm_run(&d, &["-d", "--", "sh", "-c", &script]);
+            v["job"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{v}"))
+                .to_string()
+        })
+        .collect();
+    let mut nodes = BTreeSet::new();
+    for (i, id) in ids.iter().enumerate() {
+        let (code, _, err) = d.run(&["wait", id]);
+        assert_eq!(code, 0, "{id}: {err}");
+        let v = d.json(&["logs", id, "--json", "--limit", "10000"]);
+        let lines = v["lines"].as_array().unwrap();
+        let want: Vec<String> = (1..=3000).map(|n| format!("job{i}-line{n}")).collect();
+        let got: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+        assert_eq!(got, want, "{id}'s output");
+        let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "{id}: seqs not consecutive"
+        );
+        let info = d.json(&["status", id]);
+        nodes.insert(info["node"].as_str().unwrap_or_default().to_string());
+    }
+    assert!(nodes.len() >= 2, "all six on one node: {nodes:?}");
+}
+
+#[tokio::test]
+async fn a_node_that_dies_takes_its_job_as_lost_and_the_others_go_on() {
+    let swarm = Swarm::up();
+    let mut env = swarm.env();
+    env.push(("BERTH_MAX_JOBS", "6"));
+    let d = Daemon::start_with(&env);
+    // Jobs until one runs on a worker (the scheduler chooses).
+    let mut jobs = Vec::new();
+    let victim = loop {
+        assert!(jobs.len() < 6, "no job landed on a worker: {jobs:?}");
+        let v = swarm_run(&d, &["-d", "--", "sleep", &unique_sleep()]);
+        let id = v["job"]["id"].as_str().unwrap().to_string();
+        let node = v["job"]["node"].as_str().unwrap().to_string();
+        jobs.push((id.clone(), node.clone()));
+        if !node.starts_with("berth-sw1") {
+            break (id, node);
+        }
+    };
+    let n = &victim.1["berth-sw".len().."berth-sw".len() + 1];
+    swarm.script(&["kill-node", n]);
+    let died = Instant::now();
+    let (code, _, _) = d.run(&["wait", &victim.0, "--timeout", "30"]);
+    assert_ne!(code, 0);
+    let info = d.json(&["status", &victim.0]);
+    assert_eq!(info["status"], "lost", "{info}");
+    let reason = info["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&victim.1), "the reason names the node: {reason}");
+    assert!(
+        died.elapsed() < Duration::from_secs(20),
+        "lost after {:?}",
+        died.elapsed()
+    );
+    for (id, node) in jobs.iter().filter(|(_, n)| *n != victim.1) {
+        let info = d.json(&["status", id]);
+        assert_eq!(info["status"], "running", "{id} on {node}: {info}");
+    }
+}
