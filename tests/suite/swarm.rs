@@ -92,14 +92,16 @@ impl Swarm {
         left
     }
 
-    fn script(&self, args: &[&str]) {
+    /// `swarm.sh VERB DIR ARGS…`.
+    fn script(&self, verb: &str, args: &[&str]) {
         let st = Command::new("bash")
             .arg(SCRIPT)
-            .args(args)
+            .arg(verb)
             .arg(self.dir.path())
+            .args(args)
             .status()
             .unwrap();
-        assert!(st.success(), "swarm.sh {args:?}");
+        assert!(st.success(), "swarm.sh {verb} {args:?}");
     }
 }
 
@@ -188,7 +190,7 @@ async fn a_swarm_job_serves_its_port_reports_its_exit_stops_and_leaves_nothing()
             "--",
             "sh",
             "-c",
-            &format!("trap '' TERM; echo up; exec {}", unique_sleep()),
+            &format!("trap '' TERM; echo up; exec sleep {}", unique_sleep()),
         ],
     );
     let sid = stubborn["job"]["id"].as_str().unwrap().to_string();
@@ -198,7 +200,8 @@ async fn a_swarm_job_serves_its_port_reports_its_exit_stops_and_leaves_nothing()
     assert_eq!(d.json(&["kill", &sid])["result"], "killed");
     let took = asked.elapsed();
     assert!(took < Duration::from_secs(2 + 5), "kill took {took:?}");
-    assert_eq!(d.json(&["kill", &id])["result"], "killed");
+    let (_, card, _) = d.run(&["status", &id]);
+    assert_eq!(d.json(&["kill", &id])["result"], "killed", "{card}");
 
     let (code, _, err) = d.run(&["down"]);
     assert_eq!(code, 0, "{err}");
@@ -232,7 +235,11 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
     let d = Daemon::start_with(&env);
     let ids: Vec<String> = (0..6)
         .map(|i| {
-            let script = format!("i=1; while [ $i -le 3000 ]; do echo job{i}-line$i; i=$((i+1)); done");
+            // Each stays 15 s after its output, so that all six run at once
+            // and the scheduler spreads them (it places a task where the
+            // fewest run).
+            let script =
+                format!("i=1; while [ $i -le 3000 ]; do echo job{i}-line$i; i=$((i+1)); done; sleep 15");
             let v = swarm_run(&d, &["-d", "--", "sh", "-c", &script]);
             v["job"]["id"]
                 .as_str()
@@ -244,7 +251,7 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
     for (i, id) in ids.iter().enumerate() {
         let (code, _, err) = d.run(&["wait", id]);
         assert_eq!(code, 0, "{id}: {err}");
-        let v = d.json(&["logs", id, "--json", "--limit", "10000"]);
+        let v = d.json(&["logs", id, "--limit", "10000"]);
         let lines = v["lines"].as_array().unwrap();
         let want: Vec<String> = (1..=3000).map(|n| format!("job{i}-line{n}")).collect();
         let got: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
@@ -279,12 +286,12 @@ async fn a_node_that_dies_takes_its_job_as_lost_and_the_others_go_on() {
         }
     };
     let n = &victim.1["berth-sw".len().."berth-sw".len() + 1];
-    swarm.script(&["kill-node", n]);
+    swarm.script("kill-node", &[n]);
     let died = Instant::now();
     let (code, _, _) = d.run(&["wait", &victim.0, "--timeout", "30"]);
     assert_ne!(code, 0);
     let info = d.json(&["status", &victim.0]);
-    assert_eq!(info["status"], "lost", "{info}");
+    assert_eq!(info["status"]["state"], "lost", "{info}");
     let reason = info["reason"].as_str().unwrap_or_default();
     assert!(reason.contains(&victim.1), "the reason names the node: {reason}");
     assert!(
@@ -294,6 +301,6 @@ async fn a_node_that_dies_takes_its_job_as_lost_and_the_others_go_on() {
     );
     for (id, node) in jobs.iter().filter(|(_, n)| *n != victim.1) {
         let info = d.json(&["status", id]);
-        assert_eq!(info["status"], "running", "{id} on {node}: {info}");
+        assert_eq!(info["status"]["state"], "running", "{id} on {node}: {info}");
     }
 }

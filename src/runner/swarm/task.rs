@@ -86,7 +86,7 @@ pub async fn placed(docker: &DockerClient, service: &str, limit: Duration) -> Re
         let tasks = docker.service_tasks(service).await?;
         if let Some(t) = tasks
             .iter()
-            .max_by_key(|t| t.created_at.clone().map(|c| c.to_string()))
+            .max_by_key(|t| t.created_at)
         {
             let s = state(t);
             let ran = t
