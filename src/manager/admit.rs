@@ -189,6 +189,24 @@ fn refuse_agent_loosening(project: &Project, spec: &JobSpec, client: &str) -> Re
             client,
         ));
     }
+    // A swarm job (the workspace copied to other machines, a way out with
+    // ports) only where the user's config says `runner = "swarm"`.
+    if client == "mcp" && spec.runner == RunnerChoice::Swarm && project.config.runner != RunnerChoice::Swarm {
+        let refusal = Error::AgentLoosening {
+            key: "runner",
+            value: "\"swarm\"".into(),
+            switch: "runner = \"swarm\"",
+            env: "BERTH_RUNNER=swarm",
+        };
+        return Err(recorded(
+            project,
+            "untrusted_config",
+            refusal,
+            "mcp:runner".into(),
+            spec,
+            client,
+        ));
+    }
     // A scoped engine likewise: only where it says `engine = "scoped"` or
     // `allow_engine = true`.
     let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;

@@ -79,7 +79,7 @@ pub struct RunArgs {
     pub image: Option<String>,
     /// When to pull the image: `missing` (default), `always` or `never`.
     pub pull: Option<String>,
-    /// auto (default: docker when available), docker or host.
+    /// auto (default: docker when available), docker, host or swarm.
     pub runner: Option<RunnerArg>,
     /// Engine access for a container job: none (default) or scoped (testcontainers work inside).
     pub engine: Option<EngineArg>,
@@ -452,7 +452,7 @@ pub struct ProjectArgs {
     pub background: bool,
     /// Foreground budget in seconds before it moves to the background (default 60).
     pub timeout: Option<f64>,
-    /// auto (default), docker or host.
+    /// auto (default), docker, host or swarm.
     pub runner: Option<RunnerArg>,
     /// Engine access: none (default) or scoped (the suite's testcontainers start containers of its own).
     pub engine: Option<EngineArg>,

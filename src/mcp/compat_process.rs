@@ -33,7 +33,7 @@ pub struct RunBackgroundArgs {
     pub ports: Vec<String>,
     /// Working directory, relative to the workspace root.
     pub cwd: Option<String>,
-    /// auto (default: docker when available), docker or host.
+    /// auto (default: docker when available), docker, host or swarm.
     pub runner: Option<RunnerArg>,
     /// Engine access for a container process: none (default) or scoped (testcontainers work inside).
     pub engine: Option<EngineArg>,

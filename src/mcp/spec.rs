@@ -25,6 +25,9 @@ pub enum RunnerArg {
     Docker,
     /// A plain process group on this machine.
     Host,
+    /// A one-replica service on the swarm whose manager DOCKER_HOST names
+    /// (only where the user's config says `runner = "swarm"`).
+    Swarm,
 }
 
 /// Engine access a job asks for.
@@ -68,6 +71,7 @@ impl From<RunnerArg> for RunnerChoice {
             RunnerArg::Auto => RunnerChoice::Auto,
             RunnerArg::Docker => RunnerChoice::Docker,
             RunnerArg::Host => RunnerChoice::Host,
+            RunnerArg::Swarm => RunnerChoice::Swarm,
         }
     }
 }

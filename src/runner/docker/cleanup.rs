@@ -6,7 +6,7 @@
 //! takes the instance over), the instance networks' teardown, and a
 //! blocking remove for synchronous callers (`Drop`).
 
-use crate::runner::swarm;
+use super::services as swarm;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;

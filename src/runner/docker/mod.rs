@@ -56,6 +56,7 @@ mod remote;
 mod remote_layer;
 mod scoped;
 mod seam;
+pub mod services;
 mod slot;
 mod ssh;
 #[cfg(test)]

@@ -18,7 +18,7 @@ use bollard::container::LogOutput;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::task::{self, Placed, RUN_POLL};
+use super::task::{self, Placed, RUN_POLL, START_POLL};
 use crate::output::StreamWriter;
 use crate::runner::Exit;
 use crate::runner::docker::DockerClient;
@@ -75,13 +75,17 @@ pub async fn watch(
 ) -> Exit {
     let stop = CancellationToken::new();
     let following = tokio::spawn(follow(docker.clone(), service.clone(), writers, stop.clone()));
+    // Asked often at first (a short job's end is its caller's wait), less
+    // as it runs on.
+    let mut pause = START_POLL;
     let exit = loop {
         match task::ended(&docker, &placed, stopped.load(Ordering::SeqCst)).await {
             Ok(Some(exit)) => break exit,
             Ok(None) => {}
             Err(e) => tracing::debug!(error = %e, "could not ask after the job's task; asking again"),
         }
-        tokio::time::sleep(RUN_POLL).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(RUN_POLL);
     };
     tracing::debug!(%service, ?exit, "swarm task ended");
     stop.cancel();

@@ -44,7 +44,7 @@ use crate::runner::docker::{
 };
 use crate::runner::{Control, Launch, Launched, Runner};
 
-pub use sweep::{Which, remove_services};
+use crate::runner::docker::services::{Which, remove_services};
 
 /// How long connecting to the manager may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);

@@ -1,9 +1,6 @@
-//! The swarm objects of an instance, found by their labels: the internal
-//! overlay its jobs without a way out share, and the removal of services
-//! and configs whose manager is gone (the watchdog, the next manager) or
-//! which this manager leaves behind at shutdown. Removing a service is
-//! the swarm's word to every node to remove its container, so nothing of
-//! a job stays on any node without berth reaching the nodes themselves.
+//! The internal overlay of an instance's swarm jobs without a way out,
+//! found by its name and labels (the sweeps of services and configs are
+//! the engine's, `runner/docker/services.rs`).
 
 use std::collections::HashMap;
 
@@ -11,60 +8,7 @@ use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
 use crate::error::{Error, Result};
-use crate::runner::docker::{
-    DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership,
-};
-
-/// Which of the labelled services and configs go.
-#[derive(Clone, Copy)]
-pub enum Which<'a> {
-    All,
-    /// Those whose owner is no live manager (and not `me`).
-    DeadOwners {
-        me: &'a str,
-    },
-}
-
-impl Which<'_> {
-    fn takes(self, labels: Option<&HashMap<String, String>>) -> bool {
-        let owner = labels.and_then(|l| l.get(LABEL_OWNER));
-        match self {
-            Which::All => true,
-            Which::DeadOwners { me } => owner.is_none_or(|o| o != me && !crate::procinfo::owner_alive(o)),
-        }
-    }
-}
-
-/// Remove the services carrying every one of `labels` that `which` takes,
-/// then their configs; the count of services removed. An engine that is
-/// no swarm manager has none (0, quietly).
-pub async fn remove_services(docker: &DockerClient, labels: &[String], which: Which<'_>) -> usize {
-    let Ok(services) = docker.list_services(labels).await else {
-        return 0;
-    };
-    let mut removed = 0;
-    for s in services {
-        let (Some(id), true) = (
-            s.id.as_deref(),
-            which.takes(s.spec.as_ref().and_then(|p| p.labels.as_ref())),
-        ) else {
-            continue;
-        };
-        match docker.remove_service(id).await {
-            Ok(()) => removed += 1,
-            Err(e) if e.engine_status() == Some(404) => {}
-            Err(e) => tracing::warn!(service = id, error = %e, "could not remove a service"),
-        }
-    }
-    if let Ok(configs) = docker.list_configs(labels).await {
-        for (id, config_labels) in configs {
-            if which.takes(Some(&config_labels)) {
-                let _ = docker.remove_config(&id).await;
-            }
-        }
-    }
-    removed
-}
+use crate::runner::docker::{DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_STATE, Ownership};
 
 /// The overlay's name for an instance.
 fn overlay_name(owner: &Ownership) -> String {

@@ -16,7 +16,7 @@ use crate::runner::docker::DockerClient;
 
 /// How often a task that is not yet running is asked after: the start's
 /// latency is this at most beyond the swarm's own.
-const START_POLL: Duration = Duration::from_millis(25);
+pub const START_POLL: Duration = Duration::from_millis(25);
 /// How often a running task (and its node) is asked after.
 pub const RUN_POLL: Duration = Duration::from_millis(250);
 
@@ -84,10 +84,7 @@ pub async fn placed(docker: &DockerClient, service: &str, limit: Duration) -> Re
     let mut last = "no task yet".to_string();
     loop {
         let tasks = docker.service_tasks(service).await?;
-        if let Some(t) = tasks
-            .iter()
-            .max_by_key(|t| t.created_at)
-        {
+        if let Some(t) = tasks.iter().max_by(|a, b| a.created_at.cmp(&b.created_at)) {
             let s = state(t);
             let ran = t
                 .status

@@ -580,6 +580,16 @@ async fn an_agent_gets_a_host_job_only_when_the_user_allows_it() {
     )
     .unwrap();
     assert!(log.contains("mcp:runner"), "{log}");
+    // Nor a swarm job (its workspace copied to other machines, a way out
+    // with ports), unless the user's config runs jobs there.
+    let r = mcp
+        .call(
+            "run",
+            json!({"command": "echo on a swarm", "runner": "swarm", "ports": ["8000"]}),
+        )
+        .await;
+    assert!(r.is_error && r.text.contains("untrusted_config"), "{}", r.text);
+    assert!(r.text.contains("runner = \"swarm\""), "{}", r.text);
 }
 
 /// No engine: an agent's `run` is refused (not a host job), even where the
