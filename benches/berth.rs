@@ -5,7 +5,8 @@
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
 //! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps`, `output`,
-//! `finished`, `layers` (default: all). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
+//! `finished`, `layers`, `gvisor` (default: all), and `swarm` (only when named: it builds a three-node swarm in
+//! namespaces, root). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
 //! the output rows and their peers are in `berth/peers.rs`.
 
 use std::io::{Read, Write};
@@ -21,6 +22,8 @@ mod layers;
 mod peers;
 #[path = "berth/relay.rs"]
 mod relay;
+#[path = "berth/swarm.rs"]
+mod swarm;
 #[path = "berth/tc.rs"]
 mod tc;
 
@@ -600,7 +603,9 @@ fn main() {
     let chosen: Vec<&str> = if args.is_empty() {
         all.to_vec()
     } else {
+        // `swarm` only when named: it builds a cluster in namespaces (root).
         all.iter()
+            .chain(&["swarm"])
             .copied()
             .filter(|a| args.iter().any(|x| x == a))
             .collect()
@@ -622,6 +627,7 @@ fn main() {
             "finished" => peers::bench_finished(&d),
             "layers" => layers::bench_layers(&d),
             "gvisor" => gvisor::bench_gvisor(&d),
+            "swarm" => swarm::bench_swarm(&d),
             _ => {}
         }
     }

@@ -29,6 +29,10 @@ impl Manager {
         let info = self.info(id)?;
         let Some(container) = info.container_id.clone().filter(|_| info.status.is_active()) else {
             let message = match (&info.container_id, &info.workspace) {
+                (None, _) if info.node.is_some() => format!(
+                    "runs on a swarm node ({}), whose engine berth does not reach: nothing comes back from a swarm job",
+                    info.node.as_deref().unwrap_or_default()
+                ),
                 (None, Some(ws)) => format!(
                     "is a host job: its files are on this machine, in {}",
                     ws.display()

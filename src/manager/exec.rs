@@ -87,6 +87,12 @@ impl Manager {
                     info.status.name()
                 )));
             }
+            (JobStatus::Running, Some(RunnerKind::Swarm), _) => {
+                return Err(refuse(format!(
+                    "runs on a swarm node ({}), whose engine berth does not reach (only the swarm's manager): `berth exec` needs a job of this engine",
+                    info.node.as_deref().unwrap_or("unknown")
+                )));
+            }
             (_, Some(RunnerKind::Host), _) | (JobStatus::Running, _, None) => {
                 let at = info
                     .spec

@@ -458,6 +458,16 @@ async fn a_dead_managers_watchdog_leaves_the_new_managers_networks() {
     assert!(v["job"]["container_id"].is_string(), "{v}");
     d.child.kill().unwrap();
     d.child.wait().unwrap();
+    // The watchdog cleans only while the pid file still names its manager:
+    // a new manager that wrote its own first settles the dead one itself,
+    // and the watchdog says nothing. So the new one starts once the
+    // watchdog's first sweep is done (CI saw the other order twice), and
+    // serves while its late sweeps run.
+    let log = d.config().instance_dir().join("watchdog.log");
+    eventually(Duration::from_secs(60), "the watchdog's first sweep", || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("is gone:"))
+    })
+    .await;
     let again = restarted(&d, "reap").await;
     let state = berth::runner::docker::state_hash(&d.config().state_dir);
     let name = format!("{}-probe-net", d.instance);

@@ -77,7 +77,8 @@ impl Swarm {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    /// berth's services, configs and overlay on the swarm, and its containers on every node.
+    /// berth's services, configs and overlay on the swarm, and its
+    /// containers, volumes and networks on every node.
     fn leftovers(&self) -> Vec<String> {
         let label = "label=berth.managed=true";
         let mut left: Vec<String> = Vec::new();
@@ -88,6 +89,11 @@ impl Swarm {
         for node in self.get("BERTH_SWARM_NODES").split(',') {
             let out = self.docker_at(Some(node), &["ps", "-aq", "--filter", label]);
             left.extend(out.lines().map(|l| format!("container {l} on {node}")));
+            // The nodes are new: any volume on one is a job's.
+            let out = self.docker_at(Some(node), &["volume", "ls", "-q"]);
+            left.extend(out.lines().map(|l| format!("volume {l} on {node}")));
+            let out = self.docker_at(Some(node), &["network", "ls", "-q", "--filter", label]);
+            left.extend(out.lines().map(|l| format!("network {l} on {node}")));
         }
         left
     }

@@ -108,11 +108,8 @@ impl Swarm {
         let mut mine = self.ownership.filters();
         mine.push(format!("{LABEL_OWNER}={}", self.owner));
         remove_services(docker, &mine, Which::All).await;
-        if let Some(id) = self.internal.get()
-            && let Err(e) = docker.remove_network(id).await
-            && !matches!(e.engine_status(), Some(403 | 404 | 409))
-        {
-            tracing::warn!(network = %id, error = %e, "could not remove the swarm overlay");
+        if let Some(id) = self.internal.get() {
+            sweep::remove_overlay(docker, id).await;
         }
     }
 
@@ -136,6 +133,7 @@ impl Swarm {
     }
 
     async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
+        tracing::debug!(job = %job.id, "swarm launch");
         let docker = self.client().await?.clone();
         let (spec, config) = (job.spec, job.config);
         let mut notes = Vec::new();
@@ -175,6 +173,7 @@ impl Swarm {
         let owner = owner_ids(&user);
         let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
         let uploaded = workspace::upload(&docker, &ws, owner, &name, &labels).await?;
+        tracing::debug!(job = %job.id, "workspace uploaded");
         notes.insert(0, uploaded.note.clone());
         let cwd = if job.cwd.starts_with(&ws) {
             job.cwd
@@ -197,6 +196,7 @@ impl Swarm {
         let made = async {
             let (service_spec, limits) = spec::service(spec, parts)?;
             let service = docker.create_service(service_spec).await?;
+            tracing::debug!(job = %job.id, "service created");
             let limit = Duration::from_secs_f64(config.pull_timeout_secs);
             match task::placed(&docker, &service, limit).await {
                 Ok(placed) => Ok((service, placed, limits)),
@@ -207,7 +207,10 @@ impl Swarm {
             }
         };
         let (service, placed, mut limits) = match made.await {
-            Ok(m) => m,
+            Ok(m) => {
+                tracing::debug!(job = %job.id, "task placed");
+                m
+            }
             Err(e) => {
                 workspace::remove(&docker, &uploaded.configs).await;
                 return Err(e);

@@ -62,3 +62,23 @@ async fn find_overlay(docker: &DockerClient, owner: &Ownership, name: &str) -> R
         None => Ok(None),
     }
 }
+
+/// How long the overlay's removal is tried while the swarm still tears
+/// down the last tasks on it (it answers "in use" until then).
+const OVERLAY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Remove the instance's overlay once no task uses it any more.
+pub async fn remove_overlay(docker: &DockerClient, id: &str) {
+    let deadline = tokio::time::Instant::now() + OVERLAY_PATIENCE;
+    loop {
+        match docker.remove_network(id).await {
+            Ok(()) => return,
+            Err(e) if e.engine_status() == Some(404) => return,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                tracing::warn!(network = %id, error = %e, "could not remove the swarm overlay");
+                return;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+        }
+    }
+}
