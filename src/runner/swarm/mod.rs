@@ -42,7 +42,7 @@ use crate::net::forward::{self, Upstream, Want};
 use crate::runner::docker::{
     DockerClient, Endpoint, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership,
 };
-use crate::runner::{Control, Launch, Launched, Runner};
+use crate::runner::{Control, JobControl, Launch, Launched, Runner};
 
 use crate::runner::docker::services::{Which, remove_services};
 
@@ -132,13 +132,16 @@ impl Swarm {
             .cloned()
     }
 
-    async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
-        tracing::debug!(job = %job.id, "swarm launch");
-        let docker = self.client().await?.clone();
-        let (spec, config) = (job.spec, job.config);
-        let mut notes = Vec::new();
-        let asked = spec.egress.unwrap_or(config.egress);
-        let network = match (asked, spec.ports.is_empty()) {
+    /// Where the job's task is attached: the instance's internal overlay
+    /// (no way out), or none, its node's bridge (a way out), with why.
+    async fn network(
+        &self,
+        docker: &DockerClient,
+        job: &Launch<'_>,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<String>> {
+        let asked = job.spec.egress.unwrap_or(job.config.egress);
+        Ok(match (asked, job.spec.ports.is_empty()) {
             (Egress::All, _) => None,
             (_, false) => {
                 notes.push(format!(
@@ -150,30 +153,47 @@ impl Swarm {
                 if asked == Egress::Proxy {
                     notes.push("egress proxy: berth's proxy cannot serve another machine, so none on a swarm (set egress = \"all\" to let the job out)".into());
                 }
-                Some(self.internal_network(&docker).await?)
+                Some(self.internal_network(docker).await?)
             }
+        })
+    }
+
+    /// Create the job's service and wait until the swarm placed its task;
+    /// a service whose task did not run is removed again.
+    async fn place(&self, docker: &DockerClient, job: &Launch<'_>, parts: spec::Parts<'_>) -> Result<Made> {
+        let (service_spec, limits) = spec::service(job.spec, parts)?;
+        let service = docker.create_service(service_spec).await?;
+        let limit = Duration::from_secs_f64(job.config.pull_timeout_secs);
+        match task::placed(docker, &service, limit).await {
+            Ok(placed) => Ok(Made {
+                service,
+                placed,
+                limits,
+            }),
+            Err(e) => {
+                let _ = docker.remove_service(&service).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
+        let docker = self.client().await?.clone();
+        let (spec, config) = (job.spec, job.config);
+        let writers = exit::Writers {
+            out: job.output.writer(Stream::Stdout)?,
+            err: job.output.writer(Stream::Stderr)?,
         };
+        let mut notes = Vec::new();
+        let network = self.network(&docker, job, &mut notes).await?;
         let on_bridge = network.is_none();
-        let wants: Vec<Want> = spec
-            .ports
-            .iter()
-            .map(|p| Want {
-                port: p.port,
-                proto: p.proto,
-                host_port: p.host_port,
-                note: None,
-                strict: true,
-            })
-            .collect();
-        let bound = forward::bind(job.id.as_str(), &wants)?;
+        let bound = forward::bind(job.id.as_str(), &wants(spec))?;
         let labels = self.labels(job.id);
         let name =
             crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
         let user = config.container_user();
-        let owner = owner_ids(&user);
         let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
-        let uploaded = workspace::upload(&docker, &ws, owner, &name, &labels).await?;
-        tracing::debug!(job = %job.id, "workspace uploaded");
+        let uploaded = workspace::upload(&docker, &ws, owner_ids(&user), &name, &labels).await?;
         notes.insert(0, uploaded.note.clone());
         let cwd = if job.cwd.starts_with(&ws) {
             job.cwd
@@ -181,7 +201,7 @@ impl Swarm {
             ws.as_path()
         };
         let parts = spec::Parts {
-            name: name.clone(),
+            name,
             image: spec.image.as_deref().unwrap_or(&config.image),
             labels,
             workspace: ws.to_string_lossy().into_owned(),
@@ -193,24 +213,12 @@ impl Swarm {
             network,
             tmpfs_bytes: TMPFS_BYTES.max(uploaded.bytes as i64 * 2),
         };
-        let made = async {
-            let (service_spec, limits) = spec::service(spec, parts)?;
-            let service = docker.create_service(service_spec).await?;
-            tracing::debug!(job = %job.id, "service created");
-            let limit = Duration::from_secs_f64(config.pull_timeout_secs);
-            match task::placed(&docker, &service, limit).await {
-                Ok(placed) => Ok((service, placed, limits)),
-                Err(e) => {
-                    let _ = docker.remove_service(&service).await;
-                    Err(e)
-                }
-            }
-        };
-        let (service, placed, mut limits) = match made.await {
-            Ok(m) => {
-                tracing::debug!(job = %job.id, "task placed");
-                m
-            }
+        let Made {
+            service,
+            placed,
+            mut limits,
+        } = match self.place(&docker, job, parts).await {
+            Ok(made) => made,
             Err(e) => {
                 workspace::remove(&docker, &uploaded.configs).await;
                 return Err(e);
@@ -221,11 +229,6 @@ impl Swarm {
             false => "the instance's internal overlay".into(),
         });
         limits.not_enforced.extend(notes);
-        let forwarder = bound.serve(Upstream::Published {
-            ip: placed.node.addr,
-            ports: placed.ports.clone(),
-        })?;
-        let ports = forwarder.mappings().to_vec();
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let control = control::SwarmControl {
             docker: docker.clone(),
@@ -233,12 +236,22 @@ impl Swarm {
             service: service.clone(),
             configs: uploaded.configs,
             stopped: stopped.clone(),
-            forwarder: std::sync::Mutex::new(Some(forwarder)),
+            forwarder: std::sync::Mutex::new(None),
         };
-        let writers = exit::Writers {
-            out: job.output.writer(Stream::Stdout)?,
-            err: job.output.writer(Stream::Stderr)?,
+        // From here the control owns what was made: a failure removes it.
+        let upstream = Upstream::Published {
+            ip: placed.node.addr,
+            ports: placed.ports.clone(),
         };
+        let forwarder = match bound.serve(upstream) {
+            Ok(f) => f,
+            Err(e) => {
+                control.cleanup();
+                return Err(e);
+            }
+        };
+        let ports = forwarder.mappings().to_vec();
+        *control.forwarder.lock().unwrap_or_else(|e| e.into_inner()) = Some(forwarder);
         let node = placed.node.to_string();
         Ok(Launched {
             pid: None,
@@ -253,6 +266,27 @@ impl Swarm {
             node: Some(node),
         })
     }
+}
+
+/// A service the swarm placed, and the limits it applies.
+struct Made {
+    service: String,
+    placed: task::Placed,
+    limits: crate::model::AppliedLimits,
+}
+
+/// berth's 127.0.0.1 listeners for the job's ports.
+fn wants(spec: &crate::model::JobSpec) -> Vec<Want> {
+    spec.ports
+        .iter()
+        .map(|p| Want {
+            port: p.port,
+            proto: p.proto,
+            host_port: p.host_port,
+            note: None,
+            strict: true,
+        })
+        .collect()
 }
 
 /// The numeric owner of the unpacked files: the job's `UID:GID` (`root` is 0:0).
