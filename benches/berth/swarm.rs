@@ -176,7 +176,8 @@ fn http_ok(addr: &str) -> bool {
     };
     let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
     let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.0 200")
+    // `HTTP/1.x 200`: busybox's httpd answers 1.1 to a 1.0 request.
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
 }
 
 /// berth's start-to-ready of the same httpd, then a kill (untimed).

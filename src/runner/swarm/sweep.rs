@@ -74,7 +74,8 @@ pub async fn remove_overlay(docker: &DockerClient, id: &str) {
         match docker.remove_network(id).await {
             Ok(()) => return,
             Err(e) if e.engine_status() == Some(404) => return,
-            Err(e) if tokio::time::Instant::now() >= deadline => {
+            // No answer at all (the manager is gone): nothing to wait for.
+            Err(e) if e.engine_status().is_none() || tokio::time::Instant::now() >= deadline => {
                 tracing::warn!(network = %id, error = %e, "could not remove the swarm overlay");
                 return;
             }

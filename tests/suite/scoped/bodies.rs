@@ -321,3 +321,31 @@ async fn networks_volumes_and_the_engines_own_routes_read_only_what_berth_checke
     assert_eq!(s.ask("GET", "/_ping?fromSrc=x", &[], b"").await.status, 200);
     s.end().await;
 }
+
+/// A job's creates at once cannot pass its limits together: each network
+/// or volume counts from its check until the engine answered (checked
+/// before, then made, twenty at once all passed the check).
+#[tokio::test]
+async fn creates_at_once_make_no_more_than_the_limits() {
+    let s = Scoped::start().await;
+    let statuses = |answers: Vec<super::raw::Answer>| -> (usize, usize) {
+        let made = answers.iter().filter(|a| a.status == 201).count();
+        let refused = answers.iter().filter(|a| a.status == 403).count();
+        (made, refused)
+    };
+    let networks = (0..20).map(|i| {
+        let body = json!({"Name": format!("at-once-{i}")});
+        let s = &s;
+        async move { s.json("POST", "/v1.41/networks/create", &body).await }
+    });
+    let (made, refused) = statuses(futures_util::future::join_all(networks).await);
+    assert_eq!((made, refused), (8, 12), "networks made and refused");
+    let volumes = (0..30).map(|i| {
+        let body = json!({"Name": format!("at-once-{i}")});
+        let s = &s;
+        async move { s.json("POST", "/v1.41/volumes/create", &body).await }
+    });
+    let (made, refused) = statuses(futures_util::future::join_all(volumes).await);
+    assert_eq!((made, refused), (16, 14), "volumes made and refused");
+    s.end().await;
+}

@@ -38,7 +38,7 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
         Err(refused) => return *refused,
     };
     let undo = || {
-        let child = s.registry.lock().ok().and_then(|mut r| r.unreserve(&name));
+        let child = Some(s.registry()).and_then(|mut r| r.unreserve(&name));
         if let Some(slot) = child.and_then(|c| c.slot) {
             slot.vacate();
         }
@@ -56,10 +56,7 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             return resp;
         }
     }
-    let engine_name = s
-        .registry
-        .lock()
-        .ok()
+    let engine_name = Some(s.registry())
         .and_then(|mut r| r.pending(&name).map(|c| c.engine_name.clone()))
         .unwrap_or_default();
     // The engine's name for it, and the platform asked: nothing else of the query.
@@ -79,7 +76,7 @@ pub async fn create(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             return answer;
         }
     };
-    if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(&name)) {
+    if let Some(c) = s.registry().pending(&name) {
         c.id = id.clone();
     }
     s.publish();
@@ -101,10 +98,7 @@ fn reserve(
     asked: Option<&str>,
 ) -> Result<(String, check::Plan), Box<Response<Body>>> {
     let reserved = {
-        let Ok(mut reg) = s.registry.lock() else {
-            let failed = proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
-            return Err(Box::new(failed));
-        };
+        let mut reg = s.registry();
         if reg.count() >= reg.max_children {
             let reason = format!(
                 "the job has {} children, the most `max_children` allows; remove one first (or raise max_children in your berth config)",
@@ -150,7 +144,7 @@ async fn own_network(
     match s.pool.acquire(&s.docker, &s.ownership, false).await {
         Ok(slot) => {
             plan.body["HostConfig"]["NetworkMode"] = json!(slot.name.clone());
-            if let Some(c) = s.registry.lock().ok().as_mut().and_then(|r| r.pending(name)) {
+            if let Some(c) = s.registry().pending(name) {
                 c.slot = Some(slot);
             }
             Ok(())

@@ -108,7 +108,7 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             // The engine's answer narrowed again, by what the job made.
             rewrite(&s, req, &target, move |v| {
                 respond::container_list(v, |id| {
-                    let reg = s2.registry.lock().ok()?;
+                    let reg = s2.registry();
                     let c = reg.find(id).filter(|c| c.id == id)?;
                     let relays = c.relay.as_ref().map(|r| r.ports().to_vec()).unwrap_or_default();
                     Some((relays, c.name.clone()))
@@ -117,11 +117,7 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             .await
         }
         Endpoint::Container(r, op) => {
-            let id = s
-                .registry
-                .lock()
-                .ok()
-                .and_then(|reg| reg.find(&r).map(|c| c.id.clone()));
+            let id = Some(s.registry()).and_then(|reg| reg.find(&r).map(|c| c.id.clone()));
             let Some(id) = id else {
                 return s.not_found(&line, "container", &r);
             };
@@ -129,7 +125,7 @@ pub async fn handle(s: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             container(&s, req, &target, &id, op).await
         }
         Endpoint::ExecInspect(id) | Endpoint::ExecStart(id) => {
-            let ours = s.registry.lock().is_ok_and(|reg| reg.execs.contains(&id));
+            let ours = s.registry().execs.contains(&id);
             if !ours {
                 return s.not_found(&line, "exec instance", &id);
             }
@@ -170,14 +166,12 @@ async fn upgraded(s: &Shared, mut req: Intake, target: &str) -> Response<Body> {
 
 /// The name the job knows child `id` by.
 fn name_of(s: &Shared, id: &str) -> Option<String> {
-    s.registry.lock().ok()?.find(id).map(|c| c.name.clone())
+    s.registry().find(id).map(|c| c.name.clone())
 }
 
 /// Where the job reaches child `id`'s ports.
 fn relayed(s: &Shared, id: &str) -> Vec<(u16, std::net::SocketAddr)> {
-    s.registry
-        .lock()
-        .ok()
+    Some(s.registry())
         .and_then(|reg| {
             reg.find(id)
                 .and_then(|c| c.relay.as_ref())
@@ -247,7 +241,8 @@ async fn container(
             };
             match created(resp).await {
                 Ok((answer, exec)) => {
-                    if let Ok(mut reg) = s.registry.lock() {
+                    {
+                        let mut reg = s.registry();
                         reg.execs.insert(exec);
                     }
                     answer
@@ -287,7 +282,7 @@ async fn settle(s: &Shared, id: &str) -> Option<ChildState> {
         return Some(ChildState::Removed);
     };
     let state = {
-        let mut reg = s.registry.lock().ok()?;
+        let mut reg = s.registry();
         let child = reg.find_mut(id)?;
         if v["State"]["Running"].as_bool() == Some(true) {
             child.state = ChildState::Running;
@@ -304,7 +299,7 @@ async fn settle(s: &Shared, id: &str) -> Option<ChildState> {
 /// Child `id` started: relay its ports from the job's gateway, keep its output.
 async fn started(s: &Arc<Shared>, id: &str) {
     let Some(v) = inspect(s, id).await else { return };
-    let network = s.registry.lock().ok().and_then(|r| {
+    let network = Some(s.registry()).and_then(|r| {
         r.find(id)
             .and_then(|c| c.slot.as_ref().map(|slot| slot.name.clone()))
     });
@@ -337,7 +332,7 @@ async fn started(s: &Arc<Shared>, id: &str) {
         _ => None,
     };
     let name = {
-        let Ok(mut reg) = s.registry.lock() else { return };
+        let mut reg = s.registry();
         let Some(child) = reg.find_mut(id) else { return };
         child.state = ChildState::Running;
         child.ip = ip;

@@ -188,7 +188,7 @@ impl Scope {
             socket,
             labels,
             net: Mutex::new(None),
-            registry: Mutex::new(Registry::new(
+            registry_lock: Mutex::new(Registry::new(
                 o.parent.to_string(),
                 o.max_children,
                 o.cpus,
@@ -279,9 +279,7 @@ impl Scope {
         self.stop.cancel();
         let s = &self.shared;
         let _one = s.leaving.lock().await;
-        let ids: Vec<String> = s
-            .registry
-            .lock()
+        let ids: Vec<String> = Some(s.registry())
             .map(|r| {
                 r.children
                     .iter()
@@ -310,9 +308,9 @@ impl Scope {
             }
         }
         super::cleanup::remove_volumes(&s.docker, &labels).await;
-        let (networks, volumes) = match s.registry.lock() {
-            Ok(mut r) => (std::mem::take(&mut r.networks), std::mem::take(&mut r.volumes)),
-            Err(_) => (Vec::new(), Vec::new()),
+        let (networks, volumes) = {
+            let mut r = s.registry();
+            (std::mem::take(&mut r.networks), std::mem::take(&mut r.volumes))
         };
         for n in networks {
             if let Err(e) = s.docker.remove_network(&n.id).await
@@ -358,9 +356,7 @@ impl Scope {
     pub fn child_ids(&self) -> Vec<String> {
         self.stop.cancel();
         self.shared.closing.store(true, Ordering::SeqCst);
-        self.shared
-            .registry
-            .lock()
+        Some(self.shared.registry())
             .map(|r| {
                 r.children
                     .iter()

@@ -15,6 +15,47 @@ use super::registry::JobNetwork;
 use super::route::{Endpoint, NetworkOp};
 use super::{MAX_NETWORKS, MAX_VOLUMES, Shared, requests, respond};
 
+/// Networks or volumes, the two kinds of object a job makes by name.
+#[derive(Clone, Copy)]
+enum Kind {
+    Network = 0,
+    Volume = 1,
+}
+
+/// One object of `kind` being made: counted against its limit from the
+/// check until the engine answered (dropped, it counts no more).
+struct Making<'a> {
+    s: &'a Shared,
+    kind: Kind,
+}
+
+impl<'a> Making<'a> {
+    /// Room for one more object of `kind`, taken under the registry's lock;
+    /// `None` at the limit.
+    fn take(s: &'a Shared, kind: Kind) -> Option<Making<'a>> {
+        let mut reg = s.registry();
+        let held = match kind {
+            Kind::Network => reg.networks.len(),
+            Kind::Volume => reg.volumes.len(),
+        };
+        let max = match kind {
+            Kind::Network => MAX_NETWORKS,
+            Kind::Volume => MAX_VOLUMES,
+        };
+        if held + reg.making[kind as usize] >= max {
+            return None;
+        }
+        reg.making[kind as usize] += 1;
+        Some(Making { s, kind })
+    }
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        self.s.registry().making[self.kind as usize] -= 1;
+    }
+}
+
 /// Networks and volumes.
 pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
     let routed = req.routed.clone();
@@ -25,9 +66,7 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
     let asked_of = {
         let s = s.clone();
         move |id: &str| {
-            s.registry
-                .lock()
-                .ok()?
+            s.registry()
                 .networks
                 .iter()
                 .find(|n| n.id == id)
@@ -36,18 +75,18 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
     };
     match routed.endpoint.clone() {
         Endpoint::NetworkCreate => {
-            if s.registry.lock().is_ok_and(|r| r.networks.len() >= MAX_NETWORKS) {
+            let Some(_making) = Making::take(s, Kind::Network) else {
                 return s.refuse(
                     line,
                     "Name",
                     &format!("a job makes at most {MAX_NETWORKS} networks"),
                 );
-            }
+            };
             let (body, asked) = match requests::network_create(req.take_json(), &s.labels, &parent) {
                 Ok(c) => c,
                 Err(r) => return s.refuse(line, &r.field, &r.reason),
             };
-            if s.registry.lock().is_ok_and(|r| r.network_of(&asked).is_some()) {
+            if s.registry().network_of(&asked).is_some() {
                 return proxy::error(
                     StatusCode::CONFLICT,
                     &format!("network with name {asked} already exists"),
@@ -60,7 +99,8 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             };
             match created(resp).await {
                 Ok((answer, id)) => {
-                    if let Ok(mut r) = s.registry.lock() {
+                    {
+                        let mut r = s.registry();
                         r.networks.push(JobNetwork {
                             asked,
                             id,
@@ -84,7 +124,7 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
         Endpoint::Network(r, op) => network(s, req, &r, op, asked_of).await,
         Endpoint::VolumeCreate => volume_create(s, req, &parent).await,
         Endpoint::VolumeRemove(name) => {
-            let real = s.registry.lock().ok().and_then(|reg| {
+            let real = Some(s.registry()).and_then(|reg| {
                 reg.volumes
                     .iter()
                     .find(|(a, r)| a == &name || r == &name)
@@ -95,10 +135,8 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             };
             let target = req.target(routed.path_with(1, &real));
             let resp = forward(s, req, &target).await;
-            if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
-                && let Ok(mut reg) = s.registry.lock()
-            {
-                reg.volumes.retain(|(_, r)| r != &real);
+            if resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND {
+                s.registry().volumes.retain(|(_, r)| r != &real);
             }
             resp
         }
@@ -115,11 +153,7 @@ async fn network(
     asked_of: impl Fn(&str) -> Option<String> + Send + 'static,
 ) -> Response<Body> {
     let line = req.line.clone();
-    let id = s
-        .registry
-        .lock()
-        .ok()
-        .and_then(|reg| reg.network_of(r).map(|n| n.id.clone()));
+    let id = Some(s.registry()).and_then(|reg| reg.network_of(r).map(|n| n.id.clone()));
     let Some(id) = id else {
         return s.not_found(&line, "network", r);
     };
@@ -128,21 +162,14 @@ async fn network(
         NetworkOp::Inspect => rewrite(s, req, &target, move |v| respond::networks(v, asked_of)).await,
         NetworkOp::Remove => {
             let resp = forward(s, req, &target).await;
-            if (resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND)
-                && let Ok(mut reg) = s.registry.lock()
-            {
-                reg.networks.retain(|n| n.id != id);
+            if resp.status().is_success() || resp.status() == StatusCode::NOT_FOUND {
+                s.registry().networks.retain(|n| n.id != id);
             }
             resp
         }
         NetworkOp::Connect => {
             let body = req.take_json();
-            let checked = match s.registry.lock() {
-                Ok(reg) => requests::network_connect(body, &*reg),
-                Err(_) => {
-                    return proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth's scoped engine failed");
-                }
-            };
+            let checked = requests::network_connect(body, &*s.registry());
             match checked {
                 Ok(body) => match send_json(s, Method::POST, &target, &req.headers, &body).await {
                     Ok(resp) => proxy::passed(resp),
@@ -157,13 +184,13 @@ async fn network(
 /// `POST /volumes/create`: checked, made under the job's name for it.
 async fn volume_create(s: &Arc<Shared>, mut req: Intake, parent: &str) -> Response<Body> {
     let line = req.line.clone();
-    if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
+    let Some(_making) = Making::take(s, Kind::Volume) else {
         return s.refuse(
             &line,
             "Name",
             &format!("a job makes at most {MAX_VOLUMES} volumes"),
         );
-    }
+    };
     let (body, asked) = match requests::volume_create(req.take_json(), &s.labels, parent) {
         Ok(c) => c,
         Err(r) => return s.refuse(&line, &r.field, &r.reason),
@@ -181,10 +208,11 @@ async fn volume_create(s: &Arc<Shared>, mut req: Intake, parent: &str) -> Respon
         Ok(a) => a,
         Err(e) => return e,
     };
-    if let Ok(mut reg) = s.registry.lock()
-        && !reg.volumes.iter().any(|(_, r)| r == &real)
     {
-        reg.volumes.push((asked.clone(), real));
+        let mut reg = s.registry();
+        if !reg.volumes.iter().any(|(_, r)| r == &real) {
+            reg.volumes.push((asked.clone(), real));
+        }
     }
     // The job knows it by the name it gave.
     let mut v = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
@@ -197,18 +225,15 @@ async fn volume_create(s: &Arc<Shared>, mut req: Intake, parent: &str) -> Respon
 /// Make the job's volume `real` (named `asked` by the job) if it is not
 /// yet: a child naming a volume gets the job's, never a shared one.
 pub async fn ensure_volume(s: &Shared, asked: &str, real: &str) -> Result<(), Response<Body>> {
-    if s.registry
-        .lock()
-        .is_ok_and(|r| r.volumes.iter().any(|(_, r)| r == real))
-    {
+    if s.registry().volumes.iter().any(|(_, r)| r == real) {
         return Ok(());
     }
-    if s.registry.lock().is_ok_and(|r| r.volumes.len() >= MAX_VOLUMES) {
+    let Some(_making) = Making::take(s, Kind::Volume) else {
         return Err(proxy::error(
             StatusCode::FORBIDDEN,
             &format!("berth: a job makes at most {MAX_VOLUMES} volumes"),
         ));
-    }
+    };
     let request = bollard::models::VolumeCreateRequest {
         name: Some(real.to_string()),
         driver: Some("local".into()),
@@ -217,7 +242,8 @@ pub async fn ensure_volume(s: &Shared, asked: &str, real: &str) -> Result<(), Re
     };
     match s.docker.create_volume(request).await {
         Ok(_) => {
-            if let Ok(mut reg) = s.registry.lock() {
+            {
+                let mut reg = s.registry();
                 reg.volumes.push((asked.to_string(), real.to_string()));
             }
             Ok(())

@@ -60,6 +60,9 @@ pub struct Registry {
     pub volumes: Vec<(String, String)>,
     /// Children made so far (for `<image>-<n>` names).
     made: usize,
+    /// Networks and volumes asked of the engine and not yet answered: they
+    /// count against the limits, so creates at once cannot pass them together.
+    pub making: [usize; 2],
 }
 
 impl Registry {
@@ -75,6 +78,7 @@ impl Registry {
             networks: Vec::new(),
             volumes: Vec::new(),
             made: 0,
+            making: [0; 2],
         }
     }
 

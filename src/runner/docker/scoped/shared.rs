@@ -40,7 +40,8 @@ pub struct Shared {
     pub labels: HashMap<String, String>,
     /// The job network's gateway and subnet, once known.
     pub net: Mutex<Option<(IpAddr, Subnet)>>,
-    pub registry: Mutex<Registry>,
+    /// The job's objects: read and changed through [`Shared::registry`].
+    pub registry_lock: Mutex<Registry>,
     pub children: watch::Sender<Vec<ChildInfo>>,
     pub refusals: mpsc::Sender<Refused>,
     pub pool: Arc<Pool>,
@@ -68,9 +69,20 @@ impl Shared {
         l
     }
 
+    /// The job's registry. A panic elsewhere while it was held leaves its
+    /// lists as they were between two statements, never half-changed, so a
+    /// poisoned lock is taken as it is: refusing every later request would
+    /// strand the job's children, and reading a poisoned lock as "no
+    /// limit reached" (as some checks once did) let a job past its limits.
+    pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Tell the manager what the children look like now.
     pub fn publish(&self) {
-        let infos = self.registry.lock().map(|r| r.infos()).unwrap_or_default();
+        let infos = Some(self.registry()).map(|r| r.infos()).unwrap_or_default();
         self.children.send_replace(infos);
     }
 
@@ -90,7 +102,7 @@ impl Shared {
     /// closes, its network goes back to the pool, its budget is free.
     pub fn forget_child(&self, id: &str, removed: bool) {
         let slot = {
-            let Ok(mut reg) = self.registry.lock() else { return };
+            let mut reg = self.registry();
             let Some(child) = reg.find_mut(id) else { return };
             child.state = ChildState::Removed;
             if let Some(r) = child.relay.take() {
@@ -119,7 +131,7 @@ impl Shared {
     /// "No such" (404) for a reference that is not the job's: logged
     /// unless it named a child of the job that is gone now.
     pub fn not_found(&self, line: &str, what: &str, r: &str) -> Response<Body> {
-        let was_ours = self.registry.lock().is_ok_and(|reg| reg.was_child(r));
+        let was_ours = self.registry().was_child(r);
         if !was_ours {
             self.report(line, what, &format!("`{r}` is not one of this job's"));
         }
