@@ -167,66 +167,63 @@ fn refuse_untrusted(inner: &Arc<Inner>, project: &Project, spec: &JobSpec, clien
     Ok(())
 }
 
-/// An agent's own words cannot loosen either: a host job or a scoped
-/// engine through MCP only where the user's config (or a trusted file)
-/// allows it. The refusal is recorded in the security log.
+/// An agent's own words cannot loosen either: a host job, a swarm job or
+/// a scoped engine through MCP only where the user's config (or a trusted
+/// file) allows it. The refusal is recorded in the security log.
 fn refuse_agent_loosening(project: &Project, spec: &JobSpec, client: &str) -> Result<()> {
-    // A host job only where it says `runner = "host"` or `allow_host = true`.
-    let host_allowed = project.config.runner == RunnerChoice::Host || project.config.allow_host;
-    if client == "mcp" && spec.runner == RunnerChoice::Host && !host_allowed {
-        let refusal = Error::AgentLoosening {
-            key: "runner",
-            value: "\"host\"".into(),
-            switch: "allow_host = true",
-            env: "BERTH_ALLOW_HOST=1",
-        };
-        return Err(recorded(
-            project,
-            "untrusted_config",
-            refusal,
-            "mcp:runner".into(),
-            spec,
-            client,
-        ));
+    if client != "mcp" {
+        return Ok(());
     }
-    // A swarm job (the workspace copied to other machines, a way out with
-    // ports) only where the user's config says `runner = "swarm"`.
-    if client == "mcp" && spec.runner == RunnerChoice::Swarm && project.config.runner != RunnerChoice::Swarm {
-        let refusal = Error::AgentLoosening {
-            key: "runner",
-            value: "\"swarm\"".into(),
-            switch: "runner = \"swarm\"",
-            env: "BERTH_RUNNER=swarm",
-        };
-        return Err(recorded(
-            project,
-            "untrusted_config",
-            refusal,
-            "mcp:runner".into(),
-            spec,
-            client,
-        ));
+    let c = &project.config;
+    // (asked and not allowed, key, value, the switch that allows it, its env).
+    let rules = [
+        // A host job only where it says `runner = "host"` or `allow_host = true`.
+        (
+            spec.runner == RunnerChoice::Host && !(c.runner == RunnerChoice::Host || c.allow_host),
+            "runner",
+            "\"host\"",
+            "allow_host = true",
+            "BERTH_ALLOW_HOST=1",
+        ),
+        // A swarm job (the workspace copied to other machines, a way out
+        // with ports) only where the user's config says `runner = "swarm"`.
+        (
+            spec.runner == RunnerChoice::Swarm && c.runner != RunnerChoice::Swarm,
+            "runner",
+            "\"swarm\"",
+            "runner = \"swarm\"",
+            "BERTH_RUNNER=swarm",
+        ),
+        // A scoped engine only where it says `engine = "scoped"` or `allow_engine = true`.
+        (
+            spec.engine == Some(EngineAccess::Scoped)
+                && !(c.engine == EngineAccess::Scoped || c.allow_engine),
+            "engine",
+            "\"scoped\"",
+            "allow_engine = true",
+            "BERTH_ALLOW_ENGINE=1",
+        ),
+    ];
+    match rules.into_iter().find(|rule| rule.0) {
+        Some((_, key, value, switch, env)) => {
+            let refusal = Error::AgentLoosening {
+                key,
+                value: value.into(),
+                switch,
+                env,
+            };
+            let source = format!("mcp:{key}");
+            Err(recorded(
+                project,
+                "untrusted_config",
+                refusal,
+                source,
+                spec,
+                client,
+            ))
+        }
+        None => Ok(()),
     }
-    // A scoped engine likewise: only where it says `engine = "scoped"` or
-    // `allow_engine = true`.
-    let engine_allowed = project.config.engine == EngineAccess::Scoped || project.config.allow_engine;
-    if client == "mcp" && spec.engine == Some(EngineAccess::Scoped) && !engine_allowed {
-        let refusal = Error::AgentLoosening {
-            key: "engine",
-            value: "\"scoped\"".into(),
-            switch: "allow_engine = true",
-            env: "BERTH_ALLOW_ENGINE=1",
-        };
-        return Err(recorded(
-            project,
-            "untrusted_config",
-            refusal,
-            "mcp:engine".into(),
-            spec,
-            client,
-        ));
-    }
-    Ok(())
 }
 
 /// `refusal`, written to the project's security log as `kind` (from

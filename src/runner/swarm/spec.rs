@@ -17,8 +17,8 @@ use bollard::models::{
     EndpointPortConfig, EndpointPortConfigProtocolEnum, EndpointPortConfigPublishModeEnum, EndpointSpec,
     Limit, Mount, MountTmpfsOptions, MountType, NetworkAttachmentConfig, ResourceObject, ServiceSpec,
     ServiceSpecMode, ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec,
-    TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile1, TaskSpecResources, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum,
+    TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile1, TaskSpecContainerSpecPrivileges,
+    TaskSpecResources, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
 };
 
 use crate::error::{Error, Result};
@@ -96,6 +96,12 @@ pub fn service(spec: &JobSpec, parts: Parts<'_>) -> Result<(ServiceSpec, Applied
         // The job's own PID 1 forwards the stop signal and reaps.
         init: Some(true),
         capability_drop: Some(vec!["ALL".into()]),
+        // Newer engines honour it; 20.10 (API 1.41) ignores it (measured:
+        // `NoNewPrivs: 0` in the task), said in SECURITY.md.
+        privileges: Some(TaskSpecContainerSpecPrivileges {
+            no_new_privileges: Some(true),
+            ..Default::default()
+        }),
         read_only: Some(spec.read_only),
         stop_grace_period: Some(parts.grace.as_nanos() as i64),
         mounts: Some(vec![Mount {
