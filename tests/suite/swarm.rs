@@ -221,6 +221,41 @@ async fn a_swarm_job_serves_its_port_reports_its_exit_stops_and_leaves_nothing()
     let (_, card, _) = d.run(&["status", &id]);
     assert_eq!(d.json(&["kill", &id])["result"], "killed", "{card}");
 
+    // Jobs without a way out are each on an overlay of their own: one
+    // cannot reach another's server (one overlay for all let it).
+    let server = swarm_run(
+        &d,
+        &[
+            "-d",
+            "--",
+            "sh",
+            "-c",
+            "echo ip $(hostname -i); exec httpd -f -p 8080 -h /www",
+        ],
+    );
+    let server_id = server["job"]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = d.run(&["wait", &server_id, "--log", "^ip ", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = d.run(&["logs", &server_id]);
+    let ip = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ip "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let probe = format!("timeout 5 wget -q -O- http://{ip}:8080/ && echo REACHED");
+    let (code, out, _) = d.run(&[
+        "run", "--runner", "swarm", "--image", SANDBOX, "--", "sh", "-c", &probe,
+    ]);
+    assert!(
+        code != 0 && !out.contains("REACHED"),
+        "another job's server answered: {out}"
+    );
+    // `exec` reaches no swarm node, and says so.
+    let (code, _, err) = d.run(&["exec", &server_id, "--", "true"]);
+    assert!(code != 0 && err.contains("runs on a swarm node"), "{err}");
+    assert_eq!(d.json(&["kill", &server_id])["result"], "killed");
+
     let (code, _, err) = d.run(&["down"]);
     assert_eq!(code, 0, "{err}");
     assert!(d.wait_exit(Duration::from_secs(30)).is_some());

@@ -22,6 +22,8 @@ pub struct SwarmControl {
     pub endpoint: Endpoint,
     pub service: String,
     pub configs: Vec<(String, String)>,
+    /// The job's own internal overlay, if it has one.
+    pub network: Option<String>,
     /// Set by the first stop: the exit reads 128+N as that signal.
     pub stopped: Arc<AtomicBool>,
     pub forwarder: Mutex<Option<Forwarder>>,
@@ -40,14 +42,18 @@ async fn scale_to_zero(docker: &DockerClient, service: &str) -> crate::error::Re
     docker.update_service(service, spec, version).await
 }
 
-/// Remove the service, then its configs (a config a service names cannot go first).
-async fn remove(docker: &DockerClient, service: &str, configs: &[(String, String)]) {
+/// Remove the service, then its configs (a config a service names cannot
+/// go first) and its overlay (once its task is gone).
+async fn remove(docker: &DockerClient, service: &str, configs: &[(String, String)], network: Option<&str>) {
     if let Err(e) = docker.remove_service(service).await
         && e.engine_status() != Some(404)
     {
         tracing::warn!(service, error = %e, "could not remove the job's service");
     }
     workspace::remove(docker, configs).await;
+    if let Some(net) = network {
+        super::sweep::remove_overlay(docker, net).await;
+    }
 }
 
 impl SwarmControl {
@@ -76,7 +82,7 @@ impl JobControl for SwarmControl {
             tracing::debug!(service = %self.service, ok = scaled.is_ok(), "scaled to zero");
             if let Err(e) = scaled {
                 tracing::warn!(service = %self.service, error = %e, "could not stop the job's task; removing its service");
-                remove(&self.docker, &self.service, &[]).await;
+                remove(&self.docker, &self.service, &[], None).await;
             }
         })
     }
@@ -84,13 +90,15 @@ impl JobControl for SwarmControl {
     fn cleanup(&self) {
         self.close_forwarder();
         let (docker, service, configs) = (self.docker.clone(), self.service.clone(), self.configs.clone());
-        tokio::spawn(async move { remove(&docker, &service, &configs).await });
+        let network = self.network.clone();
+        tokio::spawn(async move { remove(&docker, &service, &configs, network.as_deref()).await });
     }
 
     fn kill_now(&self) {
         self.close_forwarder();
         let (endpoint, service, configs) =
             (self.endpoint.clone(), self.service.clone(), self.configs.clone());
+        let network = self.network.clone();
         // A thread and runtime of its own: the caller may be a runtime
         // winding down (a `Drop`).
         let work = move || {
@@ -100,7 +108,8 @@ impl JobControl for SwarmControl {
             rt.block_on(async {
                 let limit = std::time::Duration::from_secs(3);
                 if let Ok(docker) = DockerClient::connect(&endpoint, limit).await {
-                    let _ = tokio::time::timeout(limit, remove(&docker, &service, &configs)).await;
+                    let removed = remove(&docker, &service, &configs, network.as_deref());
+                    let _ = tokio::time::timeout(limit, removed).await;
                 }
             });
         };

@@ -14,9 +14,9 @@
 //!
 //! Egress: the egress proxy is a process of this machine, which a task on
 //! another node cannot use, so a job is either on an internal overlay
-//! network of the instance (no way out: `egress` none or proxy, and no
-//! ports) or on its node's bridge (a way out: `egress = "all"`, or ports,
-//! which the swarm publishes only there), said on its card.
+//! network of its own (no way out: `egress` none or proxy, and no ports;
+//! `sweep.rs`) or on its node's bridge (a way out: `egress = "all"`, or
+//! ports, which the swarm publishes only there), said on its card.
 //!
 //! Services, configs and the overlay carry berth's labels: the crash
 //! watchdog and the next manager remove a dead owner's (`sweep.rs`).
@@ -58,8 +58,6 @@ pub struct Swarm {
     owner: String,
     grace: Duration,
     client: OnceCell<DockerClient>,
-    /// The instance's internal overlay network, made on first use.
-    internal: OnceCell<String>,
 }
 
 impl Swarm {
@@ -73,7 +71,6 @@ impl Swarm {
             owner: crate::procinfo::owner_label(),
             grace: config.grace(),
             client: OnceCell::new(),
-            internal: OnceCell::new(),
         }
     }
 
@@ -108,9 +105,7 @@ impl Swarm {
         let mut mine = self.ownership.filters();
         mine.push(format!("{LABEL_OWNER}={}", self.owner));
         remove_services(docker, &mine, Which::All).await;
-        if let Some(id) = self.internal.get() {
-            sweep::remove_overlay(docker, id).await;
-        }
+        sweep::remove_overlays(docker, &mine).await;
     }
 
     /// The labels of the job's service, container and configs.
@@ -124,20 +119,13 @@ impl Swarm {
         ])
     }
 
-    /// The instance's internal overlay network (no way out), made once.
-    async fn internal_network(&self, docker: &DockerClient) -> Result<String> {
-        self.internal
-            .get_or_try_init(|| sweep::ensure_overlay(docker, &self.ownership))
-            .await
-            .cloned()
-    }
-
-    /// Where the job's task is attached: the instance's internal overlay
+    /// Where the job's task is attached: an internal overlay of its own
     /// (no way out), or none, its node's bridge (a way out), with why.
     async fn network(
         &self,
         docker: &DockerClient,
         job: &Launch<'_>,
+        name: &str,
         notes: &mut Vec<String>,
     ) -> Result<Option<String>> {
         let asked = job.spec.egress.unwrap_or(job.config.egress);
@@ -153,7 +141,7 @@ impl Swarm {
                 if asked == Egress::Proxy {
                     notes.push("egress proxy: berth's proxy cannot serve another machine, so none on a swarm (set egress = \"all\" to let the job out)".into());
                 }
-                Some(self.internal_network(docker).await?)
+                Some(sweep::make_overlay(docker, name, &self.labels(job.id)).await?)
             }
         })
     }
@@ -177,23 +165,21 @@ impl Swarm {
         }
     }
 
-    async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
-        let docker = self.client().await?.clone();
-        let (spec, config) = (job.spec, job.config);
-        let writers = exit::Writers {
-            out: job.output.writer(Stream::Stdout)?,
-            err: job.output.writer(Stream::Stderr)?,
-        };
-        let mut notes = Vec::new();
-        let network = self.network(&docker, job, &mut notes).await?;
-        let on_bridge = network.is_none();
-        let bound = forward::bind(job.id.as_str(), &wants(spec))?;
+    /// Send the workspace and place the service; what was sent is
+    /// removed again when the service did not run.
+    async fn make(
+        &self,
+        docker: &DockerClient,
+        job: &Launch<'_>,
+        name: String,
+        network: Option<String>,
+        notes: &mut Vec<String>,
+    ) -> Result<(Vec<(String, String)>, Made)> {
+        let config = job.config;
         let labels = self.labels(job.id);
-        let name =
-            crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
         let user = config.container_user();
         let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
-        let uploaded = workspace::upload(&docker, &ws, owner_ids(&user), &name, &labels).await?;
+        let uploaded = workspace::upload(docker, &ws, owner_ids(&user), &name, &labels).await?;
         notes.insert(0, uploaded.note.clone());
         let cwd = if job.cwd.starts_with(&ws) {
             job.cwd
@@ -202,7 +188,7 @@ impl Swarm {
         };
         let parts = spec::Parts {
             name,
-            image: spec.image.as_deref().unwrap_or(&config.image),
+            image: job.spec.image.as_deref().unwrap_or(&config.image),
             labels,
             workspace: ws.to_string_lossy().into_owned(),
             cwd: cwd.to_string_lossy().into_owned(),
@@ -213,20 +199,46 @@ impl Swarm {
             network,
             tmpfs_bytes: TMPFS_BYTES.max(uploaded.bytes as i64 * 2),
         };
-        let Made {
-            service,
-            placed,
-            mut limits,
-        } = match self.place(&docker, job, parts).await {
-            Ok(made) => made,
+        match self.place(docker, job, parts).await {
+            Ok(made) => Ok((uploaded.configs, made)),
             Err(e) => {
-                workspace::remove(&docker, &uploaded.configs).await;
+                workspace::remove(docker, &uploaded.configs).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
+        let docker = self.client().await?.clone();
+        let writers = exit::Writers {
+            out: job.output.writer(Stream::Stdout)?,
+            err: job.output.writer(Stream::Stderr)?,
+        };
+        let bound = forward::bind(job.id.as_str(), &wants(job.spec))?;
+        let name =
+            crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
+        let mut notes = Vec::new();
+        let network = self.network(&docker, job, &name, &mut notes).await?;
+        let made = self.make(&docker, job, name, network.clone(), &mut notes).await;
+        let (
+            configs,
+            Made {
+                service,
+                placed,
+                mut limits,
+            },
+        ) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(net) = &network {
+                    sweep::remove_overlay(&docker, net).await;
+                }
                 return Err(e);
             }
         };
-        limits.network = Some(match on_bridge {
-            true => "its node's bridge".into(),
-            false => "the instance's internal overlay".into(),
+        limits.network = Some(match &network {
+            None => "its node's bridge".into(),
+            Some(_) => "an internal overlay of its own".into(),
         });
         limits.not_enforced.extend(notes);
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -234,7 +246,8 @@ impl Swarm {
             docker: docker.clone(),
             endpoint: self.endpoint.clone(),
             service: service.clone(),
-            configs: uploaded.configs,
+            configs,
+            network,
             stopped: stopped.clone(),
             forwarder: std::sync::Mutex::new(None),
         };

@@ -1,73 +1,40 @@
-//! The internal overlay of an instance's swarm jobs without a way out,
-//! found by its name and labels (the sweeps of services and configs are
-//! the engine's, `runner/docker/services.rs`).
+//! The internal overlay a swarm job without a way out is attached to: one
+//! per job, as on one engine each job has a network of its own (one
+//! overlay for all would let one session's job reach another's), made
+//! with the job's labels and removed once its task is gone. The sweeps of
+//! services and configs are the engine's (`runner/docker/services.rs`);
+//! the networks of a dead manager go with the instance's other networks.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bollard::models::NetworkCreateRequest;
 use bollard::query_parameters::ListNetworksOptions;
 
-use crate::error::{Error, Result};
-use crate::runner::docker::{DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_STATE, Ownership};
+use crate::error::Result;
+use crate::runner::docker::DockerClient;
 
-/// The overlay's name for an instance.
-fn overlay_name(owner: &Ownership) -> String {
-    format!(
-        "berth-{}-{}-swarm",
-        crate::runner::docker::clean_name(&owner.instance),
-        &owner.state[..owner.state.len().min(8)]
-    )
-}
+/// How long an overlay's removal is tried while the swarm still tears
+/// down the task on it (it answers "in use" until then: ~2–4 s).
+const OVERLAY_PATIENCE: Duration = Duration::from_secs(15);
 
-/// The instance's internal overlay network, made when missing; its id.
-pub async fn ensure_overlay(docker: &DockerClient, owner: &Ownership) -> Result<String> {
-    let name = overlay_name(owner);
-    if let Some(id) = find_overlay(docker, owner, &name).await? {
-        return Ok(id);
-    }
+/// Make the job's internal overlay `name` with its `labels`; its id.
+pub async fn make_overlay(
+    docker: &DockerClient,
+    name: &str,
+    labels: &HashMap<String, String>,
+) -> Result<String> {
     let request = NetworkCreateRequest {
-        name: name.clone(),
+        name: format!("{name}-net"),
         driver: Some("overlay".into()),
         internal: Some(true),
-        labels: Some(HashMap::from([
-            (LABEL_MANAGED.to_string(), "true".to_string()),
-            (LABEL_INSTANCE.to_string(), owner.instance.clone()),
-            (LABEL_STATE.to_string(), owner.state.clone()),
-        ])),
+        labels: Some(labels.clone()),
         ..Default::default()
     };
-    match docker.create_network(request).await {
-        Ok(made) => Ok(made.id),
-        // Made meanwhile by another berth process of this instance.
-        Err(e) if e.engine_status() == Some(409) => find_overlay(docker, owner, &name).await?.ok_or(e),
-        Err(e) => Err(e),
-    }
+    Ok(docker.create_network(request).await?.id)
 }
 
-async fn find_overlay(docker: &DockerClient, owner: &Ownership, name: &str) -> Result<Option<String>> {
-    let opts = ListNetworksOptions {
-        filters: Some(HashMap::from([("name".to_string(), vec![name.to_string()])])),
-    };
-    let found = docker.list_networks("of this instance", opts).await?;
-    let exact = found.into_iter().find(|n| n.name.as_deref() == Some(name));
-    match exact {
-        Some(n) if owner.owns(n.labels.as_ref()) => Ok(n.id),
-        Some(_) => Err(Error::Docker {
-            action: "prepare network",
-            job: name.to_string(),
-            message: format!(
-                "a network named {name} exists and is not this berth instance's; remove it (docker network rm {name})"
-            ),
-        }),
-        None => Ok(None),
-    }
-}
-
-/// How long the overlay's removal is tried while the swarm still tears
-/// down the last tasks on it (it answers "in use" until then).
-const OVERLAY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// Remove the instance's overlay once no task uses it any more.
+/// Remove overlay `id` once no task uses it any more.
 pub async fn remove_overlay(docker: &DockerClient, id: &str) {
     let deadline = tokio::time::Instant::now() + OVERLAY_PATIENCE;
     loop {
@@ -76,10 +43,26 @@ pub async fn remove_overlay(docker: &DockerClient, id: &str) {
             Err(e) if e.engine_status() == Some(404) => return,
             // No answer at all (the manager is gone): nothing to wait for.
             Err(e) if e.engine_status().is_none() || tokio::time::Instant::now() >= deadline => {
-                tracing::warn!(network = %id, error = %e, "could not remove the swarm overlay");
+                tracing::warn!(network = %id, error = %e, "could not remove a swarm job's overlay");
                 return;
             }
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
         }
     }
+}
+
+/// Remove the overlays carrying every one of `labels`, all at once.
+pub async fn remove_overlays(docker: &DockerClient, labels: &[String]) {
+    let opts = ListNetworksOptions {
+        filters: Some(HashMap::from([("label".to_string(), labels.to_vec())])),
+    };
+    let Ok(list) = docker.list_networks("of this manager's swarm jobs", opts).await else {
+        return;
+    };
+    let ids: Vec<String> = list
+        .into_iter()
+        .filter(|n| n.driver.as_deref() == Some("overlay"))
+        .filter_map(|n| n.id)
+        .collect();
+    futures_util::future::join_all(ids.iter().map(|id| remove_overlay(docker, id))).await;
 }
