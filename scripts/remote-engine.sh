@@ -34,6 +34,8 @@
 set -euo pipefail
 
 self="$(realpath "${BASH_SOURCE[0]}")"
+# shellcheck source-path=SCRIPTDIR source=lib/tls.sh
+source "$(dirname "$self")/lib/tls.sh"
 die() { echo "remote-engine.sh: $*" >&2; exit 1; }
 [[ $# -ge 2 ]] || die "usage: $0 start|stop|load|ssh DIR [IMAGE...]"
 cmd=$1 dir="$(realpath -m "$2")"
@@ -89,34 +91,6 @@ stop_engine() {
   rm -rf "$var" "$run" "$dir/engine.pid" "$dir/env"
 }
 
-make_certs() {
-  local addr=$1 ca="$dir/ca" cl="$dir/client" t="$dir/ca/tmp"
-  mkdir -p "$ca" "$cl" "$t" "$var/etc"
-  key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-  key "$ca/ca-key.pem"
-  openssl req -x509 -new -key "$ca/ca-key.pem" -sha256 -days 7 -subj "/CN=berth-rmt-$sfx CA" \
-    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
-    -out "$ca/ca.pem" 2>/dev/null
-  sign() { # sign NAME KEY OUT CN EXTENSIONS
-    openssl req -new -key "$2" -subj "/CN=$4" -out "$t/$1.csr" 2>/dev/null
-    printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature subjectKeyIdentifier=hash \
-      authorityKeyIdentifier=keyid "$5" >"$t/$1.ext"
-    openssl x509 -req -in "$t/$1.csr" -CA "$ca/ca.pem" -CAkey "$ca/ca-key.pem" -CAcreateserial \
-      -sha256 -days 7 -extfile "$t/$1.ext" -out "$3" 2>/dev/null
-  }
-  key "$var/etc/server-key.pem"
-  sign server "$var/etc/server-key.pem" "$var/etc/server-cert.pem" "$addr" \
-    "extendedKeyUsage=serverAuth
-subjectAltName=IP:$addr,IP:127.0.0.1,DNS:localhost"
-  key "$cl/key.pem"
-  sign client "$cl/key.pem" "$cl/cert.pem" berth-client extendedKeyUsage=clientAuth
-  cp "$ca/ca.pem" "$cl/ca.pem"
-  cp "$ca/ca.pem" "$var/etc/ca.pem"
-  rm -rf "$t"
-  chmod 644 "$cl"/*.pem
-  chmod 600 "$var/etc/server-key.pem"
-}
-
 start() {
   local x addr pid t0=$SECONDS
   [[ $(id -u) == 0 ]] || die "must run as root"
@@ -143,7 +117,7 @@ start() {
   rm -rf "$var" "$run"
   mkdir -p "$var/etc" "$var/data" "$run"
   echo '{}' >"$var/etc/daemon.json"
-  make_certs "$addr"
+  tls_make "$dir" "$var/etc" "berth-rmt-$sfx" "IP:$addr,IP:127.0.0.1,DNS:localhost"
   printf '%s\n' "DOCKER_HOST=tcp://$addr:2376" DOCKER_TLS_VERIFY=1 "DOCKER_CERT_PATH=$dir/client" >"$dir/env"
   setsid -w nsenter --net="/run/netns/$ns" unshare --mount --pid --fork --propagation private \
     bash "$self" __inner "$dir" "$addr" "$x" </dev/null >"$dir/dockerd.log" 2>&1 3>&- &

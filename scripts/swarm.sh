@@ -43,6 +43,8 @@
 set -euo pipefail
 
 self="$(realpath "${BASH_SOURCE[0]}")"
+# shellcheck source-path=SCRIPTDIR source=lib/tls.sh
+source "$(dirname "$self")/lib/tls.sh"
 die() { echo "swarm.sh: $*" >&2; exit 1; }
 usage="usage: $0 up|down|status DIR | load DIR IMAGE... | kill-node|node-pid DIR N"
 [[ $# -ge 2 ]] || die "$usage"
@@ -139,31 +141,11 @@ down() {
 }
 
 make_certs() { # make_certs ADDR... (the server cert is valid for all of them)
-  local ca="$dir/ca" cl="$dir/client" t="$dir/ca/tmp" san="IP:127.0.0.1,DNS:localhost" a n
+  local t="$dir/ca/server" san="IP:127.0.0.1,DNS:localhost" a n
   for a in "$@"; do san+=",IP:$a"; done
-  mkdir -p "$ca" "$cl" "$t"
-  key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-  key "$ca/ca-key.pem"
-  openssl req -x509 -new -key "$ca/ca-key.pem" -sha256 -days 7 -subj "/CN=berth-sw-$sfx CA" \
-    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
-    -out "$ca/ca.pem" 2>/dev/null
-  sign() { # sign NAME KEY OUT CN EXTENSIONS
-    openssl req -new -key "$2" -subj "/CN=$4" -out "$t/$1.csr" 2>/dev/null
-    printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature subjectKeyIdentifier=hash \
-      authorityKeyIdentifier=keyid "$5" >"$t/$1.ext"
-    openssl x509 -req -in "$t/$1.csr" -CA "$ca/ca.pem" -CAkey "$ca/ca-key.pem" -CAcreateserial \
-      -sha256 -days 7 -extfile "$t/$1.ext" -out "$3" 2>/dev/null
-  }
-  key "$t/server-key.pem"
-  sign server "$t/server-key.pem" "$t/server-cert.pem" "berth-sw-$sfx" \
-    "extendedKeyUsage=serverAuth
-subjectAltName=$san"
-  key "$cl/key.pem"
-  sign client "$cl/key.pem" "$cl/cert.pem" berth-client extendedKeyUsage=clientAuth
-  cp "$ca/ca.pem" "$cl/ca.pem"
-  chmod 644 "$cl"/*.pem
+  tls_make "$dir" "$t" "berth-sw-$sfx" "$san"
   for n in "${nodes[@]}"; do
-    install -m 644 "$ca/ca.pem" "$t/server-cert.pem" "$var/node$n/etc/"
+    install -m 644 "$t/ca.pem" "$t/server-cert.pem" "$var/node$n/etc/"
     install -m 600 "$t/server-key.pem" "$var/node$n/etc/"
   done
   rm -rf "${t:?}"

@@ -117,15 +117,7 @@ impl Endpoint {
                 API_DEFAULT_VERSION,
             )
         } else if let Some(tls) = &self.tls {
-            let addr = h.replacen("https://", "tcp://", 1);
-            Docker::connect_with_ssl(
-                &addr,
-                &tls.dir.join("key.pem"),
-                &tls.dir.join("cert.pem"),
-                &tls.dir.join("ca.pem"),
-                REQUEST_TIMEOUT,
-                API_DEFAULT_VERSION,
-            )
+            tls_client(h, tls)?
         } else if h.starts_with("tcp://") || h.starts_with("http://") {
             Docker::connect_with_http(h, REQUEST_TIMEOUT, API_DEFAULT_VERSION)
         } else {
@@ -153,6 +145,29 @@ impl Endpoint {
             }
         }
     }
+}
+
+/// A client for a TLS `tcp://` (or `https://`) engine, with the client
+/// certificate and CA in `tls.dir`.
+#[cfg(feature = "remote-tls")]
+fn tls_client(host: &str, tls: &Tls) -> Result<Result<Docker, bollard::errors::Error>, String> {
+    let addr = host.replacen("https://", "tcp://", 1);
+    Ok(Docker::connect_with_ssl(
+        &addr,
+        &tls.dir.join("key.pem"),
+        &tls.dir.join("cert.pem"),
+        &tls.dir.join("ca.pem"),
+        REQUEST_TIMEOUT,
+        API_DEFAULT_VERSION,
+    ))
+}
+
+/// Without `remote-tls` there is no TLS client: said, not tried in the clear.
+#[cfg(not(feature = "remote-tls"))]
+fn tls_client(host: &str, _tls: &Tls) -> Result<Result<Docker, bollard::errors::Error>, String> {
+    Err(format!(
+        "`{host}` asks for TLS, and this berth was built without the `remote-tls` feature (it is a default feature: build with it)"
+    ))
 }
 
 fn home() -> Option<PathBuf> {
