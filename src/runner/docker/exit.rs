@@ -35,8 +35,10 @@ const FIRST_LINE_MAX: usize = 4096;
 /// After the engine reported the exit, how long the output may take to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 /// How long an exit 137 berth did not cause waits for the engine to say it
-/// was an OOM kill (its OOM event can trail the exit).
-const OOM_SETTLE: Duration = Duration::from_millis(500);
+/// was an OOM kill (its OOM event can trail the exit: by more than 500 ms
+/// once, in CI, with the whole suite beside it). Only an unexplained 137
+/// waits, and a kill from outside berth is rare beside an OOM.
+const OOM_SETTLE: Duration = Duration::from_secs(2);
 
 pub(super) use super::client::OutputStream;
 
