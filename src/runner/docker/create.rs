@@ -177,7 +177,7 @@ pub fn body(
     let (ws, cwd) = mount_plan(ctx.workspace, ctx.cwd)?;
 
     let mut applied = AppliedLimits::default();
-    let resources = resources(spec, ctx, &mut applied)?;
+    let resources = resources(spec, ctx.defaults, &mut applied)?;
     let (uid, gid) = user_ids(ctx.user);
     applied.user = Some(if uid == "0" {
         "root".into()
@@ -228,20 +228,24 @@ pub fn body(
 }
 
 /// The engine's limits of a job: the spec's, else the project's defaults.
-struct Resources {
-    nano_cpus: Option<i64>,
-    memory: Option<i64>,
-    pids: i64,
+pub struct Resources {
+    pub nano_cpus: Option<i64>,
+    pub memory: Option<i64>,
+    pub pids: i64,
 }
 
 /// The job's CPU, memory and process limits in the engine's units, noted
 /// in `applied` as they are set.
-fn resources(spec: &JobSpec, ctx: &Context<'_>, applied: &mut AppliedLimits) -> Result<Resources> {
-    let nano_cpus = spec.limits.cpus.or(ctx.defaults.cpus).map(|c| {
+pub fn resources(
+    spec: &JobSpec,
+    defaults: &crate::model::Limits,
+    applied: &mut AppliedLimits,
+) -> Result<Resources> {
+    let nano_cpus = spec.limits.cpus.or(defaults.cpus).map(|c| {
         applied.cpus = Some(c);
         (c * 1e9).round() as i64
     });
-    let memory = match spec.limits.memory.or(ctx.defaults.memory) {
+    let memory = match spec.limits.memory.or(defaults.memory) {
         Some(m) => {
             let m = i64::try_from(m).map_err(|_| Error::InvalidValue {
                 what: "memory",
@@ -253,11 +257,7 @@ fn resources(spec: &JobSpec, ctx: &Context<'_>, applied: &mut AppliedLimits) -> 
         }
         None => None,
     };
-    let pids = spec
-        .limits
-        .pids
-        .or(ctx.defaults.pids)
-        .unwrap_or(DEFAULT_PIDS_LIMIT);
+    let pids = spec.limits.pids.or(defaults.pids).unwrap_or(DEFAULT_PIDS_LIMIT);
     applied.pids = Some(pids);
     Ok(Resources {
         nano_cpus,

@@ -83,7 +83,7 @@ pub use adopt::Adoption;
 pub use build::BuildProgressFn;
 pub use client::DockerClient;
 pub use control::DockerControl;
-pub use create::{DEFAULT_PIDS_LIMIT, HOME_DIR, container_name};
+pub use create::{DEFAULT_PIDS_LIMIT, HOME_DIR, Resources, container_name, resources};
 pub use endpoint::{Endpoint, Place};
 pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
@@ -91,6 +91,7 @@ pub use ownership::{
     LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, clean_name, state_hash,
 };
 pub use pull::ProgressFn;
+pub use remote::owner_ids;
 pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
 pub use usage::UsageTarget;
 

@@ -123,7 +123,7 @@ impl RemoteJob {
 }
 
 /// The numeric owner of the uploaded files: the job's `UID:GID` (`root` is 0:0).
-fn owner_ids(user: &str) -> (u64, u64) {
+pub fn owner_ids(user: &str) -> (u64, u64) {
     let (u, g) = user.split_once(':').unwrap_or((user, user));
     (u.parse().unwrap_or(0), g.parse().unwrap_or(0))
 }

@@ -179,7 +179,14 @@ impl Swarm {
         let labels = self.labels(job.id);
         let user = config.container_user();
         let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
-        let uploaded = workspace::upload(docker, &ws, owner_ids(&user), &name, &labels).await?;
+        let uploaded = workspace::upload(
+            docker,
+            &ws,
+            crate::runner::docker::owner_ids(&user),
+            &name,
+            &labels,
+        )
+        .await?;
         notes.insert(0, uploaded.note.clone());
         let cwd = if job.cwd.starts_with(&ws) {
             job.cwd
@@ -300,12 +307,6 @@ fn wants(spec: &crate::model::JobSpec) -> Vec<Want> {
             strict: true,
         })
         .collect()
-}
-
-/// The numeric owner of the unpacked files: the job's `UID:GID` (`root` is 0:0).
-fn owner_ids(user: &str) -> (u64, u64) {
-    let (u, g) = user.split_once(':').unwrap_or((user, user));
-    (u.parse().unwrap_or(0), g.parse().unwrap_or(0))
 }
 
 impl Runner for Swarm {

@@ -189,41 +189,20 @@ fn endpoint(spec: &JobSpec) -> EndpointSpec {
     }
 }
 
-/// The job's CPU, memory and process limits, reserved as well: a node the
-/// scheduler picks has room for them (each node advertises its whole host,
-/// so on one machine reservations are bookkeeping).
+/// The job's CPU, memory and process limits (as on one engine), reserved
+/// as well: a node the scheduler picks has room for them (each node
+/// advertises its whole host, so on one machine reservations are bookkeeping).
 fn resources(spec: &JobSpec, defaults: &Limits, applied: &mut AppliedLimits) -> Result<TaskSpecResources> {
-    let nano_cpus = spec.limits.cpus.or(defaults.cpus).map(|c| {
-        applied.cpus = Some(c);
-        (c * 1e9).round() as i64
-    });
-    let memory = match spec.limits.memory.or(defaults.memory) {
-        Some(m) => {
-            let bytes = i64::try_from(m).map_err(|_| Error::InvalidValue {
-                what: "memory",
-                input: m.to_string(),
-                message: "too large".into(),
-            })?;
-            applied.memory = Some(m);
-            Some(bytes)
-        }
-        None => None,
-    };
-    let pids = spec
-        .limits
-        .pids
-        .or(defaults.pids)
-        .unwrap_or(crate::runner::docker::DEFAULT_PIDS_LIMIT);
-    applied.pids = Some(pids);
+    let r = crate::runner::docker::resources(spec, defaults, applied)?;
     Ok(TaskSpecResources {
         limits: Some(Limit {
-            nano_cpus,
-            memory_bytes: memory,
-            pids: Some(pids),
+            nano_cpus: r.nano_cpus,
+            memory_bytes: r.memory,
+            pids: Some(r.pids),
         }),
         reservations: Some(ResourceObject {
-            nano_cpus,
-            memory_bytes: memory,
+            nano_cpus: r.nano_cpus,
+            memory_bytes: r.memory,
             ..Default::default()
         }),
         ..Default::default()
