@@ -73,7 +73,9 @@ impl StreamWriter {
     /// lines already taken are skipped, and the line begun is dropped, as
     /// the replay brings it whole.
     pub fn rewind(&mut self) {
-        self.skip = self.seen;
+        // What is still to skip counts too: a replay can itself be cut
+        // off before it caught up (a second blip, a failed final read).
+        self.skip += self.seen;
         self.seen = 0;
         self.splitter = LineSplitter::default();
     }
@@ -150,5 +152,40 @@ impl Drop for StreamWriter {
         // A reader task that errors out must still count its stream as closed,
         // or waiters on "all output in" would hang.
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventLog;
+    use crate::model::JobId;
+    use crate::persist::memory::Memory;
+    use crate::watch::Watchers;
+
+    #[test]
+    fn a_replay_cut_off_before_it_caught_up_is_rewound_without_repeats() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Memory::new();
+        let id = JobId::from_number(1);
+        let out = JobOutput::create(
+            id.clone(),
+            &dir.path().join("job-1"),
+            1024,
+            Watchers::default(),
+            EventLog::new(),
+            store.clone(),
+            1,
+        )
+        .unwrap();
+        let mut w = out.writer(Stream::Stdout).unwrap();
+        w.write(b"a\nb\nc\n");
+        // The source is read again from its start and breaks after one line.
+        w.rewind();
+        w.write(b"a\n");
+        // Read again from its start, this time to the end.
+        w.rewind();
+        w.write(b"a\nb\nc\nd\n");
+        assert_eq!(store.count(&id), 4, "each line stored once");
     }
 }

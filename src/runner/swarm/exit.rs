@@ -93,21 +93,42 @@ pub async fn watch(
         return exit;
     };
     if !matches!(exit, Exit::Lost(_)) {
-        writers.out.rewind();
-        writers.err.rewind();
-        let mut logs = docker.service_logs(&service, false);
-        while let Some(item) = logs.next().await {
-            match item {
-                Ok(item) => writers.take(item).await,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the job's log could not be read to its end");
-                    break;
-                }
-            }
-        }
+        read_to_end(&docker, &service, &mut writers).await;
     }
     tracing::debug!(%service, "swarm task's output read");
     writers.out.finish();
     writers.err.finish();
     exit
 }
+
+/// Read the whole service log once more, without follow, into `writers`
+/// (what they took already skipped). The manager gathers a finished
+/// task's log from its node and may end the read with an error when the
+/// node did not answer in time ("incomplete log stream"): the read is
+/// tried again, from the start, a few times before what the follow took
+/// is all the job keeps.
+async fn read_to_end(docker: &DockerClient, service: &str, writers: &mut Writers) {
+    let mut pause = std::time::Duration::from_millis(100);
+    for attempt in 1..=READ_TRIES {
+        writers.out.rewind();
+        writers.err.rewind();
+        let mut logs = docker.service_logs(service, false);
+        let mut failed = None;
+        while let Some(item) = logs.next().await {
+            match item {
+                Ok(item) => writers.take(item).await,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(e) = failed else { return };
+        tracing::warn!(error = %e, attempt, "the job's log could not be read to its end");
+        tokio::time::sleep(pause).await;
+        pause *= 2;
+    }
+}
+
+/// How often the final read of a finished task's log is tried.
+const READ_TRIES: u32 = 4;
