@@ -202,6 +202,11 @@ impl Client {
         Ok(v["discarded"].as_str().unwrap_or(layer).to_string())
     }
 
+    /// The nodes the running jobs are spread over, with what each holds.
+    pub async fn nodes(&self) -> Result<Vec<crate::model::NodeLoad>> {
+        self.get("/v1/nodes").await
+    }
+
     pub async fn health(&self) -> Result<Health> {
         self.get("/v1/health").await
     }

@@ -121,6 +121,9 @@ pub async fn ps(global: &Global, a: PsArgs) -> anyhow::Result<i32> {
         outln!("no jobs match (none {})", what_was_asked(&a));
     } else {
         out!("{}", table(&page.jobs, a.usage));
+        if a.usage && page.jobs.iter().any(|j| j.node.is_some()) {
+            out!("{}", nodes_table(&reader.client()?.nodes().await?));
+        }
         if let Some(last) = page.more {
             eprintln!(
                 "berth: more may follow: `berth ps --before {last} --limit {}`",
@@ -217,6 +220,28 @@ pub fn table(jobs: &[JobInfo], usage: bool) -> String {
         for c in &j.children {
             out += &format!("  └ child {}\n", visible(&c.summary()));
         }
+    }
+    out
+}
+
+/// A swarm's nodes under `ps --usage`: what berth's running jobs reserve
+/// on each, of what it has (the swarm reads no usage of another node's
+/// containers).
+fn nodes_table(nodes: &[crate::model::NodeLoad]) -> String {
+    let mut out = format!(
+        "\n{:<20} {:<8} {:>4}  {:<16} {}\n",
+        "NODE", "STATE", "JOBS", "CPUS RESERVED", "MEMORY RESERVED"
+    );
+    for n in nodes {
+        out += &format!(
+            "{:<20} {:<8} {:>4}  {:<16} {} of {}\n",
+            visible(&n.node),
+            visible(&n.state),
+            n.jobs,
+            format!("{:.2} of {:.0}", n.cpus_reserved, n.cpus),
+            card::bytes(n.memory_reserved),
+            card::bytes(n.memory)
+        );
     }
     out
 }

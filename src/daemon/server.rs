@@ -40,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/jobs", post(create).get(list))
         .route("/v1/run", post(super::run::run))
+        .route("/v1/nodes", get(nodes))
         .route("/v1/jobs/{id}", get(info))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
@@ -184,6 +185,12 @@ async fn list(
         answer.headers_mut().insert(MORE_BEFORE_HEADER, more);
     }
     Ok(answer)
+}
+
+/// The nodes the running jobs are spread over (a swarm's), with what
+/// berth's jobs reserve on each.
+async fn nodes(State(s): State<AppState>) -> ApiResult<Vec<crate::model::NodeLoad>> {
+    Ok(Json(s.manager.nodes().await?))
 }
 
 #[derive(Deserialize)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{ListFilter, Manager};
 use crate::error::Result;
-use crate::model::{JobId, JobInfo, Usage};
+use crate::model::{JobId, JobInfo, NodeLoad, RunnerKind, Usage};
 
 /// How long a sample is reused.
 pub const FRESH: Duration = Duration::from_secs(2);
@@ -56,6 +56,20 @@ impl Manager {
         let samples = futures_util::future::join_all(infos.iter().map(|i| self.usage(i))).await;
         for (info, u) in infos.iter_mut().zip(samples) {
             info.usage = u;
+        }
+    }
+
+    /// The nodes of the runners this manager's running jobs use, with what
+    /// they hold (a swarm's; none for one engine or the host). Asks no
+    /// engine when no running job is on a swarm.
+    pub async fn nodes(&self) -> Result<Vec<NodeLoad>> {
+        let on_swarm = self
+            .list(ListFilter::Running)
+            .iter()
+            .any(|j| j.runner == Some(RunnerKind::Swarm));
+        match on_swarm {
+            true => self.inner.runner(RunnerKind::Swarm).nodes().await,
+            false => Ok(Vec::new()),
         }
     }
 

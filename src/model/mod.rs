@@ -35,7 +35,7 @@ pub use spec::{
     RunnerChoice, RunnerKind, host_cpus,
 };
 pub use spec::{JobSpec, MountSpec};
-pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, StartMode, StopCause, Usage};
+pub use status::{CauseKind, EndedBy, JobInfo, JobStatus, LogPaths, NodeLoad, StartMode, StopCause, Usage};
 pub use words::{clock, elapsed, end_words};
 
 /// The project's config files at the workspace root: a container job may

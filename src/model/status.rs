@@ -358,6 +358,22 @@ pub struct Usage {
     pub memory_bytes: u64,
 }
 
+/// One node of a swarm: what this instance's running jobs reserve on it,
+/// of what the node has (`ps --usage` on a swarm). The swarm's manager
+/// cannot sample a container on another node, so this is the scheduler's
+/// bookkeeping, not a measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeLoad {
+    pub node: String,
+    /// The swarm's word for it: `ready`, `down`, …
+    pub state: String,
+    pub jobs: usize,
+    pub cpus_reserved: f64,
+    pub cpus: f64,
+    pub memory_reserved: u64,
+    pub memory: u64,
+}
+
 /// The serializable record of a job: what every interface shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {

@@ -67,6 +67,12 @@ pub trait Runner: Send + Sync {
     fn usage<'a>(&'a self, _info: &'a JobInfo) -> BoxFuture<'a, Option<Usage>> {
         Box::pin(async { None })
     }
+
+    /// The nodes this runner's jobs are spread over, with what they hold
+    /// (none: the runner has one place).
+    fn nodes(&self) -> BoxFuture<'_, Result<Vec<crate::model::NodeLoad>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// How a runner signals one of its running jobs.

@@ -8,7 +8,7 @@
 //! go on; and nothing of the instance is left on any node after `berth
 //! down` or after the manager is SIGKILLed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -300,6 +300,36 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
                 .to_string()
         })
         .collect();
+    // `ps --usage` per node, while all six hold their reservations: each
+    // node counts the jobs whose card names it, and reserves their limits.
+    let (code, ps, err) = d.run(&["ps", "--usage"]);
+    assert_eq!(code, 0, "{err}");
+    let mut held: BTreeMap<String, (usize, f64, u64)> = BTreeMap::new();
+    for id in &ids {
+        let info = d.json(&["status", id]);
+        let e = held
+            .entry(info["node"].as_str().unwrap_or_default().into())
+            .or_default();
+        e.0 += 1;
+        e.1 += info["limits"]["cpus"].as_f64().unwrap_or(0.0);
+        e.2 += info["limits"]["memory"].as_u64().unwrap_or(0);
+    }
+    for (node, (jobs, cpus, memory)) in &held {
+        let row = ps
+            .lines()
+            .find(|l| l.starts_with(node.as_str()))
+            .unwrap_or_else(|| panic!("no row for {node}:\n{ps}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            (cols[2], cols[3]),
+            (jobs.to_string().as_str(), format!("{cpus:.2}").as_str()),
+            "{node}: {row}\n{ps}"
+        );
+        assert!(
+            *memory > 0 && row.contains(&berth::card::bytes(*memory)),
+            "{node}: {row}"
+        );
+    }
     let mut nodes = BTreeSet::new();
     for (i, id) in ids.iter().enumerate() {
         let (code, _, err) = d.run(&["wait", id]);

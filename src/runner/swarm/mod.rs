@@ -23,6 +23,7 @@
 
 mod control;
 mod exit;
+mod nodes;
 mod spec;
 mod sweep;
 mod task;
@@ -312,5 +313,9 @@ fn wants(spec: &crate::model::JobSpec) -> Vec<Want> {
 impl Runner for Swarm {
     fn launch<'a>(&'a self, job: &'a Launch<'a>) -> BoxFuture<'a, Result<Launched>> {
         Box::pin(self.launch_job(job))
+    }
+
+    fn nodes(&self) -> BoxFuture<'_, Result<Vec<crate::model::NodeLoad>>> {
+        Box::pin(self.node_loads())
     }
 }

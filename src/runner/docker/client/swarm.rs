@@ -73,13 +73,27 @@ impl DockerClient {
 
     /// The tasks of service `id` (one for a berth job, until it is rescheduled).
     pub async fn service_tasks(&self, id: &str) -> Result<Vec<Task>> {
+        self.tasks_of(vec![id.to_string()]).await
+    }
+
+    /// The tasks of every service in `ids`, in one call.
+    pub async fn tasks_of(&self, ids: Vec<String>) -> Result<Vec<Task>> {
+        let target = ids.join(", ");
         let opts = ListTasksOptions {
-            filters: Some(HashMap::from([("service".to_string(), vec![id.to_string()])])),
+            filters: Some(HashMap::from([("service".to_string(), ids)])),
         };
         self.docker
             .list_tasks(Some(opts))
             .await
-            .map_err(fail(EngineOp::ListTasks, id))
+            .map_err(fail(EngineOp::ListTasks, &target))
+    }
+
+    /// Every node of the swarm.
+    pub async fn list_nodes(&self) -> Result<Vec<Node>> {
+        self.docker
+            .list_nodes(None::<bollard::query_parameters::ListNodesOptions>)
+            .await
+            .map_err(fail(EngineOp::ListNodes, "the swarm's nodes"))
     }
 
     /// Task `id`; `None` once the swarm forgot it.
