@@ -51,11 +51,17 @@ mod tests {
             .collect();
         assert!(verbs.len() > 20, "{verbs:?}");
         for verb in &verbs {
-            assert!(main.contains(&format!("berth\\-{verb}")), "berth.1 does not name `{verb}`");
+            assert!(
+                main.contains(&format!("berth\\-{verb}")),
+                "berth.1 does not name `{verb}`"
+            );
             let page = dir.path().join(format!("berth-{verb}.1"));
             let text = std::fs::read_to_string(&page).unwrap_or_else(|_| panic!("no {}", page.display()));
             assert!(text.starts_with(".ie"), "not roff: {}", page.display());
         }
-        assert!(dir.path().join("berth-images-build.1").exists(), "nested verbs get pages too");
+        assert!(
+            dir.path().join("berth-images-build.1").exists(),
+            "nested verbs get pages too"
+        );
     }
 }

@@ -108,7 +108,7 @@ keys {
         field engine_patience_secs: f64 = super::DEFAULT_ENGINE_PATIENCE_SECS,
         env secs, set jobs::positive,
         line |c| format!("{}s", c.engine_patience_secs);
-    /// Where jobs run: `auto`, `docker` or `host`.
+    /// Where jobs run: `auto`, `docker`, `host` or `swarm`.
     runner: RunnerChoice,
         field runner: RunnerChoice = RunnerChoice::Auto,
         env parsed, set keep,

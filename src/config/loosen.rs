@@ -183,7 +183,7 @@ const LOOSER: &[(&str, Looser)] = &[
 /// cannot miss a key added there.
 pub(super) fn loosening(key: &str) -> Option<&'static str> {
     if USERS_OWN.contains(&key) {
-        return Some("never from a project file, trusted or not: your own config only");
+        return Some("never applied from a project file, trusted or not: your own config only");
     }
     if LOOSER.iter().any(|(k, _)| *k == key) {
         return Some("yes, when looser than yours");

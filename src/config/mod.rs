@@ -52,8 +52,8 @@ pub use layers::{
     DEFAULT_AGENT_WRITE, DEFAULT_APPLY_MAX_DELETES, DEFAULT_LAYER_BYTES, DEFAULT_LAYER_DAYS, DEFAULT_WRITE,
 };
 pub use project::CONFIG_FILE;
-pub use reference::reference_markdown;
 pub(crate) use project::find_config_file;
+pub use reference::reference_markdown;
 pub use safety::{BlockedPattern, SafetyConfig, SafetyLayer};
 
 /// Where a setting came from.

@@ -13,17 +13,27 @@ use super::keys::KEY_DOCS;
 use super::table::env_name;
 use super::{Config, loosen};
 
-/// Defaults that depend on the machine or the caller (a path, the host's
-/// CPUs, the caller's uid): said in words, so the page is the same on
+/// Defaults that depend on the machine, the engine or the caller (a path,
+/// the host's CPUs, the images built, the caller's uid): said in words, so the page is the same on
 /// every machine.
 const MACHINE_DEFAULTS: &[(&str, &str)] = &[
-    ("state_dir", "`$XDG_STATE_HOME/berth`, else `~/.local/state/berth`"),
-    ("workspace", "the `berth.toml` directory, else the current directory"),
+    (
+        "state_dir",
+        "`$XDG_STATE_HOME/berth`, else `~/.local/state/berth`",
+    ),
+    (
+        "workspace",
+        "the `berth.toml` directory, else the current directory",
+    ),
     (
         "user",
         "the caller's `uid:gid` (a root caller: the workspace's owner, or `65534:65534`)",
     ),
     ("cpus", "`2` (at most the host's CPUs)"),
+    (
+        "image",
+        "unset: the devcontainer's image, else `berth/dev:latest` when the engine has it, else `berth/sandbox:latest`",
+    ),
     ("safety.security_log", "`<state_dir>/<instance>/security.log`"),
 ];
 
@@ -62,7 +72,7 @@ Every key of `berth.toml` and of your own config, in `berth config`'s order.
 *default* is the value with no file, variable or flag; *env* the variable
 that sets it (the table of `[safety]` is only set in files); *a project file
 loosens* whether a `berth.toml` setting it needs `berth trust` first (see
-[Configuration](../configuration.md#a-project-file-may-tighten-the-sandbox-never-loosen-it)).
+[Trust](../configuration.md#trust)).
 
 ";
 
@@ -134,8 +144,14 @@ mod tests {
     fn config_reference_has_every_key_with_a_doc() {
         let page = reference_markdown();
         for (key, _, attrs) in KEY_DOCS {
-            assert!(!doc_text(attrs).is_empty(), "key `{key}` has no `///` doc in keys.rs");
-            assert!(page.contains(&format!("| `{key}")), "`{key}` is not in the reference");
+            assert!(
+                !doc_text(attrs).is_empty(),
+                "key `{key}` has no `///` doc in keys.rs"
+            );
+            assert!(
+                page.contains(&format!("| `{key}")),
+                "`{key}` is not in the reference"
+            );
         }
         for key in ["runner", "max_children", "state_dir", "safety.allow_env"] {
             assert!(loosen::loosening(key).is_some(), "{key}");
@@ -145,7 +161,11 @@ mod tests {
 
     #[test]
     fn doc_text_reads_plain_and_raw_hash_strings() {
-        let attrs = [r#"doc = r" Where jobs run: `auto`.""#, r##"doc = r#" with "quotes""#"##, "serde(default)"];
+        let attrs = [
+            r#"doc = r" Where jobs run: `auto`.""#,
+            r##"doc = r#" with "quotes""#"##,
+            "serde(default)",
+        ];
         assert_eq!(doc_text(&attrs), r#"Where jobs run: `auto`. with "quotes""#);
     }
 }

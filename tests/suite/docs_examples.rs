@@ -97,7 +97,9 @@ fn shell_blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
             && last.expect.is_none()
             && shell_end.is_some_and(|e| lines[e + 1..start].iter().all(|l| l.trim().is_empty()))
         {
-            let expect = lines[start + 1..end.min(lines.len())].iter().map(|l| l.to_string());
+            let expect = lines[start + 1..end.min(lines.len())]
+                .iter()
+                .map(|l| l.to_string());
             last.expect = Some(expect.collect());
         }
         i = end + 1;

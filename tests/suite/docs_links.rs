@@ -26,9 +26,15 @@ const README_MAX_LINES: usize = 200;
 
 /// The documents whose links are checked, from the repository's root.
 fn documents() -> Vec<String> {
-    let mut docs: Vec<String> = ["README.md", "SECURITY.md", "ARCHITECTURE.md", "BENCHMARKS.md", "API.md"]
-        .map(String::from)
-        .to_vec();
+    let mut docs: Vec<String> = [
+        "README.md",
+        "SECURITY.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "API.md",
+    ]
+    .map(String::from)
+    .to_vec();
     docs.extend(book_chapters());
     docs
 }
@@ -43,7 +49,10 @@ fn expanded(file: &Path) -> std::io::Result<String> {
     let text = std::fs::read_to_string(file)?;
     let mut out = String::new();
     for line in text.lines() {
-        let inc = line.trim().strip_prefix("{{#include ").and_then(|r| r.strip_suffix("}}"));
+        let inc = line
+            .trim()
+            .strip_prefix("{{#include ")
+            .and_then(|r| r.strip_suffix("}}"));
         match inc {
             Some(path) => out.push_str(&expanded(&file.parent().unwrap().join(path.trim()))?),
             None => out.push_str(line),
@@ -142,7 +151,9 @@ fn broken_links(doc: &Path, name: &str) -> Vec<String> {
             }
             let known = expanded(&path).map(|t| anchors(&t)).unwrap_or_default();
             if !known.contains(anchor) {
-                broken.push(format!("{name}:{n}: `{target}`: no heading `#{anchor}` in {file}"));
+                broken.push(format!(
+                    "{name}:{n}: `{target}`: no heading `#{anchor}` in {file}"
+                ));
             }
         }
     }
@@ -179,7 +190,10 @@ fn the_summary_lists_every_chapter() {
 
 #[test]
 fn the_readme_fits_on_a_screen() {
-    let lines = std::fs::read_to_string(root().join("README.md")).unwrap().lines().count();
+    let lines = std::fs::read_to_string(root().join("README.md"))
+        .unwrap()
+        .lines()
+        .count();
     assert!(
         lines <= README_MAX_LINES,
         "README.md has {lines} lines (at most {README_MAX_LINES}): move the detail to a chapter of docs/src"
@@ -198,7 +212,18 @@ fn a_broken_link_is_seen() {
     std::fs::write(dir.path().join("other.md"), "{{#include page.md}}\n").unwrap();
     let broken = broken_links(&dir.path().join("page.md"), "page.md");
     assert_eq!(broken.len(), 2, "{broken:#?}");
-    assert!(broken[0].contains("page.md:10: `missing.md`: no file"), "{}", broken[0]);
-    assert!(broken[1].contains("no heading `#nowhere` in other.md"), "{}", broken[1]);
-    assert_eq!(slug("Scoped engine (`engine = \"scoped\"`)"), "scoped-engine-engine--scoped");
+    assert!(
+        broken[0].contains("page.md:10: `missing.md`: no file"),
+        "{}",
+        broken[0]
+    );
+    assert!(
+        broken[1].contains("no heading `#nowhere` in other.md"),
+        "{}",
+        broken[1]
+    );
+    assert_eq!(
+        slug("Scoped engine (`engine = \"scoped\"`)"),
+        "scoped-engine-engine--scoped"
+    );
 }
