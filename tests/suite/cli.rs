@@ -316,6 +316,7 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         &["doctor"],
         &["config"],
         &["trust"],
+        &["man"],
     ];
     // Every verb `--help` lists is walked (a new one must be added above).
     let help = berth(dir.path()).arg("--help").output().unwrap();
