@@ -126,6 +126,11 @@ mod tests {
     #[test]
     fn config_reference_is_up_to_date() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/config.md");
+        if !path.parent().unwrap().exists() {
+            // A packaged crate carries no manual (Cargo.toml's `include`).
+            eprintln!("no {}: not a checkout, nothing to compare", path.display());
+            return;
+        }
         let now = reference_markdown();
         if std::env::var_os("BERTH_BLESS").is_some_and(|v| v == "1") {
             std::fs::write(&path, &now).unwrap();
