@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo clippy --no-default-features --lib -- -D warnings
-faces='^(axum|rmcp|schemars|ratatui|crossterm|clap|clap_complete|arboard|anyhow|rustls) '
+faces='^(axum|rmcp|schemars|ratatui|crossterm|clap|clap_complete|clap_mangen|roff|arboard|anyhow|rustls) '
 pulled=$(cargo tree --no-default-features -e normal --prefix none | grep -E "$faces" | sort -u || true)
 if [ -n "$pulled" ]; then
     echo "scripts/core-check.sh: the core library (--no-default-features) pulls a face's crate:" >&2

@@ -14,6 +14,7 @@ mod jobs;
 mod layers;
 mod lists;
 mod logs;
+mod man;
 mod offline;
 pub(crate) mod out;
 mod outcome;
@@ -140,6 +141,16 @@ pub enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Print the manual's reference of every key (Markdown: default,
+        /// variable, whether a project file loosens it) instead.
+        #[arg(long, hide = true, conflicts_with = "json")]
+        reference: bool,
+    },
+    /// Write man pages into DIR: berth.1 and one per verb (berth-run.1 …);
+    /// e.g. `berth man ~/.local/share/man/man1`.
+    Man {
+        /// The directory to write the pages into (made when missing).
+        dir: PathBuf,
     },
     /// Let this project's berth.toml (and devcontainer.json) loosen the
     /// sandbox: records their content's hash in your own config; any change
@@ -215,7 +226,9 @@ pub fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, *args).await,
-        Command::Config { json } => settings::show_config(&cli.global, json).await,
+        Command::Config { reference: true, .. } => config_reference(),
+        Command::Config { json, .. } => settings::show_config(&cli.global, json).await,
+        Command::Man { dir } => man::write_pages(&dir),
         Command::Trust(a) => settings::trust(&cli.global, a),
         Command::Completions { shell } => completions(shell),
         Command::Daemon { recovery, idle_exit } => {
@@ -266,6 +279,13 @@ pub fn report(e: &anyhow::Error) -> i32 {
 
 fn completions(shell: clap_complete::Shell) -> anyhow::Result<i32> {
     out!("{}", complete::registration(shell)?);
+    Ok(0)
+}
+
+/// `berth config --reference`: the manual's page of keys, as committed
+/// (`docs/src/reference/config.md`).
+fn config_reference() -> anyhow::Result<i32> {
+    out!("{}", crate::config::reference_markdown());
     Ok(0)
 }
 

@@ -29,10 +29,12 @@ use crate::trust::{Loosening, Trusted};
 
 config_keys! {
 keys {
+    /// The manager instance: one daemon, one store, one cap on jobs per name.
     instance: String,
         field instance: String = DEFAULT_INSTANCE.into(),
         env text, set |_, v| validate_instance(v),
         line |c| c.instance.clone();
+    /// Root of berth's state: each instance's store, logs and layers in `state_dir/<instance>`.
     state_dir: PathBuf,
         field /// Root of all state; the instance's state is in `state_dir/<instance>`.
         state_dir: PathBuf = default_state_dir(),
@@ -106,7 +108,7 @@ keys {
         field engine_patience_secs: f64 = super::DEFAULT_ENGINE_PATIENCE_SECS,
         env secs, set jobs::positive,
         line |c| format!("{}s", c.engine_patience_secs);
-    /// Where jobs run: `auto`, `docker` or `host`.
+    /// Where jobs run: `auto`, `docker`, `host` or `swarm`.
     runner: RunnerChoice,
         field runner: RunnerChoice = RunnerChoice::Auto,
         env parsed, set keep,

@@ -177,6 +177,28 @@ const LOOSER: &[(&str, Looser)] = &[
     }),
 ];
 
+/// What a project file setting `key` (a `berth config` name:
+/// `safety.allow_env`) needs, for the manual's reference: `None` when it
+/// never loosens. Read from [`LOOSER`] and [`USERS_OWN`], so the manual
+/// cannot miss a key added there.
+pub(super) fn loosening(key: &str) -> Option<&'static str> {
+    if USERS_OWN.contains(&key) {
+        return Some("never applied from a project file, trusted or not: your own config only");
+    }
+    if LOOSER.iter().any(|(k, _)| *k == key) {
+        return Some("yes, when looser than yours");
+    }
+    // The ones [`loosenings`] checks by hand, beside the table.
+    match key {
+        "workspace" => Some("yes, outside the file's directory"),
+        "image" => Some("`[image] dockerfile` (a build runs the project's `RUN` steps)"),
+        "safety.default_blocklist" => Some("yes, `false`"),
+        "safety.allow_env" => Some("yes, names added"),
+        "safety.security_log" => Some("yes, another file"),
+        _ => None,
+    }
+}
+
 fn quoted(s: &str) -> String {
     format!("\"{s}\"")
 }

@@ -9,7 +9,8 @@
 //! `BERTH_*` reading and the `berth config` lines (the macro is in
 //! `table.rs`). The constants, checks and helpers the rows use live in the
 //! topic files: `instance`, `jobs`, `history`, `container`, `project`,
-//! `layers`, `safety`; `loosen` says which project values need trust. This file
+//! `layers`, `safety`; `loosen` says which project values need trust;
+//! `reference` writes the manual's table of keys from the rows. This file
 //! loads the layers in order and parses the files.
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ mod keys;
 mod layers;
 mod loosen;
 mod project;
+mod reference;
 pub mod safety;
 mod table;
 #[cfg(test)]
@@ -51,6 +53,7 @@ pub use layers::{
 };
 pub use project::CONFIG_FILE;
 pub(crate) use project::find_config_file;
+pub use reference::reference_markdown;
 pub use safety::{BlockedPattern, SafetyConfig, SafetyLayer};
 
 /// Where a setting came from.

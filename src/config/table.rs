@@ -16,8 +16,8 @@
 //! One row gives, for its key: the `Layer` field (`Option<T>`, with its
 //! serde attributes), the `Config` field with its default (a row may have
 //! none: `cpus` lives in `Config::limits`), the name in `FIELDS`, the
-//! reading of `BERTH_<KEY>`, the merge in `Config::apply` and the
-//! `berth config` line.
+//! reading of `BERTH_<KEY>`, the merge in `Config::apply`, the
+//! `berth config` line and the key's doc for the manual's reference.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -93,6 +93,13 @@ macro_rules! config_keys {
 
         /// Every key, in `berth config`'s order.
         pub(super) const FIELDS: &[&str] = &[$(stringify!($key)),*];
+
+        /// Every key with its `BERTH_*` reader's name and its row's
+        /// attributes as written (`doc = r" …"`, serde's): the generated
+        /// reference (`reference.rs`) takes each key's doc from them, so
+        /// the manual says what the row says.
+        pub(super) const KEY_DOCS: &[(&str, &str, &[&str])] =
+            &[$((stringify!($key), stringify!($env), &[$(stringify!($lmeta)),*])),*];
 
         impl Config {
             /// Lay `l` over this config; `source` says where each key's value came from.

@@ -3,7 +3,7 @@
 //!
 //! Why this differs from containers: a host job shares the machine's port
 //! space and nothing relays for it, so a mapping `127.0.0.1:21741→8000` would
-//! be a fiction (the README's app, fixed on 8000, served on 0.0.0.0:8000 while
+//! be a fiction (Getting started's app, fixed on 8000, served on 0.0.0.0:8000 while
 //! berth waited on 21741). So a published port keeps its own number when it is
 //! free (`PORT=8000`); only a busy one that was not asked for explicitly is
 //! replaced (with a note, and the job is told the new number); an explicit

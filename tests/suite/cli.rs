@@ -316,6 +316,7 @@ fn a_misspelled_flag_is_refused_by_every_verb() {
         &["doctor"],
         &["config"],
         &["trust"],
+        &["man"],
     ];
     // Every verb `--help` lists is walked (a new one must be added above).
     let help = berth(dir.path()).arg("--help").output().unwrap();
@@ -398,9 +399,9 @@ fn test_and_build_take_the_run_flags_users_reach_for() {
     assert!(stderr.contains("timeout"), "{stderr}");
 }
 
-/// README and CLI agree: a `ps` filter that matches nothing says so (not
+/// The manual (docs/src/cli.md) and the CLI agree: a `ps` filter that matches nothing says so (not
 /// "use --all" to someone who gave it), and a foreground `--json` answer
-/// carries `image` and `project_note` as README says JSON answers do.
+/// carries `image` and `project_note` as the manual says JSON answers do.
 #[test]
 fn an_empty_filtered_ps_says_what_matched_nothing_and_run_json_names_its_image() {
     let d = crate::common::Daemon::start();

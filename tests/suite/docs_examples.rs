@@ -1,4 +1,5 @@
-//! The shell examples of README.md and API.md run as written.
+//! The shell examples of README.md, API.md and every chapter of the manual
+//! (`docs/src/**/*.md`) run as written.
 //!
 //! The rule: every fenced block marked `sh`, `bash`, `shell` or `console` is
 //! run, unless the line right before its fence is
@@ -7,6 +8,12 @@
 //! synopsis …). A marker without a reason fails the test, as does an
 //! unmarked block that fails: a user copies these blocks, so one that cannot
 //! run must say why.
+//!
+//! A block's output is checked too when a ```` ```text output ```` block
+//! follows it (blank lines between them allowed): each of its lines must be
+//! a line of what the block printed (stdout and stderr together), in that
+//! order, where `…` stands for any text. So a documented command whose
+//! output changes fails here, not in a user's terminal.
 //!
 //! How a block runs: alone, as a fresh user would type it after building
 //! berth and its images (`scripts/test.sh` builds berth/sandbox and
@@ -36,6 +43,8 @@ struct Block {
     code: String,
     /// `Some(reason)` for a block marked `<!-- not run: reason -->`.
     skip: Option<String>,
+    /// The lines of the ```` ```text output ```` block right after it.
+    expect: Option<Vec<String>>,
 }
 
 /// The shell blocks of a Markdown document, with their markers. Errors name
@@ -43,6 +52,9 @@ struct Block {
 fn shell_blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut blocks = Vec::new();
+    // The closing fence of the last shell block: an output block right
+    // after it is its expected output.
+    let mut shell_end: Option<usize> = None;
     let mut i = 0;
     while i < lines.len() {
         let Some(info) = lines[i].trim_start().strip_prefix("```") else {
@@ -77,11 +89,62 @@ fn shell_blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
                 at: format!("{name}:{}", start + 1),
                 code: lines[start + 1..end.min(lines.len())].join("\n"),
                 skip: marker,
+                expect: None,
             });
+            shell_end = Some(end);
+        } else if is_output_fence(info)
+            && let Some(last) = blocks.last_mut()
+            && last.expect.is_none()
+            && shell_end.is_some_and(|e| lines[e + 1..start].iter().all(|l| l.trim().is_empty()))
+        {
+            let expect = lines[start + 1..end.min(lines.len())]
+                .iter()
+                .map(|l| l.to_string());
+            last.expect = Some(expect.collect());
         }
         i = end + 1;
     }
     Ok(blocks)
+}
+
+/// A fence that holds the output of the block above: ```` ```text output ````.
+fn is_output_fence(info: &str) -> bool {
+    let words: Vec<&str> = info.split([',', ' ']).map(str::trim).collect();
+    words.first() == Some(&"text") && words.contains(&"output")
+}
+
+/// Whether every line of `expect` is a line of `output`, in order (`…`:
+/// any text); `Err` names the first that is not.
+fn expected_in_order(output: &str, expect: &[String]) -> Result<(), String> {
+    let mut lines = output.lines();
+    for want in expect.iter().map(|l| l.trim_end()).filter(|l| !l.is_empty()) {
+        if !lines.by_ref().any(|got| line_matches(got.trim_end(), want)) {
+            return Err(format!(
+                "its output has no line `{want}` (after the lines matched before it)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `got` is `want`, where each `…` of `want` stands for any text.
+fn line_matches(got: &str, want: &str) -> bool {
+    let parts: Vec<&str> = want.split('…').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return got == want;
+    }
+    if !got.starts_with(first) || got.len() < first.len() + last.len() || !got.ends_with(last) {
+        return false;
+    }
+    let mut rest = &got[first.len()..got.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// What one block did: its exit, its output, and what it left behind.
@@ -122,7 +185,11 @@ fn run_block(block: &Block) -> Outcome {
     env.apply(&mut down);
     let _ = down.stdout(Stdio::null()).stderr(Stdio::null()).status();
     let mut failure = match result {
-        Ok((0, _)) => None,
+        Ok((0, out)) => block
+            .expect
+            .as_ref()
+            .and_then(|e| expected_in_order(&out, e).err())
+            .map(|why| format!("{why}; its output:\n{out}")),
         Ok((code, out)) => Some(format!(
             "exited {code} after {:.1} s; its output:\n{out}",
             started.elapsed().as_secs_f64()
@@ -220,15 +287,45 @@ fn run_with_deadline(mut cmd: Command, timeout: Duration) -> Result<(i32, String
     }
 }
 
-/// Run every unmarked shell block of `doc` (at the repository's root), side
-/// by side; fail naming each block that failed.
-fn check_document(doc: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
-    let text = std::fs::read_to_string(&path).unwrap();
-    let blocks = shell_blocks(doc, &text).unwrap_or_else(|e| panic!("{e}"));
+/// The manual's chapters, `docs/src/**/*.md` relative to the repository's
+/// root, sorted.
+pub(super) fn book_chapters() -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else if path.extension().is_some_and(|x| x == "md") {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    walk(&root.join("docs/src"), root, &mut out);
+    out.sort();
+    out
+}
+
+/// The shell blocks of `docs` (paths from the repository's root); panics
+/// naming a marker without a reason.
+fn blocks_of(docs: &[String]) -> Vec<Block> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    docs.iter()
+        .flat_map(|doc| {
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            shell_blocks(doc, &text).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}
+
+/// Run every unmarked shell block of `docs` side by side; fail naming each
+/// block that failed.
+fn check_documents(docs: &[String]) {
+    let blocks = blocks_of(docs);
     assert!(
         !blocks.is_empty(),
-        "{doc} has no shell blocks: is the rule still right?"
+        "{docs:?} have no shell blocks: is the rule still right?"
     );
     let failures: Vec<String> = std::thread::scope(|s| {
         let runs: Vec<_> = blocks
@@ -246,7 +343,7 @@ fn check_document(doc: &str) {
     }
     assert!(
         failures.is_empty(),
-        "{} example block(s) of {doc} failed as written (fix the example, or mark it `<!-- not run: reason -->`):\n{}",
+        "{} example block(s) failed as written (fix the example, or mark it `<!-- not run: reason -->`):\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -254,12 +351,54 @@ fn check_document(doc: &str) {
 
 #[test]
 fn readme_shell_examples_run_as_written() {
-    check_document("README.md");
+    check_documents(&["README.md".into()]);
 }
 
 #[test]
 fn api_shell_examples_run_as_written() {
-    check_document("API.md");
+    check_documents(&["API.md".into()]);
+}
+
+/// Every chapter of the manual: the blocks that moved there from the
+/// README keep running, and so do the chapters' own.
+#[test]
+fn book_shell_examples_run_as_written() {
+    check_documents(&book_chapters());
+}
+
+/// Without an engine: every document parses (markers have reasons), the
+/// README's journey runs with its output checked, and the moved blocks are
+/// in the book.
+#[test]
+fn docs_shell_blocks_parse() {
+    let readme = blocks_of(&["README.md".into()]);
+    assert!(
+        readme.iter().any(|b| b.skip.is_none() && b.expect.is_some()),
+        "the README's journey should run with its output checked: {readme:?}"
+    );
+    let book = blocks_of(&book_chapters());
+    let runs = book.iter().filter(|b| b.skip.is_none()).count();
+    assert!(runs >= 5, "only {runs} runnable blocks in the book: {book:?}");
+    blocks_of(&["API.md".into()]);
+}
+
+/// A changed output line fails its block; `…` stands for any text.
+#[test]
+fn a_blocks_output_is_checked_line_by_line() {
+    let doc = "```sh\necho hi\n```\n\n```text output\nstarted job-…\n…ready\n```\n";
+    let blocks = shell_blocks("doc.md", doc).unwrap();
+    let expect = blocks[0].expect.clone().unwrap();
+    assert_eq!(expect, ["started job-…", "…ready"]);
+    assert!(expected_in_order("noise\nstarted job-1\nall ready\n", &expect).is_ok());
+    // Changed wording, and the right lines in the wrong order.
+    let err = expected_in_order("started job-1\nall set\n", &expect).unwrap_err();
+    assert!(err.contains("`…ready`"), "{err}");
+    assert!(expected_in_order("all ready\nstarted job-1\n", &expect).is_err());
+    assert!(line_matches("a 127.0.0.1:41234→8080 b", "…127.0.0.1:…→8080…"));
+    assert!(!line_matches("job-12", "job-1"));
+    // Only a block right after a shell block is its output.
+    let doc = "```sh\ntrue\n```\nsome text\n```text output\nx\n```\n";
+    assert_eq!(shell_blocks("doc.md", doc).unwrap()[0].expect, None);
 }
 
 #[test]

@@ -22,7 +22,7 @@ fn free_port() -> u16 {
 async fn a_fixed_port_app_keeps_its_number_and_the_card_shows_where_it_listens() {
     let t = manager();
     let port = free_port();
-    // The README's app: a fixed port on 0.0.0.0, whatever PORT says.
+    // Getting started's app (docs/src/getting-started.md): a fixed port on 0.0.0.0, whatever PORT says.
     let job = t
         .manager
         .start(

@@ -389,10 +389,10 @@ fn project_config(ws: &Path, state: &Path) -> berth::Config {
     berth::Config::load(ws, flags).unwrap()
 }
 
-/// The sandbox's busybox applets the suite and the README use work on this
+/// The sandbox's busybox applets the suite and the manual use work on this
 /// engine: `httpd`, `nc` both ways, and `wget` bounded by `timeout` (Debian
 /// builds busybox without `wget -T`, and an option it lacks crashes it:
-/// README says to write `timeout N wget …`).
+/// docs/src/images.md says to write `timeout N wget …`).
 #[test]
 fn the_sandbox_applets_the_suite_uses_work() {
     let script = "httpd -p 8080 -h /www && timeout 5 wget -q -O- http://127.0.0.1:8080/ \

@@ -11,6 +11,7 @@ mod context;
 mod daemon;
 mod docker;
 mod docs_examples;
+mod docs_links;
 mod egress;
 mod embed;
 mod escape;

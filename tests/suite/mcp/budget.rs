@@ -2,8 +2,8 @@
 //! documented flow, driven through the MCP client under both runners, with
 //! the tool calls made and the characters of tool output they cost (every
 //! text block of every answer, appended events included). Each test prints
-//! its table row and holds the flow to its bound; README's MCP section
-//! quotes the rows (`cargo test --test all token_budget -- --nocapture`).
+//! its table row and holds the flow to its bound; the manual's MCP chapter
+//! (docs/src/mcp.md) quotes the rows (`cargo test --test all token_budget -- --nocapture`).
 
 use std::time::Duration;
 

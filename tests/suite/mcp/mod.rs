@@ -83,7 +83,7 @@ struct Mcp {
     instance: String,
     child: tokio::process::Child,
     client: Option<RunningService<RoleClient, ()>>,
-    /// (tool, arguments, answer text) of every call, for README transcripts.
+    /// (tool, arguments, answer text) of every call, for the transcripts of docs/src/mcp.md.
     transcript: std::sync::Mutex<Vec<(String, Value, String)>>,
 }
 
