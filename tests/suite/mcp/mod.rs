@@ -32,6 +32,7 @@ mod seed_exec;
 mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
+mod scopes;
 mod sessions;
 mod sizes;
 
