@@ -57,7 +57,8 @@ mod tests {
     fn ended(status: JobStatus, keep_alive: Option<f64>) -> Outcome {
         let mut info: JobInfo = serde_json::from_value(serde_json::json!({
             "id": "job-1", "label": "x", "command": "x", "spec": {"argv": ["x"]},
-            "status": {"state": "running"}, "start_mode": "background",
+            "status": {"state": "running"},
+            "start_mode": serde_json::to_value(crate::model::StartMode::Background).unwrap(),
             "created_at": "2026-01-01T00:00:00Z",
             "logs": {"stdout": "/o", "stderr": "/e"}, "last_seq": 0,
         }))
