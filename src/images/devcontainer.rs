@@ -143,11 +143,17 @@ fn note(path: &Path, value: &serde_json::Value, applied: Option<&DevSettings>) -
             set.join(", ")
         ));
         if applied.is_none() && set.iter().any(|k| settings::APPLIED.contains(k)) {
-            parts.push("trust the file (`berth trust`) to apply its containerEnv, forwardPorts, remoteUser".into());
+            parts.push(
+                "trust the file (`berth trust`) to apply its containerEnv, forwardPorts, remoteUser".into(),
+            );
         }
     }
     if let Some(s) = applied.filter(|s| !s.skipped.is_empty()) {
-        parts.push(format!("{} values left out: {}", path.display(), s.skipped.join(", ")));
+        parts.push(format!(
+            "{} values left out: {}",
+            path.display(),
+            s.skipped.join(", ")
+        ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }
@@ -269,7 +275,11 @@ mod tests {
         std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
         let file = dir.path().join(".devcontainer/devcontainer.json");
         std::fs::write(&file, "{ // JSONC\n \"image\": \"python:3\", }\n").unwrap();
-        assert_eq!(read_settings(dir.path(), &Trusted::default()).1, None, "the image alone is applied");
+        assert_eq!(
+            read_settings(dir.path(), &Trusted::default()).1,
+            None,
+            "the image alone is applied"
+        );
         std::fs::write(
             &file,
             r#"{"image": "python:3", "containerEnv": {"A": "1"}, "forwardPorts": [8000],
@@ -321,7 +331,11 @@ mod tests {
         );
         let trust = |bytes: &[u8]| {
             let real = file.canonicalize().unwrap();
-            let entry = format!("[trust]\n{:?} = \"{}\"\n", real.display().to_string(), crate::trust::digest(bytes));
+            let entry = format!(
+                "[trust]\n{:?} = \"{}\"\n",
+                real.display().to_string(),
+                crate::trust::digest(bytes)
+            );
             let mut table: toml::Table = entry.parse().unwrap();
             Trusted::take_from(&mut table, Path::new("/c")).unwrap()
         };
@@ -332,7 +346,10 @@ mod tests {
         assert_eq!(applied.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(applied.ports.iter().map(|p| p.port).collect::<Vec<_>>(), [8000]);
         let note = note.unwrap();
-        assert!(note.contains("sets postCreateCommand, capAdd, which berth does not apply"), "{note}");
+        assert!(
+            note.contains("sets postCreateCommand, capAdd, which berth does not apply"),
+            "{note}"
+        );
         assert!(!note.contains("berth trust"), "{note}");
         // One byte changed (by the agent, say): untrusted again.
         std::fs::write(&file, format!("{text} ")).unwrap();

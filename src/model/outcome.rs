@@ -81,7 +81,10 @@ mod tests {
         let asked = || killed(StopCause::Requested("killed by agent".into()));
         assert_eq!(ended(asked(), Some(30.0)), Outcome::Stopped);
         assert_eq!(ended(killed(StopCause::Shutdown), Some(30.0)), Outcome::Stopped);
-        assert_eq!(ended(killed(StopCause::SessionEnded), Some(30.0)), Outcome::Stopped);
+        assert_eq!(
+            ended(killed(StopCause::SessionEnded), Some(30.0)),
+            Outcome::Stopped
+        );
         assert_eq!(
             ended(killed(StopCause::KeepAliveExpired { secs: 30.0 }), Some(30.0)),
             Outcome::Completed

@@ -25,12 +25,12 @@ impl Tab {
     /// completed, and so is one its caller stopped (its own outcome,
     /// `stopped`, has no tab of its own here: it is no failure).
     pub fn admits(self, j: &JobInfo) -> bool {
-        match (self, j.outcome()) {
-            (Tab::Running, Outcome::Active) => true,
-            (Tab::Completed, Outcome::Completed | Outcome::Stopped) => true,
-            (Tab::Failed, Outcome::Failed) => true,
-            _ => false,
-        }
+        matches!(
+            (self, j.outcome()),
+            (Tab::Running, Outcome::Active)
+                | (Tab::Completed, Outcome::Completed | Outcome::Stopped)
+                | (Tab::Failed, Outcome::Failed)
+        )
     }
 
     pub fn title(self) -> &'static str {

@@ -51,14 +51,25 @@ fn container_env_applies_once_trusted_and_the_jobs_own_env_wins() {
     let echo = ["run", "--", "sh", "-c", "echo \"[$GREETING]\""];
     let (code, out, err) = berth(&d, &ws, &echo);
     assert_eq!((code, out.trim()), (0, "[]"), "not trusted: not applied; {err}");
-    assert!(err.contains("containerEnv") && err.contains("berth trust"), "said: {err}");
+    assert!(
+        err.contains("containerEnv") && err.contains("berth trust"),
+        "said: {err}"
+    );
 
     let (code, out, err) = berth(&d, &ws, &["trust"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("containerEnv = GREETING"), "{out}");
     let (code, out, err) = berth(&d, &ws, &echo);
     assert_eq!((code, out.trim()), (0, "[from-devcontainer]"), "{err}");
-    let mine = ["run", "--env", "GREETING=mine", "--", "sh", "-c", "echo \"[$GREETING]\""];
+    let mine = [
+        "run",
+        "--env",
+        "GREETING=mine",
+        "--",
+        "sh",
+        "-c",
+        "echo \"[$GREETING]\"",
+    ];
     let (code, out, err) = berth(&d, &ws, &mine);
     assert_eq!((code, out.trim()), (0, "[mine]"), "{err}");
 
@@ -88,15 +99,27 @@ fn forward_ports_are_published_once_trusted() {
         (id, ports)
     };
     let (id, ports) = serve(false);
-    assert!(ports.as_array().is_none_or(Vec::is_empty), "not trusted: nothing published: {ports}");
+    assert!(
+        ports.as_array().is_none_or(Vec::is_empty),
+        "not trusted: nothing published: {ports}"
+    );
     let _ = berth(&d, &ws, &["kill", &id]);
 
     let (code, out, err) = berth(&d, &ws, &["trust"]);
-    assert_eq!((code, out.contains("forwardPorts = 8080")), (0, true), "{out}{err}");
+    assert_eq!(
+        (code, out.contains("forwardPorts = 8080")),
+        (0, true),
+        "{out}{err}"
+    );
     let (id, ports) = serve(true);
     assert_eq!(ports[0]["port"], 8080, "{ports}");
-    let host_port = ports[0]["host_port"].as_u64().unwrap_or_else(|| panic!("published: {ports}"));
-    assert!(http_get(host_port as u16).starts_with("HTTP/1."), "the server answers on it");
+    let host_port = ports[0]["host_port"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("published: {ports}"));
+    assert!(
+        http_get(host_port as u16).starts_with("HTTP/1."),
+        "the server answers on it"
+    );
     let _ = berth(&d, &ws, &["kill", &id]);
 }
 
@@ -109,11 +132,17 @@ fn remote_user_root_is_a_loosening_only_a_trusted_file_gives() {
     let (code, out, err) = berth(&d, &ws, &id_u);
     assert_eq!(code, 0, "{err}");
     assert_ne!(out.trim(), "0", "not trusted: never root");
-    assert!(err.contains("remoteUser") && err.contains("berth trust"), "said: {err}");
+    assert!(
+        err.contains("remoteUser") && err.contains("berth trust"),
+        "said: {err}"
+    );
 
     let (code, out, err) = berth(&d, &ws, &["trust"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("remoteUser = \"root\""), "trusting says it allows root: {out}");
+    assert!(
+        out.contains("remoteUser = \"root\""),
+        "trusting says it allows root: {out}"
+    );
     let (code, out, err) = berth(&d, &ws, &id_u);
     assert_eq!((code, out.trim()), (0, "0"), "{err}");
 

@@ -86,9 +86,11 @@ impl DevSettings {
                     return self.skip("containerEnv", &shown, "and the rest: too many variables");
                 }
                 _ if !good_name => self.skip("containerEnv", &shown, "not a variable name"),
-                Some(text) if text.contains("${") => {
-                    self.skip("containerEnv", &shown, "${…} substitution is the dev container tool's")
-                }
+                Some(text) if text.contains("${") => self.skip(
+                    "containerEnv",
+                    &shown,
+                    "${…} substitution is the dev container tool's",
+                ),
                 Some(text) if text.len() > MAX_VALUE || text.contains('\0') => {
                     self.skip("containerEnv", &shown, "value too long or not text")
                 }
@@ -172,7 +174,10 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> DevSettings {
-        DevSettings::parse(PathBuf::from("/p/.devcontainer.json"), &json5::from_str(text).unwrap())
+        DevSettings::parse(
+            PathBuf::from("/p/.devcontainer.json"),
+            &json5::from_str(text).unwrap(),
+        )
     }
 
     #[test]
@@ -188,11 +193,22 @@ mod tests {
         assert_eq!(s.env.get("EMPTY").map(String::as_str), Some(""));
         let ports: Vec<u16> = s.ports.iter().map(|p| p.port).collect();
         assert_eq!(ports, [8000, 3000], "a port forwarded twice is published once");
-        assert!(s.ports.iter().all(|p| p.host_port.is_none() && p.proto == Proto::Tcp));
+        assert!(
+            s.ports
+                .iter()
+                .all(|p| p.host_port.is_none() && p.proto == Proto::Tcp)
+        );
         assert_eq!(s.user.as_deref(), Some("root"));
         assert!(s.skipped.is_empty(), "{:?}", s.skipped);
-        assert!(s.allows()[0].starts_with("remoteUser = \"root\""), "{:?}", s.allows());
-        assert_eq!(parse(r#"{"remoteUser": "1000:1000"}"#).user.as_deref(), Some("1000:1000"));
+        assert!(
+            s.allows()[0].starts_with("remoteUser = \"root\""),
+            "{:?}",
+            s.allows()
+        );
+        assert_eq!(
+            parse(r#"{"remoteUser": "1000:1000"}"#).user.as_deref(),
+            Some("1000:1000")
+        );
         assert!(parse(r#"{"image": "x"}"#).is_empty());
     }
 

@@ -28,11 +28,11 @@ mod list;
 mod pod;
 mod project_image;
 mod protocol;
+mod scopes;
 mod seed_exec;
 mod seed_process;
 mod seed_safe_shell;
 mod seed_shell;
-mod scopes;
 mod sessions;
 mod sizes;
 

@@ -24,7 +24,10 @@ async fn asking_for_all_events_shows_what_the_own_scope_stepped_over() {
     let r = b.call("run", json!({"command": "echo B-WAS-HERE"})).await;
     theirs.push(job_id(&r.text));
     let own = a.call("events", json!({})).await.text;
-    assert!(!own.contains("B-WAS-HERE") && own.contains("No new events"), "{own}");
+    assert!(
+        !own.contains("B-WAS-HERE") && own.contains("No new events"),
+        "{own}"
+    );
     let token = unique_sleep();
     let started = a
         .call(
@@ -39,7 +42,10 @@ async fn asking_for_all_events_shows_what_the_own_scope_stepped_over() {
     let mut told = started.text.clone();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !told.contains("watch /A-HIT/ matched") {
-        assert!(Instant::now() < deadline, "A was never told its watch hit: {told}");
+        assert!(
+            Instant::now() < deadline,
+            "A was never told its watch hit: {told}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         told += &a.call("events", json!({})).await.text;
     }
@@ -50,7 +56,10 @@ async fn asking_for_all_events_shows_what_the_own_scope_stepped_over() {
         assert!(!r.is_error && r.text.contains("B-WAS-HERE"), "{}", r.text);
         theirs.push(job_id(&r.text));
         let own = a.call(read, json!({})).await.text;
-        assert!(!theirs.iter().any(|t| own.contains(&format!("{t} ("))), "{read}: {own}");
+        assert!(
+            !theirs.iter().any(|t| own.contains(&format!("{t} ("))),
+            "{read}: {own}"
+        );
     }
     let own = a.call("events", json!({})).await.text;
     assert!(own.contains("No new events"), "{own}");
@@ -63,9 +72,15 @@ async fn asking_for_all_events_shows_what_the_own_scope_stepped_over() {
             "{t}'s events, stepped over by A's own scope, are told when A asks for all: {all}"
         );
     }
-    assert!(!all.contains("A-HIT"), "A's own watch hit is not told twice: {all}");
+    assert!(
+        !all.contains("A-HIT"),
+        "A's own watch hit is not told twice: {all}"
+    );
     let again = a.call("events", json!({})).await.text;
-    assert!(!again.contains("B-WAS-HERE") && again.contains("No new events"), "told once: {again}");
+    assert!(
+        !again.contains("B-WAS-HERE") && again.contains("No new events"),
+        "told once: {again}"
+    );
     let _ = a.call("kill", json!({"id": mine})).await;
     a.close().await;
     b.close().await;

@@ -171,8 +171,11 @@ async fn a_kept_alive_shell_its_caller_killed_is_stopped_not_failed() {
         .await;
     let held = job_in(&held);
     let plain = job_in(
-        &mcp.ok("shell_run", json!({"command": "exec sleep 120", "run_in_background": true}))
-            .await,
+        &mcp.ok(
+            "shell_run",
+            json!({"command": "exec sleep 120", "run_in_background": true}),
+        )
+        .await,
     );
     for id in [&held, &plain] {
         mcp.ok("kill", json!({"id": id})).await;
