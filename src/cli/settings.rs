@@ -164,7 +164,7 @@ pub fn trust(global: &Global, args: TrustArgs) -> anyhow::Result<i32> {
         let bytes = trust::read_capped(&real)?;
         // Say what the user is allowing: the loosening keys this file sets.
         let loosens = match real.file_name().and_then(|n| n.to_str()) {
-            Some(n) if n.ends_with(".json") => vec!["build.dockerfile (if it builds an image)".to_string()],
+            Some(n) if n.ends_with(".json") => crate::images::devcontainer_trust_allows(&real),
             _ => Config::load_with(
                 real.parent().unwrap_or(Path::new("/")),
                 Default::default(),

@@ -10,13 +10,15 @@
 //! one, sparse or not, is refused from its size without being read, and
 //! the read itself stops there), and never waits on a FIFO.
 //!
-//! Only the image is taken. The keys that would change how a job runs
-//! (`containerEnv`, `forwardPorts`, `postCreateCommand`, `remoteUser`,
-//! `runArgs`, `privileged`, …) are not applied, and never silently:
-//! [`ignored_note`] names those the file sets, in one line given with the
-//! project's jobs. None of them may loosen the sandbox (a `remoteUser` of
-//! root, `privileged`, `capAdd`): the file belongs to the project, and the
-//! job's user, limits and network stay berth's.
+//! The image is taken from any file (a build only from a trusted one).
+//! From a file the user trusts, `containerEnv`, `forwardPorts` and
+//! `remoteUser` apply to the project's container jobs too (`settings.rs`).
+//! The other keys that would change how a job runs (`postCreateCommand`,
+//! `runArgs`, `privileged`, …), and those three from a file not trusted,
+//! are not applied, and never silently: [`read_settings`] names those the
+//! file sets, in one line given with the project's jobs. Nothing here
+//! loosens the sandbox but a trusted `remoteUser` (root, or another uid):
+//! the job's limits, filter and network stay berth's.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -27,6 +29,12 @@ use serde::Deserialize;
 
 use crate::model::ProjectBuild;
 use crate::trust::Trusted;
+
+mod settings;
+pub use settings::DevSettings;
+
+/// Where a workspace's dev container file is looked for, in order.
+const CANDIDATES: [&str; 2] = [".devcontainer/devcontainer.json", ".devcontainer.json"];
 
 #[derive(Deserialize)]
 struct DevContainer {
@@ -67,29 +75,87 @@ const NOT_APPLIED: [&str; 21] = [
     "securityOpt",
 ];
 
-/// One line naming the keys of the workspace's devcontainer.json that berth
-/// does not apply, and what to use instead; None when it sets none of them
-/// (or there is no file berth reads).
-pub fn ignored_note(workspace: &Path) -> Option<String> {
-    let (path, text) = [".devcontainer/devcontainer.json", ".devcontainer.json"]
-        .iter()
-        .map(|f| workspace.join(f))
-        .find_map(|p| read_bounded(&p).ok().flatten().map(|t| (p, t)))?;
-    let value: serde_json::Value = json5::from_str(&text).ok()?;
+/// The workspace's devcontainer.json keys for its jobs: the settings they
+/// get when the user trusts the file (None otherwise, or when it sets none
+/// of them), and one line naming what it sets that berth does not apply
+/// (None when nothing; no file, or one berth does not read: neither).
+pub fn read_settings(workspace: &Path, trust: &Trusted) -> (Option<DevSettings>, Option<String>) {
+    for path in CANDIDATES.map(|f| workspace.join(f)) {
+        let text = match read_bounded(&path) {
+            Ok(Some(text)) => text,
+            Ok(None) => continue,
+            // Said on the image choice; its keys are not read either.
+            Err(_) => return (None, None),
+        };
+        let Ok(value) = json5::from_str::<serde_json::Value>(&text) else {
+            return (None, None);
+        };
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let applied = trust
+            .allows(&real, text.as_bytes())
+            .then(|| DevSettings::parse(real, &value));
+        let note = note(&path, &value, applied.as_ref());
+        return (applied.filter(|s| !s.is_empty()), note);
+    }
+    (None, None)
+}
+
+/// What `berth trust` says trusting the devcontainer file at `path` allows.
+pub fn trust_allows(path: &Path) -> Vec<String> {
+    let value = read_bounded(path)
+        .ok()
+        .flatten()
+        .and_then(|t| json5::from_str::<serde_json::Value>(&t).ok());
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if value.pointer("/build/dockerfile").is_some() {
+        out.push("build.dockerfile (a dev container image build)".to_string());
+    }
+    out.extend(DevSettings::parse(path.to_path_buf(), &value).allows());
+    out
+}
+
+/// The line naming the keys of the file at `path` (parsed: `value`) that
+/// berth does not apply, given the settings it does apply (`applied`:
+/// the file is trusted), and the values of those it left out.
+fn note(path: &Path, value: &serde_json::Value, applied: Option<&DevSettings>) -> Option<String> {
     let set: Vec<&str> = NOT_APPLIED
         .iter()
         .copied()
+        .filter(|k| applied.is_none() || !settings::APPLIED.contains(k))
         .filter(|k| value.get(*k).is_some_and(|v| !v.is_null()))
         .collect();
-    if set.is_empty() {
-        return None;
+    let mut parts = Vec::new();
+    if !set.is_empty() {
+        let (takes, stays) = match applied {
+            Some(_) => (
+                "image/build, containerEnv, forwardPorts, remoteUser",
+                "the sandbox stays berth's",
+            ),
+            None => ("only image/build", "the job's user and sandbox stay berth's"),
+        };
+        parts.push(format!(
+            "{} sets {}, which berth does not apply (it takes {takes}): pass variables with \
+             --env, ports with -p, run setup commands as jobs; {stays}",
+            path.display(),
+            set.join(", ")
+        ));
+        if applied.is_none() && set.iter().any(|k| settings::APPLIED.contains(k)) {
+            parts.push(
+                "trust the file (`berth trust`) to apply its containerEnv, forwardPorts, remoteUser".into(),
+            );
+        }
     }
-    Some(format!(
-        "{} sets {}, which berth does not apply (it takes only image/build): pass variables with \
-         --env, ports with -p, run setup commands as jobs; the job's user and sandbox stay berth's",
-        path.display(),
-        set.join(", ")
-    ))
+    if let Some(s) = applied.filter(|s| !s.skipped.is_empty()) {
+        parts.push(format!(
+            "{} values left out: {}",
+            path.display(),
+            s.skipped.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Largest devcontainer.json berth reads (real ones are a few KiB).
@@ -157,11 +223,7 @@ fn read_bounded(path: &Path) -> Result<Option<String>, String> {
 /// path; `None` when there is no file, it does not parse, or it names
 /// neither; [`DevImage::Refused`] when it is not read (see the module doc).
 pub fn read_devcontainer(workspace: &Path, trust: &Trusted) -> Option<(DevImage, PathBuf)> {
-    let candidates = [
-        workspace.join(".devcontainer/devcontainer.json"),
-        workspace.join(".devcontainer.json"),
-    ];
-    for path in candidates {
+    for path in CANDIDATES.map(|f| workspace.join(f)) {
         let text = match read_bounded(&path) {
             Ok(Some(text)) => text,
             Ok(None) => continue,
@@ -209,18 +271,22 @@ mod tests {
     #[test]
     fn keys_not_applied_are_named_in_one_line() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(ignored_note(dir.path()), None);
+        assert_eq!(read_settings(dir.path(), &Trusted::default()).1, None);
         std::fs::create_dir(dir.path().join(".devcontainer")).unwrap();
         let file = dir.path().join(".devcontainer/devcontainer.json");
         std::fs::write(&file, "{ // JSONC\n \"image\": \"python:3\", }\n").unwrap();
-        assert_eq!(ignored_note(dir.path()), None, "the image alone is applied");
+        assert_eq!(
+            read_settings(dir.path(), &Trusted::default()).1,
+            None,
+            "the image alone is applied"
+        );
         std::fs::write(
             &file,
             r#"{"image": "python:3", "containerEnv": {"A": "1"}, "forwardPorts": [8000],
                "postCreateCommand": "pip install -r requirements.txt", "remoteUser": "root", "privileged": true}"#,
         )
         .unwrap();
-        let note = ignored_note(dir.path()).unwrap();
+        let note = read_settings(dir.path(), &Trusted::default()).1.unwrap();
         assert!(
             note.contains("sets containerEnv, forwardPorts, postCreateCommand, remoteUser, privileged,"),
             "{note}"
@@ -229,7 +295,7 @@ mod tests {
         // Every key berth ignores is named when set.
         let all: Vec<String> = NOT_APPLIED.iter().map(|k| format!("\"{k}\": 1")).collect();
         std::fs::write(&file, format!("{{\"image\": \"python:3\", {}}}", all.join(", "))).unwrap();
-        let note = ignored_note(dir.path()).unwrap();
+        let note = read_settings(dir.path(), &Trusted::default()).1.unwrap();
         for key in [
             "initializeCommand",
             "onCreateCommand",
@@ -246,5 +312,49 @@ mod tests {
                 "{key}: {note}"
             );
         }
+    }
+
+    #[test]
+    fn a_trusted_files_keys_apply_and_an_untrusted_ones_are_only_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".devcontainer.json");
+        let text = r#"{"image": "python:3", "containerEnv": {"A": "1"}, "forwardPorts": [8000],
+                       "remoteUser": "root", "postCreateCommand": "make", "capAdd": ["SYS_ADMIN"]}"#;
+        std::fs::write(&file, text).unwrap();
+        let (applied, note) = read_settings(dir.path(), &Trusted::default());
+        assert_eq!(applied, None, "not trusted: nothing applies");
+        let note = note.unwrap();
+        assert!(
+            note.contains("sets containerEnv, forwardPorts, postCreateCommand, remoteUser, capAdd, which berth does not apply")
+                && note.contains("berth trust"),
+            "{note}"
+        );
+        let trust = |bytes: &[u8]| {
+            let real = file.canonicalize().unwrap();
+            let entry = format!(
+                "[trust]\n{:?} = \"{}\"\n",
+                real.display().to_string(),
+                crate::trust::digest(bytes)
+            );
+            let mut table: toml::Table = entry.parse().unwrap();
+            Trusted::take_from(&mut table, Path::new("/c")).unwrap()
+        };
+        let trusted = trust(text.as_bytes());
+        let (applied, note) = read_settings(dir.path(), &trusted);
+        let applied = applied.expect("trusted: its keys apply");
+        assert_eq!(applied.user.as_deref(), Some("root"));
+        assert_eq!(applied.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(applied.ports.iter().map(|p| p.port).collect::<Vec<_>>(), [8000]);
+        let note = note.unwrap();
+        assert!(
+            note.contains("sets postCreateCommand, capAdd, which berth does not apply"),
+            "{note}"
+        );
+        assert!(!note.contains("berth trust"), "{note}");
+        // One byte changed (by the agent, say): untrusted again.
+        std::fs::write(&file, format!("{text} ")).unwrap();
+        assert_eq!(read_settings(dir.path(), &trusted).0, None);
+        let allows = trust_allows(&file).join(", ");
+        assert!(allows.starts_with("remoteUser = \"root\""), "{allows}");
     }
 }

@@ -20,7 +20,10 @@ use crate::error::{Error, Result};
 use crate::model::JobSpec;
 
 pub use crate::model::{BuildProgress, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
-pub use devcontainer::{DevImage, ignored_note as devcontainer_note, read_devcontainer};
+pub use devcontainer::{
+    DevImage, DevSettings, read_devcontainer, read_settings as devcontainer_settings,
+    trust_allows as devcontainer_trust_allows,
+};
 
 /// The toolchain image `images/build.sh dev` builds from Debian packages.
 pub const DEV_IMAGE: &str = "berth/dev:latest";

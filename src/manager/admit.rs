@@ -94,6 +94,13 @@ pub(super) async fn admit(
         project.config.fallback_allowed(client == "mcp"),
     )
     .await?;
+    // A trusted devcontainer.json's variables and ports, for container jobs.
+    if kind == RunnerKind::Docker
+        && let Some(dev) = &project.dev
+    {
+        let network = spec.network.unwrap_or(project.config.network);
+        dev.apply_to(&mut spec, network);
+    }
     let writes = super::layers::decide(&mut spec, &project.config, client, &inner.owner)?;
     // A container job must not reach the user's own config (the trust
     // table): from there it could loosen every later job.

@@ -28,6 +28,7 @@ use std::time::SystemTime;
 
 use crate::config::{Config, Layer, Source, find_config_file};
 use crate::error::{Error, Result};
+use crate::images::DevSettings;
 use crate::model::JobSpec;
 use crate::safety::Safety;
 
@@ -50,6 +51,9 @@ pub struct Project {
     pub note: Option<String>,
     /// The caller's directory, resolved (None for the manager's own project).
     pub caller_dir: Option<PathBuf>,
+    /// What the project's trusted devcontainer.json sets for its container
+    /// jobs (environment, ports; its user is already in `config.user`).
+    pub dev: Option<DevSettings>,
 }
 
 /// A file as the cache sees it: path, modification time, size.
@@ -92,6 +96,7 @@ impl Projects {
                 safety: safety.clone(),
                 note: None,
                 caller_dir: None,
+                dev: None,
             }),
             cache: Mutex::new(HashMap::new()),
             noted: Mutex::new(HashSet::new()),
@@ -151,8 +156,13 @@ impl Projects {
                 if kept.len() == 1 { "it" } else { "them" },
             )
         });
-        // What the project's devcontainer.json sets and berth does not apply.
-        let dev_note = crate::images::devcontainer_note(&config.workspace);
+        // What the project's devcontainer.json sets: applied when the user
+        // trusts the file, else (and what berth never applies) said.
+        let (dev, dev_note) = crate::images::devcontainer_settings(&config.workspace, &config.trusted);
+        let mut config = config;
+        if let Some(d) = &dev {
+            dev_user(&mut config, d);
+        }
         let note = match (kept_note, dev_note) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
@@ -162,6 +172,7 @@ impl Projects {
             config,
             note,
             caller_dir: Some(key.cwd.clone()),
+            dev,
         });
         let dev = devcontainer_stamps(&project.config.workspace);
         let mut cache = self.cache.lock().unwrap();
@@ -170,6 +181,16 @@ impl Projects {
         }
         cache.insert(key, (project.clone(), dev));
         Ok(project)
+    }
+}
+
+/// A trusted devcontainer.json's `remoteUser` is the container user, unless
+/// the user's own say or berth.toml names one (each says more than it).
+fn dev_user(config: &mut Config, dev: &DevSettings) {
+    let unset = matches!(config.sources.get("user"), None | Some(Source::Default));
+    if let Some(user) = dev.user.as_ref().filter(|_| unset) {
+        config.user = Some(user.clone());
+        config.sources.insert("user", Source::File(dev.file.clone()));
     }
 }
 
@@ -271,131 +292,4 @@ pub fn caller_env() -> BTreeMap<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn projects(dir: &Path) -> Projects {
-        let config = Config::isolated(dir.join("state"), "t").with_max_jobs(3);
-        let safety = Safety::from_config(&config).unwrap();
-        Projects::new(&config, &safety)
-    }
-
-    fn spec_in(cwd: &Path) -> JobSpec {
-        let mut s = JobSpec::shell("true");
-        s.caller_cwd = Some(cwd.to_path_buf());
-        s
-    }
-
-    #[test]
-    fn a_callers_berth_toml_applies_and_instance_keys_stay_the_managers() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws2");
-        std::fs::create_dir_all(ws.join("sub")).unwrap();
-        std::fs::write(
-            ws.join("berth.toml"),
-            "image = \"custom:1\"\nmax_jobs = 9\n[[safety.blocked]]\npattern = \"terraform destroy\"\nreason = \"prod\"\n",
-        )
-        .unwrap();
-        let p = projects(dir.path()).resolve(&spec_in(&ws.join("sub"))).unwrap();
-        assert_eq!(p.config.workspace, ws.canonicalize().unwrap());
-        assert_eq!(p.config.image, "custom:1");
-        assert_eq!(p.config.max_jobs, 3, "the cap is the instance's");
-        assert!(p.note.as_deref().unwrap().contains("max_jobs"), "{:?}", p.note);
-        let blocked = p
-            .safety
-            .check(&JobSpec::shell("terraform destroy"), &p.config.workspace, "t");
-        assert!(blocked.is_err());
-    }
-
-    #[test]
-    fn the_note_is_given_once_and_again_when_it_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let projects = projects(dir.path());
-        let file = dir.path().join("berth.toml");
-        std::fs::write(&file, "max_jobs = 9\n").unwrap();
-        let p = projects.resolve(&spec_in(dir.path())).unwrap();
-        assert!(projects.note_once(&p).unwrap().contains("max_jobs"));
-        let p = projects.resolve(&spec_in(dir.path())).unwrap();
-        assert_eq!(projects.note_once(&p), None, "not on every run");
-        // The file now sets another instance-wide key: a new note.
-        std::fs::write(&file, "max_jobs = 9\nring_size = 100\n").unwrap();
-        let p = projects.resolve(&spec_in(dir.path())).unwrap();
-        assert!(
-            projects.note_once(&p).unwrap().contains("ring_size"),
-            "{:?}",
-            p.note
-        );
-    }
-
-    #[test]
-    fn devcontainer_keys_berth_does_not_apply_are_noted_not_applied() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join(".devcontainer.json"),
-            r#"{"image": "python:3", "remoteUser": "root", "containerEnv": {"X": "1"}}"#,
-        )
-        .unwrap();
-        let projects = projects(dir.path());
-        let p = projects.resolve(&spec_in(dir.path())).unwrap();
-        let note = projects.note_once(&p).unwrap();
-        assert!(
-            note.contains("sets containerEnv, remoteUser, which berth does not apply"),
-            "{note}"
-        );
-        assert_eq!(p.config.user, None, "remoteUser never becomes the job's user");
-        // An edit to the file is seen by the next job, with a new note.
-        std::fs::write(
-            dir.path().join(".devcontainer.json"),
-            r#"{"image": "python:3", "forwardPorts": [8000], "postCreateCommand": "make"}"#,
-        )
-        .unwrap();
-        let p = projects.resolve(&spec_in(dir.path())).unwrap();
-        let note = projects.note_once(&p).unwrap();
-        assert!(
-            note.contains("sets forwardPorts, postCreateCommand, which berth does not apply"),
-            "{note}"
-        );
-    }
-
-    #[test]
-    fn no_berth_toml_means_the_callers_directory_is_the_workspace() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = projects(dir.path()).resolve(&spec_in(dir.path())).unwrap();
-        assert_eq!(p.config.workspace, dir.path().canonicalize().unwrap());
-        assert!(p.note.is_none());
-    }
-
-    #[test]
-    fn an_edited_berth_toml_applies_to_the_next_job() {
-        let dir = tempfile::tempdir().unwrap();
-        let projects = projects(dir.path());
-        let file = dir.path().join("berth.toml");
-        std::fs::write(&file, "image = \"a:1\"\n").unwrap();
-        assert_eq!(
-            projects.resolve(&spec_in(dir.path())).unwrap().config.image,
-            "a:1"
-        );
-        std::fs::write(&file, "image = \"bb:22\"\n").unwrap();
-        assert_eq!(
-            projects.resolve(&spec_in(dir.path())).unwrap().config.image,
-            "bb:22"
-        );
-    }
-
-    #[test]
-    fn bad_caller_context_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let projects = projects(dir.path());
-        let mut s = spec_in(Path::new("relative"));
-        assert!(projects.resolve(&s).is_err());
-        s = spec_in(&dir.path().join("missing"));
-        assert!(matches!(projects.resolve(&s), Err(Error::BadCwd { .. })));
-        s = spec_in(dir.path());
-        s.caller_env.insert("LD_PRELOAD".into(), "x".into());
-        assert!(projects.resolve(&s).is_err());
-        s = spec_in(dir.path());
-        std::fs::write(dir.path().join("berth.toml"), "nonsense = 1\n").unwrap();
-        let refused = projects.resolve(&s).unwrap().config.project_refusal.clone();
-        assert!(refused.is_some_and(|r| r.contains("nonsense")));
-    }
-}
+mod tests;

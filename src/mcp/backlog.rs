@@ -3,11 +3,14 @@
 //! line each, so the agent learns that a build failed or a user killed its
 //! server without polling.
 //!
-//! The server serves one stdio client, so one cursor per server is the
-//! client's cursor. Only the session's own jobs (started, or asked about,
+//! The server serves one stdio client (one session), so the cursors here
+//! are the session's. Only the session's own jobs (started, or asked about,
 //! by this client) are told, unless the client asked for every job's
 //! (`events` with `all: true`): several agents on one instance must not
-//! read each other's work. The store's state is told to everyone. Noise is
+//! read each other's work. There is one cursor per scope: reading its own
+//! events moves only the own-scope cursor, so the other jobs' events it
+//! stepped over are still unseen when the session later asks for all of
+//! them (the all-scope cursor shows them, skipping its own ones already told). The store's state is told to everyone. Noise is
 //! left out: the `started`/`queued` events of jobs this client started
 //! itself, and lifecycle events an answer already reports (a call marks its
 //! job with [`cover`] while it runs; the events of that job emitted so far
@@ -64,8 +67,11 @@ pub async fn scope<T>(call_id: Option<String>, fut: impl Future<Output = T>) -> 
 }
 
 struct State {
-    /// Seq of the first event not yet shown to the client.
+    /// Seq of the first event not yet read in the session's own scope.
     cursor: u64,
+    /// Seq of the first event not yet read in the all-jobs scope: behind
+    /// [`State::cursor`] by the events read while only its own were asked.
+    all_cursor: u64,
     /// Jobs this client started.
     own: HashSet<JobId>,
     /// Jobs seen queued: their start is news.
@@ -86,6 +92,7 @@ impl Backlog {
         Backlog {
             state: Mutex::new(State {
                 cursor: manager.events_log().next_seq(),
+                all_cursor: manager.events_log().next_seq(),
                 own: HashSet::new(),
                 queued: HashSet::new(),
                 touched: HashSet::new(),
@@ -116,20 +123,21 @@ impl Backlog {
     ) -> Vec<String> {
         let mut st = self.state.lock().unwrap();
         st.touched.extend(covered.iter().map(|(id, _)| id.clone()));
-        let events = manager.events(st.cursor, 10_000);
+        let events = manager.events(st.from(), 10_000);
         let mut lines: Vec<String> = Vec::new();
         let mut bytes = 0;
         let mut pending = 0;
         for e in &events {
+            let told = st.told(e);
             if lines.len() >= MAX_PER_ANSWER || bytes >= ANSWER_BYTES {
-                pending += usize::from(worth(e, &st, covered, may_read));
+                pending += usize::from(!told && worth(e, &st, covered, may_read));
                 continue;
             }
-            st.cursor = e.seq + 1;
+            st.advance(e.seq + 1);
             if matches!(e.kind, EventKind::Queued) {
                 st.queued.insert(e.job.clone());
             }
-            if worth(e, &st, covered, may_read) {
+            if !told && worth(e, &st, covered, may_read) {
                 let mut l = line(manager, e);
                 if let Some(m) = meta(e) {
                     l = format!("{l} {m}");
@@ -144,8 +152,9 @@ impl Backlog {
         lines
     }
 
-    /// Events from `since` (default: the cursor) for the `events` tool; marks
-    /// what it shows as seen when it reads from the cursor or before.
+    /// Events from `since` (default: the scope's cursor, skipping its own
+    /// events already told) for the `events` tool; marks what it shows as
+    /// seen in each scope whose cursor it reads from or before.
     /// A page is at most `limit` events and [`PAGE_BYTES`] of lines; the
     /// seq returned is where the next page starts.
     pub fn list(
@@ -155,13 +164,13 @@ impl Backlog {
         may_read: &dyn Fn(&JobId) -> bool,
     ) -> (Vec<String>, u64) {
         let mut st = self.state.lock().unwrap();
-        let from = since.unwrap_or(st.cursor);
+        let from = since.unwrap_or(st.from());
         let events = manager.events(from, limit);
         let mut next = events.last().map(|e| e.seq + 1).unwrap_or(from);
         let mut lines = Vec::new();
         let mut bytes = 0;
         for e in events.iter() {
-            if !((st.all && may_read(&e.job)) || st.is_mine(e)) {
+            if !((st.all && may_read(&e.job)) || st.is_mine(e)) || (since.is_none() && st.told(e)) {
                 continue;
             }
             let l = line(manager, e);
@@ -174,6 +183,9 @@ impl Backlog {
         }
         if from <= st.cursor {
             st.cursor = st.cursor.max(next);
+        }
+        if st.all && from <= st.all_cursor {
+            st.all_cursor = st.all_cursor.max(next);
         }
         (lines, next)
     }
@@ -190,6 +202,27 @@ impl Backlog {
 }
 
 impl State {
+    /// Where the scope asked for reads from.
+    fn from(&self) -> u64 {
+        if self.all { self.all_cursor } else { self.cursor }
+    }
+
+    /// Everything before `next` read in the scope asked for; the all-jobs
+    /// scope holds the session's own, so reading it reads both.
+    fn advance(&mut self, next: u64) {
+        self.cursor = self.cursor.max(next);
+        if self.all {
+            self.all_cursor = self.all_cursor.max(next);
+        }
+    }
+
+    /// Read from the all-jobs cursor, an event the own-scope cursor has
+    /// already passed over and that is the session's own: it was told (or
+    /// judged not worth telling) there, and is not told twice.
+    fn told(&self, e: &Event) -> bool {
+        self.all && e.seq < self.cursor && self.is_mine(e)
+    }
+
     /// An event of this session's jobs, or one every session is told.
     fn is_mine(&self, e: &Event) -> bool {
         self.own.contains(&e.job)

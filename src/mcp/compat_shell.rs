@@ -14,7 +14,7 @@ use super::format::{self, Dialect};
 use super::logs::{self, LogMode, LogRequest};
 use super::service::BerthMcp;
 use crate::manager::{KillRequest, ListFilter};
-use crate::model::{EndedBy, JobSpec};
+use crate::model::{EndedBy, JobSpec, Outcome};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -32,7 +32,7 @@ pub struct ShellRunArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShellSummaryArgs {
-    /// Also list completed shells.
+    /// Also list completed shells, and kept-alive ones stopped before their time (STOPPED).
     #[serde(default)]
     pub completed: bool,
     /// Also list failed shells (non-zero exits and killed ones).
@@ -101,7 +101,7 @@ the exit code and capped output; still running then, it moves to the background 
     #[tool(
         description = "Summary of shells: running ones by default (id, status, mode, run time, command); \
 completed: true and failed: true add ended ones with their exit code and who ended them (agent, user, system); \
-killed shells are under FAILED. Newest first, 30 at a time: the answer says the `before` to pass for the next page."
+killed shells are under FAILED, except kept-alive ones (keep_alive) stopped before their time: STOPPED, listed with completed. Newest first, 30 at a time: the answer says the `before` to pass for the next page."
     )]
     async fn shell_summary(&self, Parameters(a): Parameters<ShellSummaryArgs>) -> CallToolResult {
         let mut all = self.core.manager.off_worker(|m| m.list(ListFilter::All)).await;
@@ -189,10 +189,12 @@ const SUMMARY_LIMIT: usize = 30;
 const MAX_SUMMARY_LIMIT: usize = 200;
 const SUMMARY_BYTES: usize = 6 * 1024;
 
-/// The seed's panel as text: tabs RUNNING, then COMPLETED and FAILED when
-/// asked, each with its total; one page of the shells in the asked tabs
-/// (newest first, older than `before`, at most `limit` and
-/// [`SUMMARY_BYTES`]) and the call that reads the next page.
+/// The seed's panel as text: tabs RUNNING, then COMPLETED and STOPPED (a
+/// `keep_alive` shell its caller stopped: not a failure) and FAILED when
+/// asked, each with its total (grouped by [`crate::JobInfo::outcome`]);
+/// one page of the shells in the asked tabs (newest first, older than
+/// `before`, at most `limit` and [`SUMMARY_BYTES`]) and the call that
+/// reads the next page.
 pub fn summary(all: &[crate::JobInfo], a: &ShellSummaryArgs) -> String {
     let id_number = |id: &crate::JobId| {
         id.as_str()
@@ -201,18 +203,15 @@ pub fn summary(all: &[crate::JobInfo], a: &ShellSummaryArgs) -> String {
             .unwrap_or(0)
     };
     let number = |j: &crate::JobInfo| id_number(&j.id);
-    let tab = |j: &crate::JobInfo| {
-        if j.status.is_active() {
-            "RUNNING"
-        } else if shell_failed(j) {
-            "FAILED"
-        } else {
-            "COMPLETED"
-        }
+    let tab = |j: &crate::JobInfo| match j.outcome() {
+        Outcome::Active => "RUNNING",
+        Outcome::Completed => "COMPLETED",
+        Outcome::Stopped => "STOPPED",
+        Outcome::Failed => "FAILED",
     };
     let mut tabs = vec!["RUNNING"];
     if a.completed {
-        tabs.push("COMPLETED");
+        tabs.extend(["COMPLETED", "STOPPED"]);
     }
     if a.failed {
         tabs.push("FAILED");
@@ -241,6 +240,10 @@ pub fn summary(all: &[crate::JobInfo], a: &ShellSummaryArgs) -> String {
     let mut text = String::new();
     for name in &tabs {
         let total = asked.iter().filter(|j| tab(j) == *name).count();
+        // Not the seed's own tab: said only when it holds a shell.
+        if *name == "STOPPED" && total == 0 {
+            continue;
+        }
         let rows: Vec<crate::JobInfo> = page
             .iter()
             .filter(|j| tab(j) == *name)
@@ -258,11 +261,6 @@ pub fn summary(all: &[crate::JobInfo], a: &ShellSummaryArgs) -> String {
         text += &format!("More (older): `shell_summary` {next}\n");
     }
     text
-}
-
-/// Whether the seed's panel shows a shell under FAILED: a failure or a kill.
-pub fn shell_failed(j: &crate::JobInfo) -> bool {
-    j.status.is_failure() || matches!(j.status, crate::model::JobStatus::Killed { .. })
 }
 
 /// The seed's event metadata `{call_id, shell_id, start_mode, ended_by, exit_code}`

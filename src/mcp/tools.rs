@@ -169,7 +169,8 @@ who ended it: agent, user or system) — one line each. By default the events yo
 already ends with those); `since` lists from that event seq on, `limit` (100) events within 8 KiB a page, \
 and the answer gives the `since` of the next page. Only your own jobs' events (those you started \
 or asked about) unless `all: true`, which also makes your later answers carry the events of every job of your \
-project (not other projects' sessions, unless the user's config says agent_all_jobs)."
+project (not other projects' sessions, unless the user's config says agent_all_jobs); its first page starts where \
+you last read all events (other jobs' events skipped while you read only yours are there, yours are not repeated)."
     )]
     async fn events(&self, Parameters(a): Parameters<EventsArgs>) -> CallToolResult {
         if let Some(all) = a.all {

@@ -15,6 +15,7 @@ mod image;
 mod layer;
 mod line;
 mod net;
+mod outcome;
 mod ready;
 mod request;
 mod spec;
@@ -28,6 +29,7 @@ pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild
 pub use layer::{Applied, Change, ChangeKind, EntryKind, LayerCounts, LayerInfo, LayerState, Writes};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, EngineAccess, Isolation, Publish, WriteMode};
+pub use outcome::Outcome;
 pub use ready::{HttpCheck, ReadyAsk, ReadyCondition};
 pub use request::RunRequest;
 pub use spec::{

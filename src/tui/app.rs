@@ -116,7 +116,7 @@ impl App {
         self.snippets.get(id).map(String::as_str).unwrap_or("")
     }
     pub fn rows(&self, tab: Tab) -> Vec<&JobInfo> {
-        self.jobs.values().filter(|j| tab.admits(&j.status)).collect()
+        self.jobs.values().filter(|j| tab.admits(j)).collect()
     }
     /// Index of the selected row in the current tab (meaningless when empty).
     pub fn selected_index(&self) -> usize {
@@ -245,7 +245,7 @@ impl App {
                 // The tab the new job is in (Failed when it already failed to start).
                 self.tab = Tab::ALL
                     .into_iter()
-                    .find(|t| self.job(&id).is_some_and(|j| t.admits(&j.status)))
+                    .find(|t| self.job(&id).is_some_and(|j| t.admits(j)))
                     .unwrap_or(Tab::Running);
                 self.sel_id[self.tab.index()] = Some(id);
             }

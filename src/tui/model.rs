@@ -4,7 +4,7 @@
 //! even when it cannot: a manager shutting down still sends its events).
 
 use crate::events::{Event, EventKind};
-use crate::model::{EndedBy, JobId, JobInfo, JobStatus, StartMode, StopCause};
+use crate::model::{EndedBy, JobId, JobInfo, JobStatus, Outcome, StartMode};
 
 /// The three tabs, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,19 +17,20 @@ pub enum Tab {
 impl Tab {
     pub const ALL: [Tab; 3] = [Tab::Running, Tab::Completed, Tab::Failed];
 
-    /// Active / ran to its end / failed or stopped. Unlike `berth ps
-    /// --completed`, a job someone killed (or a shutdown stopped) is not
-    /// "completed" to the person watching: it sits with the failures, its
-    /// badge saying who ended it. A keep-alive that ran out did what it was
-    /// asked and is completed.
-    pub fn admits(self, s: &JobStatus) -> bool {
-        let stopped = matches!(s, JobStatus::Killed { reason, .. }
-            if !matches!(reason, StopCause::KeepAliveExpired { .. }));
-        match self {
-            Tab::Running => s.is_active(),
-            Tab::Completed => s.is_terminal() && !s.is_failure() && !stopped,
-            Tab::Failed => s.is_failure() || stopped,
-        }
+    /// Active / ran to its end / failed or cut short, as
+    /// [`JobInfo::outcome`] groups jobs. Unlike `berth ps --completed`, a
+    /// job someone killed (or a shutdown stopped) is not "completed" to the
+    /// person watching: it sits with the failures, its badge saying who
+    /// ended it. A keep-alive that ran out did what it was asked and is
+    /// completed, and so is one its caller stopped (its own outcome,
+    /// `stopped`, has no tab of its own here: it is no failure).
+    pub fn admits(self, j: &JobInfo) -> bool {
+        matches!(
+            (self, j.outcome()),
+            (Tab::Running, Outcome::Active)
+                | (Tab::Completed, Outcome::Completed | Outcome::Stopped)
+                | (Tab::Failed, Outcome::Failed)
+        )
     }
 
     pub fn title(self) -> &'static str {

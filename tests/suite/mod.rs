@@ -9,6 +9,7 @@ mod cli;
 mod completion;
 mod context;
 mod daemon;
+mod devcontainer;
 mod docker;
 mod docs_examples;
 mod docs_links;

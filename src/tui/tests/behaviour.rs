@@ -181,12 +181,17 @@ fn killed_jobs_are_not_completed_but_a_keep_alive_that_ran_out_is() {
         ["job-5", "job-6", "job-7"],
         "job-5 was killed by user"
     );
-    let ran_out = JobStatus::Killed {
+    let mut ran_out = app.job(&JobId::from("job-5")).unwrap().clone();
+    ran_out.status = JobStatus::Killed {
         signal: Some(15),
         ended_by: EndedBy::System,
         reason: crate::model::StopCause::KeepAliveExpired { secs: 5.0 },
     };
     assert!(Tab::Completed.admits(&ran_out) && !Tab::Failed.admits(&ran_out));
+    // Kept alive and stopped by the user before its time: no failure either.
+    let mut stopped = app.job(&JobId::from("job-5")).unwrap().clone();
+    stopped.spec.keep_alive = Some(30.0);
+    assert!(Tab::Completed.admits(&stopped) && !Tab::Failed.admits(&stopped));
 }
 
 #[test]

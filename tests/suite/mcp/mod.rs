@@ -28,6 +28,7 @@ mod list;
 mod pod;
 mod project_image;
 mod protocol;
+mod scopes;
 mod seed_exec;
 mod seed_process;
 mod seed_safe_shell;

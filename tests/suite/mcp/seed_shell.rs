@@ -1,7 +1,8 @@
 //! `--tools shell` against its seed (001): `shell_run` with
 //! `run_in_background`, events carrying `{call_id, shell_id, start_mode,
-//! ended_by, exit_code}`, `shell_summary` tabs (killed shells under FAILED),
-//! `shell_kill` / `shell_resume` answering `{result, reason, ended_by}`.
+//! ended_by, exit_code}`, `shell_summary` tabs (killed shells under FAILED,
+//! kept-alive ones their caller stopped under STOPPED), `shell_kill` /
+//! `shell_resume` answering `{result, reason, ended_by}`.
 
 use serde_json::{Value, json};
 
@@ -154,4 +155,52 @@ async fn shell_set_runs_pages_logs_with_cursors_kills_and_resumes() {
         r.contains("\"resumed\"") && r.contains("\"shell_id\":\"job-2\""),
         "{r}"
     );
+}
+
+/// A shell held up with `keep_alive` and killed by its caller before its
+/// time is not a failure: `shell_summary` lists it under STOPPED (with the
+/// completed ones), not under FAILED as `killed (143)`; a plain kill still is.
+#[tokio::test]
+async fn a_kept_alive_shell_its_caller_killed_is_stopped_not_failed() {
+    let mcp = Mcp::start_with("all", &[("BERTH_RUNNER", "host")], |_| {}).await;
+    let held = mcp
+        .ok(
+            "run",
+            json!({"command": "exec sleep 120", "background": true, "keep_alive": 60}),
+        )
+        .await;
+    let held = job_in(&held);
+    let plain = job_in(
+        &mcp.ok(
+            "shell_run",
+            json!({"command": "exec sleep 120", "run_in_background": true}),
+        )
+        .await,
+    );
+    for id in [&held, &plain] {
+        mcp.ok("kill", json!({"id": id})).await;
+    }
+    let s = mcp
+        .ok("shell_summary", json!({"completed": true, "failed": true}))
+        .await;
+    // The tab a row is under: the last `NAME (n)` line above it.
+    let tab_of = |id: &str| {
+        let mut tab = None;
+        for l in s.lines() {
+            match l.split_once(" (") {
+                Some((name, _)) if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase()) => {
+                    tab = Some(name.to_string());
+                }
+                _ if l.starts_with(&format!("{id}  ")) => return tab,
+                _ => {}
+            }
+        }
+        None
+    };
+    assert_eq!(tab_of(&held).as_deref(), Some("STOPPED"), "{s}");
+    assert_eq!(tab_of(&plain).as_deref(), Some("FAILED"), "{s}");
+    assert!(s.contains("STOPPED (1)") && s.contains("FAILED (1)"), "{s}");
+    // Asked for failures only, the stopped one is not there.
+    let failed = mcp.ok("shell_summary", json!({"failed": true})).await;
+    assert!(!failed.contains(&format!("{held}  ")), "{failed}");
 }
