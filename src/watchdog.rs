@@ -105,7 +105,7 @@ pub async fn run(config: Config, owner: String) -> Result<()> {
         return Ok(());
     }
     let lock = config.instance_dir().join("daemon.lock");
-    if config.recovery == Recovery::Adopt && taken_over(&lock, ADOPT_WINDOW).await {
+    if config.recovery == Recovery::Adopt && taken_over(&lock, &pid_file, pid, ADOPT_WINDOW).await {
         crate::logfile::say(&format!(
             "berth watchdog: manager {owner} died; a new manager took over (adopt): standing down"
         ));
@@ -145,13 +145,18 @@ fn served(lock: &std::path::Path) -> bool {
         .is_ok_and(|f| f.try_lock().is_err())
 }
 
-/// True when another process holds the instance lock within `window`.
-async fn taken_over(lock: &std::path::Path, window: Duration) -> bool {
+/// True when a new manager took the instance over within `window`: it
+/// holds the lock **and** published its own pid. The lock alone is not
+/// enough: another watchdog's `served` probe or a reader holds it for a
+/// moment, and standing down on that left a crash nobody cleaned up.
+async fn taken_over(lock: &std::path::Path, pid_file: &std::path::Path, dead: u32, window: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + window;
     loop {
-        if let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lock)
-            && f.try_lock().is_err()
-        {
+        let new_pid = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok())
+            .filter(|&p| p != dead && std::path::Path::new(&format!("/proc/{p}")).exists());
+        if new_pid.is_some() && served(lock) {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
@@ -194,4 +199,32 @@ pub async fn cleanup(config: &Config, owner: &str) -> Result<String> {
     Ok(format!(
         "removed {containers} container(s), reaped {reaped} run(s), killed {tagged} untracked host job(s)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new manager is one that holds the lock and published its own pid;
+    /// a lock held for a moment by anyone else (another watchdog's probe, a
+    /// reader) is no takeover, and the dead manager's own pid file neither.
+    #[tokio::test]
+    async fn only_a_new_manager_with_its_pid_published_is_a_takeover() {
+        let dir = tempfile::tempdir().unwrap();
+        let (lock, pid_file) = (dir.path().join("daemon.lock"), dir.path().join("daemon.pid"));
+        let window = Duration::from_millis(300);
+        let dead = 999_999;
+        let held = std::fs::File::create(&lock).unwrap();
+        held.lock().unwrap();
+        std::fs::write(&pid_file, dead.to_string()).unwrap();
+        assert!(
+            !taken_over(&lock, &pid_file, dead, window).await,
+            "a probe's lock"
+        );
+        // This test's process stands for the new manager: alive, not `dead`.
+        std::fs::write(&pid_file, std::process::id().to_string()).unwrap();
+        assert!(taken_over(&lock, &pid_file, dead, window).await);
+        held.unlock().unwrap();
+        assert!(!taken_over(&lock, &pid_file, dead, window).await, "no lock held");
+    }
 }

@@ -229,8 +229,7 @@ async fn adopt_mode_follows_a_container_across_a_daemon_crash() {
     assert_eq!(starts, 1, "{events}");
     let k = d.json(&["kill", &id]);
     assert_eq!(k["result"], "killed");
-    drop(again);
-    nothing_left_after_the_last_watchdog(&d).await;
+    nothing_left_after_the_last_watchdog(&d, again).await;
 }
 
 /// A container keeps the label of the manager that started it (labels
@@ -263,8 +262,7 @@ async fn an_adopted_container_goes_when_its_adopter_crashes_too() {
     assert_eq!(job_containers_of(&d.instance), 1);
 
     // The adopter dies too, with the adopted job still running.
-    drop(again);
-    nothing_left_after_the_last_watchdog(&d).await;
+    nothing_left_after_the_last_watchdog(&d, again).await;
 }
 
 /// Recovery mode `adopt` follows a dead daemon's containers, but not those
@@ -306,8 +304,7 @@ async fn adopt_mode_reaps_a_dead_sessions_container_instead_of_adopting_it() {
     .await;
 
     d.run(&["kill", free.as_str()]);
-    drop(again);
-    nothing_left_after_the_last_watchdog(&d).await;
+    nothing_left_after_the_last_watchdog(&d, again).await;
 }
 
 /// A daemon started by hand in a test, SIGKILLed when dropped: when the
@@ -373,19 +370,41 @@ async fn watchdog_report(d: &Daemon) -> String {
     std::fs::read_to_string(&log).unwrap()
 }
 
-/// After the adopting daemon was SIGKILLed too: once its watchdog reported
-/// (its late sweeps done), no container and no network of the instance is
-/// left on the engine. (Ending the test earlier removed the state dir under
-/// the watchdog, which then took the crash for a clean exit and left the
-/// dead daemon's pool network behind.)
-async fn nothing_left_after_the_last_watchdog(d: &Daemon) {
+/// SIGKILL the adopting daemon too; once its watchdog process ended (its
+/// late sweeps done), no container and no network of the instance is left
+/// on the engine. Waited on by the watchdog's process, not by a line of its
+/// log: a watchdog that wrongly stood down must fail the leftovers check
+/// below, with its log, not time out. (Ending the test earlier removed the
+/// state dir under the watchdog, which then took the crash for a clean exit
+/// and left the dead daemon's pool network behind.)
+async fn nothing_left_after_the_last_watchdog(d: &Daemon, adopter: KillOnDrop) {
     let log = d.config().instance_dir().join("watchdog.log");
-    // Its first sweep settles the store and the engine, then ~12 s of late
-    // sweeps: on a busy engine (the whole suite at once) that took over 60 s.
-    eventually(Duration::from_secs(150), "the last watchdog's report", || {
-        std::fs::read_to_string(&log).is_ok_and(|s| s.contains("more later"))
+    let mut watchdog = None;
+    eventually(Duration::from_secs(10), "the adopter's watchdog runs", || {
+        watchdog = super::faults::watchdog_of(adopter.0.id());
+        watchdog.is_some()
     })
     .await;
+    let watchdog = watchdog.unwrap();
+    drop(adopter);
+    // Its first sweep settles the store and the engine, then ~12 s of late
+    // sweeps: on a busy engine (the whole suite at once) that took over 60 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(150);
+    // Gone, or a zombie nobody reaped yet (its parent, the daemon, is dead).
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{watchdog}/stat")).is_ok_and(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
+    };
+    while alive() {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the last watchdog never ended: {log}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let report = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(containers_of(&d.instance), 0, "{report}");
     let o = std::process::Command::new("docker")
@@ -449,8 +468,7 @@ async fn adopt_mode_forwards_an_adopted_jobs_port_again() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
     })
     .await;
-    drop(again);
-    nothing_left_after_the_last_watchdog(&d).await;
+    nothing_left_after_the_last_watchdog(&d, again).await;
 }
 
 /// A daemon restarted at once after a SIGKILL: the dead one's watchdog
