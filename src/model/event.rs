@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{EndedBy, JobId, PortMapping, RunnerKind, StartMode, Stream};
+use super::{EndedBy, JobId, JobInfo, JobStatus, PortMapping, RunnerKind, StartMode, Stream};
 
 /// Something that happened to a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,6 +104,34 @@ impl EventKind {
             EventKind::Ended { .. } => "ended",
             EventKind::StoreDegraded { .. } => "store_degraded",
             EventKind::StoreRecovered => "store_recovered",
+        }
+    }
+}
+
+// The ended event is made here, where events are, so that `status` (the job's
+// state) needs nothing from `event`: `event` already names `EndedBy` and
+// `StartMode`, and the two would otherwise make a ring.
+impl JobInfo {
+    /// Record the end of the job: the status and, derived from it and set
+    /// here only, `ended_at`, `exit_code`, `ended_by` and `reason`. Returns
+    /// the job's one `ended` event.
+    pub fn end(&mut self, status: JobStatus, at: DateTime<Utc>) -> EventKind {
+        self.ended_at = Some(at);
+        self.exit_code = status.exit_code();
+        self.ended_by = status.ended_by();
+        self.reason = status.reason();
+        self.status = status;
+        let cause = match &self.status {
+            JobStatus::Killed { reason, .. } => Some(reason.kind()),
+            _ => None,
+        };
+        EventKind::Ended {
+            status: self.status.name().into(),
+            start_mode: self.start_mode,
+            ended_by: self.ended_by,
+            exit_code: self.exit_code,
+            reason: self.reason.clone(),
+            cause,
         }
     }
 }

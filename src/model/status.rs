@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{AppliedLimits, EventKind, JobId, JobSpec, PortMapping, RunnerKind};
+use super::{AppliedLimits, JobId, JobSpec, PortMapping, RunnerKind};
 
 /// Who ended a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -469,29 +469,6 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl JobInfo {
-    /// Record the end of the job: the status and, derived from it and set
-    /// here only, `ended_at`, `exit_code`, `ended_by` and `reason`. Returns
-    /// the job's one `ended` event.
-    pub fn end(&mut self, status: JobStatus, at: DateTime<Utc>) -> EventKind {
-        self.ended_at = Some(at);
-        self.exit_code = status.exit_code();
-        self.ended_by = status.ended_by();
-        self.reason = status.reason();
-        self.status = status;
-        let cause = match &self.status {
-            JobStatus::Killed { reason, .. } => Some(reason.kind()),
-            _ => None,
-        };
-        EventKind::Ended {
-            status: self.status.name().into(),
-            start_mode: self.start_mode,
-            ended_by: self.ended_by,
-            exit_code: self.exit_code,
-            reason: self.reason.clone(),
-            cause,
-        }
-    }
-
     /// Runtime so far (running) or in total (ended).
     pub fn runtime(&self) -> Option<chrono::Duration> {
         self.runtime_at(Utc::now())

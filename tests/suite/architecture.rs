@@ -3,13 +3,16 @@
 //! folder at every depth, must form graphs without cycles, so that each can
 //! be read knowing only the ones below it. The graph is read with a parser
 //! (`architecture/graph.rs`: `use` trees with their groups, paths in code,
-//! `crate::`, `self::`, `super::`), tests left out. The test names each cycle
+//! `crate::`, `self::`, `super::`, paths inside macro calls, re-exports
+//! followed to the item's home), tests left out. The test names each cycle
 //! and the files that make its edges; a planted cycle of each kind the old
-//! text-matching check missed is seen. The length of every function is
+//! text-matching check missed is seen. A few known edges of `config`'s
+//! ring around `Config` are let stand (`ALLOWED`, each with why). The length of every function is
 //! checked too (`architecture/fnlen.rs`: none over 120 lines).
 
 mod fnlen;
 mod graph;
+mod reexports;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -74,10 +77,43 @@ fn cycles(graphs: &Graphs) -> Vec<String> {
     found
 }
 
+/// Edges (folder, from, to) that close a ring in today's `src/` and are let
+/// stand, each with why; the check drops them before looking for cycles,
+/// and fails when one no longer exists, so the list only shrinks.
+const ALLOWED: &[(&str, &str, &str)] = &[
+    // `config/table.rs` is the machinery the rows of `keys.rs` expand in
+    // (`config_keys!`), and `jobs.rs` and `history.rs` use its readers; the
+    // macros and readers name what the rows make: `Config` (keys.rs) and
+    // `SizeValue` (jobs.rs), reached through `config/mod.rs`'s re-exports.
+    // Breaking the ring means moving those types under `table` or splitting
+    // the readers out of it: a redesign, not a moved `use`.
+    ("config", "table", "keys"),
+    ("config", "table", "jobs"),
+    // `Config` is generated in `keys.rs` from rows that name each room's
+    // defaults, readers and describers (`instance`, `jobs`, `project`,
+    // `safety`), and each room adds its own `impl Config` (constructors,
+    // job defaults, the project image) or takes `&Config` in the row
+    // functions keys.rs calls: one type spread over its rooms by design.
+    ("config", "instance", "keys"),
+    ("config", "jobs", "keys"),
+    ("config", "project", "keys"),
+    ("config", "safety", "keys"),
+];
+
 #[test]
 fn no_folder_of_the_crate_has_a_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graphs = graph::graphs(&src);
+    let mut graphs = graph::graphs(&src);
+    for (folder, from, to) in ALLOWED {
+        let gone = graphs
+            .get_mut(*folder)
+            .and_then(|g| g.get_mut(*from))
+            .and_then(|e| e.remove(*to));
+        assert!(
+            gone.is_some(),
+            "{folder}: {from} -> {to} is allowed but no longer exists: take it off ALLOWED"
+        );
+    }
     let top = &graphs[""];
     assert!(
         top.len() > 10,
@@ -194,6 +230,52 @@ fn the_check_sees_the_cycles_the_old_one_missed() {
         in_macro[0].contains("src: config -> safety -> config"),
         "{in_macro:?}"
     );
+}
+
+/// Re-exported names are followed to the module that defines the item: a
+/// ring closed only through `lib.rs`'s `pub use` (`crate::Rules`), and one
+/// inside a folder closed through its `mod.rs` re-exporting a child's item,
+/// reached from the root in two hops (`crate::JobInfo` is
+/// `model::JobInfo` is `model::status::JobInfo`).
+#[test]
+fn the_check_follows_re_exports() {
+    let root_ring = planted(&[
+        (
+            "lib.rs",
+            "pub mod config;\npub mod safety;\npub use safety::{Rules as Policy};\n",
+        ),
+        ("config.rs", "use crate::Policy;\npub struct Config;\n"),
+        (
+            "safety/mod.rs",
+            "pub struct Rules;\nfn f() { let _ = crate::config::Config; }\n",
+        ),
+    ]);
+    assert_eq!(root_ring.len(), 1, "{root_ring:?}");
+    assert!(
+        root_ring[0].contains("src: config -> safety -> config"),
+        "{root_ring:?}"
+    );
+
+    let model = |status: &'static str| {
+        planted(&[
+            ("lib.rs", "pub mod model;\npub use model::JobInfo;\n"),
+            (
+                "model/mod.rs",
+                "mod spec;\nmod status;\npub use status::JobInfo;\npub struct Own;\n",
+            ),
+            ("model/spec.rs", "pub fn f(_: crate::JobInfo) {}\n"),
+            ("model/status.rs", status),
+        ])
+    };
+    // The parent's own item is no edge, re-exported or not.
+    let ok = model("pub struct JobInfo;\nfn g() { let _ = crate::model::Own; }\n");
+    assert!(ok.is_empty(), "{ok:?}");
+    let child_ring = model("pub struct JobInfo;\nfn g() { super::spec::f; }\n");
+    assert_eq!(child_ring.len(), 1, "{child_ring:?}");
+    assert!(child_ring[0].starts_with("  model: "), "{child_ring:?}");
+    for edge in ["spec -> status", "status -> spec"] {
+        assert!(child_ring[0].contains(edge), "{edge}: {child_ring:?}");
+    }
 }
 
 /// Every source file ARCHITECTURE.md names (`manager/admit.rs`, `pool.rs`)

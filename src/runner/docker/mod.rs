@@ -88,11 +88,12 @@ pub use endpoint::{Endpoint, Place};
 pub use exec::{EXEC_FRAME_BYTES, Exec};
 pub use network::NO_ICC;
 pub use ownership::{
-    LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership, clean_name, state_hash,
+    LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_PARENT, LABEL_STATE, Ownership, clean_name,
+    state_hash,
 };
 pub use pull::ProgressFn;
 pub use remote::owner_ids;
-pub use scoped::{EngineHandle, LABEL_PARENT, Refused, read_child_log};
+pub use scoped::{EngineHandle, Refused, read_child_log};
 pub use usage::UsageTarget;
 
 use cleanup::{Removals, blocking_remove, remove_container};

@@ -23,6 +23,9 @@ pub const LABEL_STATE: &str = "berth.state";
 pub const LABEL_PAUSE: &str = "berth.pause";
 /// The label naming the MCP session whose pod a pause holds (`pod/`).
 pub const LABEL_POD: &str = "berth.pod";
+/// Label key: the job container's name, on each of its children, networks
+/// and volumes (a scoped engine's; the sweeps read it too).
+pub const LABEL_PARENT: &str = "berth.parent";
 
 /// The `berth.state` value for `state_dir`: 16 hex digits of FNV-1a over the
 /// canonical path (stable across processes and builds, unlike std's hasher).

@@ -8,21 +8,25 @@
 //! An edge joins two sibling modules: a file of module `a::b::c` using
 //! `crate::a::d::x` makes the edge `b -> d` in folder `a` (and nothing at
 //! the top, where both are `a`). Only names that are modules count; a
-//! parent's own items (`super::Launched`) make no edge, re-exports
-//! included (following them finds more rings: left for later). Paths inside macro calls
-//! (`vec![…]`, `tokio::select! {…}`, `tracing::debug!(…)`) count too: their
-//! tokens are read for `a::b` sequences, since syn leaves them unparsed.
+//! parent's own items (`super::Launched`) make no edge. A re-exported name
+//! is followed to the module that defines the item (`architecture/
+//! reexports.rs`): `crate::Manager` is a use of `manager`. Paths inside
+//! macro calls (`vec![…]`, `tokio::select! {…}`, `tracing::debug!(…)`) count
+//! too: their tokens are read for `a::b` sequences, since syn leaves them
+//! unparsed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
+use super::reexports::Reexports;
+
 /// folder (`a/b`, "" for the crate root) → module → module it uses → files.
 pub type Graphs = BTreeMap<String, BTreeMap<String, BTreeMap<String, BTreeSet<String>>>>;
 
 /// A module path: its names below `crate`.
-type Module = Vec<String>;
+pub(super) type Module = Vec<String>;
 
 struct Source {
     rel: String,
@@ -53,7 +57,7 @@ fn module_of(rel: &Path) -> Module {
 }
 
 /// `#[cfg(test)]`.
-fn is_test_attr(attrs: &[syn::Attribute]) -> bool {
+pub(super) fn is_test_attr(attrs: &[syn::Attribute]) -> bool {
     attrs
         .iter()
         .any(|a| a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
@@ -79,33 +83,36 @@ struct Paths<'a> {
     found: Vec<Module>,
 }
 
-impl Paths<'_> {
-    fn resolve(&self, segs: &[String]) -> Option<Module> {
-        let first = segs.first()?;
-        let (mut base, rest): (Module, &[String]) = match first.as_str() {
-            "crate" => (Vec::new(), &segs[1..]),
-            "self" => (self.at.clone(), &segs[1..]),
-            "super" => {
-                let ups = segs.iter().take_while(|s| *s == "super").count();
-                let keep = self.at.len().checked_sub(ups)?;
-                (self.at[..keep].to_vec(), &segs[ups..])
+/// `segs` as written in module `at`, as a path from the crate root: from
+/// `crate::`, `self::`, `super::` (repeated) or a child module's name
+/// (`None` for other crates and std).
+pub(super) fn resolve(modules: &BTreeSet<Module>, at: &Module, segs: &[String]) -> Option<Module> {
+    let first = segs.first()?;
+    let (mut base, rest): (Module, &[String]) = match first.as_str() {
+        "crate" => (Vec::new(), &segs[1..]),
+        "self" => (at.clone(), &segs[1..]),
+        "super" => {
+            let ups = segs.iter().take_while(|s| *s == "super").count();
+            let keep = at.len().checked_sub(ups)?;
+            (at[..keep].to_vec(), &segs[ups..])
+        }
+        // A child module of the current one, named directly.
+        name => {
+            let mut child = at.clone();
+            child.push(name.to_string());
+            if !modules.contains(&child) {
+                return None;
             }
-            // A child module of the current one, named directly.
-            name => {
-                let mut child = self.at.clone();
-                child.push(name.to_string());
-                if !self.modules.contains(&child) {
-                    return None;
-                }
-                (self.at.clone(), segs)
-            }
-        };
-        base.extend(rest.iter().cloned());
-        Some(base)
-    }
+            (at.clone(), segs)
+        }
+    };
+    base.extend(rest.iter().cloned());
+    Some(base)
+}
 
+impl Paths<'_> {
     fn add(&mut self, segs: Vec<String>) {
-        if let Some(p) = self.resolve(&segs) {
+        if let Some(p) = resolve(self.modules, &self.at, &segs) {
             self.found.push(p);
         }
     }
@@ -233,6 +240,11 @@ pub fn graphs(src: &Path) -> Graphs {
     let mut parsed = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(src).unwrap().to_path_buf();
+        // The binary's `main.rs` is another crate (it says `berth::`), and
+        // would take `lib.rs`'s place as the root, whose re-exports count.
+        if rel == Path::new("main.rs") {
+            continue;
+        }
         let text = std::fs::read_to_string(&file).unwrap();
         let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
         let module = module_of(&rel);
@@ -252,6 +264,12 @@ pub fn graphs(src: &Path) -> Graphs {
             test_only.insert(m);
         }
     }
+    let reexports = Reexports::read(
+        parsed
+            .iter()
+            .filter(|(m, _)| !test_only.iter().any(|t| m.starts_with(t))),
+        &modules,
+    );
     let mut graphs = Graphs::new();
     for s in &sources {
         if s.module.is_empty() || test_only.iter().any(|t| s.module.starts_with(t)) {
@@ -263,7 +281,7 @@ pub fn graphs(src: &Path) -> Graphs {
             found: Vec::new(),
         };
         v.visit_file(&parsed[&s.module]);
-        for p in v.found {
+        for p in v.found.into_iter().map(|p| reexports.follow(&modules, p)) {
             let common = s.module.iter().zip(&p).take_while(|(a, b)| a == b).count();
             if common >= s.module.len() || common >= p.len() {
                 continue;

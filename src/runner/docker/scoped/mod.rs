@@ -59,7 +59,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ownership::{LABEL_STATE, Ownership};
+use super::ownership::{LABEL_PARENT, LABEL_STATE, Ownership};
 use super::pool::Pool;
 use super::{DockerClient, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER};
 use crate::error::{Error, Result};
@@ -72,8 +72,6 @@ use shared::Shared;
 
 /// Where the socket appears inside the job.
 pub const SOCKET_IN_JOB: &str = "/var/run/docker.sock";
-/// Label key: the job container's name, on each of its children, networks and volumes.
-pub const LABEL_PARENT: &str = "berth.parent";
 /// Label key: a child's name.
 pub const LABEL_CHILD: &str = "berth.child";
 /// Refusals waiting for the security log; beyond it they are counted in berth's own log only.
