@@ -288,12 +288,14 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
     let d = Daemon::start_with(&env);
     let ids: Vec<String> = (0..6)
         .map(|i| {
-            // Each stays 15 s after its output, so that all six run at once
+            // Each stays 30 s after its output, so that all six run at once
             // and the scheduler spreads them (it places a task where the
             // fewest run).
             let script =
-                format!("i=1; while [ $i -le 3000 ]; do echo job{i}-line$i; i=$((i+1)); done; sleep 15");
-            let v = swarm_run(&d, &["-d", "--", "sh", "-c", &script]);
+                format!("i=1; while [ $i -le 3000 ]; do echo job{i}-line$i; i=$((i+1)); done; sleep 30");
+            // Half a CPU each: six fit at once (a node has 2, and a job's
+            // limits are its reservations).
+            let v = swarm_run(&d, &["-d", "--cpus", "0.5", "--", "sh", "-c", &script]);
             v["job"]["id"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{v}"))
@@ -307,9 +309,10 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
     let mut held: BTreeMap<String, (usize, f64, u64)> = BTreeMap::new();
     for id in &ids {
         let info = d.json(&["status", id]);
-        let e = held
-            .entry(info["node"].as_str().unwrap_or_default().into())
-            .or_default();
+        assert_eq!(info["status"]["state"], "running", "{info}");
+        // The card's `berth-sw2 (10.1.2.3)`: the table names the host.
+        let node = info["node"].as_str().unwrap_or_default();
+        let e = held.entry(node.split(' ').next().unwrap().into()).or_default();
         e.0 += 1;
         e.1 += info["limits"]["cpus"].as_f64().unwrap_or(0.0);
         e.2 += info["limits"]["memory"].as_u64().unwrap_or(0);
