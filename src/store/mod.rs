@@ -142,6 +142,10 @@ fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 }
 
 fn connect(path: &Path) -> Result<Connection> {
+    connect_raw(path).map_err(|e| db_err(path, e))
+}
+
+fn connect_raw(path: &Path) -> rusqlite::Result<Connection> {
     // Connections opened at once on a new file (parallel `berth run`s with no
     // daemon) race to turn on WAL; SQLite answers the loser "locked" without
     // waiting on its busy timeout, so the loser tries again for a while.
@@ -151,9 +155,31 @@ fn connect(path: &Path) -> Result<Connection> {
             Err(e) if commit::is_transient(&e) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            other => return other.map_err(|e| db_err(path, e)),
+            other => return other,
         }
     }
+}
+
+/// The writer's connection, the store migrated: its schema version before.
+fn open_writer(path: &Path) -> rusqlite::Result<(Connection, u32)> {
+    let mut writer = connect_raw(path)?;
+    let from = schema::migrate(&mut writer)?;
+    Ok((writer, from))
+}
+
+/// [`open_writer`]; on a full disk (a manager that died while degraded
+/// left it full: opening a store whose log must be replayed needs room)
+/// the reserve's ballast is given back first and the open tried once more,
+/// so the next manager starts degraded instead of not at all.
+fn open_writer_or_give_back(path: &Path) -> Result<(Connection, u32)> {
+    match open_writer(path) {
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) && reserve::give_back(path) => {
+            tracing::warn!(path = %path.display(), "the disk is full: the store's reserve was given back to open it");
+            open_writer(path)
+        }
+        other => other,
+    }
+    .map_err(|e| db_err(path, e))
 }
 
 /// One connection with berth's settings (see [`connect`]).
@@ -232,14 +258,13 @@ impl Store {
             path,
         )
         .map_err(|e| Error::io("create", path, e))?;
-        let mut writer = connect(path)?;
+        let (writer, from) = open_writer_or_give_back(path)?;
         for suffix in ["-wal", "-shm", "-journal"] {
             let mut side = path.as_os_str().to_owned();
             side.push(suffix);
             let side = PathBuf::from(side);
             private::restrict(&side, private::FILE_MODE).map_err(|e| Error::io("restrict", &side, e))?;
         }
-        let from = schema::migrate(&mut writer).map_err(|e| db_err(path, e))?;
         if from != current_version() {
             tracing::info!(path = %path.display(), from, to = current_version(), "store upgraded");
         }

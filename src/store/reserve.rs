@@ -31,6 +31,29 @@ const NOTE_BYTES: u64 = 64 * 1024;
 /// The whole file while there is room: the note, then space to give back.
 pub(super) const BALLAST: u64 = 8 * 1024 * 1024;
 
+/// Free space the ballast leaves on the file system when it is written.
+const HEADROOM: u64 = BALLAST;
+
+/// Bytes free for an unprivileged writer on `path`'s file system.
+pub(super) fn free_space(path: &Path) -> Option<u64> {
+    let dir = path.parent().unwrap_or(path);
+    rustix::fs::statvfs(dir)
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+/// Give the ballast of the reserve beside database `db` back (the note at
+/// its start stays: a dead manager's note is still read); false when there
+/// was none to give.
+pub(super) fn give_back(db: &Path) -> bool {
+    let mut path = db.as_os_str().to_owned();
+    path.push(".reserve");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(PathBuf::from(path))
+        .is_ok_and(|f| f.metadata().is_ok_and(|m| m.len() > NOTE_BYTES) && f.set_len(NOTE_BYTES).is_ok())
+}
+
 /// How far each job's output went, as the manager that took it knew.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HeldNote {
@@ -142,14 +165,19 @@ impl Reserve {
         }
     }
 
-    /// Write the ballast back to its full size, while there is room.
+    /// Write the ballast back to its full size, while there is room: never
+    /// past the room the store wants free ([`HEADROOM`]), so the ballast
+    /// itself never fills the disk a manager starts on (its pid file, its
+    /// socket and the store's log still need a little).
     fn fill(&self) {
         let Some(file) = &self.file else { return };
         let have = file.metadata().map_or(0, |m| m.len());
+        let free = free_space(&self.path).unwrap_or(0);
+        let want = BALLAST.min(have.max(NOTE_BYTES) + free.saturating_sub(HEADROOM));
         let zeros = vec![0u8; 1024 * 1024];
         let mut at = have.max(NOTE_BYTES);
-        while at < BALLAST {
-            let n = zeros.len().min((BALLAST - at) as usize);
+        while at < want {
+            let n = zeros.len().min((want - at) as usize);
             if let Err(e) = file.write_all_at(&zeros[..n], at) {
                 tracing::warn!(path = %self.path.display(), error = %e, "the store reserve could not be filled");
                 let _ = file.set_len(at);

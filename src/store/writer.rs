@@ -81,12 +81,7 @@ pub(super) struct Writer {
 const ROOM: u64 = 2 * super::reserve::BALLAST;
 
 /// Bytes free for an unprivileged writer on the file system of `path`.
-fn free_space(path: &Path) -> Option<u64> {
-    let dir = path.parent().unwrap_or(path);
-    rustix::fs::statvfs(dir)
-        .ok()
-        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
-}
+use super::reserve::free_space;
 
 /// How often the writer checks that its database file is still there.
 const LOOK_EVERY: Duration = Duration::from_secs(1);

@@ -110,12 +110,29 @@ async fn stopped_while_degraded(how: Stop) {
     }
     d.wait_exit(Duration::from_secs(30)).expect("the daemon stopped");
     // The next daemon, on the same (still full) disk, reads it all back.
-    let _next = Started(d.cli().arg("daemon").stderr(Stdio::null()).spawn().unwrap());
+    // Its stderr off the full disk: what it says if it does not come up.
+    let said = tempfile::NamedTempFile::new().unwrap();
+    let _next = Started(
+        d.cli()
+            .arg("daemon")
+            .stderr(said.reopen().unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while !d.answers() {
         assert!(
             Instant::now() < deadline,
-            "{how:?}: the next daemon did not come up"
+            "{how:?}: the next daemon did not come up: {}\n{}",
+            std::fs::read_to_string(said.path()).unwrap_or_default(),
+            String::from_utf8_lossy(
+                &Command::new("du")
+                    .arg("-a")
+                    .arg(disk.path())
+                    .output()
+                    .unwrap()
+                    .stdout
+            )
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
