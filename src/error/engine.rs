@@ -60,12 +60,19 @@ fn not_found(lower: &str) -> Option<EngineFailure> {
 }
 
 /// The failures the engine answers with a status that says nothing of them:
-/// libnetwork's busy port (500), a doubled network name (400), and the
+/// libnetwork's busy port (500), a doubled network name (400), the
 /// runtime's failures to start the command (400, or 500 when moby cannot
-/// tell them apart). Order matters where one sentence holds two phrases.
+/// tell them apart), and a not-found sentence with no status (an error
+/// inside a stream) or a 500 that wraps one (a start whose network went
+/// while it was being joined). Order matters where one sentence holds two
+/// phrases.
 fn by_words(lower: &str) -> EngineFailure {
     if lower.contains("port is already allocated") || lower.contains("address already in use") {
         EngineFailure::PortTaken
+    } else if let Some(missing) =
+        not_found(lower).filter(|_| !lower.contains("network") || lower.contains("not found"))
+    {
+        missing
     } else if lower.contains("network") && lower.contains("ambiguous") {
         EngineFailure::NetworkMissing
     } else if lower.contains("executable file not found") {
@@ -147,6 +154,13 @@ mod tests {
                 "No such container: berth-network-holder",
                 ContainerGone,
             ),
+            // A name that holds another failure's words: the status says
+            // which it is.
+            (
+                Some(404),
+                "No such container: berth-port-is-already-allocated",
+                ContainerGone,
+            ),
             (
                 Some(404),
                 "network berth-t1-3 not found: no such file or directory",
@@ -164,11 +178,13 @@ mod tests {
                 "removal of container abc is already in progress: no such file or directory",
                 Conflict,
             ),
-            // Not-found words under a status that does not say so: not gone.
-            (Some(500), "No such container: 0123456789ab", Other),
-            (Some(500), "network berth-t1-3 not found", Other),
-            (Some(400), "No such image: busybox:latest", Other),
-            (None, "No such container: 0123456789ab", Other),
+            // Not-found words under a status that says nothing (a stream's
+            // error, a 500 wrapping one): the words stand in for it.
+            (Some(500), "No such container: 0123456789ab", ContainerGone),
+            (Some(500), "network berth-t1-3 not found", NetworkMissing),
+            (Some(400), "No such image: busybox:latest", ImageMissing),
+            (None, "No such container: 0123456789ab", ContainerGone),
+            (Some(500), "failed to set up network berth-t1-3", Other),
             // A 404 naming no object the kinds know is read by its words.
             (Some(404), "stat /app/run: no such file or directory", NoSuchFile),
             (Some(404), "no such volume: v1", Other),
