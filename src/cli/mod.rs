@@ -20,10 +20,10 @@ pub(crate) mod out;
 mod outcome;
 mod progress;
 mod recipes;
-mod remote;
 mod run;
 mod run_args;
 mod settings;
+mod via_daemon;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

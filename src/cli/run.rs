@@ -1,5 +1,5 @@
 //! `berth run`: build a [`JobSpec`] from flags and run it in the foreground,
-//! through the instance's daemon when one serves it (`remote.rs`), else in
+//! through the instance's daemon when one serves it (`via_daemon.rs`), else in
 //! this process.
 //!
 //! Without a daemon there is no background to promote to, so this runs its
@@ -24,14 +24,14 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         // No health check first: the create request itself tells whether a
         // daemon answers (one round trip fewer on every run).
         let client = Client::new(&config);
-        if let Some(code) = super::remote::run(&client, &args, spec.clone()).await? {
+        if let Some(code) = super::via_daemon::run(&client, &args, spec.clone()).await? {
             return Ok(code);
         }
         // None serves the instance: start one (parallel runs share it, one
         // cap and one store), bad input first named as such.
         spec.validate()?;
         super::daemon::on_demand(&config).await?;
-        return match super::remote::run(&client, &args, spec).await? {
+        return match super::via_daemon::run(&client, &args, spec).await? {
             Some(code) => Ok(code),
             None => Err(Error::NoDaemon {
                 instance: config.instance.clone(),
@@ -52,7 +52,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
                 config.instance
             );
             let client = Client::new(&config);
-            if let Some(code) = super::remote::run(&client, &args, spec.clone()).await? {
+            if let Some(code) = super::via_daemon::run(&client, &args, spec.clone()).await? {
                 return Ok(code);
             }
             // Still the daemon, not another in-process run: say the same.

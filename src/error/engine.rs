@@ -1,9 +1,12 @@
-//! What an engine failure means, read once from its status and words: the
-//! engine answers most failures with 404/409/500 and a sentence, and several
-//! decisions (retry on a fresh network, forget a vanished pause, call a
-//! busy port a busy port) hang on which sentence. The phrases are the
-//! engine's (moby's daemon and libnetwork), matched here and nowhere else;
-//! the table test below holds one real message for each.
+//! What an engine failure means, read once from its status, then its words:
+//! the engine answers most failures with 404/409/500 and a sentence, and
+//! several decisions (retry on a fresh network, forget a vanished pause,
+//! call a busy port a busy port) hang on which. The status decides where it
+//! says something (404 not found, 409 conflict); the words only pick the
+//! object of a 404 or stand in for a status that says nothing (a 500 for a
+//! busy port). The phrases are the engine's (moby's daemon and libnetwork),
+//! matched here and nowhere else; the table test below holds one real
+//! message for each.
 
 /// The kind of an engine failure, as far as berth acts on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,24 +31,54 @@ pub enum EngineFailure {
     Other,
 }
 
-/// Classify a failure by the engine's HTTP `status` (when it answered) and
-/// its own words. Order matters where one sentence holds two phrases.
+/// Classify a failure by the engine's HTTP `status` (when it answered)
+/// first; its words only say which object a 404 is about, which kind a 409
+/// is, and what a status that says nothing (400, 500) means.
 pub fn classify(status: Option<u16>, words: &str) -> EngineFailure {
     let lower = words.to_ascii_lowercase();
+    match status {
+        Some(404) => not_found(&lower).unwrap_or_else(|| by_words(&lower)),
+        // moby answers a join of a stopped container with a Conflict too.
+        Some(409) if lower.contains("non running container") => EngineFailure::ContainerGone,
+        Some(409) => EngineFailure::Conflict,
+        _ => by_words(&lower),
+    }
+}
+
+/// Which object a 404 says is missing (`No such image: …`, `No such
+/// container: …`, `network … not found`); `None` when it names none of them.
+fn not_found(lower: &str) -> Option<EngineFailure> {
+    if lower.contains("no such image") {
+        Some(EngineFailure::ImageMissing)
+    } else if lower.contains("no such container") {
+        Some(EngineFailure::ContainerGone)
+    } else if lower.contains("network") {
+        Some(EngineFailure::NetworkMissing)
+    } else {
+        None
+    }
+}
+
+/// The failures the engine answers with a status that says nothing of them:
+/// libnetwork's busy port (500), a doubled network name (400), the
+/// runtime's failures to start the command (400, or 500 when moby cannot
+/// tell them apart), and a not-found sentence with no status (an error
+/// inside a stream) or a 500 that wraps one (a start whose network went
+/// while it was being joined). Order matters where one sentence holds two
+/// phrases.
+fn by_words(lower: &str) -> EngineFailure {
     if lower.contains("port is already allocated") || lower.contains("address already in use") {
         EngineFailure::PortTaken
-    } else if lower.contains("no such image") {
-        EngineFailure::ImageMissing
-    } else if lower.contains("no such container") || lower.contains("non running container") {
-        EngineFailure::ContainerGone
-    } else if lower.contains("network") && (lower.contains("not found") || lower.contains("ambiguous")) {
+    } else if let Some(missing) =
+        not_found(lower).filter(|_| !lower.contains("network") || lower.contains("not found"))
+    {
+        missing
+    } else if lower.contains("network") && lower.contains("ambiguous") {
         EngineFailure::NetworkMissing
     } else if lower.contains("executable file not found") {
         EngineFailure::NotInImage
     } else if lower.contains("no such file or directory") {
         EngineFailure::NoSuchFile
-    } else if status == Some(409) {
-        EngineFailure::Conflict
     } else {
         EngineFailure::Other
     }
@@ -102,6 +135,62 @@ mod tests {
         ];
         for (status, words, kind) in table {
             assert_eq!(classify(status, words), kind, "{words}");
+        }
+    }
+
+    /// The status decides before the words: the same sentence under a status
+    /// that says otherwise is read by the status.
+    #[test]
+    fn the_status_decides_before_the_words() {
+        let table = [
+            // Not found by its status, whatever else the words hold.
+            (
+                Some(404),
+                "No such image: berth/network-tools:latest",
+                ImageMissing,
+            ),
+            (
+                Some(404),
+                "No such container: berth-network-holder",
+                ContainerGone,
+            ),
+            // A name that holds another failure's words: the status says
+            // which it is.
+            (
+                Some(404),
+                "No such container: berth-port-is-already-allocated",
+                ContainerGone,
+            ),
+            (
+                Some(404),
+                "network berth-t1-3 not found: no such file or directory",
+                NetworkMissing,
+            ),
+            // A 409 is a conflict even when its words name a busy port or a
+            // missing file (the engine said conflict, not a failed start).
+            (
+                Some(409),
+                "Conflict. The container name \"/berth-port-is-already-allocated\" is already in use",
+                Conflict,
+            ),
+            (
+                Some(409),
+                "removal of container abc is already in progress: no such file or directory",
+                Conflict,
+            ),
+            // Not-found words under a status that says nothing (a stream's
+            // error, a 500 wrapping one): the words stand in for it.
+            (Some(500), "No such container: 0123456789ab", ContainerGone),
+            (Some(500), "network berth-t1-3 not found", NetworkMissing),
+            (Some(400), "No such image: busybox:latest", ImageMissing),
+            (None, "No such container: 0123456789ab", ContainerGone),
+            (Some(500), "failed to set up network berth-t1-3", Other),
+            // A 404 naming no object the kinds know is read by its words.
+            (Some(404), "stat /app/run: no such file or directory", NoSuchFile),
+            (Some(404), "no such volume: v1", Other),
+        ];
+        for (status, words, kind) in table {
+            assert_eq!(classify(status, words), kind, "{status:?} {words}");
         }
     }
 }

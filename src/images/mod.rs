@@ -132,7 +132,9 @@ pub fn registry_of(image: &str) -> String {
     }
 }
 
-/// The fix a failed pull suggests, from the engine's reason.
+/// The fix a failed pull suggests, from the engine's reason: words, as a
+/// pull's failure mostly comes inside its stream (no status), and Docker
+/// Hub answers a missing image and a denied one with the same 404.
 pub fn pull_hint(image: &str, reason: &str) -> String {
     let registry = registry_of(image);
     let r = reason.to_ascii_lowercase();

@@ -301,6 +301,9 @@ fn cannot_hold(e: &Error) -> bool {
 /// pause is gone or stopped (the job then starts the ordinary way).
 pub fn is_gone(e: &Error, pause: &Pause) -> bool {
     let short = &pause.id[..pause.id.len().min(12)];
+    // By status first (404 no such container, 409 non running). The id in
+    // the words covers answers whose status does not blame the pause: moby's
+    // 409 `Container <id> is restarting` reads as a name conflict.
     e.engine_failure() == EngineFailure::ContainerGone || e.engine_reason().contains(short)
 }
 
@@ -334,6 +337,21 @@ mod tests {
             &h
         ));
         assert!(!is_gone(&engine(404, "No such image: busybox:latest"), &h));
+        // A 409 blames the pause only when it names it (restarting).
+        assert!(is_gone(
+            &engine(
+                409,
+                "Container 0123456789abcdef0123 is restarting, wait until the container is running"
+            ),
+            &h
+        ));
+        assert!(!is_gone(
+            &engine(
+                409,
+                "Conflict. The container name \"/berth-t1-job-1\" is already in use by container \"abc\""
+            ),
+            &h
+        ));
         assert!(!is_gone(&engine(500, "port is already allocated"), &h));
         assert!(cannot_hold(&engine(
             400,

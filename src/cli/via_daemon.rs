@@ -1,9 +1,10 @@
-//! `berth run` through a running daemon. `-d` starts a background job and
-//! returns at once (after its ready conditions, if any); without `-d` one
-//! request creates the job and streams it, driven by the one foreground
-//! driver (`foreground.rs`) until the job ends or its budget runs out, at
-//! which point it is promoted to background (never killed) and the card
-//! says why.
+//! The CLI's path through the daemon: `berth run` as requests to the
+//! instance's running daemon (not a remote engine; those are
+//! `runner/docker/remote.rs`). `-d` starts a background job and returns at
+//! once (after its ready conditions, if any); without `-d` one request
+//! creates the job and streams it, driven by the one foreground driver
+//! (`foreground.rs`) until the job ends or its budget runs out, at which
+//! point it is promoted to background (never killed) and the card says why.
 
 use super::foreground::{self, Backend};
 use super::out::{StdoutClosed, out, outln};
