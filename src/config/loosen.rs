@@ -62,12 +62,12 @@ pub(super) fn settle(
     }
     if config.trusted.allows(&file_real, bytes) {
         for l in found.iter().filter(|l| USERS_OWN.contains(&l.key)) {
-            revert(config, baseline, l.key);
+            let _ = revert(config, baseline, l.key);
         }
         return;
     }
     for l in &found {
-        revert(config, baseline, l.key);
+        let _ = revert(config, baseline, l.key);
     }
     config.untrusted = found;
 }
@@ -353,7 +353,10 @@ const PUT_BACK: &[(&str, PutBack)] = &[
 ];
 
 /// Put `key` back to the baseline's value and source.
-fn revert(c: &mut Config, base: &Config, key: &str) {
+/// Returns whether it knew the key: every key [`loosenings`] can name must
+/// have a way back (a test holds each), or an untrusted file's value would
+/// be kept silently.
+fn revert(c: &mut Config, base: &Config, key: &str) -> bool {
     let source = |c: &mut Config, k: &'static str| match base.sources.get(k) {
         Some(s) => {
             c.sources.insert(k, s.clone());
@@ -365,7 +368,7 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
     if let Some((k, put_back)) = PUT_BACK.iter().find(|(k, _)| *k == key) {
         put_back(c, base);
         source(c, k);
-        return;
+        return true;
     }
     match key {
         // The project's own directory stays the workspace: the file's
@@ -383,8 +386,15 @@ fn revert(c: &mut Config, base: &Config, key: &str) {
         "safety.default_blocklist" => c.safety.default_blocklist = base.safety.default_blocklist,
         "safety.allow_env" => c.safety.allow_env = base.safety.allow_env.clone(),
         "safety.security_log" => c.safety.security_log = base.safety.security_log.clone(),
-        _ => {}
+        _ => {
+            tracing::error!(
+                key,
+                "no way back for a loosening; it stays refused for agents but is kept"
+            );
+            return false;
+        }
     }
+    true
 }
 
 /// Whether `path` lies inside `dir` (both resolved: symlinks followed where

@@ -258,3 +258,24 @@ fn a_workspace_escaping_by_dotdot_or_symlink_is_outside() {
         assert_eq!(c.workspace, dir, "{ws}");
     }
 }
+
+/// Every key a loosening can name has a way back: a new row of `LOOSER`
+/// without one in `PUT_BACK` (or an arm of `revert`) would let an
+/// untrusted file keep its value.
+#[test]
+fn every_loosening_key_has_a_way_back() {
+    // The loosenings `loosenings` names beside the rows of `LOOSER`.
+    const OTHER: &[&str] = &[
+        "workspace",
+        "image.dockerfile",
+        "safety.default_blocklist",
+        "safety.allow_env",
+        "safety.security_log",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let base = Config::isolated(dir.path(), "t");
+    for key in LOOSER.iter().map(|(k, _)| *k).chain(OTHER.iter().copied()) {
+        let mut c = base.clone();
+        assert!(revert(&mut c, &base, key), "no way back for `{key}`");
+    }
+}
