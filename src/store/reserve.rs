@@ -196,3 +196,31 @@ impl Reserve {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Giving the ballast back keeps the note a dead manager left (the next
+    /// manager still reads how far its output went), and says when there
+    /// was nothing to give.
+    #[test]
+    fn giving_the_ballast_back_keeps_the_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("berth.db");
+        let (reserve, _) = Reserve::open(&db, true);
+        reserve.took("job-1", 42);
+        drop(reserve);
+        let file = dir.path().join("berth.db.reserve");
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            BALLAST,
+            "filled on a roomy disk"
+        );
+        assert!(give_back(&db));
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), NOTE_BYTES);
+        assert!(!give_back(&db), "nothing left to give");
+        let (_, left) = Reserve::open(&db, false);
+        assert_eq!(left.unwrap().jobs.get("job-1"), Some(&42));
+    }
+}
