@@ -680,13 +680,21 @@ async fn integer_ports_are_accepted_and_event_blocks_stand_apart() {
         .await;
     assert!(!r.is_error && r.text.contains("on 8000"), "{}", r.text);
     // A background job that ends unseen: its `ended` event rides on the
-    // next answer (here an error).
+    // next answer (here an error). It ends only once its answer is back
+    // (a gate file): an end before the answer is built counts as told by
+    // that answer (`backlog::cover`), and CI once saw exactly that.
+    let gate = mcp.dir.path().join("go");
     let bg = mcp
         .ok(
             "run",
-            json!({"command": "true", "background": true, "runner": "host"}),
+            json!({
+                "command": format!("while [ ! -e {} ]; do sleep 0.05; done", gate.display()),
+                "background": true,
+                "runner": "host"
+            }),
         )
         .await;
+    std::fs::write(&gate, "").unwrap();
     let (code, _, err) = mcp.cli(&["wait", &job_in(&bg)]);
     assert_eq!(code, 0, "{err}");
     let params = CallToolRequestParams::new("logs".to_string())
