@@ -323,6 +323,10 @@ more {
     /// `None` when `image` is a name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     image_build: Option<crate::model::ProjectBuild> = None,
+    /// A trusted devcontainer.json's `postCreateCommand`: set by the
+    /// manager for the project's jobs, never read from a config file.
+    #[serde(skip)]
+    post_create: Option<crate::model::PostCreate> = None,
     /// Limits for container jobs that ask for none (each field always set;
     /// the `cpus`, `memory` and `pids` keys).
     limits: Limits = default_limits(),

@@ -348,6 +348,16 @@ fn read_small(dir: &beneath::Dir, rel: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 impl Context {
+    /// This context (a workspace's, [`walk_workspace`]) built from
+    /// `dockerfile`, text berth wrote, sent under a name of its own; `hash`
+    /// names the build (the caller's choice of what it covers).
+    pub fn with_dockerfile(mut self, dockerfile: Vec<u8>, hash: String) -> Context {
+        self.dockerfile_in_tar = OUTSIDE_DOCKERFILE.into();
+        self.dockerfile_text = dockerfile;
+        self.hash = hash;
+        self
+    }
+
     /// The Dockerfile as sent.
     pub fn dockerfile_text(&self) -> &[u8] {
         &self.dockerfile_text

@@ -11,10 +11,11 @@
 //! the read itself stops there), and never waits on a FIFO.
 //!
 //! The image is taken from any file (a build only from a trusted one).
-//! From a file the user trusts, `containerEnv`, `forwardPorts` and
-//! `remoteUser` apply to the project's container jobs too (`settings.rs`).
-//! The other keys that would change how a job runs (`postCreateCommand`,
-//! `runArgs`, `privileged`, …), and those three from a file not trusted,
+//! From a file the user trusts, `containerEnv`, `forwardPorts`,
+//! `remoteUser` and `postCreateCommand` apply to the project's container
+//! jobs too (`settings.rs`). The other keys that would change how a job
+//! runs (`postStartCommand`, `runArgs`, `privileged`, …), and those four
+//! from a file not trusted,
 //! are not applied, and never silently: [`read_settings`] names those the
 //! file sets, in one line given with the project's jobs. Nothing here
 //! loosens the sandbox but a trusted `remoteUser` (root, or another uid):
@@ -131,7 +132,7 @@ fn note(path: &Path, value: &serde_json::Value, applied: Option<&DevSettings>) -
     if !set.is_empty() {
         let (takes, stays) = match applied {
             Some(_) => (
-                "image/build, containerEnv, forwardPorts, remoteUser",
+                "image/build, containerEnv, forwardPorts, remoteUser, postCreateCommand",
                 "the sandbox stays berth's",
             ),
             None => ("only image/build", "the job's user and sandbox stay berth's"),
@@ -144,7 +145,7 @@ fn note(path: &Path, value: &serde_json::Value, applied: Option<&DevSettings>) -
         ));
         if applied.is_none() && set.iter().any(|k| settings::APPLIED.contains(k)) {
             parts.push(
-                "trust the file (`berth trust`) to apply its containerEnv, forwardPorts, remoteUser".into(),
+                "trust the file (`berth trust`) to apply its containerEnv, forwardPorts, remoteUser, postCreateCommand".into(),
             );
         }
     }
@@ -345,16 +346,22 @@ mod tests {
         assert_eq!(applied.user.as_deref(), Some("root"));
         assert_eq!(applied.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(applied.ports.iter().map(|p| p.port).collect::<Vec<_>>(), [8000]);
-        let note = note.unwrap();
-        assert!(
-            note.contains("sets postCreateCommand, capAdd, which berth does not apply"),
-            "{note}"
+        let post = applied.post_create.expect("its setup command applies");
+        assert_eq!(
+            (post.argv.join(" "), post.user),
+            ("/bin/sh -c make".into(), Some("root".into()))
         );
+        let note = note.unwrap();
+        assert!(note.contains("sets capAdd, which berth does not apply"), "{note}");
         assert!(!note.contains("berth trust"), "{note}");
         // One byte changed (by the agent, say): untrusted again.
         std::fs::write(&file, format!("{text} ")).unwrap();
         assert_eq!(read_settings(dir.path(), &trusted).0, None);
         let allows = trust_allows(&file).join(", ");
         assert!(allows.starts_with("remoteUser = \"root\""), "{allows}");
+        assert!(
+            allows.contains("postCreateCommand = /bin/sh -c make (run once"),
+            "{allows}"
+        );
     }
 }

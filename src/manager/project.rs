@@ -162,6 +162,7 @@ impl Projects {
         let mut config = config;
         if let Some(d) = &dev {
             dev_user(&mut config, d);
+            config.post_create = d.post_create.clone();
         }
         let note = match (kept_note, dev_note) {
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),

@@ -158,6 +158,19 @@ impl ProjectBuild {
     }
 }
 
+/// A trusted devcontainer.json's `postCreateCommand`: run once on the
+/// project image (as one more build step, confined as a build is), the
+/// image that results being the one the project's container jobs run in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostCreate {
+    /// The command: a string runs through `/bin/sh -c`, a list as it is.
+    pub argv: Vec<String>,
+    /// The user it runs as (`remoteUser`), else the image's own.
+    pub user: Option<String>,
+    /// The devcontainer.json that asked for it (canonical).
+    pub file: PathBuf,
+}
+
 /// How far a project image build is (from the engine's build output).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct BuildProgress {

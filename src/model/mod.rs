@@ -25,7 +25,9 @@ mod words;
 pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState};
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
-pub use image::{BuildProgress, BuildTable, ImageChoice, ImageValue, ProjectBuild, PullPolicy, PullProgress};
+pub use image::{
+    BuildProgress, BuildTable, ImageChoice, ImageValue, PostCreate, ProjectBuild, PullPolicy, PullProgress,
+};
 pub use layer::{Applied, Change, ChangeKind, EntryKind, LayerCounts, LayerInfo, LayerState, Writes};
 pub use line::{Gap, Line, LogPage, LogQuery, Stream};
 pub use net::{Egress, EngineAccess, Isolation, Publish, WriteMode};

@@ -1,8 +1,9 @@
-//! devcontainer.json's `containerEnv`, `forwardPorts` and `remoteUser` on
-//! the real engine, played as the agent would: it writes the file (the
-//! keys are said and ignored), the user trusts it (they apply to the
-//! project's container jobs), one byte changed (ignored again). The job's
-//! own `--env` still wins, and a port goes through berth's publishing.
+//! devcontainer.json's `containerEnv`, `forwardPorts`, `remoteUser` and
+//! `postCreateCommand` on the real engine, played as the agent would: it
+//! writes the file (the keys are said and ignored), the user trusts it
+//! (they apply to the project's container jobs), one byte changed (ignored
+//! again). The job's own `--env` still wins, a port goes through berth's
+//! publishing, and the setup command runs once, as a build step.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -150,4 +151,95 @@ fn remote_user_root_is_a_loosening_only_a_trusted_file_gives() {
     let (code, out, err) = berth(&d, &ws, &id_u);
     assert_eq!(code, 0, "{err}");
     assert_ne!(out.trim(), "0", "changed: never root");
+}
+
+/// The images a post-create step built for `ws`, removed on drop.
+struct PostImages(PathBuf);
+
+impl PostImages {
+    fn ids(&self) -> Vec<String> {
+        let filter = format!("label=berth.project.post-create={}", self.0.display());
+        let o = Command::new("docker")
+            .args(["images", "-q", "--filter", &filter])
+            .output()
+            .expect("docker images");
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for PostImages {
+    fn drop(&mut self) {
+        for id in self.ids() {
+            let _ = Command::new("docker").args(["rmi", "-f", &id]).output();
+        }
+    }
+}
+
+/// `postCreateCommand` from a trusted file runs once, as a build step on
+/// the project image that sees the workspace: the project's jobs run in
+/// the image it made and a second job, after an edit to the workspace,
+/// does not run it again (the step writes a fresh random line each time
+/// it runs, and the edited file would show); an edited command that
+/// fails refuses the start, naming the file and the exit status; from an
+/// untrusted file it is said and not run.
+#[test]
+fn post_create_command_runs_once_on_the_project_image_once_trusted() {
+    let d = Daemon::start();
+    let setup = "cat setup.txt > /etc/berth-setup && cat /proc/sys/kernel/random/uuid >> /etc/berth-setup";
+    let json = format!(r#"{{"image": "{SANDBOX}", "postCreateCommand": "{setup}"}}"#);
+    let (_tmp, ws) = project(&json);
+    let images = PostImages(ws.clone());
+    std::fs::write(ws.join("setup.txt"), "from-the-workspace\n").unwrap();
+    let show = [
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "cat /etc/berth-setup 2>/dev/null || echo none",
+    ];
+    let (code, out, err) = berth(&d, &ws, &show);
+    assert_eq!((code, out.trim()), (0, "none"), "not trusted: not run; {err}");
+    assert!(
+        err.contains("postCreateCommand") && err.contains("berth trust"),
+        "said: {err}"
+    );
+    assert!(images.ids().is_empty(), "nothing was built");
+
+    let (code, out, err) = berth(&d, &ws, &["trust"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("postCreateCommand = /bin/sh -c cat setup.txt"),
+        "{out}"
+    );
+    let (code, first, err) = berth(&d, &ws, &show);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 2, "the workspace's line and the step's own: {first}");
+    assert_eq!(lines[0], "from-the-workspace");
+    // An edit to the workspace does not run it again (as the dev container
+    // tool runs it when the container is created, not on every change).
+    std::fs::write(ws.join("setup.txt"), "edited\n").unwrap();
+    let (code, again, err) = berth(&d, &ws, &show);
+    assert_eq!(
+        (code, again.as_str()),
+        (0, first.as_str()),
+        "run once, not per job; {err}"
+    );
+    assert_eq!(images.ids().len(), 1);
+
+    let failing = format!(r#"{{"image": "{SANDBOX}", "postCreateCommand": ["sh", "-c", "exit 3"]}}"#);
+    std::fs::write(ws.join(".devcontainer/devcontainer.json"), failing).unwrap();
+    let (code, _, err) = berth(&d, &ws, &["trust"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = berth(&d, &ws, &show);
+    assert_ne!(code, 0, "a failed setup refuses the start: {out}");
+    assert!(
+        err.contains("devcontainer.json")
+            && err.contains("postCreateCommand failed")
+            && err.contains("non-zero code: 3"),
+        "{err}"
+    );
 }

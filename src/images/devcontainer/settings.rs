@@ -1,9 +1,11 @@
 //! The devcontainer.json keys berth applies to a project's container jobs
 //! when the user trusts the file: `containerEnv` (the job's environment),
-//! `forwardPorts` (published ports, as `-p` publishes them) and
-//! `remoteUser` (the container's user). From a file the user has not
-//! trusted none of them applies: the agent writes the project's files, and
-//! a `remoteUser` of root is a loosening like berth.toml's `user = "root"`.
+//! `forwardPorts` (published ports, as `-p` publishes them), `remoteUser`
+//! (the container's user) and `postCreateCommand` (run once on the project
+//! image, `runner/docker/build/post_create.rs`). From a file the user has
+//! not trusted none of them applies: the agent writes the project's files,
+//! a `remoteUser` of root is a loosening like berth.toml's `user = "root"`,
+//! and a setup command is a build step like a trusted Dockerfile's `RUN`.
 //!
 //! What even a trusted file cannot ask for is left out value by value and
 //! said: a variable whose value needs the dev container tool's `${…}`
@@ -17,16 +19,19 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::model::{JobSpec, Network, PortSpec, Proto};
+use crate::model::{JobSpec, Network, PortSpec, PostCreate, Proto};
 
 /// Most `containerEnv` variables and `forwardPorts` entries taken.
 const MAX_VARS: usize = 256;
 const MAX_PORTS: usize = 32;
-/// Longest `containerEnv` value taken (an environment is no file store).
+/// Longest `containerEnv` value taken (an environment is no file store),
+/// and longest `postCreateCommand` (all its words together).
 const MAX_VALUE: usize = 16 * 1024;
+/// Most words of a `postCreateCommand` given as a list.
+const MAX_WORDS: usize = 256;
 
 /// The keys of this module, in the order said.
-pub const APPLIED: [&str; 3] = ["containerEnv", "forwardPorts", "remoteUser"];
+pub const APPLIED: [&str; 4] = ["containerEnv", "forwardPorts", "remoteUser", "postCreateCommand"];
 
 /// What a trusted devcontainer.json sets for its project's container jobs.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,6 +44,8 @@ pub struct DevSettings {
     pub ports: Vec<PortSpec>,
     /// `remoteUser`: `root` or `UID:GID`.
     pub user: Option<String>,
+    /// `postCreateCommand`, run once on the project image.
+    pub post_create: Option<PostCreate>,
     /// Values left out, each as `key value (why)`.
     pub skipped: Vec<String>,
 }
@@ -64,7 +71,40 @@ impl DevSettings {
                 _ => s.skip("remoteUser", user, "berth takes root or UID:GID, not a name"),
             }
         }
+        if let Some(cmd) = value.get("postCreateCommand").filter(|v| !v.is_null()) {
+            s.take_post_create(cmd);
+        }
         s
+    }
+
+    /// `postCreateCommand`: a string (through `/bin/sh -c`) or a list of
+    /// words; the object form (commands the tool runs in parallel) is left
+    /// out, as are empty, oversized or NUL-holding commands.
+    fn take_post_create(&mut self, cmd: &serde_json::Value) {
+        let argv: Option<Vec<String>> = match cmd {
+            serde_json::Value::String(text) => Some(vec!["/bin/sh".into(), "-c".into(), text.clone()]),
+            serde_json::Value::Array(words) if words.len() <= MAX_WORDS => {
+                words.iter().map(|w| w.as_str().map(str::to_string)).collect()
+            }
+            _ => None,
+        };
+        let Some(argv) = argv else {
+            return self.skip(
+                "postCreateCommand",
+                cmd,
+                "berth runs one command: a string or a list of words",
+            );
+        };
+        let size: usize = argv.iter().map(String::len).sum();
+        let blank = argv.last().is_none_or(|w| w.trim().is_empty());
+        if blank || size > MAX_VALUE || argv.iter().any(|w| w.contains('\0')) {
+            return self.skip("postCreateCommand", cmd, "empty, too long or not text");
+        }
+        self.post_create = Some(PostCreate {
+            argv,
+            user: self.user.clone(),
+            file: self.file.clone(),
+        });
     }
 
     fn skip(&mut self, key: &str, value: &serde_json::Value, why: &str) {
@@ -147,7 +187,7 @@ impl DevSettings {
 
     /// Whether it sets anything a job gets.
     pub fn is_empty(&self) -> bool {
-        self.env.is_empty() && self.ports.is_empty() && self.user.is_none()
+        self.env.is_empty() && self.ports.is_empty() && self.user.is_none() && self.post_create.is_none()
     }
 
     /// What trusting the file allows, as `berth trust` says it: the user
@@ -164,6 +204,13 @@ impl DevSettings {
         if !self.ports.is_empty() {
             let ports: Vec<String> = self.ports.iter().map(|p| p.port.to_string()).collect();
             out.push(format!("forwardPorts = {}", ports.join(" ")));
+        }
+        if let Some(p) = &self.post_create {
+            let shown: String = p.argv.join(" ").chars().take(80).collect();
+            out.push(format!(
+                "postCreateCommand = {} (run once on the project image, as a build step, with the project's egress and limits)",
+                crate::inert::visible(&shown)
+            ));
         }
         out
     }
@@ -236,6 +283,33 @@ mod tests {
         // Not the shapes the keys take: said, nothing taken.
         let s = parse(r#"{"containerEnv": ["A=1"], "forwardPorts": 8000, "remoteUser": 0}"#);
         assert!(s.is_empty() && s.skipped.len() == 3, "{s:?}");
+    }
+
+    #[test]
+    fn a_post_create_command_is_a_string_or_words_and_nothing_else() {
+        let argv = |text: &str| parse(text).post_create.map(|p| p.argv);
+        assert_eq!(
+            argv(r#"{"postCreateCommand": "pip install -r requirements.txt"}"#).unwrap(),
+            ["/bin/sh", "-c", "pip install -r requirements.txt"]
+        );
+        assert_eq!(
+            argv(r#"{"postCreateCommand": ["npm", "ci"]}"#).unwrap(),
+            ["npm", "ci"]
+        );
+        let s = parse(r#"{"postCreateCommand": ["npm", "ci"], "remoteUser": "1000:1000"}"#);
+        assert_eq!(s.post_create.unwrap().user.as_deref(), Some("1000:1000"));
+        let long = "x".repeat(MAX_VALUE + 1);
+        for bad in [
+            r#"{"postCreateCommand": {"a": "make", "b": "npm ci"}}"#.to_string(),
+            r#"{"postCreateCommand": ["npm", 3]}"#.into(),
+            r#"{"postCreateCommand": "  "}"#.into(),
+            r#"{"postCreateCommand": []}"#.into(),
+            format!(r#"{{"postCreateCommand": "{long}"}}"#),
+        ] {
+            let s = parse(&bad);
+            assert!(s.post_create.is_none(), "{bad}");
+            assert!(s.skipped[0].starts_with("postCreateCommand "), "{:?}", s.skipped);
+        }
     }
 
     #[test]

@@ -39,8 +39,10 @@ use crate::images::{BuildProgress, ImageChoice, ProjectBuild};
 use crate::net::DenialFn;
 
 mod confine;
+mod post_create;
 
 use confine::{Confined, confine};
+pub use post_create::ensure as ensure_post_create;
 
 /// Shortest time between two progress reports.
 /// Bytes per chunk of the context sent to the engine.
@@ -98,9 +100,10 @@ pub async fn ensure(
     }
     let started = Instant::now();
     let confined = confine(engine, docker, &ctx, project, &tag, on_denial).await?;
-    run_build(docker, workspace, build, ctx, &tag, progress, &confined).await?;
+    let labels = labels(WORKSPACE_LABEL, workspace, &ctx.hash);
+    run_build(docker, build, ctx, &tag, labels, progress, &confined).await?;
     choice.build_ms = Some(started.elapsed().as_millis() as u64);
-    remove_older(docker, workspace, &tag).await;
+    remove_older(docker, WORKSPACE_LABEL, workspace, &tag).await;
     Ok(choice)
 }
 
@@ -163,12 +166,21 @@ impl Write for ChannelWriter {
     }
 }
 
+/// The labels of a build: `kind` naming the workspace (old builds of the
+/// same kind are removed after a new one), and the build's hash.
+fn labels(kind: &str, workspace: &Path, hash: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (kind.to_string(), workspace.display().to_string()),
+        ("berth.project.hash".to_string(), hash.to_string()),
+    ])
+}
+
 async fn run_build(
     docker: &DockerClient,
-    workspace: &Path,
     build: &ProjectBuild,
     ctx: Context,
     tag: &str,
+    labels: HashMap<String, String>,
     progress: &BuildProgressFn,
     confined: &Confined,
 ) -> Result<()> {
@@ -177,7 +189,7 @@ async fn run_build(
         reason,
     };
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let opts = options(workspace, build, &ctx, tag, confined);
+    let opts = options(build, &ctx, tag, labels, confined);
     let writer = tokio::task::spawn_blocking(move || {
         let mut w = ChannelWriter {
             tx,
@@ -229,10 +241,10 @@ async fn run_build(
 
 /// The build's query: the tag, labels, args and confinement.
 fn options(
-    workspace: &Path,
     build: &ProjectBuild,
     ctx: &Context,
     tag: &str,
+    labels: HashMap<String, String>,
     c: &Confined,
 ) -> BuildImageOptions {
     let mut args: HashMap<String, String> = build.args.clone().into_iter().collect();
@@ -244,10 +256,7 @@ fn options(
         // Intermediate containers go even when a step fails: nothing is left behind.
         forcerm: true,
         buildargs: Some(args),
-        labels: Some(HashMap::from([
-            (WORKSPACE_LABEL.to_string(), workspace.display().to_string()),
-            ("berth.project.hash".to_string(), ctx.hash.clone()),
-        ])),
+        labels: Some(labels),
         networkmode: Some(c.network.clone()),
         memory: c.memory,
         // No swap on top of the limit, as for jobs.
@@ -316,12 +325,13 @@ fn last_line(msg: &str) -> String {
         .to_string()
 }
 
-/// Remove this workspace's other project images (older contexts); one a
-/// container still uses stays (the engine refuses without force).
-async fn remove_older(docker: &DockerClient, workspace: &Path, keep: &str) {
+/// Remove this workspace's other images of the `kind` label (older
+/// contexts); one a container still uses stays (the engine refuses
+/// without force).
+async fn remove_older(docker: &DockerClient, kind: &str, workspace: &Path, keep: &str) {
     let filters = HashMap::from([(
         "label".to_string(),
-        vec![format!("{WORKSPACE_LABEL}={}", workspace.display())],
+        vec![format!("{kind}={}", workspace.display())],
     )]);
     let opts = ListImagesOptions {
         filters: Some(filters),
@@ -381,7 +391,8 @@ mod tests {
             proxy: None,
         };
         let quiet: BuildProgressFn = Arc::new(|_| {});
-        let err = run_build(&docker, ws, &build, ctx, &tag, &quiet, &confined)
+        let labels = labels(WORKSPACE_LABEL, ws, &ctx.hash);
+        let err = run_build(&docker, &build, ctx, &tag, labels, &quiet, &confined)
             .await
             .unwrap_err()
             .to_string();

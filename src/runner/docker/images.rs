@@ -1,7 +1,8 @@
 //! Making a job's image present on the engine ([`Engine::prepare`]: pulled
 //! as the job's policy says, or the project image built from its
-//! Dockerfile and reused while its context is unchanged), and the image
-//! verbs of `berth images` (build, pull, has).
+//! Dockerfile and reused while its context is unchanged, then a trusted
+//! devcontainer's `postCreateCommand` run on it once), and the image verbs
+//! of `berth images` (build, pull, has).
 
 use std::time::Duration;
 
@@ -29,16 +30,25 @@ impl Engine {
         let docker = self.client().await?;
         let dev_present =
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
-        let mut choice = match crate::images::choose_image(spec, project, dev_present)? {
-            crate::images::Choice::Image(c) => c,
+        let choice = match crate::images::choose_image(spec, project, dev_present)? {
+            crate::images::Choice::Image(mut c) => {
+                let policy = spec.pull.unwrap_or(project.pull);
+                let limit = Duration::from_secs_f64(project.pull_timeout_secs);
+                c.pull_ms = pull::ensure(docker, &c.name, policy, limit, &progress).await?;
+                c
+            }
             crate::images::Choice::Build { build, why } => {
-                return build::ensure(self, docker, project, &build, &why, &building, on_denial).await;
+                let denial = on_denial.clone();
+                build::ensure(self, docker, project, &build, &why, &building, denial).await?
             }
         };
-        let policy = spec.pull.unwrap_or(project.pull);
-        let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-        choice.pull_ms = pull::ensure(docker, &choice.name, policy, limit, &progress).await?;
-        Ok(choice)
+        match &project.post_create {
+            // A job naming its own image runs that image as it is.
+            Some(post) if spec.image.is_none() => {
+                build::ensure_post_create(self, docker, project, choice, post, &building, on_denial).await
+            }
+            _ => Ok(choice),
+        }
     }
 
     /// Build (or reuse) the project image of `project` now (`berth images
