@@ -193,6 +193,9 @@ fn post_create_command_runs_once_on_the_project_image_once_trusted() {
     let (_tmp, ws) = project(&json);
     let images = PostImages(ws.clone());
     std::fs::write(ws.join("setup.txt"), "from-the-workspace\n").unwrap();
+    // The agent plants a Dockerfile under the name berth sends its own by.
+    let planted = format!("FROM {SANDBOX}\nRUN echo hijacked > /etc/berth-setup\n");
+    std::fs::write(ws.join(".berth.Dockerfile"), planted).unwrap();
     let show = [
         "run",
         "--",
