@@ -5,7 +5,7 @@
 //! Run: `bash bench/run.sh [NAME…]` (builds the release binary and images
 //! first), or `cargo bench --bench berth -- [NAME…]` with names from
 //! `start`, `network`, `ready`, `detect`, `spawn`, `ingest`, `memory`, `ps`, `output`,
-//! `finished`, `layers`, `gvisor` (default: all), and `swarm` (only when named: it builds a three-node swarm in
+//! `finished`, `layers`, `gvisor`, `sweep` (default: all), and `swarm` (only when named: it builds a three-node swarm in
 //! namespaces, root). Ingest size: `BERTH_BENCH_BYTES` (default 1 GiB);
 //! the output rows and their peers are in `berth/peers.rs`.
 
@@ -24,6 +24,8 @@ mod peers;
 mod relay;
 #[path = "berth/swarm.rs"]
 mod swarm;
+#[path = "berth/sweep.rs"]
+mod sweep;
 #[path = "berth/tc.rs"]
 mod tc;
 
@@ -597,7 +599,7 @@ fn main() {
     }
     let all = [
         "finished", "memory", "start", "network", "ready", "detect", "spawn", "output", "ingest", "ps",
-        "layers", "gvisor",
+        "layers", "gvisor", "sweep",
     ];
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let chosen: Vec<&str> = if args.is_empty() {
@@ -627,6 +629,7 @@ fn main() {
             "finished" => peers::bench_finished(&d),
             "layers" => layers::bench_layers(&d),
             "gvisor" => gvisor::bench_gvisor(&d),
+            "sweep" => sweep::bench_sweep(),
             "swarm" => swarm::bench_swarm(&d),
             _ => {}
         }

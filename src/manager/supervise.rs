@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::{Inner, KillOutcome, KillRequest, KillResult};
 use crate::error::{Error, Result};
-use crate::model::{EndedBy, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, StopCause};
+use crate::model::{EndedBy, EventKind, JobId, JobInfo, JobSpec, JobStatus, OnTimeout, StopCause};
 use crate::runner::{Control, Exit, Launched};
 
 /// A stop the supervisor must carry out.
@@ -161,12 +161,43 @@ pub(super) async fn supervise(
             }
         }
     };
-    wind_down(&inner, &id, &control, sweep).await;
+    wind_down(&inner, &id, &control).await;
     if matches!(exit, Exit::Stranded(_)) {
         hold_slot(&inner, &id);
     }
     let status = end_status(&inner, stop, exit);
     finish(&inner, &id, status);
+    if let Some(sweep) = sweep {
+        sweep_after(&inner, &id, sweep).await;
+    }
+}
+
+/// Clear the set-uid/set-gid bits the ended job left in its workspace
+/// (`runner/setuid.rs`), then put the count on its record and say it in a
+/// `swept` event. It runs once the end is recorded and answered, not
+/// before: a walk of a large workspace (a `node_modules`) no longer holds
+/// the end, and no such file stays reachable longer than before, as the
+/// walk starts at the same point (the job's processes gone, its children
+/// ended) and runs under the manager's tracker (a shutdown waits for it).
+async fn sweep_after(inner: &Arc<Inner>, id: &JobId, sweep: crate::runner::setuid::Sweep) {
+    let swept = tokio::task::spawn_blocking(move || sweep.run())
+        .await
+        .unwrap_or_default();
+    if swept.incomplete {
+        tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
+    }
+    let _ = inner.commit(id, |e| {
+        e.info.setid_cleared = Some(swept.cleared);
+        Ok(())
+    });
+    inner.events.emit(
+        id.clone(),
+        EventKind::Swept {
+            cleared: swept.cleared,
+            entries: swept.entries,
+            incomplete: swept.incomplete,
+        },
+    );
 }
 
 /// A stop berth itself decides (keep-alive, a layer outgrown): SIGTERM,
@@ -181,14 +212,9 @@ fn system_stop(inner: &Inner, cause: StopCause) -> StopRequest {
 }
 
 /// What an exited job leaves, cleared before it counts as ended: children
-/// of its scoped engine, a remote layer's changes, its container, set-uid
-/// bits in the workspace, and its layer's count.
-async fn wind_down(
-    inner: &Arc<Inner>,
-    id: &JobId,
-    control: &Control,
-    sweep: Option<crate::runner::setuid::Sweep>,
-) {
+/// of its scoped engine, a remote layer's changes, its container, and its
+/// layer's count (set-uid bits in the workspace go just after: `sweep_after`).
+async fn wind_down(inner: &Arc<Inner>, id: &JobId, control: &Control) {
     // What it started through its scoped engine goes before the job counts
     // as ended (children, one at a time; see runner/docker/scoped/).
     control.end_children().await;
@@ -198,19 +224,6 @@ async fn wind_down(
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
     control.cleanup();
-    // Set-uid/set-gid bits the job left in the workspace go before the job
-    // counts as ended (its processes are gone; see runner/setuid.rs).
-    if let Some(sweep) = sweep {
-        let swept = tokio::task::spawn_blocking(move || sweep.run())
-            .await
-            .unwrap_or_default();
-        if swept.incomplete {
-            tracing::warn!(job = %id, entries = swept.entries, "set-uid sweep of the workspace stopped at its bound");
-        }
-        if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
-            e.info.setid_cleared = Some(swept.cleared);
-        }
-    }
     // What it left in its layer, on its record (`layers.rs`).
     super::layers::settle(inner, id).await;
 }

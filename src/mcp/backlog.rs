@@ -254,6 +254,8 @@ fn worth(e: &Event, st: &State, covered: &[(JobId, u64)], may_read: &dyn Fn(&Job
         EventKind::Pulling(_) | EventKind::Building(_) => false,
         EventKind::Started { .. } => !own || (st.queued.contains(&e.job) && !is_covered),
         EventKind::Ready { .. } | EventKind::Promoted { .. } | EventKind::Ended { .. } => !is_covered,
+        // A sweep that found nothing is no news.
+        EventKind::Swept { cleared, .. } => *cleared > 0,
     }
 }
 
@@ -300,6 +302,16 @@ pub fn line(manager: &Manager, e: &Event) -> String {
             "store cannot be written ({reason}): newest output held in memory, older lines may be lost, new jobs refused"
         ),
         EventKind::StoreRecovered => "store can be written again: held output stored".to_string(),
+        EventKind::Swept {
+            cleared, incomplete, ..
+        } => format!(
+            "cleared the set-uid/set-gid bits of {cleared} file(s) it left in the workspace{}",
+            if *incomplete {
+                " (the walk stopped at its bound)"
+            } else {
+                ""
+            }
+        ),
         EventKind::Ended {
             status,
             ended_by,

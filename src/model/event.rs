@@ -78,6 +78,16 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<super::CauseKind>,
     },
+    /// After the job ended (and was answered), the set-uid/set-gid bits it
+    /// left in a workspace other users can reach were cleared: `cleared`
+    /// files of `entries` looked at; `incomplete` when the walk stopped at
+    /// its bound. Only for jobs that wrote such a workspace directly.
+    Swept {
+        cleared: u64,
+        entries: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        incomplete: bool,
+    },
     /// The store cannot be written (a full or failing disk): the job runs
     /// on, its newest output held in memory; older lines may be lost (reads
     /// say where). Sent to every job under way when it happens.
@@ -102,6 +112,7 @@ impl EventKind {
             EventKind::Promoted { .. } => "promoted",
             EventKind::EgressDenied { .. } => "egress_denied",
             EventKind::Ended { .. } => "ended",
+            EventKind::Swept { .. } => "swept",
             EventKind::StoreDegraded { .. } => "store_degraded",
             EventKind::StoreRecovered => "store_recovered",
         }

@@ -7,9 +7,10 @@
 //! other users can reach hands them uid X (root, when a root caller's job ran
 //! as root). So when a container job ends, the workspace is walked (no
 //! symlink followed, other mounts not entered) and every regular file whose
-//! status changed since the job started loses those bits; the card says how
-//! many. The walk is bounded in entries and time and says when it stopped
-//! short. What a job leaves while it still runs is not covered: SECURITY.md
+//! status changed since the job started loses those bits, just after the
+//! job's end is recorded (`manager/supervise.rs`: the end does not wait for
+//! the walk); the record and a `swept` event say how many. The walk is
+//! bounded in entries and time and says when it stopped short. What a job leaves while it still runs is not covered: SECURITY.md
 //! says so.
 
 use std::path::{Path, PathBuf};

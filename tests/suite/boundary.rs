@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use berth::runner::docker::{container_name, state_hash};
-use berth::{Config, JobId, JobSpec, JobStatus, Manager};
+use berth::{Config, Event, EventKind, JobId, JobSpec, JobStatus, Manager};
 use pretty_assertions::assert_eq;
 
 use crate::common::{Daemon, berth, containers_of, instance_name, manager_with};
@@ -20,6 +20,23 @@ use crate::common::{Daemon, berth, containers_of, instance_name, manager_with};
 use crate::common::{SANDBOX as IMAGE, docker_inspect as inspect, in_sandbox as docker};
 /// A uid/gid that exists nowhere on this machine: whatever it owns, nobody else does.
 const JOB_USER: &str = "1234:1234";
+
+/// The count of the job's `swept` event: the set-uid sweep runs just after
+/// the end is recorded (`rx` subscribed before the job started).
+async fn swept(rx: &mut tokio::sync::broadcast::Receiver<Event>, id: &JobId) -> u64 {
+    let event = async {
+        loop {
+            let e = rx.recv().await.expect("the event log");
+            if let (true, EventKind::Swept { cleared, .. }) = (e.job == *id, e.kind) {
+                return cleared;
+            }
+        }
+    };
+    // A generous bound, only so that a sweep that never comes fails the test.
+    tokio::time::timeout(Duration::from_secs(60), event)
+        .await
+        .expect("no swept event within 60 s of the end")
+}
 
 fn running(cid: &str) -> bool {
     inspect("container", cid).is_some_and(|c| c["State"]["Running"] == true)
@@ -39,6 +56,7 @@ async fn a_setuid_shell_made_in_a_container_is_the_callers_and_loses_its_bit_whe
     });
     let ws = t.workspace();
     open_up(t.dir.path(), &ws);
+    let mut events = t.manager.events_log().subscribe();
     let job = t
         .manager
         .start(docker(JobSpec::shell(
@@ -46,9 +64,12 @@ async fn a_setuid_shell_made_in_a_container_is_the_callers_and_loses_its_bit_whe
         )))
         .await
         .unwrap();
-    let info = job.wait_end().await.unwrap();
+    let ended = job.wait_end().await.unwrap();
     let out = job.output_lines().unwrap();
-    assert_eq!(info.status, JobStatus::Exited { code: 0 }, "{out:?}");
+    assert_eq!(ended.status, JobStatus::Exited { code: 0 }, "{out:?}");
+    // The end does not wait for the sweep; its event follows.
+    assert_eq!(swept(&mut events, &job.id).await, 1);
+    let info = job.info().unwrap();
     // Inside, the job did what it meant to: a setuid copy, owned by its user.
     assert_eq!(out, ["-rwsr-xr-x", "1234", "HOME=/home/berth", "home-writable"]);
 
@@ -99,13 +120,15 @@ async fn a_root_callers_job_runs_as_the_workspace_owner_and_leaves_no_setuid_fil
     let ws = t.workspace();
     open_up(t.dir.path(), &ws);
     let script = "cp /bin/sh x && chmod 4755 x && chmod g+s x && id -u";
+    let mut events = t.manager.events_log().subscribe();
     let job = t.manager.start(docker(JobSpec::shell(script))).await.unwrap();
     let info = job.wait_end().await.unwrap();
     let owner = crate::common::TEST_OWNER.to_string();
     assert_eq!(job.output_lines().unwrap(), [owner.as_str()]);
     assert_eq!(info.limits.user, Some(format!("{owner}:{owner}")));
+    assert_eq!(swept(&mut events, &job.id).await, 1);
     assert_eq!(std::fs::metadata(ws.join("x")).unwrap().mode() & 0o6000, 0);
-    assert_eq!(info.setid_cleared, Some(1));
+    assert_eq!(job.info().unwrap().setid_cleared, Some(1));
 
     // Root owns the workspace: nobody (65534), who cannot even write there.
     let t = manager_with(|c| c);
@@ -136,9 +159,12 @@ async fn a_root_callers_job_runs_as_the_workspace_owner_and_leaves_no_setuid_fil
     let ws = t.workspace();
     // Root without capabilities writes only where anyone may.
     open_up(t.dir.path(), &ws);
+    let mut events = t.manager.events_log().subscribe();
     let job = t.manager.start(docker(JobSpec::shell(script))).await.unwrap();
-    let info = job.wait_end().await.unwrap();
+    job.wait_end().await.unwrap();
     assert_eq!(job.output_lines().unwrap(), ["0"]);
+    assert_eq!(swept(&mut events, &job.id).await, 1);
+    let info = job.info().unwrap();
     let meta = std::fs::metadata(ws.join("x")).unwrap();
     assert_eq!(
         (meta.uid(), meta.mode() & 0o6000),
