@@ -50,44 +50,16 @@ pub(super) async fn start(
     let dir = inner.job_dir(&id);
     let output = inner.job_output(&id, watchers, 1)?;
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
-    let line = {
-        let mut reg = inner.registry.lock().unwrap();
-        // The semaphore is fair: with jobs in line, a freed permit is
-        // theirs, so a start that must not queue never jumps the line.
-        let slot = match inner.slots.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => {
-                if let Err(e) = cap_refusal(inner, &reg, &spec) {
-                    drop(reg);
-                    // Lost a race for the last slot: nothing of the job stays.
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(e);
-                }
-                None
-            }
-        };
-        let queued = slot.is_none();
-        output.hold_events();
-        let info = JobInfo {
-            runner: Some(kind),
-            runner_note: runner_note.clone(),
-            workspace: Some(project.config.workspace.clone()),
-            project_note: inner.projects.note_once(&project),
-            writes: Some(writes),
-            ..new_info(&id, &spec, queued, output.paths())
-        };
-        let live = Live {
-            stop_tx,
-            slot,
-            control: None,
-            internal_ip: None,
-            children: None,
-            safety: project.safety.clone(),
-        };
-        let n = number(&id).expect("allocated ids are job-N");
-        reg.jobs.insert(n, new_entry(info, output, live));
-        queued.then(|| get_in_line(inner, &mut reg, &id))
+    let made = Made {
+        id: &id,
+        dir: &dir,
+        kind,
+        runner_note: runner_note.clone(),
+        writes,
+        output,
+        stop_tx,
     };
+    let line = register(inner, made, &spec, &project)?;
     let fallback_event = |note: &Option<String>| {
         if let Some(note) = note {
             inner
@@ -126,6 +98,59 @@ pub(super) async fn start(
             Err(e)
         }
     }
+}
+
+/// What is made for a job before it is registered.
+struct Made<'a> {
+    id: &'a JobId,
+    dir: &'a std::path::Path,
+    kind: RunnerKind,
+    runner_note: Option<String>,
+    writes: crate::model::Writes,
+    output: Arc<crate::output::JobOutput>,
+    stop_tx: mpsc::UnboundedSender<StopRequest>,
+}
+
+/// Put the job in the registry with a slot of the cap, or in the line for
+/// one (`Some`); refused (and its directory removed) when it lost the race
+/// for the last slot and must not queue.
+fn register(inner: &Arc<Inner>, m: Made<'_>, spec: &JobSpec, project: &Project) -> Result<Option<InLine>> {
+    let mut reg = inner.registry.lock().unwrap();
+    // The semaphore is fair: with jobs in line, a freed permit is
+    // theirs, so a start that must not queue never jumps the line.
+    let slot = match inner.slots.clone().try_acquire_owned() {
+        Ok(permit) => Some(permit),
+        Err(_) => {
+            if let Err(e) = cap_refusal(inner, &reg, spec) {
+                drop(reg);
+                // Lost a race for the last slot: nothing of the job stays.
+                let _ = std::fs::remove_dir_all(m.dir);
+                return Err(e);
+            }
+            None
+        }
+    };
+    let queued = slot.is_none();
+    m.output.hold_events();
+    let info = JobInfo {
+        runner: Some(m.kind),
+        runner_note: m.runner_note,
+        workspace: Some(project.config.workspace.clone()),
+        project_note: inner.projects.note_once(project),
+        writes: Some(m.writes),
+        ..new_info(m.id, spec, queued, m.output.paths())
+    };
+    let live = Live {
+        stop_tx: m.stop_tx,
+        slot,
+        control: None,
+        internal_ip: None,
+        children: None,
+        safety: project.safety.clone(),
+    };
+    let n = number(m.id).expect("allocated ids are job-N");
+    reg.jobs.insert(n, new_entry(info, m.output, live));
+    Ok(queued.then(|| get_in_line(inner, &mut reg, m.id)))
 }
 
 /// What refuses a start before anything is read or checked: shutdown, a
