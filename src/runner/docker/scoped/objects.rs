@@ -74,44 +74,7 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
         }
     };
     match routed.endpoint.clone() {
-        Endpoint::NetworkCreate => {
-            let Some(_making) = Making::take(s, Kind::Network) else {
-                return s.refuse(
-                    line,
-                    "Name",
-                    &format!("a job makes at most {MAX_NETWORKS} networks"),
-                );
-            };
-            let (body, asked) = match requests::network_create(req.take_json(), &s.labels, &parent) {
-                Ok(c) => c,
-                Err(r) => return s.refuse(line, &r.field, &r.reason),
-            };
-            if s.registry().network_of(&asked).is_some() {
-                return proxy::error(
-                    StatusCode::CONFLICT,
-                    &format!("network with name {asked} already exists"),
-                );
-            }
-            let engine_name = body["Name"].as_str().unwrap_or_default().to_string();
-            let resp = match send_json(s, Method::POST, &routed.path(), &req.headers, &body).await {
-                Ok(r) => r,
-                Err(e) => return e,
-            };
-            match created(resp).await {
-                Ok((answer, id)) => {
-                    {
-                        let mut r = s.registry();
-                        r.networks.push(JobNetwork {
-                            asked,
-                            id,
-                            engine_name,
-                        });
-                    }
-                    answer
-                }
-                Err(answer) => answer,
-            }
-        }
+        Endpoint::NetworkCreate => network_create(s, req, &parent).await,
         Endpoint::NetworkList => {
             match requests::narrowed(req.param("filters"), &s.label_filter()) {
                 Ok(f) => req.set_param("filters", f),
@@ -141,6 +104,47 @@ pub async fn handle(s: &Arc<Shared>, mut req: Intake) -> Response<Body> {
             resp
         }
         _ => proxy::error(StatusCode::INTERNAL_SERVER_ERROR, "berth: misrouted request"),
+    }
+}
+
+/// A network of the job's, made under a name of its own (at most
+/// [`MAX_NETWORKS`], counted from the check until the engine answered).
+async fn network_create(s: &Arc<Shared>, mut req: Intake, parent: &str) -> Response<Body> {
+    let line = req.line.clone();
+    let line = line.as_str();
+    let Some(_making) = Making::take(s, Kind::Network) else {
+        return s.refuse(
+            line,
+            "Name",
+            &format!("a job makes at most {MAX_NETWORKS} networks"),
+        );
+    };
+    let (body, asked) = match requests::network_create(req.take_json(), &s.labels, parent) {
+        Ok(c) => c,
+        Err(r) => return s.refuse(line, &r.field, &r.reason),
+    };
+    if s.registry().network_of(&asked).is_some() {
+        return proxy::error(
+            StatusCode::CONFLICT,
+            &format!("network with name {asked} already exists"),
+        );
+    }
+    let engine_name = body["Name"].as_str().unwrap_or_default().to_string();
+    let path = req.routed.path();
+    let resp = match send_json(s, Method::POST, &path, &req.headers, &body).await {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    match created(resp).await {
+        Ok((answer, id)) => {
+            s.registry().networks.push(JobNetwork {
+                asked,
+                id,
+                engine_name,
+            });
+            answer
+        }
+        Err(answer) => answer,
     }
 }
 
