@@ -45,10 +45,24 @@ pub(super) async fn start(
     if inner.slots.available_permits() == 0 {
         cap_refusal(inner, &inner.registry.lock().unwrap(), &spec)?;
     }
-    let id = inner.ids.next()?;
+    // The id's file lock and the output's files: off the async workers.
+    let made = inner.clone();
+    let (id, output) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let id = made.ids.next()?;
+        let output = made.job_output(&id, watchers, 1)?;
+        Ok((id, output))
+    })
+    .await
+    .map_err(|e| {
+        let dir = inner.config.instance_dir();
+        Error::io(
+            "make the job's id and output",
+            &dir,
+            std::io::Error::other(e.to_string()),
+        )
+    })??;
     super::layers::own_layer(&mut spec, &mut writes, &id);
     let dir = inner.job_dir(&id);
-    let output = inner.job_output(&id, watchers, 1)?;
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
     let made = Made {
         id: &id,
