@@ -161,10 +161,9 @@ async fn a_foreground_run_is_promoted_when_its_budget_runs_out() {
     // Still running is not success: a CI step must not take it for one.
     assert_eq!(code, 75, "{err}");
     assert!(err.contains("berth wait job-"), "says how to wait for it: {err}");
-    assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
-        "{took:?}"
-    );
+    // Not before its budget; that it returned at the budget and not at the
+    // job's end is the job still running, below.
+    assert!(took >= Duration::from_secs(2), "{took:?}");
     assert!(out.starts_with("hi\n"), "{out}");
     assert!(err.contains("auto background (2s budget exceeded)"), "{err}");
     let jobs = d.json(&["ps"]);
@@ -238,7 +237,7 @@ async fn a_foreground_run_streams_every_line_and_the_exit_code() {
 }
 
 #[tokio::test]
-async fn bg_releases_a_blocked_run_at_once() {
+async fn bg_releases_a_blocked_run_while_its_job_runs_on() {
     let d = Daemon::start();
     let mut blocked = d
         .cli()
@@ -252,20 +251,12 @@ async fn bg_releases_a_blocked_run_at_once() {
     })
     .await;
     let id = d.json(&["ps"])[0]["id"].as_str().unwrap().to_string();
-    let started = Instant::now();
     let (code, _, err) = d.run(&["bg", &id]);
     assert_eq!(code, 0, "{err}");
-    let status = loop {
-        if let Some(s) = blocked.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "berth run still blocked"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    // Released: `berth run` ends (75) while its 30 s job still runs.
+    let status = blocked.wait().unwrap();
     assert_eq!(status.code(), Some(75), "released, still running");
+    assert_eq!(d.json(&["status", &id])["status"]["state"], "running");
     let mut err = String::new();
     blocked.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("moved to background by user"), "{err}");
@@ -574,18 +565,25 @@ fn a_start_that_is_not_ready_in_time_says_so_in_one_line() {
             args.push("--ready-kill");
         }
         args.extend(["--shell", "--", &job]);
-        let started = Instant::now();
         let (code, out, err) = d.run(&args);
         assert_eq!(code, 1, "{out}{err}");
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "--ready-timeout 1 held"
-        );
         let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("berth: ")).collect();
         assert_eq!(lines.len(), 1, "{err}");
         let line = lines[0];
         assert!(
             line.contains("not ready after") && line.contains("log /^never$/"),
+            "{line}"
+        );
+        // `--ready-timeout 1` held: the wait berth reports is its 1 s, not
+        // the 60 s default.
+        let waited: f64 = line
+            .split("not ready after ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|secs| secs.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            (1.0..berth::config::DEFAULT_WAIT_SECS).contains(&waited),
             "{line}"
         );
         // The id on stdout and that line: no card (README: one line).

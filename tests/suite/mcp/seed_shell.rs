@@ -56,14 +56,19 @@ async fn the_seed_tools_and_event_metadata() {
         "{again}"
     );
 
-    // A natural failure: its end event says ended_by system, with call_id and exit code.
+    // A natural failure: its end event says ended_by system, with call_id
+    // and exit code. It ends once its answer is back (a gate file, outside
+    // the workspace: a writes layer may not show a file added under it
+    // later), so the end is news for a later answer.
+    let gate = mcp.dir.path().join("go");
     let t = mcp
         .ok(
             "shell_run",
-            json!({"command": "echo boom; sleep 0.3; exit 3", "run_in_background": true}),
+            json!({"command": format!("echo boom; while [ ! -e {} ]; do sleep 0.05; done; exit 3", gate.display()), "run_in_background": true}),
         )
         .await;
     let failing = job_in(&t);
+    std::fs::write(&gate, "").unwrap();
     let mut meta = None;
     for _ in 0..200 {
         let s = mcp.ok("shell_summary", json!({"failed": true})).await;

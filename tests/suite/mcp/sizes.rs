@@ -163,15 +163,21 @@ async fn an_exec_watch_hit_carries_its_snippet_once_and_poll_names_it() {
 #[tokio::test]
 async fn the_events_an_answer_carries_stay_within_4_kib_and_the_rest_follow() {
     let mcp = Mcp::start_with("canonical", &[("BERTH_RUNNER", "host")], |_| {}).await;
-    // 20 long matching lines: 20 watch hits of ~250 characters each.
+    // 20 long matching lines: 20 watch hits of ~250 characters each, once
+    // the run's answer is back (a gate file, outside the workspace: the
+    // job's writes layer may not show a file added under it later), so they
+    // are news for later answers.
+    let gate = mcp.dir.path().join("go");
     let a = mcp
         .ok(
             "run",
-            json!({"command": "sleep 0.3; for i in $(seq 1 20); do echo \"hit $i $(printf '%0200d' 0)\"; done; exec sleep 30",
+            json!({"command": format!("while [ ! -e {} ]; do sleep 0.05; done; for i in $(seq 1 20); do echo \"hit $i $(printf '%0200d' 0)\"; done; exec sleep 30", gate.display()),
                    "watch": ["hit"], "background": true}),
         )
         .await;
     let id = job_in(&a);
+    assert!(!a.contains("watch /hit/"), "{a}");
+    std::fs::write(&gate, "").unwrap();
     eventually(Duration::from_secs(10), "the hits", || {
         mcp.cli(&["events", "--json"]).1.matches("watch_hit").count() >= 20
     })

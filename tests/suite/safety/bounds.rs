@@ -25,7 +25,7 @@ fn rss(pid: u32) -> u64 {
 }
 
 #[test]
-fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing() {
+fn a_300_kb_pathological_command_is_refused_unread_without_the_daemon_growing() {
     let d = Daemon::start();
     let ws = d.dir.path().join("ws");
     let command = format!("touch MARKER; {}", "f(){ ".repeat(300_000 / 5));
@@ -36,16 +36,18 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
     assert_eq!(status, 403);
     let before = rss(d.pid());
     for _ in 0..5 {
-        let started = Instant::now();
         let (status, answer) = raw_post(&d.socket(), "/v1/jobs", &body);
-        let took = started.elapsed();
         assert_eq!(status, 403, "{answer}");
-        assert!(took < Duration::from_millis(200), "took {took:?}");
-        eprintln!("300 KB command refused in {took:?}");
         let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
         let text = v.to_string();
+        // Refused for its size, which names it; one the filter read would
+        // be refused for its spent budget instead.
         assert!(
-            text.contains("\"blocked\"") && text.contains("too long to check"),
+            text.contains("\"blocked\"")
+                && text.contains(&format!(
+                    "too long to check: the command is {} bytes,",
+                    command.len()
+                )),
             "{text}"
         );
         assert!(
@@ -77,22 +79,23 @@ fn a_300_kb_pathological_command_is_refused_in_200_ms_without_the_daemon_growing
     );
 }
 
+/// The bound is the feature: the filter's CPU deadline (100 ms) bounds the
+/// analysis of a command just under the cap, so it is decided (refused as
+/// dynamic, or as too long when the deadline ends it first: which depends
+/// on the machine's speed) well before the daemon's 5 s wait for an answer
+/// would end it; 2 s leaves room for a loaded machine's scheduling.
 #[test]
 fn a_pathological_command_under_the_cap_is_decided_within_the_deadline() {
     let d = Daemon::start();
-    // Just under 64 KiB: read, not refused for its size; the deadline
-    // bounds the analysis whatever the machine's speed.
+    // Just under 64 KiB: read, not refused for its size.
     let command = "$(".repeat(32_000);
     let body = json!({"shell": command, "runner": "host", "background": true}).to_string();
     let started = Instant::now();
     let (status, answer) = raw_post(&d.socket(), "/v1/jobs", &body);
+    let took = started.elapsed();
     assert_eq!(status, 403, "{answer}");
     assert!(answer.contains("\"blocked\""), "{answer}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
 #[tokio::test]
