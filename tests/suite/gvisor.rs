@@ -26,7 +26,7 @@ fn gvisor<'a>(rest: &[&'a str]) -> Vec<&'a str> {
 }
 
 #[test]
-fn a_gvisor_job_runs_on_gvisors_kernel_and_keeps_berths_promises() {
+fn a_gvisor_job_keeps_berths_promises_and_is_killed_within_grace_plus_one_second() {
     let d = Daemon::start();
     // The kernel: gVisor's under gvisor, the host's otherwise.
     let (code, under, err) = d.run_in_ws(&gvisor(&["--", "uname", "-r"]));
