@@ -354,7 +354,7 @@ async fn six_jobs_at_once_spread_over_the_nodes_with_every_line_kept() {
 }
 
 #[tokio::test]
-async fn a_node_that_dies_takes_its_job_as_lost_and_the_others_go_on() {
+async fn a_node_that_dies_takes_its_job_as_lost_within_20_seconds_and_the_others_go_on() {
     let swarm = Swarm::up();
     let mut env = swarm.env();
     env.push(("BERTH_MAX_JOBS", "6"));

@@ -87,7 +87,7 @@ fn events_of<'a>(events: &'a serde_json::Value, id: &str, kind: &str) -> Vec<&'a
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_full_state_disk_is_a_state_the_daemon_serves_through_and_leaves() {
+async fn a_full_state_disk_is_a_state_the_daemon_serves_through_and_leaves_within_ten_seconds() {
     let disk = Tmpfs::mount(64);
     // 24 MiB to give back later; the state dir gets the other 40.
     let ballast = disk.ballast(24);
