@@ -7,6 +7,7 @@
 //! byte of its output has gone through the job's stream writers.
 
 pub mod docker;
+pub(crate) mod drop_worker;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod host;

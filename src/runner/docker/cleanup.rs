@@ -316,26 +316,14 @@ impl Drop for Engine {
         self.pool.pauses.begin_close();
         self.nat_pool.pauses.begin_close();
         let (endpoint, owner) = (self.endpoint.clone(), self.ownership.clone());
-        let done = std::thread::Builder::new()
-            .name("berth-docker-network".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-                    return;
-                };
-                rt.block_on(async {
-                    if let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                        // One remove per pool network (~0.1 s each), one after the other.
-                        let _ = tokio::time::timeout(
-                            NETWORK_TEARDOWN_LIMIT,
-                            network::release_all(&docker, &owner),
-                        )
-                        .await;
-                    }
-                });
-            });
-        if let Ok(handle) = done {
-            let _ = handle.join();
-        }
+        let limit = BLOCKING_REMOVE_LIMIT + NETWORK_TEARDOWN_LIMIT;
+        crate::runner::drop_worker::run(limit, async move {
+            if let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+                // One remove per pool network (~0.1 s each), one after the other.
+                let _ =
+                    tokio::time::timeout(NETWORK_TEARDOWN_LIMIT, network::release_all(&docker, &owner)).await;
+            }
+        });
     }
 }
 
@@ -348,55 +336,38 @@ pub(super) fn blocking_remove(endpoint: Endpoint, id: String, owner: Option<Owne
         .all(|removed| removed)
 }
 
-/// Force-remove containers `ids` from synchronous code: a thread of its own
-/// with its own runtime and connection (the caller's runtime may be the very
-/// thread we block, or winding down) removes them all at once, waited for at
-/// most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container whose labels say
-/// otherwise is left alone. For each id: true when it was removed (or gone).
+/// Force-remove containers `ids` from synchronous code: on the drop worker
+/// (`runner/drop_worker.rs`: the caller's runtime may be the very thread we
+/// block, or winding down), all at once with a connection of their own,
+/// waited for at most [`BLOCKING_REMOVE_LIMIT`]. With `owner`, a container
+/// whose labels say otherwise is left alone. For each id: true when it was
+/// removed (or gone).
 pub(crate) fn blocking_remove_all(
     endpoint: Endpoint,
     ids: Vec<String>,
     owner: Option<Ownership>,
 ) -> Vec<bool> {
-    let (tx, rx) = std::sync::mpsc::channel();
     let n = ids.len();
-    let work = move || {
-        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt,
+    let work = async move {
+        let docker = match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
+            Ok(docker) => docker,
             Err(e) => {
-                tracing::warn!(?ids, error = %e, "no runtime to remove containers");
-                return;
+                tracing::warn!(?ids, error = %e, "could not remove containers");
+                return vec![false; ids.len()];
             }
         };
-        let removed = rt.block_on(async {
-            let docker = match connect(&endpoint, BLOCKING_REMOVE_LIMIT).await {
-                Ok(docker) => docker,
-                Err(e) => {
-                    tracing::warn!(?ids, error = %e, "could not remove containers");
-                    return vec![false; ids.len()];
-                }
-            };
-            let owner = owner.as_ref();
-            futures_util::future::join_all(ids.iter().map(|id| async {
-                match owner {
-                    None => remove_container(&docker, id).await,
-                    Some(owner) => remove_if_owned(&docker, id, owner).await,
-                }
-            }))
-            .await
-        });
-        let _ = tx.send(removed);
+        let owner = owner.as_ref();
+        futures_util::future::join_all(ids.iter().map(|id| async {
+            match owner {
+                None => remove_container(&docker, id).await,
+                Some(owner) => remove_if_owned(&docker, id, owner).await,
+            }
+        }))
+        .await
     };
-    if let Err(e) = std::thread::Builder::new()
-        .name("berth-docker-remove".into())
-        .spawn(work)
-    {
-        tracing::warn!(error = %e, "no thread to remove containers");
-        return vec![false; n];
-    }
-    match rx.recv_timeout(BLOCKING_REMOVE_LIMIT) {
-        Ok(removed) => removed,
-        Err(_) => {
+    match crate::runner::drop_worker::run(BLOCKING_REMOVE_LIMIT, work) {
+        Some(removed) => removed,
+        None => {
             tracing::warn!(
                 "{n} container removal(s) still running after {BLOCKING_REMOVE_LIMIT:?}; left to finish in the background"
             );

@@ -99,25 +99,13 @@ impl JobControl for SwarmControl {
         let (endpoint, service, configs) =
             (self.endpoint.clone(), self.service.clone(), self.configs.clone());
         let network = self.network.clone();
-        // A thread and runtime of its own: the caller may be a runtime
-        // winding down (a `Drop`).
-        let work = move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-                return;
-            };
-            rt.block_on(async {
-                let limit = std::time::Duration::from_secs(3);
-                if let Ok(docker) = DockerClient::connect(&endpoint, limit).await {
-                    let removed = remove(&docker, &service, &configs, network.as_deref());
-                    let _ = tokio::time::timeout(limit, removed).await;
-                }
-            });
-        };
-        if let Ok(handle) = std::thread::Builder::new()
-            .name("berth-swarm-remove".into())
-            .spawn(work)
-        {
-            let _ = handle.join();
-        }
+        // On the drop worker: the caller may be a runtime winding down (a `Drop`).
+        let limit = std::time::Duration::from_secs(3);
+        crate::runner::drop_worker::run(2 * limit, async move {
+            if let Ok(docker) = DockerClient::connect(&endpoint, limit).await {
+                let removed = remove(&docker, &service, &configs, network.as_deref());
+                let _ = tokio::time::timeout(limit, removed).await;
+            }
+        });
     }
 }

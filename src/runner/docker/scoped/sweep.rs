@@ -8,6 +8,9 @@ use bollard::query_parameters::ListContainersOptions;
 use super::super::cleanup::{remove_container, remove_volumes};
 use super::super::{BLOCKING_REMOVE_LIMIT, Engine, connect};
 
+/// Longest recovery waits for one job's children to go.
+const CHILDREN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Engine {
     /// From synchronous code (recovery's reaping of a run): remove the
     /// children job `id` started through its scoped engine.
@@ -16,37 +19,28 @@ impl Engine {
         let mut labels = self.ownership.filters();
         labels.push(format!("{}={parent}", super::LABEL_PARENT));
         let (endpoint, this) = (self.endpoint.clone(), labels);
-        let work = move || -> usize {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let work = async move {
+            let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await else {
                 return 0;
             };
-            rt.block_on(async {
-                let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await else {
-                    return 0;
-                };
-                let filters = std::collections::HashMap::from([("label".to_string(), this.clone())]);
-                let opts = ListContainersOptions {
-                    all: true,
-                    filters: Some(filters),
-                    ..Default::default()
-                };
-                let ids: Vec<String> = match docker.list_containers(opts).await {
-                    Ok(l) => l.into_iter().filter_map(|c| c.id).collect(),
-                    Err(_) => return 0,
-                };
-                let mut n = 0;
-                for id in &ids {
-                    n += usize::from(remove_container(&docker, id).await);
-                }
-                remove_volumes(&docker, &this).await;
-                n
-            })
+            let filters = std::collections::HashMap::from([("label".to_string(), this.clone())]);
+            let opts = ListContainersOptions {
+                all: true,
+                filters: Some(filters),
+                ..Default::default()
+            };
+            let ids: Vec<String> = match docker.list_containers(opts).await {
+                Ok(l) => l.into_iter().filter_map(|c| c.id).collect(),
+                Err(_) => return 0,
+            };
+            let mut n = 0;
+            for id in &ids {
+                n += usize::from(remove_container(&docker, id).await);
+            }
+            remove_volumes(&docker, &this).await;
+            n
         };
-        std::thread::Builder::new()
-            .name("berth-docker-remove".into())
-            .spawn(work)
-            .ok()
-            .and_then(|h| h.join().ok())
-            .unwrap_or(0)
+        // One by one, each bounded by the engine client's own limit.
+        crate::runner::drop_worker::run(CHILDREN_LIMIT, work).unwrap_or(0)
     }
 }
