@@ -42,15 +42,20 @@ pub(super) fn free_space(path: &Path) -> Option<u64> {
         .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
 }
 
+/// The reserve's file beside database `db`.
+fn path_of(db: &Path) -> PathBuf {
+    let mut path = db.as_os_str().to_owned();
+    path.push(".reserve");
+    PathBuf::from(path)
+}
+
 /// Give the ballast of the reserve beside database `db` back (the note at
 /// its start stays: a dead manager's note is still read); false when there
 /// was none to give.
 pub(super) fn give_back(db: &Path) -> bool {
-    let mut path = db.as_os_str().to_owned();
-    path.push(".reserve");
     std::fs::OpenOptions::new()
         .write(true)
-        .open(PathBuf::from(path))
+        .open(path_of(db))
         .is_ok_and(|f| f.metadata().is_ok_and(|m| m.len() > NOTE_BYTES) && f.set_len(NOTE_BYTES).is_ok())
 }
 
@@ -77,9 +82,7 @@ impl Reserve {
     /// died left in it. A manager's store (`writes`) then starts the note
     /// afresh and writes the ballast back to its full size.
     pub fn open(db: &Path, writes: bool) -> (Reserve, Option<HeldNote>) {
-        let mut path = db.as_os_str().to_owned();
-        path.push(".reserve");
-        let path = PathBuf::from(path);
+        let path = path_of(db);
         let file = super::private::open(
             std::fs::OpenOptions::new().read(true).write(true).create(true),
             &path,

@@ -22,6 +22,7 @@ use tokio::sync::mpsc::Receiver;
 use super::blocks::BLOCK_AGE;
 use super::commit::{Committer, PruneOutcome, is_transient};
 use super::held::Piece;
+use super::reserve::free_space;
 use super::wait::block_until;
 use super::{Op, QUEUE_BOUND, RunRow, Shared, StoreHealth};
 use crate::model::Event;
@@ -79,9 +80,6 @@ pub(super) struct Writer {
 /// back: a little room (a checkpoint that shrank the log) would take a
 /// write, fill up at once and flap the store between degraded and not.
 const ROOM: u64 = 2 * super::reserve::BALLAST;
-
-/// Bytes free for an unprivileged writer on the file system of `path`.
-use super::reserve::free_space;
 
 /// How often the writer checks that its database file is still there.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
