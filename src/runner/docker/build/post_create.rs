@@ -20,11 +20,8 @@
 //! reused as it is (edits to the workspace do not, as with the dev
 //! container tool, which runs it when the container is created).
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
-
-use sha2::{Digest, Sha256};
 
 use super::{
     BuildProgressFn, DockerClient, Engine, confine, labels, present, remove_older, run_build, tag_lock,
@@ -55,12 +52,9 @@ pub async fn ensure(
     let workspace = std::fs::canonicalize(&project.workspace).unwrap_or_else(|_| project.workspace.clone());
     let base_id = docker.inspect_image(&base.name).await?.id.unwrap_or_default();
     let text = dockerfile(&base_id, &workspace, post)?;
-    let hash: String = Sha256::digest(text.as_bytes())
-        .iter()
-        .fold(String::new(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        });
+    let hash = crate::trust::digest(text.as_bytes())
+        .trim_start_matches("sha256:")
+        .to_string();
     let tag = project_tag(&workspace, &hash).replacen(':', ":post-", 1);
     let mut choice = ImageChoice {
         name: tag.clone(),

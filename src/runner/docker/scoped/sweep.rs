@@ -3,9 +3,7 @@
 //! manager that served it) together with its children, found by the
 //! `berth.parent` label its job's container name gives them.
 
-use bollard::query_parameters::ListContainersOptions;
-
-use super::super::cleanup::{remove_container, remove_volumes};
+use super::super::cleanup::{list_labelled, remove_container, remove_volumes};
 use super::super::{BLOCKING_REMOVE_LIMIT, Engine, connect};
 
 /// Longest recovery waits for one job's children to go.
@@ -23,16 +21,10 @@ impl Engine {
             let Ok(docker) = connect(&endpoint, BLOCKING_REMOVE_LIMIT).await else {
                 return 0;
             };
-            let filters = std::collections::HashMap::from([("label".to_string(), this.clone())]);
-            let opts = ListContainersOptions {
-                all: true,
-                filters: Some(filters),
-                ..Default::default()
+            let Some(listed) = list_labelled(&docker, this.clone()).await else {
+                return 0;
             };
-            let ids: Vec<String> = match docker.list_containers(opts).await {
-                Ok(l) => l.into_iter().filter_map(|c| c.id).collect(),
-                Err(_) => return 0,
-            };
+            let ids: Vec<String> = listed.into_iter().filter_map(|c| c.id).collect();
             let mut n = 0;
             for id in &ids {
                 n += usize::from(remove_container(&docker, id).await);
