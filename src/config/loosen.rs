@@ -2,31 +2,14 @@
 //! them when the user has not trusted the file.
 //!
 //! The baseline is what the user's own say gives (defaults ← the user's
-//! config); a project value loosens when it gives a job more than that:
-//! - `runner = "host"` (or `auto` where the user asked for `docker`): no container;
-//! - `fallback = true` where the user said false: a host job when the engine is down;
-//! - `allow_host = true`: agents may ask for host jobs;
-//! - `user` other than the caller's own: root, or another uid's set-uid files;
-//! - `network`: `bridge` over `project` over `isolated` over `none`;
-//! - `read_only = false` where the user set true;
-//! - `write` / `agent_write` looser than yours (`direct` over `layer` over
-//!   `read-only`), a larger `apply_max_deletes`, fewer
-//!   `apply_protect` patterns;
-//! - `workspace` outside the file's own directory: the job sees more of the disk;
-//! - `state_dir`: where berth writes its records and security log;
-//! - `[safety]`: the default blocklist off, `allow_env` additions, another `security_log`;
-//! - `[image] dockerfile`: a build that runs the project's `RUN` steps;
-//! - `egress` wider than yours (`all` over `proxy` over `none`), hosts added
-//!   to `egress_allow`, `publish = "engine"` (the engine's published ports
-//!   take traffic from other machines that route to the job);
-//! - `engine = "scoped"`, `allow_engine = true` and a larger `max_children`:
-//!   jobs (or agents) start containers of their own through the engine;
-//! - `build_add_urls = true`: the project's Dockerfile (agent-writable even
-//!   when berth.toml is trusted) has the engine fetch URLs from its host.
-//!   This one and `fallback` (a host job when the engine is down: no
-//!   agent may get one from the files it writes) are never the file's to
-//!   give, trusted or not ([`USERS_OWN`]): only the user's config,
-//!   `BERTH_*` or flags.
+//! config); a project value loosens when it gives a job more than that.
+//! [`ROWS`] is the list, one row per loosening (how it is seen, how it is
+//! put back); the manual's reference (`berth config --reference`) is
+//! generated from it, and a test fails on a key of the key table that is
+//! neither a row nor in `NEVER_LOOSENS`. A few ([`USERS_OWN`]:
+//! `build_add_urls`, `fallback`, …) are never the file's to give, trusted
+//! or not: the project's Dockerfile, which trust does not cover, would
+//! use them.
 //!
 //! A loosening that only the `BERTH_*` variables or flags set again is the
 //! user's say, not the file's: only values whose source is still the file
@@ -37,6 +20,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::SafetyLayer;
+use super::jobs::size_text;
 use super::{Config, Source, caller_user};
 use crate::model::{Egress, EngineAccess, Network, Publish, RunnerChoice};
 use crate::trust::Loosening;
@@ -62,141 +46,238 @@ pub(super) fn settle(
     }
     if config.trusted.allows(&file_real, bytes) {
         for l in found.iter().filter(|l| USERS_OWN.contains(&l.key)) {
-            let _ = revert(config, baseline, l.key);
+            revert(config, baseline, l.key);
         }
         return;
     }
     for l in &found {
-        let _ = revert(config, baseline, l.key);
+        revert(config, baseline, l.key);
     }
     config.untrusted = found;
 }
 
+/// What a loosening sees beside the two configs: the project file's own
+/// directory (resolved) and its `[safety]` table.
+struct FileSide<'a> {
+    dir: &'a Path,
+    safety: Option<&'a SafetyLayer>,
+}
+
 /// Whether a project's value gives a job more than the baseline's, and the
 /// value as the file says it.
-type Looser = fn(&Config, &Config) -> Option<String>;
+type Looser = fn(&Config, &Config, &FileSide) -> Option<String>;
 
-/// Each key a project file may loosen in the config itself, in the order a
-/// refusal lists them: its value when `c` gives a job more than `b` (the
-/// baseline). A table rather than a branch per key, so that a new key is
-/// one line here and one in [`PUT_BACK`].
-const LOOSER: &[(&str, Looser)] = &[
-    ("runner", |c, b| {
-        runner_loose(c.runner, b.runner).then(|| quoted(&format!("{:?}", c.runner).to_lowercase()))
+/// Put one field of a config back to the baseline's value.
+type PutBack = fn(&mut Config, &Config);
+
+/// One loosening: how to see it and how to undo it, in one row, so that a
+/// key cannot be found looser without a way back (and a key of the key
+/// table that is in no row and not in `NEVER_LOOSENS` fails a test).
+struct Row {
+    /// The name a refusal and `berth config` use.
+    key: &'static str,
+    /// Only a value whose source is still the file counts: the source key
+    /// that must name it (`None`: the file's `[safety]` table, read as such).
+    set_by: Option<&'static str>,
+    /// The source key put back to the baseline's with the value.
+    source: Option<&'static str>,
+    /// What the manual's reference says of it.
+    says: &'static str,
+    looser: Looser,
+    back: PutBack,
+}
+
+/// A key of the config (`"max_output" => max_output_bytes`: its name and
+/// its field) whose value and source go back together.
+macro_rules! row {
+    ($key:literal => $($field:ident).+, $looser:expr) => {
+        Row {
+            key: $key,
+            set_by: Some($key),
+            source: Some($key),
+            says: "yes, when looser than yours",
+            looser: $looser,
+            back: |c, b| c.$($field).+ = Clone::clone(&b.$($field).+),
+        }
+    };
+}
+
+/// Every loosening a project file can make, in the order a refusal lists
+/// them.
+const ROWS: &[Row] = &[
+    row!("runner" => runner, |c, b, _| {
+        let name = format!("{:?}", c.runner).to_lowercase();
+        runner_loose(c.runner, b.runner).then(|| quoted(&name))
     }),
-    ("allow_host", |c, b| on(c.allow_host, b.allow_host)),
-    ("fallback", |c, b| on(c.fallback, b.fallback)),
-    ("user", |c, b| {
-        (c.user != b.user && !own_user(c)).then(|| quoted(c.user.as_deref().unwrap_or("")))
-    }),
-    ("network", |c, b| {
-        (rank(c.network) > rank(b.network)).then(|| quoted(&c.network.to_string()))
-    }),
-    ("egress", |c, b| {
-        (reach(c.egress) > reach(b.egress)).then(|| quoted(c.egress.as_str()))
-    }),
+    row!("allow_host" => allow_host, |c, b, _| on(c.allow_host, b.allow_host)),
+    row!("fallback" => fallback, |c, b, _| on(c.fallback, b.fallback)),
+    row!("user" => user, |c, b, _|
+        (c.user != b.user && !own_user(c)).then(|| quoted(c.user.as_deref().unwrap_or("")))),
+    row!("network" => network, |c, b, _|
+        (rank(c.network) > rank(b.network)).then(|| quoted(&c.network.to_string()))),
+    row!("egress" => egress, |c, b, _|
+        (reach(c.egress) > reach(b.egress)).then(|| quoted(c.egress.as_str()))),
     // A weaker kernel boundary than yours, or another runtime for gVisor.
-    ("isolation", |c, b| {
-        (c.isolation < b.isolation).then(|| quoted(c.isolation.as_str()))
+    row!("isolation" => isolation, |c, b, _|
+        (c.isolation < b.isolation).then(|| quoted(c.isolation.as_str()))),
+    row!("agent_isolation" => agent_isolation, |c, b, _|
+        (c.agent_isolation < b.agent_isolation).then(|| quoted(c.agent_isolation.as_str()))),
+    row!("gvisor_runtime" => gvisor_runtime, |c, b, _|
+        (c.gvisor_runtime != b.gvisor_runtime).then(|| quoted(&c.gvisor_runtime))),
+    row!("egress_allow" => egress_allow, |c, b, _| added(&c.egress_allow, &b.egress_allow)),
+    row!("publish" => publish, |c, b, _| {
+        let engine = |p| p == Publish::Engine;
+        (engine(c.publish) && !engine(b.publish)).then(|| quoted(c.publish.as_str()))
     }),
-    ("agent_isolation", |c, b| {
-        (c.agent_isolation < b.agent_isolation).then(|| quoted(c.agent_isolation.as_str()))
+    row!("engine" => engine, |c, b, _| {
+        let scoped = |e| e == EngineAccess::Scoped;
+        (scoped(c.engine) && !scoped(b.engine)).then(|| quoted(c.engine.as_str()))
     }),
-    ("gvisor_runtime", |c, b| {
-        (c.gvisor_runtime != b.gvisor_runtime).then(|| quoted(&c.gvisor_runtime))
-    }),
-    ("egress_allow", |c, b| added(&c.egress_allow, &b.egress_allow)),
-    ("publish", |c, b| {
-        (c.publish == Publish::Engine && b.publish != Publish::Engine).then(|| quoted(c.publish.as_str()))
-    }),
-    ("engine", |c, b| {
-        (c.engine == EngineAccess::Scoped && b.engine != EngineAccess::Scoped)
-            .then(|| quoted(c.engine.as_str()))
-    }),
-    ("allow_engine", |c, b| on(c.allow_engine, b.allow_engine)),
-    ("max_children", |c, b| {
-        (c.max_children > b.max_children).then(|| c.max_children.to_string())
-    }),
+    row!("allow_engine" => allow_engine, |c, b, _| on(c.allow_engine, b.allow_engine)),
+    row!("max_children" => max_children, |c, b, _|
+        (c.max_children > b.max_children).then(|| c.max_children.to_string())),
     // Limits and retention raised above the user's say: a job that writes
     // the project file must not get itself 20 GiB or 32,768 processes on a
     // shared machine. Lowering any of them needs no trust.
-    ("cpus", |c, b| {
-        above(c.limits.cpus, b.limits.cpus).then(|| or_none(c.limits.cpus.map(|v| v.to_string())))
-    }),
-    ("memory", |c, b| {
+    row!("cpus" => limits.cpus, |c, b, _|
+        above(c.limits.cpus, b.limits.cpus).then(|| or_none(c.limits.cpus.map(|v| v.to_string())))),
+    row!("memory" => limits.memory, |c, b, _| {
         let mem = |l: &Config| l.limits.memory.map(|v| v as f64);
-        above(mem(c), mem(b)).then(|| or_none(c.limits.memory.map(super::jobs::size_text)))
+        above(mem(c), mem(b)).then(|| or_none(c.limits.memory.map(size_text)))
     }),
-    ("pids", |c, b| {
+    row!("pids" => limits.pids, |c, b, _| {
         let pids = |l: &Config| l.limits.pids.map(|v| v as f64);
         above(pids(c), pids(b)).then(|| or_none(c.limits.pids.map(|v| v.to_string())))
     }),
-    ("max_output", |c, b| {
-        (c.max_output_bytes > b.max_output_bytes).then(|| super::jobs::size_text(c.max_output_bytes))
-    }),
-    ("ring_size", |c, b| {
-        (c.ring_bytes > b.ring_bytes).then(|| super::jobs::size_text(c.ring_bytes as u64))
-    }),
-    ("keep_runs", |c, b| {
-        (c.keep_runs > b.keep_runs).then(|| c.keep_runs.to_string())
-    }),
-    ("keep_days", |c, b| {
-        (c.keep_days > b.keep_days).then(|| c.keep_days.to_string())
-    }),
-    ("layer_size", |c, b| {
-        (c.layer_bytes > b.layer_bytes).then(|| super::jobs::size_text(c.layer_bytes))
-    }),
-    ("layer_days", |c, b| {
-        (c.layer_days > b.layer_days).then(|| c.layer_days.to_string())
-    }),
+    row!("max_output" => max_output_bytes, |c, b, _|
+        (c.max_output_bytes > b.max_output_bytes).then(|| size_text(c.max_output_bytes))),
+    row!("ring_size" => ring_bytes, |c, b, _|
+        (c.ring_bytes > b.ring_bytes).then(|| size_text(c.ring_bytes as u64))),
+    row!("keep_runs" => keep_runs, |c, b, _|
+        (c.keep_runs > b.keep_runs).then(|| c.keep_runs.to_string())),
+    row!("keep_days" => keep_days, |c, b, _|
+        (c.keep_days > b.keep_days).then(|| c.keep_days.to_string())),
+    row!("layer_size" => layer_bytes, |c, b, _|
+        (c.layer_bytes > b.layer_bytes).then(|| size_text(c.layer_bytes))),
+    row!("layer_days" => layer_days, |c, b, _|
+        (c.layer_days > b.layer_days).then(|| c.layer_days.to_string())),
     // Writing the checkout itself is looser than a layer, a layer looser
     // than nothing (`WriteMode`'s order).
-    ("write", |c, b| {
-        (c.write > b.write).then(|| quoted(c.write.as_str()))
-    }),
-    ("agent_write", |c, b| {
-        (c.agent_write > b.agent_write).then(|| quoted(c.agent_write.as_str()))
-    }),
-    ("apply_max_deletes", |c, b| {
-        (c.apply_max_deletes > b.apply_max_deletes).then(|| c.apply_max_deletes.to_string())
-    }),
-    ("apply_protect", |c, b| {
+    row!("write" => write, |c, b, _| (c.write > b.write).then(|| quoted(c.write.as_str()))),
+    row!("agent_write" => agent_write, |c, b, _|
+        (c.agent_write > b.agent_write).then(|| quoted(c.agent_write.as_str()))),
+    row!("apply_max_deletes" => apply_max_deletes, |c, b, _|
+        (c.apply_max_deletes > b.apply_max_deletes).then(|| c.apply_max_deletes.to_string())),
+    row!("apply_protect" => apply_protect, |c, b, _| {
         let dropped = b.apply_protect.iter().any(|p| !c.apply_protect.contains(p));
         dropped.then(|| list(c.apply_protect.iter()))
     }),
-    ("agent_all_jobs", |c, b| on(c.agent_all_jobs, b.agent_all_jobs)),
-    ("project_symlinks", |c, b| {
-        on(c.project_symlinks, b.project_symlinks)
-    }),
-    ("build_add_urls", |c, b| on(c.build_add_urls, b.build_add_urls)),
-    ("read_only", |c, b| {
-        (!c.read_only && b.read_only).then(|| "false".into())
-    }),
-    ("state_dir", |c, b| {
-        (c.state_dir != b.state_dir).then(|| quoted(&c.state_dir.display().to_string()))
-    }),
+    row!("agent_all_jobs" => agent_all_jobs, |c, b, _| on(c.agent_all_jobs, b.agent_all_jobs)),
+    row!("project_symlinks" => project_symlinks, |c, b, _|
+        on(c.project_symlinks, b.project_symlinks)),
+    row!("build_add_urls" => build_add_urls, |c, b, _| on(c.build_add_urls, b.build_add_urls)),
+    row!("read_only" => read_only, |c, b, _| (!c.read_only && b.read_only).then(|| "false".into())),
+    row!("state_dir" => state_dir, |c, b, _|
+        (c.state_dir != b.state_dir).then(|| quoted(&c.state_dir.display().to_string()))),
+    // The project's own directory stays the workspace: the file's
+    // directory is where a job may work.
+    Row {
+        key: "workspace",
+        set_by: Some("workspace"),
+        source: None,
+        says: "yes, outside the file's directory",
+        looser: |c, _, f| {
+            let outside = !inside(&c.workspace, f.dir);
+            outside.then(|| quoted(&c.workspace.display().to_string()))
+        },
+        back: |c, _| {
+            if let Some(Source::File(f)) = c.sources.get("workspace").cloned() {
+                c.workspace = f.parent().map(Path::to_path_buf).unwrap_or_default();
+            }
+        },
+    },
+    Row {
+        key: "image.dockerfile",
+        set_by: Some("image"),
+        source: Some("image"),
+        says: "`[image] dockerfile` (a build runs the project's `RUN` steps)",
+        looser: |c, _, _| c.image_build.is_some().then(|| "(a project image build)".into()),
+        back: |c, b| {
+            c.image_build = None;
+            c.image = b.image.clone();
+        },
+    },
+    Row {
+        key: "safety.default_blocklist",
+        set_by: None,
+        source: None,
+        says: "yes, `false`",
+        looser: |_, b, f| {
+            let off = f.safety.is_some_and(|s| s.default_blocklist == Some(false));
+            (off && b.safety.default_blocklist).then(|| "false".into())
+        },
+        back: |c, b| c.safety.default_blocklist = b.safety.default_blocklist,
+    },
+    Row {
+        key: "safety.allow_env",
+        set_by: None,
+        source: None,
+        says: "yes, names added",
+        looser: |_, b, f| f.safety.and_then(|s| added(&s.allow_env, &b.safety.allow_env)),
+        back: |c, b| c.safety.allow_env = b.safety.allow_env.clone(),
+    },
+    Row {
+        key: "safety.security_log",
+        set_by: None,
+        source: None,
+        says: "yes, another file",
+        looser: |c, b, f| {
+            let other = f.safety.is_some_and(|s| s.security_log.is_some());
+            let moved = c.safety.security_log != b.safety.security_log;
+            (other && moved).then(|| "(another file)".into())
+        },
+        back: |c, b| c.safety.security_log = b.safety.security_log.clone(),
+    },
+];
+
+/// Keys of the key table a project file sets freely: none gives a job
+/// more than the user's say. A key in neither this list nor [`ROWS`] fails
+/// `every_key_is_a_loosening_or_said_not_to_be`.
+#[cfg(test)]
+const NEVER_LOOSENS: &[&str] = &[
+    // Names and the manager's own pacing: they give no job more reach.
+    "instance",
+    "max_jobs",
+    "max_queued",
+    "daemon_idle",
+    "mcp_idle",
+    // A job's own clock: a longer one only lets it run until it ends.
+    "timeout",
+    "grace",
+    // Where the image comes from is the image key's (a row), how long a
+    // pull may take is only patience.
+    "pull",
+    "pull_timeout",
+    "engine_patience",
+    // Commands a caller runs as jobs: each one is admitted like any other.
+    "test_command",
+    "build_command",
+    "recovery",
+    // Whether the manager keeps a job's environment in its own records.
+    "store_env",
 ];
 
 /// What a project file setting `key` (a `berth config` name:
 /// `safety.allow_env`) needs, for the manual's reference: `None` when it
-/// never loosens. Read from [`LOOSER`] and [`USERS_OWN`], so the manual
+/// never loosens. Read from [`ROWS`] and [`USERS_OWN`], so the manual
 /// cannot miss a key added there.
 pub(super) fn loosening(key: &str) -> Option<&'static str> {
     if USERS_OWN.contains(&key) {
         return Some("never applied from a project file, trusted or not: your own config only");
     }
-    if LOOSER.iter().any(|(k, _)| *k == key) {
-        return Some("yes, when looser than yours");
-    }
-    // The ones [`loosenings`] checks by hand, beside the table.
-    match key {
-        "workspace" => Some("yes, outside the file's directory"),
-        "image" => Some("`[image] dockerfile` (a build runs the project's `RUN` steps)"),
-        "safety.default_blocklist" => Some("yes, `false`"),
-        "safety.allow_env" => Some("yes, names added"),
-        "safety.security_log" => Some("yes, another file"),
-        _ => None,
-    }
+    ROWS.iter()
+        .find(|r| r.key == key || r.set_by == Some(key))
+        .map(|r| r.says)
 }
 
 fn quoted(s: &str) -> String {
@@ -271,130 +352,39 @@ fn loosenings(
     safety: Option<&SafetyLayer>,
 ) -> Vec<Loosening> {
     let from_file = |key: &str| matches!(c.sources.get(key), Some(Source::File(p)) if p == file);
-    let mut out = Vec::new();
-    let mut add = |key: &'static str, value: String| {
-        out.push(Loosening {
-            file: file_real.to_path_buf(),
-            key,
-            value,
-        })
+    let side = FileSide {
+        dir: file_real.parent().unwrap_or(Path::new("/")),
+        safety,
     };
-    for (key, looser) in LOOSER {
-        if from_file(key)
-            && let Some(value) = looser(c, base)
-        {
-            add(key, value);
-        }
-    }
-    let dir = file_real.parent().unwrap_or(Path::new("/"));
-    let ws_set = matches!(c.sources.get("workspace"), Some(Source::File(p)) if p == file);
-    if ws_set && !inside(&c.workspace, dir) {
-        add("workspace", quoted(&c.workspace.display().to_string()));
-    }
-    if from_file("image") && c.image_build.is_some() {
-        add("image.dockerfile", "(a project image build)".into());
-    }
-    if let Some(s) = safety {
-        if s.default_blocklist == Some(false) && base.safety.default_blocklist {
-            add("safety.default_blocklist", "false".into());
-        }
-        if let Some(more) = added(&s.allow_env, &base.safety.allow_env) {
-            add("safety.allow_env", more);
-        }
-        if s.security_log.is_some() && c.safety.security_log != base.safety.security_log {
-            add("safety.security_log", "(another file)".into());
-        }
-    }
-    out
+    ROWS.iter()
+        .filter(|r| r.set_by.is_none_or(from_file))
+        .filter_map(|r| {
+            (r.looser)(c, base, &side).map(|value| Loosening {
+                file: file_real.to_path_buf(),
+                key: r.key,
+                value,
+            })
+        })
+        .collect()
 }
 
-/// Put one field of a config back to the baseline's value.
-type PutBack = fn(&mut Config, &Config);
-
-/// Each key [`revert`] puts back by copying the baseline's value (its
-/// source follows): the keys of [`LOOSER`].
-const PUT_BACK: &[(&str, PutBack)] = &[
-    ("runner", |c, b| c.runner = b.runner),
-    ("fallback", |c, b| c.fallback = b.fallback),
-    ("allow_host", |c, b| c.allow_host = b.allow_host),
-    ("user", |c, b| c.user = b.user.clone()),
-    ("network", |c, b| c.network = b.network),
-    ("egress", |c, b| c.egress = b.egress),
-    ("egress_allow", |c, b| c.egress_allow = b.egress_allow.clone()),
-    ("isolation", |c, b| c.isolation = b.isolation),
-    ("agent_isolation", |c, b| c.agent_isolation = b.agent_isolation),
-    ("gvisor_runtime", |c, b| {
-        c.gvisor_runtime = b.gvisor_runtime.clone()
-    }),
-    ("publish", |c, b| c.publish = b.publish),
-    ("engine", |c, b| c.engine = b.engine),
-    ("allow_engine", |c, b| c.allow_engine = b.allow_engine),
-    ("max_children", |c, b| c.max_children = b.max_children),
-    ("cpus", |c, b| c.limits.cpus = b.limits.cpus),
-    ("memory", |c, b| c.limits.memory = b.limits.memory),
-    ("pids", |c, b| c.limits.pids = b.limits.pids),
-    ("max_output", |c, b| c.max_output_bytes = b.max_output_bytes),
-    ("ring_size", |c, b| c.ring_bytes = b.ring_bytes),
-    ("keep_runs", |c, b| c.keep_runs = b.keep_runs),
-    ("keep_days", |c, b| c.keep_days = b.keep_days),
-    ("layer_size", |c, b| c.layer_bytes = b.layer_bytes),
-    ("layer_days", |c, b| c.layer_days = b.layer_days),
-    ("agent_all_jobs", |c, b| c.agent_all_jobs = b.agent_all_jobs),
-    ("project_symlinks", |c, b| c.project_symlinks = b.project_symlinks),
-    ("build_add_urls", |c, b| c.build_add_urls = b.build_add_urls),
-    ("read_only", |c, b| c.read_only = b.read_only),
-    ("write", |c, b| c.write = b.write),
-    ("agent_write", |c, b| c.agent_write = b.agent_write),
-    ("apply_max_deletes", |c, b| {
-        c.apply_max_deletes = b.apply_max_deletes
-    }),
-    ("apply_protect", |c, b| c.apply_protect = b.apply_protect.clone()),
-    ("state_dir", |c, b| c.state_dir = b.state_dir.clone()),
-];
-
-/// Put `key` back to the baseline's value and source.
-/// Returns whether it knew the key: every key [`loosenings`] can name must
-/// have a way back (a test holds each), or an untrusted file's value would
-/// be kept silently.
-fn revert(c: &mut Config, base: &Config, key: &str) -> bool {
-    let source = |c: &mut Config, k: &'static str| match base.sources.get(k) {
-        Some(s) => {
-            c.sources.insert(k, s.clone());
-        }
-        None => {
-            c.sources.remove(k);
-        }
+/// Put `key` back to the baseline's value (and source, where the row says).
+fn revert(c: &mut Config, base: &Config, key: &str) {
+    // Every key [`loosenings`] names is a row's: it has a way back.
+    let Some(r) = ROWS.iter().find(|r| r.key == key) else {
+        return;
     };
-    if let Some((k, put_back)) = PUT_BACK.iter().find(|(k, _)| *k == key) {
-        put_back(c, base);
-        source(c, k);
-        return true;
-    }
-    match key {
-        // The project's own directory stays the workspace: the file's
-        // directory is where a job may work.
-        "workspace" => {
-            if let Some(Source::File(f)) = c.sources.get("workspace").cloned() {
-                c.workspace = f.parent().map(Path::to_path_buf).unwrap_or_default();
+    (r.back)(c, base);
+    if let Some(k) = r.source {
+        match base.sources.get(k) {
+            Some(s) => {
+                c.sources.insert(k, s.clone());
+            }
+            None => {
+                c.sources.remove(k);
             }
         }
-        "image.dockerfile" => {
-            c.image_build = None;
-            c.image = base.image.clone();
-            source(c, "image");
-        }
-        "safety.default_blocklist" => c.safety.default_blocklist = base.safety.default_blocklist,
-        "safety.allow_env" => c.safety.allow_env = base.safety.allow_env.clone(),
-        "safety.security_log" => c.safety.security_log = base.safety.security_log.clone(),
-        _ => {
-            tracing::error!(
-                key,
-                "no way back for a loosening; it stays refused for agents but is kept"
-            );
-            return false;
-        }
     }
-    true
 }
 
 /// Whether `path` lies inside `dir` (both resolved: symlinks followed where

@@ -259,23 +259,120 @@ fn a_workspace_escaping_by_dotdot_or_symlink_is_outside() {
     }
 }
 
-/// Every key a loosening can name has a way back: a new row of `LOOSER`
-/// without one in `PUT_BACK` (or an arm of `revert`) would let an
-/// untrusted file keep its value.
+/// Every key of the key table either has a row (a test and a way back in
+/// one) or is listed as never loosening: a new key cannot slip past
+/// trust unclassified.
+#[test]
+fn every_key_is_a_loosening_or_said_not_to_be() {
+    for key in super::super::keys::FIELDS {
+        let row = ROWS
+            .iter()
+            .any(|r| r.key == *key || r.set_by == Some(key) || r.key.starts_with(&format!("{key}.")));
+        assert!(
+            row != NEVER_LOOSENS.contains(key),
+            "`{key}` must be in exactly one of loosen.rs's ROWS and NEVER_LOOSENS"
+        );
+    }
+    for key in NEVER_LOOSENS {
+        assert!(super::super::keys::FIELDS.contains(key), "`{key}` is not a key");
+    }
+}
+
+/// Every row puts its key back: a config looser than the baseline in
+/// every row (each row must see it as loose, so the check can fail) is
+/// not looser in that row once it is reverted.
 #[test]
 fn every_loosening_key_has_a_way_back() {
-    // The loosenings `loosenings` names beside the rows of `LOOSER`.
-    const OTHER: &[&str] = &[
-        "workspace",
-        "image.dockerfile",
-        "safety.default_blocklist",
-        "safety.allow_env",
-        "safety.security_log",
-    ];
+    use crate::model::{Isolation, WriteMode};
     let dir = tempfile::tempdir().unwrap();
-    let base = Config::isolated(dir.path(), "t");
-    for key in LOOSER.iter().map(|(k, _)| *k).chain(OTHER.iter().copied()) {
-        let mut c = base.clone();
-        assert!(revert(&mut c, &base, key), "no way back for `{key}`");
+    let mut base = Config::isolated(dir.path(), "t");
+    (
+        base.fallback,
+        base.read_only,
+        base.isolation,
+        base.agent_isolation,
+    ) = (false, true, Isolation::Gvisor, Isolation::Gvisor);
+    base.limits.cpus = Some(1.0);
+    base.limits.memory = Some(1 << 30);
+    base.limits.pids = Some(100);
+    base.apply_protect = vec![".git/**".into()];
+    base.safety.allow_env = vec!["CI".into()];
+    (base.write, base.agent_write) = (WriteMode::ReadOnly, WriteMode::ReadOnly);
+    let mut c = base.clone();
+    let file = dir.path().join("berth.toml");
+    c.sources.insert("workspace", Source::File(file.clone()));
+    (c.runner, c.network, c.egress, c.publish, c.engine) = (
+        RunnerChoice::Host,
+        Network::Bridge,
+        Egress::All,
+        Publish::Engine,
+        EngineAccess::Scoped,
+    );
+    (c.allow_host, c.fallback, c.allow_engine, c.read_only) = (true, true, true, false);
+    (c.agent_all_jobs, c.project_symlinks, c.build_add_urls) = (true, true, true);
+    (c.isolation, c.agent_isolation) = (Isolation::Container, Isolation::Container);
+    (c.write, c.agent_write) = (WriteMode::Direct, WriteMode::Direct);
+    c.user = Some("root".into());
+    c.gvisor_runtime = "runc".into();
+    c.egress_allow.push("evil.example".into());
+    c.limits = Default::default();
+    c.max_children += 1;
+    c.max_output_bytes += 1;
+    c.ring_bytes += 1;
+    c.keep_runs += 1;
+    c.keep_days += 1.0;
+    c.layer_bytes += 1;
+    c.layer_days += 1.0;
+    c.apply_max_deletes += 1;
+    c.apply_protect.clear();
+    c.state_dir = dir.path().join("elsewhere");
+    c.workspace = "/usr".into();
+    c.safety.security_log = Some(dir.path().join("other.log"));
+    c.image_build = Some(crate::model::ProjectBuild {
+        dockerfile: "Dockerfile".into(),
+        context: ".".into(),
+        args: Default::default(),
+        declared_in: file,
+    });
+    let safety = SafetyLayer {
+        default_blocklist: Some(false),
+        blocked: Vec::new(),
+        security_log: c.safety.security_log.clone(),
+        allow_env: vec!["LD_PRELOAD".into()],
+    };
+    let side = FileSide {
+        dir: dir.path(),
+        safety: Some(&safety),
+    };
+    let no_safety = FileSide {
+        dir: dir.path(),
+        safety: None,
+    };
+    for r in ROWS {
+        assert!(
+            (r.looser)(&c, &base, &side).is_some(),
+            "`{}` is not loose to begin with",
+            r.key
+        );
+        let mut back = c.clone();
+        revert(&mut back, &base, r.key);
+        // The file's `[safety]` table is not the config: once put back, its
+        // rows are asked of the config alone.
+        let side = if r.set_by.is_none() { &no_safety } else { &side };
+        assert_eq!(
+            (r.looser)(&back, &base, side),
+            None,
+            "`{}` is still looser after its way back",
+            r.key
+        );
     }
+    // All put back, the config is the baseline again (the workspace is the
+    // file's directory): no row's way back changes more than its key.
+    let mut all = c.clone();
+    for r in ROWS {
+        revert(&mut all, &base, r.key);
+    }
+    assert_eq!(all.workspace, dir.path());
+    (all.workspace, all.sources) = (base.workspace.clone(), base.sources.clone());
+    assert_eq!(all, base);
 }
