@@ -75,7 +75,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     // none unless `--timeout` gives one.
     spec.background = false;
     spec.on_timeout = OnTimeout::Kill;
-    let manager = Manager::new(config)?;
+    let manager = Manager::open(config).await?;
     let pulls = (!args.json).then(|| super::progress::follow_local(&manager));
     // Before the start: a ^C, SIGTERM or SIGHUP from here on stops the job.
     let interrupted = crate::teardown::signals();

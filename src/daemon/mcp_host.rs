@@ -20,7 +20,7 @@ pub async fn run_mcp(config: Config, tools: ToolSet) -> Result<()> {
     if crate::api::client::Client::connect(&config).await.is_ok() {
         return mcp::attach(&config, tools, &me).await;
     }
-    let manager = Manager::new(config.clone())?;
+    let manager = Manager::open(config.clone()).await?;
     manager.keep_warm();
     let bound = match super::bind(&manager) {
         Ok(b) => b,

@@ -218,7 +218,7 @@ async fn exit_when_idle(manager: Manager, sessions: Sessions, limit: Duration, s
 /// `berth daemon`: run a manager on the instance socket until a signal or
 /// `berth down`; with `idle`, also once it was idle that long.
 pub async fn run(config: crate::config::Config, idle: Option<Duration>) -> Result<()> {
-    let manager = Manager::new(config.clone())?;
+    let manager = Manager::open(config.clone()).await?;
     manager.keep_warm();
     let bound = bind(&manager)?;
     // Only once we own the instance: a refused second daemon starts none.

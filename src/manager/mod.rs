@@ -247,6 +247,16 @@ impl Manager {
         self.inner.fake.set(fake).is_ok()
     }
 
+    /// [`Manager::new`] for async code: opening the store and recovering
+    /// the last run's records (reads, the reap of what it left) run on the
+    /// blocking pool, not on a worker that other tasks wait for.
+    pub async fn open(config: Config) -> Result<Self> {
+        let dir = config.instance_dir();
+        tokio::task::spawn_blocking(move || Self::new(config))
+            .await
+            .map_err(|e| Error::io("open the manager", &dir, std::io::Error::other(e.to_string())))?
+    }
+
     /// A manager for `config.instance`, keeping its state under `config.instance_dir()`.
     pub fn new(config: Config) -> Result<Self> {
         let ids = ids::IdAllocator::new(&config.instance_dir())?;

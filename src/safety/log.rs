@@ -106,9 +106,11 @@ impl SecurityLog {
         &self.path
     }
 
-    /// Append `entry`; on failure, warn and carry on.
+    /// Append `entry`; on failure, warn and carry on. The file is written
+    /// before this returns (a refusal's answer follows its line), off an
+    /// async caller's worker: a slow or full disk stalls only the caller.
     pub fn append(&self, entry: &SecurityRecord) {
-        if let Err(e) = self.try_append(entry) {
+        if let Err(e) = crate::store::off_worker(|| self.try_append(entry)) {
             tracing::warn!(
                 log = %self.path.display(),
                 error = %e,
@@ -207,5 +209,42 @@ mod tests {
         let log = SecurityLog::new(dir.path().join("file/security.log"));
         log.append(&entry("sudo id"));
         assert!(!log.path().exists());
+    }
+
+    /// A log whose write blocks (a FIFO no one reads yet: a stuck disk)
+    /// holds up only the caller: on a runtime with one worker, another
+    /// task still runs while the append waits.
+    #[test]
+    fn a_blocked_append_does_not_hold_the_runtimes_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("security.log");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let log = std::sync::Arc::new(SecurityLog::new(&path));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let (started, appending) = std::sync::mpsc::channel();
+        let writer = log.clone();
+        let append = rt.spawn(async move {
+            // No await from here on: the worker is this task's until the
+            // append lets it go.
+            started.send(()).unwrap();
+            writer.append(&entry("sudo id"));
+        });
+        appending.recv().unwrap();
+        let (ran, other) = std::sync::mpsc::channel();
+        rt.spawn(async move { ran.send(()).unwrap() });
+        // A hang detector, not a speed bound: with the worker held, the
+        // other task never runs.
+        let other_ran = other.recv_timeout(std::time::Duration::from_secs(30));
+        // Let the append through either way, and read what it wrote.
+        let text = std::fs::read_to_string(&path).unwrap();
+        rt.block_on(append).unwrap();
+        assert!(
+            other_ran.is_ok(),
+            "another task waited for the security log's write"
+        );
+        assert!(text.contains("sudo id"), "{text}");
     }
 }

@@ -49,6 +49,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use crate::persist::StoredPage;
 pub use held::StoreHealth;
 use queue::Shared;
+pub use queue::off_worker;
 pub use read::find_run;
 pub use reserve::HeldNote;
 pub use retention::LINE_OVERHEAD;

@@ -121,7 +121,7 @@ impl Store {
         // The writer is its own thread: blocking here cannot deadlock. The
         // wait holds a place in the channel's line, so room goes to the
         // writes that waited longest.
-        let sent = wait_for_writer(|| match block_until(self.tx.reserve(), Some(deadline)) {
+        let sent = off_worker(|| match block_until(self.tx.reserve(), Some(deadline)) {
             Some(Ok(permit)) => {
                 permit.send(op);
                 true
@@ -186,7 +186,7 @@ impl Store {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Flush(tx));
         let deadline = Instant::now() + FLUSH_LIMIT;
-        if !matches!(wait_for_writer(|| block_until(rx, Some(deadline))), Some(Ok(()))) {
+        if !matches!(off_worker(|| block_until(rx, Some(deadline))), Some(Ok(()))) {
             tracing::warn!(path = %self.path.display(), "the store did not finish its writes within {FLUSH_LIMIT:?}");
         }
     }
@@ -197,7 +197,7 @@ impl Store {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Checkpoint(tx));
         let deadline = Instant::now() + FLUSH_LIMIT;
-        let _ = wait_for_writer(|| block_until(rx, Some(deadline)));
+        let _ = off_worker(|| block_until(rx, Some(deadline)));
     }
 
     /// At shutdown, after the last records were queued: when the store
@@ -211,7 +211,7 @@ impl Store {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Settle(tx));
         let deadline = Instant::now() + FLUSH_LIMIT;
-        let _ = wait_for_writer(|| block_until(rx, Some(deadline)));
+        let _ = off_worker(|| block_until(rx, Some(deadline)));
     }
 
     /// Delete the runs `jobs` and everything stored for them (lines, events).
@@ -224,7 +224,7 @@ impl Store {
         self.send(Op::Prune(ids, tx));
         // Unbounded as before: a degraded writer refuses a prune at once,
         // and a dropped one (a stuck store) closes the reply.
-        let message = match wait_for_writer(|| block_until(rx, None)) {
+        let message = match off_worker(|| block_until(rx, None)) {
             Some(Ok(Ok(()))) => return Ok(()),
             Some(Ok(Err(message))) => message,
             Some(Err(_)) | None => "the store writer is gone".into(),
@@ -236,9 +236,11 @@ impl Store {
     }
 }
 
-/// Run `wait` (a blocking wait on the writer thread) without stalling the
-/// other tasks of a multi-threaded runtime.
-pub(super) fn wait_for_writer<T>(wait: impl FnOnce() -> T) -> T {
+/// Run `wait` (a blocking wait on the writer thread, or a small blocking
+/// write elsewhere: the security log's line) without stalling the other
+/// tasks of a multi-threaded runtime: the worker hands them on first. The
+/// work is still done when this returns, which its callers rely on.
+pub fn off_worker<T>(wait: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(wait)

@@ -27,7 +27,7 @@ impl Wake for Unpark {
 
 /// Drive `fut` on this thread until it is ready (`Some`) or `deadline`
 /// passes (`None`; no deadline waits for good). Not on an async worker: the
-/// caller wraps it in `block_in_place` there (`queue::wait_for_writer`).
+/// caller wraps it in `block_in_place` there (`queue::off_worker`).
 pub(super) fn block_until<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
