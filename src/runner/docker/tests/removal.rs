@@ -1,6 +1,7 @@
 //! The removal of a finished job's container after the job was answered:
 //! pending until the engine confirmed, finished by teardown (awaited or
-//! blocking), and the reuse of a vacated pool network without an inspect.
+//! blocking), the reuse of a vacated pool network without an inspect, and
+//! a dead job's scoped children removed by recovery.
 
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::CreateContainerOptions;
@@ -9,7 +10,7 @@ use pretty_assertions::assert_eq;
 use super::{DEFAULT_TEST_IMAGE, Fixture, JOB_LIMIT, ended, inspect_status, texts};
 use crate::model::{JobId, JobSpec};
 use crate::runner::Exit;
-use crate::runner::docker::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_STATE, container_name};
+use crate::runner::docker::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE, container_name};
 
 #[tokio::test]
 async fn a_finished_container_is_pending_until_its_removal_is_confirmed() {
@@ -104,4 +105,53 @@ async fn a_vacated_network_is_reused_and_made_again_when_it_went() {
     }
     let first = Some(format!("{}-0", fx.engine.network_name()));
     assert_eq!(networks, [first.clone(), first.clone(), first]);
+}
+
+/// Recovery reaps a job whose scoped engine died with its manager: from
+/// synchronous code, the children that job started (labelled with its
+/// container's name as their parent) go, another job's stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_jobs_scoped_children_are_removed_and_no_other() {
+    let fx = Fixture::new("children").await;
+    let docker = fx.docker().await;
+    let (dead, alive) = (JobId::from_number(1), JobId::from_number(2));
+    let mut made = Vec::new();
+    for (i, parent) in [&dead, &dead, &alive].into_iter().enumerate() {
+        let parent = container_name(&fx.instance, fx.engine.state(), parent);
+        let labels = [
+            (LABEL_MANAGED, "true"),
+            (LABEL_INSTANCE, fx.instance.as_str()),
+            (LABEL_STATE, fx.engine.state()),
+            (LABEL_PARENT, parent.as_str()),
+        ];
+        let body = ContainerCreateBody {
+            image: Some(DEFAULT_TEST_IMAGE.into()),
+            cmd: Some(vec!["true".into()]),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let name = format!("{parent}-child-{i}");
+        let opts = CreateContainerOptions {
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        made.push(docker.create_container(&name, opts, body).await.unwrap().id);
+    }
+    // Synchronous, as recovery calls it (here on this runtime's thread).
+    let removed = tokio::task::block_in_place(|| fx.engine.remove_children_blocking(&dead));
+    assert_eq!(removed, 2);
+    assert_eq!(inspect_status(docker, &made[0]).await, Some(404));
+    assert_eq!(inspect_status(docker, &made[1]).await, Some(404));
+    assert_eq!(
+        inspect_status(docker, &made[2]).await,
+        None,
+        "another job's child stays"
+    );
+    let removed = tokio::task::block_in_place(|| fx.engine.remove_children_blocking(&alive));
+    assert_eq!(removed, 1);
 }
