@@ -32,9 +32,13 @@ impl Engine {
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
         let choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(mut c) => {
-                let policy = spec.pull.unwrap_or(project.pull);
-                let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-                c.pull_ms = pull::ensure(docker, &c.name, policy, limit, &progress).await?;
+                // The default image was just found present, and berth's own
+                // images are never pulled: no second look at the engine.
+                if !(dev_present && c.name == crate::images::DEV_IMAGE) {
+                    let policy = spec.pull.unwrap_or(project.pull);
+                    let limit = Duration::from_secs_f64(project.pull_timeout_secs);
+                    c.pull_ms = pull::ensure(docker, &c.name, policy, limit, &progress).await?;
+                }
                 c
             }
             crate::images::Choice::Build { build, why } => {
