@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "setsid sleep 3001 & echo up; exec sleep 3002".to_string());
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let manager = Manager::new(Config::isolated(&state, "embed"))?;
+        let manager = Manager::open(Config::isolated(&state, "embed")).await?;
         let guard = berth::embed::guard(&manager)?;
         let job = manager
             .start(

@@ -17,7 +17,7 @@ async fn main() -> anyhow::Result<()> {
         None => RunnerChoice::Docker,
     };
     let state = std::env::temp_dir().join("berth-quickstart");
-    let manager = Manager::new(Config::isolated(state, "quickstart"))?;
+    let manager = Manager::open(Config::isolated(state, "quickstart")).await?;
 
     let spec = match runner {
         RunnerChoice::Host => JobSpec::shell("exec python3 -m http.server \"$PORT\" --bind 127.0.0.1"),

@@ -16,7 +16,7 @@
 //!     berth::embed::helpers(); // first: this binary is also the shim and the watchdog
 //!     let runtime = tokio::runtime::Runtime::new().expect("runtime");
 //!     runtime.block_on(async {
-//!         let manager = berth::Manager::new(berth::Config::isolated("/tmp/my-tool", "my-tool"))?;
+//!         let manager = berth::Manager::open(berth::Config::isolated("/tmp/my-tool", "my-tool")).await?;
 //!         let guard = berth::embed::guard(&manager)?; // a crash of this process stops every job
 //!         // … start jobs …
 //!         manager.shutdown().await;

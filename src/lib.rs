@@ -10,7 +10,7 @@
 //! # async fn demo() -> berth::Result<()> {
 //! use berth::{Config, Manager, JobSpec, ReadyCondition};
 //! use std::time::Duration;
-//! let manager = Manager::new(Config::isolated("/tmp/berth-demo", "demo"))?;
+//! let manager = Manager::open(Config::isolated("/tmp/berth-demo", "demo")).await?;
 //! let job = manager
 //!     .start(JobSpec::shell("echo ready; sleep 30").background())
 //!     .await?;

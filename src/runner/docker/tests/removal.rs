@@ -48,33 +48,7 @@ async fn a_leftover_of_this_instance_with_the_jobs_name_is_cleared() {
     let fx = Fixture::new("leftover").await;
     let id = JobId::from_number(1);
     let name = container_name(&fx.instance, fx.engine.state(), &id);
-    let labels = [
-        (LABEL_MANAGED, "true"),
-        (LABEL_INSTANCE, fx.instance.as_str()),
-        (LABEL_STATE, fx.engine.state()),
-    ];
-    let body = ContainerCreateBody {
-        image: Some(DEFAULT_TEST_IMAGE.into()),
-        cmd: Some(vec!["true".into()]),
-        labels: Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        ..Default::default()
-    };
-    let opts = CreateContainerOptions {
-        name: Some(name.clone()),
-        ..Default::default()
-    };
-    let old = fx
-        .docker()
-        .await
-        .create_container(&name, opts, body)
-        .await
-        .unwrap()
-        .id;
+    let old = create_labelled(&fx, &name, None).await;
     let (launched, out) = fx.launch(1, &JobSpec::argv(["echo", "new"])).await.unwrap();
     assert_ne!(launched.container_id.as_deref(), Some(old.as_str()));
     assert_eq!(inspect_status(fx.docker().await, &old).await, Some(404));
@@ -118,29 +92,8 @@ async fn a_dead_jobs_scoped_children_are_removed_and_no_other() {
     let mut made = Vec::new();
     for (i, parent) in [&dead, &dead, &alive].into_iter().enumerate() {
         let parent = container_name(&fx.instance, fx.engine.state(), parent);
-        let labels = [
-            (LABEL_MANAGED, "true"),
-            (LABEL_INSTANCE, fx.instance.as_str()),
-            (LABEL_STATE, fx.engine.state()),
-            (LABEL_PARENT, parent.as_str()),
-        ];
-        let body = ContainerCreateBody {
-            image: Some(DEFAULT_TEST_IMAGE.into()),
-            cmd: Some(vec!["true".into()]),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..Default::default()
-        };
         let name = format!("{parent}-child-{i}");
-        let opts = CreateContainerOptions {
-            name: Some(name.clone()),
-            ..Default::default()
-        };
-        made.push(docker.create_container(&name, opts, body).await.unwrap().id);
+        made.push(create_labelled(&fx, &name, Some(&parent)).await);
     }
     // Synchronous, as recovery calls it (here on this runtime's thread).
     let removed = tokio::task::block_in_place(|| fx.engine.remove_children_blocking(&dead));
@@ -154,4 +107,32 @@ async fn a_dead_jobs_scoped_children_are_removed_and_no_other() {
     );
     let removed = tokio::task::block_in_place(|| fx.engine.remove_children_blocking(&alive));
     assert_eq!(removed, 1);
+}
+
+/// A container of this test's instance named `name` (a child of `parent`,
+/// by its label, when given), as another manager would have left it.
+async fn create_labelled(fx: &Fixture, name: &str, parent: Option<&str>) -> String {
+    let mut labels = vec![
+        (LABEL_MANAGED, "true"),
+        (LABEL_INSTANCE, fx.instance.as_str()),
+        (LABEL_STATE, fx.engine.state()),
+    ];
+    labels.extend(parent.map(|p| (LABEL_PARENT, p)));
+    let body = ContainerCreateBody {
+        image: Some(DEFAULT_TEST_IMAGE.into()),
+        cmd: Some(vec!["true".into()]),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    let opts = CreateContainerOptions {
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    let docker = fx.docker().await;
+    docker.create_container(name, opts, body).await.unwrap().id
 }
