@@ -32,13 +32,11 @@ impl Engine {
             spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
         let choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(mut c) => {
-                // The default image was just found present, and berth's own
-                // images are never pulled: no second look at the engine.
-                if !(dev_present && c.name == crate::images::DEV_IMAGE) {
-                    let policy = spec.pull.unwrap_or(project.pull);
-                    let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-                    c.pull_ms = pull::ensure(docker, &c.name, policy, limit, &progress).await?;
-                }
+                let policy = spec.pull.unwrap_or(project.pull);
+                let limit = Duration::from_secs_f64(project.pull_timeout_secs);
+                // The default image was just looked up: no second look.
+                let seen = dev_present && c.name == crate::images::DEV_IMAGE;
+                c.pull_ms = pull::ensure(docker, &c.name, seen, policy, limit, &progress).await?;
                 c
             }
             crate::images::Choice::Build { build, why } => {
@@ -90,6 +88,7 @@ impl Engine {
         let ms = pull::ensure(
             docker,
             image,
+            false,
             crate::images::PullPolicy::Always,
             self.pull_timeout,
             &progress,

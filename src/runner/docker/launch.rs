@@ -159,7 +159,15 @@ async fn launch_one(
         // The manager makes the image present first (`Engine::prepare`, with
         // progress and the job's policy); a direct caller gets it here.
         let quiet: super::pull::ProgressFn = Arc::new(|_| {});
-        super::pull::ensure(&docker, &image, PullPolicy::Missing, engine.pull_timeout, &quiet).await?;
+        super::pull::ensure(
+            &docker,
+            &image,
+            false,
+            PullPolicy::Missing,
+            engine.pull_timeout,
+            &quiet,
+        )
+        .await?;
     }
     let pins = pins::Pins::open(spec, project.workspace)?;
     let runtime = super::gvisor::runtime(&docker, spec, project.gvisor_runtime).await?;

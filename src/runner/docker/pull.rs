@@ -21,18 +21,21 @@ use crate::images::{PullPolicy, PullProgress, pull_hint, registry_of};
 pub type ProgressFn = Arc<dyn Fn(PullProgress) + Send + Sync>;
 
 /// Make `image` present as `policy` says. `Some(ms)` when it was pulled.
+/// `seen`: the caller has just found it present (no second look).
 pub(super) async fn ensure(
     docker: &DockerClient,
     image: &str,
+    seen: bool,
     policy: PullPolicy,
     limit: Duration,
     progress: &ProgressFn,
 ) -> Result<Option<u64>> {
-    let present = match docker.inspect_image(image).await {
-        Ok(_) => true,
-        Err(e) if e.engine_status() == Some(404) => false,
-        Err(e) => return Err(e),
-    };
+    let present = seen
+        || match docker.inspect_image(image).await {
+            Ok(_) => true,
+            Err(e) if e.engine_status() == Some(404) => false,
+            Err(e) => return Err(e),
+        };
     // berth/… and project images exist only where they were built: never pulled.
     let local_only = image.starts_with("berth/") || image.starts_with("berth-project/");
     match (policy, present) {
