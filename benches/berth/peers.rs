@@ -133,7 +133,11 @@ pub fn bench_output(d: &Daemon) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000_000);
-    let cmd = super::gen_cmd(100, bytes);
+    let line: usize = std::env::var("BERTH_BENCH_OUTPUT_LINE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let cmd = super::gen_cmd(line, bytes);
     let scratch = tempfile::tempdir().unwrap();
     let file = scratch.path().join("out");
     let n = 5;
@@ -162,7 +166,7 @@ pub fn bench_output(d: &Daemon) {
     let mb = bytes as f64 / 1e6;
     let rate = |s: f64| format!("{:.2} s ({:.0} MB/s)", s, mb / s);
     println!(
-        "| host job, {mb:.0} MB of 100-byte lines: `cmd > /dev/null` | {} | | | median of {n} |",
+        "| host job, {mb:.0} MB of {line}-byte lines: `cmd > /dev/null` | {} | | | median of {n} |",
         rate(null)
     );
     println!("| same, `cmd > file` | {} | | | |", rate(to_file));

@@ -29,11 +29,11 @@ use crate::manager::{Foreground, Manager};
 use crate::model::{JobId, JobSpec, Stream};
 use crate::output::{Batch, FollowPage};
 
-/// Lines and bytes per page read for the stream: a page becomes one or a
-/// few frames. Kept under 128 KiB: glibc serves bigger blocks by mmap and,
-/// once one is freed, keeps blocks that size in its heaps, which a
-/// long-lived daemon then never gives back.
-const PAGE_LINES: usize = 4096;
+/// Bytes per page read for the stream, whatever the number of lines (a
+/// page of short lines from the ring is slices of its chunks): a page
+/// becomes one or a few frames. Kept under 128 KiB: glibc serves bigger
+/// blocks by mmap and, once one is freed, keeps blocks that size in its
+/// heaps, which a long-lived daemon then never gives back.
 const PAGE_BYTES: usize = 96 * 1024;
 /// Frames buffered between the reader task and the connection.
 const IN_FLIGHT: usize = 4;
@@ -100,9 +100,11 @@ async fn stream(
 ) -> Result<(), Gone> {
     let output = manager.output(id).map_err(|_| Gone)?;
     let page = FollowPage {
-        lines: PAGE_LINES,
+        lines: usize::MAX,
         bytes: PAGE_BYTES,
         stream: None,
+        // This is the job's foreground: what it has not read stays in memory.
+        hold: true,
     };
     let batches = output.follow(1, page);
     tokio::pin!(batches);

@@ -277,6 +277,7 @@ async fn follow_logs(
         lines: FOLLOW_PAGE,
         bytes: crate::output::PAGE_BYTES,
         stream: q.stream,
+        hold: false,
     };
     let batches = Box::pin(output.follow(q.since.unwrap_or(1), page));
     let manager = s.manager.clone();

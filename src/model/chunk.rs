@@ -1,11 +1,14 @@
 //! Lines held back to back: what one read of a stream became.
 //!
-//! A busy job prints hundreds of thousands of lines a second; one allocation
-//! (and, on another thread, one free) per line was most of what ingest cost.
-//! So a read's lines are kept as one text buffer plus their end offsets: the
-//! ring holds these chunks and the store's writer encodes from the same
-//! chunk (it is shared, never copied), and a [`Line`] is only made when a
-//! reader asks for one.
+//! A busy job prints millions of lines a second; one allocation (and, on
+//! another thread, one free) per line was most of what ingest cost, and
+//! with short lines any work per line still was. So a read's lines are kept
+//! as one text buffer, each line followed by its `\n`, plus their end
+//! offsets: a read of whole plain lines is taken with one copy
+//! ([`LineBuf::push_lines`]), a run of lines goes to a terminal, a frame or
+//! a store block as one slice ([`Chunk::lines_text`]), the ring holds these
+//! chunks and the store's writer encodes from the same chunk (it is shared,
+//! never copied), and a [`Line`] is only made when a reader asks for one.
 
 use chrono::{DateTime, Utc};
 
@@ -14,7 +17,9 @@ use super::{Line, Stream};
 /// Lines being collected (by the splitter) for the next chunk.
 #[derive(Debug, Default)]
 pub struct LineBuf {
+    /// Every line followed by `\n` (a line's text never holds one).
     text: String,
+    /// Offset just past each line's `\n`.
     ends: Vec<u32>,
 }
 
@@ -23,14 +28,68 @@ impl LineBuf {
     /// kept as escapes (`exact.rs`).
     pub fn push(&mut self, bytes: &[u8]) {
         super::exact::push(&mut self.text, bytes);
-        self.ends.push(self.text.len() as u32);
+        self.end_line();
     }
 
     /// Append a line that is a line's text already (its escapes kept as
     /// they are: pushing its bytes would escape them twice).
     pub fn push_text(&mut self, text: &str) {
         self.text.push_str(text);
+        self.end_line();
+    }
+
+    fn end_line(&mut self) {
+        self.text.push('\n');
         self.ends.push(self.text.len() as u32);
+    }
+
+    /// Append `bytes`, whole lines each ending in `\n`, with one copy when
+    /// they are their lines already: plain text (nothing to escape), no
+    /// `\r` (dropped before a `\n`) and no line over `max_line` bytes (cut
+    /// in pieces). Returns false, having added nothing, when they are not.
+    pub fn push_lines(&mut self, bytes: &[u8], max_line: usize) -> bool {
+        let Some(text) = super::exact::plain(bytes) else {
+            return false;
+        };
+        let (base, had) = (self.text.len(), self.ends.len());
+        // A word at a time (a search call per line cost more than the line
+        // itself when lines are short): the newlines of 8 bytes at once.
+        let mut start = 0;
+        let mut words = bytes.chunks_exact(8);
+        let mut at = 0;
+        let mut fits = true;
+        // Whether the line ending at `nl` is short enough to be kept whole.
+        let mut line_end = |nl: usize, ends: &mut Vec<u32>| {
+            let short = nl - start <= max_line;
+            start = nl + 1;
+            ends.push((base + start) as u32);
+            short
+        };
+        for word in &mut words {
+            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            if bytes_equal_to(word, b'\r') != 0 {
+                fits = false;
+                break;
+            }
+            let mut newlines = bytes_equal_to(word, b'\n');
+            while newlines != 0 {
+                fits &= line_end(at + newlines.trailing_zeros() as usize / 8, &mut self.ends);
+                newlines &= newlines - 1;
+            }
+            at += 8;
+        }
+        for (i, &b) in words.remainder().iter().enumerate() {
+            fits &= b != b'\r';
+            if b == b'\n' {
+                fits &= line_end(at + i, &mut self.ends);
+            }
+        }
+        if !fits {
+            self.ends.truncate(had);
+            return false;
+        }
+        self.text.push_str(text);
+        true
     }
 
     pub fn len(&self) -> usize {
@@ -66,7 +125,7 @@ impl LineBuf {
         self.ends
             .iter()
             .map(|&e| {
-                let s = self.text[start..e as usize].to_string();
+                let s = self.text[start..e as usize - 1].to_string();
                 start = e as usize;
                 s
             })
@@ -86,12 +145,21 @@ impl LineBuf {
     }
 }
 
+/// The high bit of each byte of `word` that equals `b`, and no other bit
+/// (exact: no carry crosses a byte).
+fn bytes_equal_to(word: u64, b: u8) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let t = word ^ (0x0101_0101_0101_0101 * u64::from(b));
+    !(((t & LOW7) + LOW7) | t) & !LOW7
+}
+
 /// Consecutive lines of one stream with one timestamp, numbered from `first_seq`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chunk {
     pub first_seq: u64,
     pub stream: Stream,
     pub ts: DateTime<Utc>,
+    /// As in [`LineBuf`]: each line followed by `\n`.
     text: String,
     ends: Vec<u32>,
 }
@@ -123,13 +191,43 @@ impl Chunk {
 
     /// Bytes of text (newlines not counted).
     pub fn text_bytes(&self) -> usize {
-        self.text.len()
+        self.text.len() - self.ends.len()
+    }
+
+    /// Memory the chunk holds: what a bound in bytes counts it as.
+    pub fn cost(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * 4 + std::mem::size_of::<Chunk>() + 32
+    }
+
+    /// Where line `i` starts in the text.
+    fn start(&self, i: usize) -> usize {
+        if i == 0 { 0 } else { self.ends[i - 1] as usize }
     }
 
     /// The text of the `i`-th line.
     pub fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.text[start..self.ends[i] as usize]
+        &self.text[self.start(i)..self.ends[i] as usize - 1]
+    }
+
+    /// The text of lines `range`, each followed by `\n`: one slice.
+    pub fn lines_text(&self, range: std::ops::Range<usize>) -> &str {
+        if range.is_empty() {
+            return "";
+        }
+        &self.text[self.start(range.start)..self.ends[range.end - 1] as usize]
+    }
+
+    /// The end of the lines from `start` on that a page of at most `lines`
+    /// and about `bytes` takes (newlines counted): lines are taken while
+    /// less than `bytes` is taken, so at least one when there is room.
+    pub fn fit(&self, start: usize, lines: usize, bytes: usize) -> usize {
+        let last = self.len().min(start.saturating_add(lines));
+        if start >= last || bytes == 0 {
+            return start;
+        }
+        let base = self.start(start);
+        // Line `start` is taken; each next one while what came before it is under `bytes`.
+        start + 1 + self.ends[start..last - 1].partition_point(|&e| (e as usize - base) < bytes)
     }
 
     /// The `i`-th line as an owned [`Line`].

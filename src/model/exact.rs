@@ -26,12 +26,16 @@ pub fn escaped_byte(c: char) -> Option<u8> {
     (c >= ESCAPE_BASE).then(|| (c - ESCAPE_BASE) as u8)
 }
 
+/// `bytes` as text when they are their own text: valid UTF-8 with nothing
+/// in plane 16's last block (the common case; nothing to escape).
+pub fn plain(bytes: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    memchr::memchr(LEAD, bytes).is_none().then_some(s)
+}
+
 /// Append `bytes` to `text`, keeping every byte (see the module doc).
 pub fn push(text: &mut String, bytes: &[u8]) {
-    // The common case: valid UTF-8 with nothing in plane 16's last block.
-    if let Ok(s) = std::str::from_utf8(bytes)
-        && memchr::memchr(LEAD, bytes).is_none()
-    {
+    if let Some(s) = plain(bytes) {
         text.push_str(s);
         return;
     }

@@ -15,6 +15,9 @@ pub struct FollowPage {
     pub bytes: usize,
     /// Only this stream's lines (both when `None`).
     pub stream: Option<Stream>,
+    /// The reader is the job's foreground (one per job): the ring keeps
+    /// what it has not read yet, within a bound (`ingest.rs`).
+    pub hold: bool,
 }
 
 /// Lines in seq order, as pieces of the ring's chunks (a line is only made
@@ -44,7 +47,7 @@ impl Batch {
     pub fn text_bytes(&self) -> usize {
         self.pieces
             .iter()
-            .map(|(c, r)| r.clone().map(|i| c.text(i).len() + 1).sum::<usize>())
+            .map(|(c, r)| c.lines_text(r.clone()).len())
             .sum()
     }
 
@@ -54,8 +57,9 @@ impl Batch {
     }
 
     /// Call `each` once per run of one stream with the run's text, every
-    /// line followed by `\n` (collected in `text`, cleared before each run):
-    /// what a terminal or a frame takes as one write.
+    /// line followed by `\n`: what a terminal or a frame takes as one write.
+    /// A run of one piece is handed over as the chunk's own slice; longer
+    /// runs are collected in `text` first.
     pub fn runs<E>(
         &self,
         text: &mut Vec<u8>,
@@ -63,19 +67,20 @@ impl Batch {
     ) -> std::result::Result<(), E> {
         text.clear();
         for (i, (chunk, range)) in self.pieces.iter().enumerate() {
-            for l in range.clone() {
-                text.extend_from_slice(chunk.text(l).as_bytes());
-                text.push(b'\n');
-            }
-            if self
+            let piece = chunk.lines_text(range.clone()).as_bytes();
+            let run_goes_on = self
                 .pieces
                 .get(i + 1)
-                .is_some_and(|(c, _)| c.stream == chunk.stream)
-            {
+                .is_some_and(|(c, _)| c.stream == chunk.stream);
+            if text.is_empty() && !run_goes_on {
+                each(chunk.stream, piece)?;
                 continue;
             }
-            each(chunk.stream, text)?;
-            text.clear();
+            text.extend_from_slice(piece);
+            if !run_goes_on {
+                each(chunk.stream, text)?;
+                text.clear();
+            }
         }
         Ok(())
     }

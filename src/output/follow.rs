@@ -25,6 +25,18 @@ struct Cursor {
     since: u64,
     /// A gap met by a read that gave no line yet: said on the next batch.
     gap: Option<u64>,
+    /// Set for the foreground's follow: the ring keeps what it has not read.
+    hold: Option<Hold>,
+}
+
+/// The foreground reader's hold on the ring, let go when its follow ends
+/// or is dropped.
+struct Hold(Arc<JobOutput>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.hold_for_reader(None);
+    }
 }
 
 impl JobOutput {
@@ -36,11 +48,16 @@ impl JobOutput {
         since: u64,
         page: FollowPage,
     ) -> impl futures_util::Stream<Item = Result<Batch>> + Send + use<> {
+        let hold = page.hold.then(|| {
+            self.hold_for_reader(Some(since.max(1)));
+            Hold(self.clone())
+        });
         let start = Cursor {
             progress: self.subscribe(),
             output: self.clone(),
             since: since.max(1),
             gap: None,
+            hold,
         };
         stream::unfold(Some(start), move |cursor| async move {
             let mut c = cursor?;
@@ -69,6 +86,9 @@ impl JobOutput {
                     Err(e) => return Some((Err(e), None)),
                 };
                 c.since = next;
+                if let Some(Hold(output)) = &c.hold {
+                    output.hold_for_reader(Some(next));
+                }
                 c.gap = c.gap.or(batch.truncated_before);
                 if !batch.is_empty() {
                     batch.truncated_before = c.gap.take();
@@ -103,12 +123,9 @@ impl JobOutput {
                         continue;
                     }
                     let start = c.index_of(since);
-                    let mut end = start;
-                    while end < c.len() && n < limit && bytes < page.bytes {
-                        bytes += c.text(end).len() + 1;
-                        end += 1;
-                        n += 1;
-                    }
+                    let end = c.fit(start, limit - n, page.bytes - bytes);
+                    n += end - start;
+                    bytes += c.lines_text(start..end).len();
                     pieces.push((c.clone(), start..end));
                     next = c.first_seq + end as u64;
                 }
@@ -167,14 +184,15 @@ mod tests {
         lines: 30,
         bytes: usize::MAX,
         stream: None,
+        hold: false,
     };
 
     fn output(dir: &tempfile::TempDir, store: Arc<Memory>) -> Arc<JobOutput> {
-        // A ring of about a dozen short lines: the rest is in the store only.
+        // A ring of about fifteen one-line chunks: the rest is in the store only.
         JobOutput::create(
             JobId::from_number(1),
             &dir.path().join("job-1"),
-            1024,
+            2048,
             Watchers::default(),
             EventLog::new(),
             store,

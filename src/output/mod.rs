@@ -99,6 +99,8 @@ pub struct JobOutput {
     to_store: Mutex<()>,
     /// The snippet of a job whose output ended (its ring is gone by then).
     final_snippet: Mutex<Option<String>>,
+    /// Told when the foreground reader read on (or went).
+    reader_moved: tokio::sync::Notify,
 }
 
 impl JobOutput {
@@ -167,6 +169,7 @@ impl JobOutput {
             held: Mutex::new(None),
             to_store: Mutex::new(()),
             final_snippet: Mutex::new(None),
+            reader_moved: tokio::sync::Notify::new(),
         })
     }
 

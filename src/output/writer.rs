@@ -80,10 +80,12 @@ impl StreamWriter {
         self.splitter = LineSplitter::default();
     }
 
-    /// Wait until the store can take a write without blocking this thread
-    /// (an async reader calls this before [`StreamWriter::write`]).
+    /// Wait until the store can take a write without blocking this thread,
+    /// and while the job's foreground reader is far behind (an async reader
+    /// calls this before [`StreamWriter::write`]).
     pub async fn ready(&self) {
         self.output.store.room().await;
+        self.output.reader_room().await;
     }
 
     pub fn write(&mut self, chunk: &[u8]) {

@@ -4,9 +4,14 @@
 //! ~64 KiB instead of one per line.
 //!
 //! A block is `(job, first_seq, last_seq, ts0, n_stdout, n_stderr, data)`.
-//! `data` encodes each line as: stream (one byte), timestamp as a zigzag
-//! varint of milliseconds since the previous line (the first since `ts0`),
-//! text length as a varint, then the text. The seq of a line is `first_seq`
+//! `data` is a list of records. A line record is: stream (one byte, 0 or
+//! 1), timestamp as a zigzag varint of milliseconds since the previous
+//! record (the first since `ts0`), text length as a varint, then the text.
+//! A run record holds lines of one stream and one timestamp, as a read gave
+//! them: [`RUN`] + stream, the timestamp as above, the number of lines and
+//! the text's length as varints, then the text, each line followed by `\n`
+//! (a line never holds one): a chunk is encoded with one copy, not line by
+//! line, whatever its lines' length. The seq of a line is `first_seq`
 //! plus its index, so a block never has a hole; blocks of a job never overlap
 //! (the writer drops replays) and are found by `(job, last_seq)`, which makes
 //! `since`, `tail` and paging a range scan whatever the job's size (`scan.rs`).
@@ -27,6 +32,9 @@ use crate::model::{Line, Stream};
 pub const BLOCK_BYTES: usize = 64 * 1024;
 /// ...or once it has been open this long.
 pub const BLOCK_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Added to a record's stream byte: a run of lines (see the module doc).
+const RUN: u8 = 2;
 
 /// First byte of a compressed block's `data`; LZ4 (size prepended) follows.
 const COMPRESSED: u8 = 0xFF;
@@ -122,14 +130,38 @@ impl OpenBlock {
 
     /// Append the next line (its seq must be `last_seq + 1`).
     pub fn push(&mut self, stream: u8, ts_ms: i64, text: &str) {
-        self.data.push(stream);
-        let delta = ts_ms.wrapping_sub(self.last_ts);
-        put_varint(&mut self.data, ((delta << 1) ^ (delta >> 63)) as u64);
+        self.record(stream, ts_ms);
         put_varint(&mut self.data, text.len() as u64);
         self.data.extend_from_slice(text.as_bytes());
+        self.count(stream, 1);
+    }
+
+    /// Append the next `n` lines, of one stream and one timestamp, as one
+    /// run: `text` is their text, each line followed by `\n`.
+    pub fn push_run(&mut self, stream: u8, ts_ms: i64, n: usize, text: &str) {
+        self.record(RUN + stream, ts_ms);
+        put_varint(&mut self.data, n as u64);
+        put_varint(&mut self.data, text.len() as u64);
+        self.data.extend_from_slice(text.as_bytes());
+        self.count(stream, n as u64);
+    }
+
+    /// A record's head: its kind and its timestamp.
+    fn record(&mut self, kind: u8, ts_ms: i64) {
+        self.data.push(kind);
+        let delta = ts_ms.wrapping_sub(self.last_ts);
+        put_varint(&mut self.data, ((delta << 1) ^ (delta >> 63)) as u64);
         self.last_ts = ts_ms;
-        self.last_seq += 1;
-        self.counts[usize::from(stream.min(1))] += 1;
+    }
+
+    fn count(&mut self, stream: u8, n: u64) {
+        self.last_seq += n;
+        self.counts[usize::from(stream.min(1))] += n;
+    }
+
+    /// Bytes the block can still take before it is full.
+    pub fn room(&self) -> usize {
+        BLOCK_BYTES.saturating_sub(self.data.len())
     }
 
     /// Full by size (its age is the writer's to look at, once per batch:
@@ -186,27 +218,44 @@ impl OpenBlock {
 pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
     let (mut pos, mut seq, mut ts) = (0, first_seq, ts0);
     while pos < data.len() {
-        let stream = data[pos];
+        let kind = data[pos];
         pos += 1;
-        let (Some(delta), Some(len)) = (get_varint(data, &mut pos), get_varint(data, &mut pos)) else {
+        let Some(delta) = get_varint(data, &mut pos) else {
             return;
         };
         let zz = delta as i64;
         ts = ts.wrapping_add((zz >> 1) ^ -(zz & 1));
-        let end = pos.saturating_add(len as usize).min(data.len());
-        let line = Line {
-            seq,
-            stream: if stream == 1 {
-                Stream::Stderr
-            } else {
-                Stream::Stdout
-            },
-            ts: Utc.timestamp_millis_opt(ts).single().unwrap_or_default(),
-            text: String::from_utf8_lossy(&data[pos..end]).into_owned(),
+        let run = kind >= RUN;
+        let n = if run { get_varint(data, &mut pos) } else { Some(1) };
+        let (Some(n), Some(len)) = (n, get_varint(data, &mut pos)) else {
+            return;
         };
+        let end = pos.saturating_add(len as usize).min(data.len());
+        let text = &data[pos..end];
         pos = end;
-        seq += 1;
-        if !f(line) {
+        let stream = if kind & 1 == 1 {
+            Stream::Stderr
+        } else {
+            Stream::Stdout
+        };
+        let ts = Utc.timestamp_millis_opt(ts).single().unwrap_or_default();
+        let mut line = |text: &[u8]| {
+            let line = Line {
+                seq,
+                stream,
+                ts,
+                text: String::from_utf8_lossy(text).into_owned(),
+            };
+            seq += 1;
+            f(line)
+        };
+        let lines_said = if run {
+            // `n` lines, each ended by `\n`; a damaged count reads as what is there.
+            text.split(|&b| b == b'\n').take(n as usize).all(&mut line)
+        } else {
+            line(text)
+        };
+        if !lines_said {
             return;
         }
     }
@@ -270,6 +319,50 @@ pub(super) fn convert_lines(conn: &Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chunk goes in as runs cut where blocks fill, a replay of it adds
+    /// nothing, and every line reads back as a line, in seq order.
+    #[test]
+    fn a_chunk_is_stored_as_runs_across_blocks_and_read_back_line_by_line() {
+        use crate::model::{JobId, LineBuf};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("berth.db");
+        let store = crate::store::Store::open(&db).unwrap();
+        let job = JobId::from_number(1);
+        let n = 50_000u64;
+        let text: String = (1..=n).map(|i| format!("{i}\n")).collect();
+        let mut buf = LineBuf::default();
+        assert!(buf.push_lines(text.as_bytes(), 1024));
+        let ts = Utc.timestamp_millis_opt(1_000).unwrap();
+        let chunk = Arc::new(buf.seal(1, Stream::Stdout, ts));
+        store.put_chunk(&job, chunk.clone());
+        store.put_chunk(&job, chunk);
+        buf.push(b"");
+        buf.push(b"err");
+        store.put_chunk(&job, Arc::new(buf.seal(n + 1, Stream::Stderr, ts)));
+        store.flush();
+        let page = store
+            .page(&job, (1, u64::MAX), (usize::MAX, usize::MAX), None)
+            .unwrap();
+        let got: Vec<(u64, Stream, String)> = page
+            .lines
+            .into_iter()
+            .map(|l| (l.seq, l.stream, l.text))
+            .collect();
+        let mut want: Vec<(u64, Stream, String)> =
+            (1..=n).map(|i| (i, Stream::Stdout, i.to_string())).collect();
+        want.push((n + 1, Stream::Stderr, String::new()));
+        want.push((n + 2, Stream::Stderr, "err".into()));
+        assert!(got == want, "{} lines read back, not as written", got.len());
+        assert_eq!(store.line_counts(&job).unwrap(), (n, 2));
+        let conn = Connection::open(&db).unwrap();
+        let blocks: i64 = conn
+            .query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))
+            .unwrap();
+        // ~290 KB of text: cut into blocks of about BLOCK_BYTES, not one.
+        assert!((4..=6).contains(&blocks), "{blocks} blocks");
+    }
 
     #[test]
     fn a_block_decodes_to_what_was_pushed() {

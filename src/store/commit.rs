@@ -20,6 +20,7 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::blocks::{self, BLOCK_AGE, OpenBlock};
 use super::{LINE_OVERHEAD, Op, retention};
+use crate::model::Chunk;
 
 /// What the writer knows of a job's stored output.
 #[derive(Default)]
@@ -122,11 +123,7 @@ impl Committer {
                     Op::Chunk(job, chunk) => {
                         let job = job.as_str();
                         let state = known.state(&tx, job)?;
-                        let (code, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
-                        let mut bytes = 0;
-                        for (seq, text) in chunk.iter() {
-                            bytes += state.push(&tx, job, (seq, code, ts, text))?;
-                        }
+                        let bytes = state.push_chunk(&tx, job, chunk)?;
                         known.account(&tx, job, bytes)?;
                     }
                     Op::Event(e) => {
@@ -253,6 +250,41 @@ impl JobState {
         if seq <= self.last_seq {
             return Ok(0); // a replay of what is stored
         }
+        self.block_for(tx, job, seq, ts)?.push(stream, ts, text);
+        self.last_seq = seq;
+        Ok(text.len() as u64 + LINE_OVERHEAD)
+    }
+
+    /// Append a chunk's lines (those not stored yet) as runs, one per block
+    /// they fill: one copy of its text, not a record per line. Returns the
+    /// bytes they count against the cap.
+    fn push_chunk(&mut self, tx: &Connection, job: &str, chunk: &Chunk) -> rusqlite::Result<u64> {
+        let (stream, ts) = (blocks::stream_code(chunk.stream), chunk.ts.timestamp_millis());
+        let mut at = chunk.index_of(self.last_seq + 1);
+        let mut bytes = 0;
+        while at < chunk.len() {
+            let seq = chunk.first_seq + at as u64;
+            let block = self.block_for(tx, job, seq, ts)?;
+            let end = chunk.fit(at, usize::MAX, block.room().max(1));
+            let text = chunk.lines_text(at..end);
+            block.push_run(stream, ts, end - at, text);
+            let n = (end - at) as u64;
+            bytes += text.len() as u64 - n + n * LINE_OVERHEAD;
+            self.last_seq = chunk.first_seq + end as u64 - 1;
+            at = end;
+        }
+        Ok(bytes)
+    }
+
+    /// The open block that line `seq` goes on (writing out the previous
+    /// block when this one cannot go on), marked as having unwritten lines.
+    fn block_for(
+        &mut self,
+        tx: &Connection,
+        job: &str,
+        seq: u64,
+        ts: i64,
+    ) -> rusqlite::Result<&mut OpenBlock> {
         let next = match self.open.take() {
             Some(b) if b.last_seq + 1 == seq && !b.is_full() && !self.aged => b,
             Some(b) => {
@@ -264,10 +296,8 @@ impl JobState {
             }
             None => OpenBlock::new(seq, ts),
         };
-        self.open.insert(next).push(stream, ts, text);
-        self.last_seq = seq;
         self.dirty = true;
-        Ok(text.len() as u64 + LINE_OVERHEAD)
+        Ok(self.open.insert(next))
     }
 }
 
