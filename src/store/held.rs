@@ -59,10 +59,11 @@ impl Piece {
         }
     }
 
-    /// What holding it costs (text and a per-line estimate, as the ring counts).
+    /// What holding it costs: a chunk's memory, as the ring counts it; a
+    /// line's text and a per-line estimate (a `Line` is its own allocation).
     fn cost(&self) -> usize {
         match self {
-            Piece::Chunk(c) => c.text_bytes() + c.len() * 64,
+            Piece::Chunk(c) => c.cost(),
             Piece::Lines(l) => l.iter().map(|l| l.text.len() + 64).sum(),
         }
     }
