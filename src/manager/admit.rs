@@ -332,7 +332,6 @@ fn swarm_fits(spec: &JobSpec) -> Result<()> {
     match () {
         _ if !spec.mounts.is_empty() => refuse("an extra mount (-v)"),
         _ if spec.engine == Some(EngineAccess::Scoped) => refuse("a scoped engine (--engine scoped)"),
-        _ if spec.write == Some(crate::model::WriteMode::Layer) => refuse("write = \"layer\""),
         _ if spec.input.is_some() => refuse("input on stdin"),
         _ => Ok(()),
     }

@@ -71,6 +71,7 @@ pub(super) fn decide(spec: &mut JobSpec, config: &Config, client: &str, manager:
             why,
             layer: None,
             changed: None,
+            lost: None,
         });
     }
     let workspace = std::fs::canonicalize(&config.workspace).unwrap_or(config.workspace.clone());
@@ -93,6 +94,7 @@ pub(super) fn decide(spec: &mut JobSpec, config: &Config, client: &str, manager:
         why,
         layer,
         changed: None,
+        lost: None,
     })
 }
 
@@ -153,7 +155,7 @@ pub(super) async fn take(
 }
 
 /// What job `id` left in its layer, on its record; the layer let go.
-pub(super) async fn settle(inner: &Arc<Inner>, id: &JobId) {
+pub(super) async fn settle(inner: &Arc<Inner>, id: &JobId, lost: Option<String>) {
     let name = {
         let reg = inner.registry.lock().unwrap();
         reg.get(id)
@@ -173,6 +175,7 @@ pub(super) async fn settle(inner: &Arc<Inner>, id: &JobId) {
         && let Some(w) = e.info.writes.as_mut()
     {
         w.changed = counts;
+        w.lost = lost;
     }
 }
 

@@ -219,13 +219,13 @@ async fn wind_down(inner: &Arc<Inner>, id: &JobId, control: &Control) {
     // as ended (children, one at a time; see runner/docker/scoped/).
     control.end_children().await;
     // A remote `layer` job's changes come back into its layer first.
-    control.collect().await;
+    let lost = control.collect().await;
     // The container goes in the background (the engine's removals list it
     // until it is gone, for teardown and the watchdog): the job is answered
     // as soon as it exited and its output was drained.
     control.cleanup();
     // What it left in its layer, on its record (`layers.rs`).
-    super::layers::settle(inner, id).await;
+    super::layers::settle(inner, id, lost).await;
 }
 
 /// The status a job ended with: how it `exit`ed, or the `stop` that ended

@@ -22,6 +22,10 @@ pub struct Writes {
     /// `layer` mode, once the job ended: what its layer holds now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<LayerCounts>,
+    /// `layer` mode on another machine: why the job's changes did not come
+    /// back into its layer (none: they did, or it ran here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 impl Writes {
@@ -35,8 +39,17 @@ impl Writes {
     /// [`Writes::sentence`] for an agent (`agent`: naming its MCP tools)
     /// or a person (naming the commands).
     pub fn sentence_for(&self, agent: bool) -> Option<String> {
-        let (layer, counts) = (self.layer.as_deref()?, self.changed.as_ref()?);
-        (counts.total() > 0).then(|| counts.sentence(layer, agent))
+        let layer = self.layer.as_deref()?;
+        let lost = self
+            .lost
+            .as_ref()
+            .map(|why| format!("its changes did not come back into layer {layer}: {why}"));
+        let counts = self.changed.as_ref().filter(|c| c.total() > 0);
+        match (lost, counts) {
+            (Some(lost), Some(c)) => Some(format!("{lost}; {}", c.sentence(layer, agent))),
+            (Some(lost), None) => Some(lost),
+            (None, c) => c.map(|c| c.sentence(layer, agent)),
+        }
     }
 }
 
@@ -241,7 +254,16 @@ mod tests {
             why: "x".into(),
             layer: Some("job-4".into()),
             changed: Some(LayerCounts::default()),
+            lost: None,
         };
         assert_eq!(w.sentence(), None);
+        let w = Writes {
+            lost: Some("the task was killed first".into()),
+            ..w
+        };
+        assert_eq!(
+            w.sentence().as_deref(),
+            Some("its changes did not come back into layer job-4: the task was killed first")
+        );
     }
 }

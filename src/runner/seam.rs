@@ -87,10 +87,10 @@ pub trait JobControl: Send + Sync {
     }
 
     /// Bring back what the ended job wrote where this machine cannot see
-    /// it (a remote engine's `layer` job: its changes, into its layer),
-    /// before it is cleaned up.
-    fn collect(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
+    /// it (a `layer` job on a remote engine or a swarm: its changes, into
+    /// its layer), before it is cleaned up; why they did not come back.
+    fn collect(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async { None })
     }
 
     /// Clean up after the job ended and its output was read (a container is
@@ -133,7 +133,7 @@ impl Control {
     }
 
     /// See [`JobControl::collect`].
-    pub async fn collect(&self) {
+    pub async fn collect(&self) -> Option<String> {
         self.0.collect().await
     }
 

@@ -188,11 +188,10 @@ impl crate::runner::JobControl for DockerControl {
         Box::pin(DockerControl::end_children(self))
     }
 
-    fn collect(&self) -> BoxFuture<'_, ()> {
+    fn collect(&self) -> BoxFuture<'_, Option<String>> {
         Box::pin(async move {
-            if let Some(rl) = &self.remote_layer {
-                super::remote_layer::collect(&self.docker, &self.container_id, rl).await;
-            }
+            let rl = self.remote_layer.as_ref()?;
+            super::remote_layer::collect(&self.docker, &self.container_id, rl).await
         })
     }
 

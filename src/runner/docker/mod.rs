@@ -53,7 +53,7 @@ mod protect;
 mod pull;
 pub mod reach;
 mod remote;
-mod remote_layer;
+pub(crate) mod remote_layer;
 mod scoped;
 mod seam;
 pub mod services;

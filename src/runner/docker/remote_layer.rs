@@ -24,8 +24,10 @@ pub const MAX_READ_BACK: u64 = 1 << 30;
 /// What a remote layer job needs to read its changes back.
 #[derive(Debug, Clone)]
 pub struct RemoteLayer {
-    /// The workspace as uploaded (a tar under the workspace's path).
+    /// The workspace as uploaded: a tar whose names start with `upload_top`
+    /// (the workspace's path on a remote engine, nothing on a swarm).
     pub upload: Bytes,
+    pub upload_top: PathBuf,
     /// The workspace's path in the container.
     pub workspace: PathBuf,
     /// The layer's upper directory and record's directory.
@@ -34,34 +36,44 @@ pub struct RemoteLayer {
 }
 
 /// Read the ended job's workspace back from container `id` into its
-/// layer; a failure is logged and said on nothing else (the job's end is
-/// not held up), its changes then lost with the container.
-pub async fn collect(docker: &super::DockerClient, id: &str, rl: &RemoteLayer) {
+/// layer; why it did not come back (logged too: the job's end is not held
+/// up, its changes then lost with the container).
+pub async fn collect(docker: &super::DockerClient, id: &str, rl: &RemoteLayer) -> Option<String> {
     let path = rl.workspace.to_string_lossy().into_owned();
-    let download = match docker.download_archive(id, &path, MAX_READ_BACK).await {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::warn!(container = id, error = %e, "could not read a remote job's workspace back into its layer");
-            return;
-        }
+    let lost = match docker.download_archive(id, &path, MAX_READ_BACK).await {
+        Ok(download) => write_back(rl, download).await.err(),
+        Err(e) => Some(format!("its workspace could not be read from the engine: {e}")),
     };
+    if let Some(why) = &lost {
+        tracing::warn!(container = id, %why, "a remote job's changes did not come back into its layer");
+    }
+    lost
+}
+
+/// Write what `download` (the job's workspace after it ended, an archive
+/// starting at the workspace's own name) changed from the upload into the
+/// layer, off the async workers; why it could not.
+pub async fn write_back(
+    rl: &RemoteLayer,
+    download: impl AsRef<[u8]> + Send + 'static,
+) -> Result<usize, String> {
     let rl = rl.clone();
     let done = tokio::task::spawn_blocking(move || {
-        let n = read_back(&rl.upload, &download, &rl.workspace, &rl.layer_dir.join("upper"))?;
+        let upper = rl.layer_dir.join("upper");
+        let n = read_back(
+            (&rl.upload, &rl.upload_top),
+            download.as_ref(),
+            &rl.workspace,
+            &upper,
+        )?;
         crate::layers::mark_remote(&rl.layer_dir, rl.uploaded_at).map_err(std::io::Error::other)?;
         Ok::<_, std::io::Error>(n)
     })
     .await;
     match done {
-        Ok(Ok(n)) => tracing::debug!(
-            container = id,
-            paths = n,
-            "a remote job's changes read back into its layer"
-        ),
-        Ok(Err(e)) => {
-            tracing::warn!(container = id, error = %e, "could not write a remote job's changes into its layer")
-        }
-        Err(e) => tracing::warn!(container = id, error = %e, "reading a remote job's changes back failed"),
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(e)) => Err(format!("they could not be written into the layer: {e}")),
+        Err(e) => Err(format!("reading them back failed: {e}")),
     }
 }
 
@@ -84,6 +96,18 @@ fn entries(tar: &[u8], top: &Path) -> std::io::Result<BTreeMap<PathBuf, Entry>> 
         if rel.as_os_str().is_empty() {
             continue;
         }
+        // A name with `..` or a root could only come from a forged archive
+        // (a swarm job's is written by the job's own task): none of it is
+        // taken, so no half of it lands either.
+        if !rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(std::io::Error::other(format!(
+                "the archive names {}, outside the workspace",
+                rel.display()
+            )));
+        }
         let mode = e.header().mode().unwrap_or(0o644) & 0o7777;
         let entry = match e.header().entry_type() {
             tar::EntryType::Directory => Entry::Dir { mode },
@@ -104,14 +128,25 @@ fn entries(tar: &[u8], top: &Path) -> std::io::Result<BTreeMap<PathBuf, Entry>> 
 }
 
 /// Write into `upper` what `download` (the workspace after the job) changed
-/// from `upload` (before it); how many paths.
-pub fn read_back(upload: &[u8], download: &[u8], workspace: &Path, upper: &Path) -> std::io::Result<usize> {
-    // The upload carries the workspace's whole path; the engine's archive
-    // of it starts at the workspace's own name.
-    let up_top: PathBuf = workspace.strip_prefix("/").unwrap_or(workspace).to_path_buf();
+/// from `upload` (before it, its names under `upload.1`); how many paths.
+pub fn read_back(
+    upload: (&[u8], &Path),
+    download: &[u8],
+    workspace: &Path,
+    upper: &Path,
+) -> std::io::Result<usize> {
+    // The engine's archive of the workspace starts at its own name.
     let down_top = PathBuf::from(workspace.file_name().unwrap_or_default());
-    let before = entries(upload, &up_top)?;
+    let before = entries(upload.0, upload.1)?;
     let after = entries(download, &down_top)?;
+    // An archive without the workspace itself is not one of it (an empty
+    // one would read as every file deleted).
+    if !tar_holds(download, &down_top)? {
+        return Err(std::io::Error::other(format!(
+            "the archive does not hold the workspace ({})",
+            down_top.display()
+        )));
+    }
     let root = Node::open(upper)?;
     let mut n = 0;
     for (rel, entry) in &after {
@@ -142,6 +177,17 @@ pub fn read_back(upload: &[u8], download: &[u8], workspace: &Path, upper: &Path)
         }
     }
     Ok(n)
+}
+
+/// Whether `tar` has an entry for the directory `top` itself.
+fn tar_holds(tar: &[u8], top: &Path) -> std::io::Result<bool> {
+    for e in tar::Archive::new(tar).entries()? {
+        let e = e?;
+        if e.header().entry_type() == tar::EntryType::Directory && e.path()? == top {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The upper directory of `rel`'s parent, made with the modes the job's
@@ -215,7 +261,7 @@ mod tests {
                 ("out/report.xml", Some("<ok/>")),
             ],
         );
-        let n = read_back(&upload, &download, ws, &upper).unwrap();
+        let n = read_back((&upload, Path::new("home/u/proj")), &download, ws, &upper).unwrap();
         assert_eq!(n, 4, "a.txt, out, out/report.xml, the whiteout of old");
         assert_eq!(std::fs::read_to_string(upper.join("a.txt")).unwrap(), "two");
         assert_eq!(
@@ -229,5 +275,43 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(old.kind, Kind::Whiteout);
+    }
+
+    #[test]
+    fn an_archive_that_is_empty_or_names_paths_outside_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let upper = tmp.path().join("upper");
+        std::fs::create_dir(&upper).unwrap();
+        let ws = Path::new("/home/u/proj");
+        let upload = tar_of("home/u/proj", &[("a.txt", Some("one"))]);
+        // Empty: every file would read as deleted.
+        let empty = tar::Builder::new(Vec::new()).into_inner().unwrap();
+        // A name that climbs out of the workspace, after good ones.
+        let mut b = tar::Builder::new(Vec::new());
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_size(0);
+        b.append_data(&mut dir, "proj", std::io::empty()).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(1);
+        b.append_data(&mut h.clone(), "proj/ok", &b"x"[..]).unwrap();
+        // (After `ok` in name order: a check while writing would come late.)
+        h.as_gnu_mut().unwrap().name[..18].copy_from_slice(b"proj/zz/../../evil");
+        h.set_cksum();
+        b.append(&h, &b"x"[..]).unwrap();
+        let climbing = b.into_inner().unwrap();
+        for (what, download) in [("empty", empty), ("climbing", climbing)] {
+            assert!(
+                read_back((&upload, Path::new("home/u/proj")), &download, ws, &upper).is_err(),
+                "{what}"
+            );
+            assert_eq!(
+                std::fs::read_dir(&upper).unwrap().count(),
+                0,
+                "{what}: written anyway"
+            );
+        }
     }
 }

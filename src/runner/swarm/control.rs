@@ -5,7 +5,8 @@
 //! (berth's) and kills it, and the task stays listed with its exit code
 //! and its log readable — which a removal would take with it. The service
 //! and its workspace configs are removed once the job ended and its
-//! output was read.
+//! output was read; a `layer` job's changes are laid into its layer first
+//! (`collect`, from the archive its log carried: `readback.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use futures_util::future::BoxFuture;
 use super::workspace;
 use crate::net::forward::Forwarder;
 use crate::runner::JobControl;
+use crate::runner::docker::remote_layer::{self, RemoteLayer};
 use crate::runner::docker::{DockerClient, Endpoint};
 
 pub struct SwarmControl {
@@ -27,6 +29,8 @@ pub struct SwarmControl {
     /// Set by the first stop: the exit reads 128+N as that signal.
     pub stopped: Arc<AtomicBool>,
     pub forwarder: Mutex<Option<Forwarder>>,
+    /// A `layer` job: its layer, and the archive its exit read.
+    pub layer: Option<(RemoteLayer, super::exit::Back)>,
 }
 
 /// Scale `service` to zero replicas: its task is stopped with its grace.
@@ -84,6 +88,22 @@ impl JobControl for SwarmControl {
                 tracing::warn!(service = %self.service, error = %e, "could not stop the job's task; removing its service");
                 remove(&self.docker, &self.service, &[], None).await;
             }
+        })
+    }
+
+    fn collect(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            let (layer, back) = self.layer.as_ref()?;
+            let archive = back.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let archive = archive.unwrap_or_else(|| Err("its output was not read to its end".into()));
+            let lost = match archive {
+                Ok(archive) => remote_layer::write_back(layer, archive).await.err(),
+                Err(why) => Some(why),
+            };
+            if let Some(why) = &lost {
+                tracing::warn!(service = %self.service, %why, "a swarm job's changes did not come back into its layer");
+            }
+            lost
         })
     }
 

@@ -10,6 +10,10 @@
 //! which ends, the lines already taken skipped ([`StreamWriter::rewind`]).
 //! A task whose node went down has no log any more: what the follow took
 //! is what the job keeps, and it ends `lost` naming the node.
+//!
+//! A `layer` job's stdout carries its workspace's archive at the end
+//! (`readback.rs`): its lines are taken out before the writers, and the
+//! final read's are decoded into [`Back`] for the control's `collect`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,26 +22,36 @@ use bollard::container::LogOutput;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::readback::Frame;
 use super::task::{self, Placed, RUN_POLL, START_POLL};
 use crate::output::StreamWriter;
 use crate::runner::Exit;
 use crate::runner::docker::DockerClient;
 
-/// The job's two writers.
+/// A `layer` job's workspace archive once it ended, or why there is none.
+pub type Back = Arc<std::sync::Mutex<Option<Result<Vec<u8>, String>>>>;
+
+/// The job's two writers, and a `layer` job's frame.
 pub struct Writers {
     pub out: StreamWriter,
     pub err: StreamWriter,
+    pub frame: Option<Frame>,
 }
 
 impl Writers {
     async fn take(&mut self, item: LogOutput) {
-        let (w, bytes) = match item {
-            LogOutput::StdErr { message } => (&mut self.err, message),
-            LogOutput::StdOut { message } | LogOutput::Console { message } => (&mut self.out, message),
+        let (w, frame, bytes) = match item {
+            LogOutput::StdErr { message } => (&mut self.err, None, message),
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                (&mut self.out, self.frame.as_mut(), message)
+            }
             LogOutput::StdIn { .. } => return,
         };
         w.ready().await;
-        w.write(&bytes);
+        match frame {
+            Some(frame) => frame.split(&bytes, |b| w.write(b)),
+            None => w.write(&bytes),
+        }
     }
 }
 
@@ -72,6 +86,7 @@ pub async fn watch(
     placed: Placed,
     writers: Writers,
     stopped: Arc<AtomicBool>,
+    back: Back,
 ) -> Exit {
     let stop = CancellationToken::new();
     let following = tokio::spawn(follow(docker.clone(), service.clone(), writers, stop.clone()));
@@ -95,6 +110,13 @@ pub async fn watch(
     if !matches!(exit, Exit::Lost(_)) {
         read_to_end(&docker, &service, &mut writers).await;
     }
+    if let Some(frame) = writers.frame.take() {
+        let archive = match exit {
+            Exit::Lost(_) => Err("its node went down, and its workspace with it".to_string()),
+            _ => frame.archive(),
+        };
+        *back.lock().unwrap_or_else(|e| e.into_inner()) = Some(archive);
+    }
     tracing::debug!(%service, "swarm task's output read");
     writers.out.finish();
     writers.err.finish();
@@ -112,6 +134,9 @@ async fn read_to_end(docker: &DockerClient, service: &str, writers: &mut Writers
     for attempt in 1..=READ_TRIES {
         writers.out.rewind();
         writers.err.rewind();
+        if let Some(frame) = &mut writers.frame {
+            frame.restart(true);
+        }
         let mut logs = docker.service_logs(service, false);
         let mut failed = None;
         while let Some(item) = logs.next().await {

@@ -7,6 +7,7 @@
 //!   published in host mode on the task's node and relayed from the
 //!   caller's 127.0.0.1 as a remote engine's are, the stop grace is berth's;
 //! - the workspace (`workspace.rs`): configs the task unpacks into a tmpfs;
+//!   a `layer` job's comes back through its log (`readback.rs`);
 //! - where it runs and how it ended (`task.rs`): task states polled, exit
 //!   codes from terminal states only, a task on a node that went down lost;
 //! - output (`exit.rs`): the service log, followed and read once more at the end;
@@ -24,6 +25,7 @@
 mod control;
 mod exit;
 mod nodes;
+mod readback;
 mod spec;
 mod sweep;
 mod task;
@@ -40,6 +42,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::model::{Egress, JobId, Stream};
 use crate::net::forward::{self, Upstream, Want};
+use crate::runner::docker::remote_layer::RemoteLayer;
 use crate::runner::docker::{
     DockerClient, Endpoint, LABEL_INSTANCE, LABEL_JOB, LABEL_MANAGED, LABEL_OWNER, LABEL_STATE, Ownership,
 };
@@ -173,13 +176,13 @@ impl Swarm {
         docker: &DockerClient,
         job: &Launch<'_>,
         name: String,
-        network: Option<String>,
+        (network, marker): (Option<String>, Option<String>),
         notes: &mut Vec<String>,
-    ) -> Result<(Vec<(String, String)>, Made)> {
+    ) -> Result<(workspace::Uploaded, Made)> {
         let config = job.config;
         let labels = self.labels(job.id);
         let user = config.container_user();
-        let ws = std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone());
+        let ws = workspace_path(config);
         let uploaded = workspace::upload(
             docker,
             &ws,
@@ -205,10 +208,11 @@ impl Swarm {
             defaults: &config.limits,
             grace: self.grace,
             network,
-            tmpfs_bytes: TMPFS_BYTES.max(uploaded.bytes as i64 * 2),
+            tmpfs_bytes: TMPFS_BYTES.max(uploaded.tar.len() as i64 * 2),
+            marker,
         };
         match self.place(docker, job, parts).await {
-            Ok(made) => Ok((uploaded.configs, made)),
+            Ok(made) => Ok((uploaded, made)),
             Err(e) => {
                 workspace::remove(docker, &uploaded.configs).await;
                 Err(e)
@@ -218,18 +222,24 @@ impl Swarm {
 
     async fn launch_job(&self, job: &Launch<'_>) -> Result<Launched> {
         let docker = self.client().await?.clone();
+        let uploaded_at = chrono::Utc::now();
+        // A `layer` job's archive comes back behind a marker of its own.
+        let marker = job.layer.map(|_| marker(job.id));
         let writers = exit::Writers {
             out: job.output.writer(Stream::Stdout)?,
             err: job.output.writer(Stream::Stderr)?,
+            frame: marker.as_deref().map(readback::Frame::new),
         };
         let bound = forward::bind(job.id.as_str(), &wants(job.spec))?;
         let name =
             crate::runner::docker::container_name(&self.ownership.instance, &self.ownership.state, job.id);
         let mut notes = Vec::new();
         let network = self.network(&docker, job, &name, &mut notes).await?;
-        let made = self.make(&docker, job, name, network.clone(), &mut notes).await;
+        let made = self
+            .make(&docker, job, name, (network.clone(), marker), &mut notes)
+            .await;
         let (
-            configs,
+            uploaded,
             Made {
                 service,
                 placed,
@@ -250,14 +260,25 @@ impl Swarm {
         });
         limits.not_enforced.extend(notes);
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let back = exit::Back::default();
         let control = control::SwarmControl {
             docker: docker.clone(),
             endpoint: self.endpoint.clone(),
             service: service.clone(),
-            configs,
+            configs: uploaded.configs,
             network,
             stopped: stopped.clone(),
             forwarder: std::sync::Mutex::new(None),
+            layer: job.layer.map(|layer| {
+                let layer = RemoteLayer {
+                    upload: uploaded.tar,
+                    upload_top: std::path::PathBuf::new(),
+                    workspace: workspace_path(job.config),
+                    layer_dir: layer.dir.clone(),
+                    uploaded_at,
+                };
+                (layer, back.clone())
+            }),
         };
         // From here the control owns what was made: a failure removes it.
         let upstream = Upstream::Published {
@@ -281,12 +302,26 @@ impl Swarm {
             limits,
             internal_ip: None,
             control: Control::new(control),
-            exit: Box::pin(exit::watch(docker, service, placed, writers, stopped)),
+            exit: Box::pin(exit::watch(docker, service, placed, writers, stopped, back)),
             sweep: None,
             engine: None,
             node: Some(node),
         })
     }
+}
+
+/// The workspace as the task sees it: its path on this machine.
+fn workspace_path(config: &Config) -> std::path::PathBuf {
+    std::fs::canonicalize(&config.workspace).unwrap_or_else(|_| config.workspace.clone())
+}
+
+/// The marker of job `id`'s workspace archive in its log (`readback.rs`):
+/// unique, so that no output of another job's or of its own run matches it.
+fn marker(id: &JobId) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("berth-layer-{id}-{nanos:x}:")
 }
 
 /// A service the swarm placed, and the limits it applies.

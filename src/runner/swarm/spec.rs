@@ -9,6 +9,11 @@
 //! is wrapped in a `/bin/sh` step that unpacks them into a tmpfs at the
 //! workspace's path, changes into the job's directory and `exec`s the
 //! job's own argv, so the job is PID 1's only child as on one engine.
+//!
+//! A `layer` job's step does not `exec`: it runs the job as its child
+//! (passing on the stop signal), and once the job ended it writes the
+//! workspace's archive on stdout behind the job's marker (`readback.rs`)
+//! and exits with the job's status.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,6 +37,22 @@ pub const PARTS_DIR: &str = "/run/berth-workspace";
 const UNPACK: &str =
     "cat /run/berth-workspace/* | tar -xf - -C \"$1\" && cd \"$2\" && shift 2 && exec \"$@\"";
 
+/// A `layer` job's step: `$3` the marker, the rest as for [`UNPACK`]. The
+/// archive is numbered base64 lines (`sed =` numbers them), tar's status
+/// taken out of the pipe through fd 3, the end line written only when the
+/// pipe's last step did its part; only POSIX sh, tar, base64 and sed.
+pub(super) const UNPACK_AND_SEND: &str = r#"cat /run/berth-workspace/* | tar -xf - -C "$1" && cd "$2" || exit
+w=$1 m=$3
+shift 3
+trap 'kill -TERM $p 2>/dev/null' TERM INT
+"$@" &
+p=$!
+while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done
+cd /
+{ t=$( { { tar -cf - -C "${w%/*}/" "${w##*/}"; echo $? >&3; } | base64 | sed = | sed "N;s/\\n/ /;s/^/$m/" >&4; } 3>&1 ); } 4>&1 &&
+echo "${m}end $t"
+exit $rc"#;
+
 /// What the service is made of, beyond the spec.
 pub struct Parts<'a> {
     pub name: String,
@@ -50,6 +71,8 @@ pub struct Parts<'a> {
     pub network: Option<String>,
     /// Most bytes the workspace's tmpfs may hold.
     pub tmpfs_bytes: i64,
+    /// A `layer` job's marker: its workspace is sent back after it.
+    pub marker: Option<String>,
 }
 
 /// The service spec for `spec`, and the limits it applies.
@@ -62,13 +85,19 @@ pub fn service(spec: &JobSpec, parts: Parts<'_>) -> Result<(ServiceSpec, Applied
     let resources = resources(spec, parts.defaults, &mut applied)?;
     applied.user = Some(parts.user.clone());
     applied.isolation = Some("container".into());
+    let step = if parts.marker.is_some() {
+        UNPACK_AND_SEND
+    } else {
+        UNPACK
+    };
     let mut command = vec![
         "/bin/sh".into(),
         "-c".into(),
-        UNPACK.into(),
+        step.into(),
         "berth-workspace".into(),
     ];
     command.extend([parts.workspace.clone(), parts.cwd.clone()]);
+    command.extend(parts.marker.clone());
     command.extend(argv);
     let (uid, gid) = parts.user.split_once(':').unwrap_or((&parts.user, &parts.user));
     let configs = parts
@@ -226,6 +255,7 @@ mod tests {
             grace: Duration::from_secs(2),
             network: None,
             tmpfs_bytes: 1 << 30,
+            marker: None,
         }
     }
 

@@ -11,8 +11,8 @@
 //! swarm's replicated store, so the whole workspace is capped at
 //! [`MAX_BYTES`]; they carry the job's labels and go with its service.
 //!
-//! Nothing comes back: the task's files live on its node, in a tmpfs that
-//! goes with the task.
+//! The task's files live on its node, in a tmpfs that goes with the task:
+//! only a `layer` job's come back, through its log (`readback.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,7 +31,8 @@ pub struct Uploaded {
     pub configs: Vec<(String, String)>,
     /// Said on the card.
     pub note: String,
-    pub bytes: usize,
+    /// The packed workspace (a `layer` job's changes are read against it).
+    pub tar: bytes::Bytes,
 }
 
 /// Pack `workspace` off the async workers (entries relative to it, owned
@@ -77,7 +78,7 @@ pub async fn upload(
         }
     }
     let note = format!(
-        "swarm: the workspace is a copy ({files} entries, {:.1} MiB in {} config(s), {excluded} kept out by .dockerignore, packed in {} ms) unpacked into a tmpfs on the task's node; nothing is synced back",
+        "swarm: the workspace is a copy ({files} entries, {:.1} MiB in {} config(s), {excluded} kept out by .dockerignore, packed in {} ms) unpacked into a tmpfs on the task's node",
         tar.len() as f64 / (1 << 20) as f64,
         configs.len(),
         started.elapsed().as_millis()
@@ -85,7 +86,7 @@ pub async fn upload(
     Ok(Uploaded {
         configs,
         note,
-        bytes: tar.len(),
+        tar: tar.into(),
     })
 }
 

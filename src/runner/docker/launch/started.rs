@@ -66,10 +66,12 @@ pub(super) async fn finish(
     control.scope = job.scope.cloned();
     control.pod = prepared.member.take().and_then(|m| m.keep());
     if let (Some(layer), Some(remote)) = (job.project.layer, &prepared.remote) {
+        let workspace =
+            std::fs::canonicalize(job.project.workspace).unwrap_or(job.project.workspace.to_path_buf());
         control.remote_layer = Some(Arc::new(super::super::remote_layer::RemoteLayer {
             upload: remote.upload.clone(),
-            workspace: std::fs::canonicalize(job.project.workspace)
-                .unwrap_or(job.project.workspace.to_path_buf()),
+            upload_top: workspace.strip_prefix("/").unwrap_or(&workspace).to_path_buf(),
+            workspace,
             layer_dir: layer.dir.clone(),
             uploaded_at: remote.uploaded_at,
         }));
