@@ -390,3 +390,78 @@ async fn a_node_that_dies_takes_its_job_as_lost_within_20_seconds_and_the_others
         assert_eq!(info["status"]["state"], "running", "{id} on {node}: {info}");
     }
 }
+
+/// A `layer` job on a swarm: what it wrote on its node comes back into its
+/// layer through its log, out of its output, so `berth diff` and `berth
+/// apply` work after the job (and its task) are gone; one killed past its
+/// grace says its changes were lost rather than showing an empty layer.
+#[tokio::test]
+async fn a_swarm_layer_job_brings_its_changes_back_and_a_killed_one_says_they_were_lost() {
+    let swarm = Swarm::up();
+    let mut env = swarm.env();
+    env.push(("BERTH_GRACE", "1"));
+    let d = Daemon::start_with(&env);
+    let ws = d.dir.path().join("ws");
+    std::fs::write(ws.join("old.txt"), "to be removed\n").unwrap();
+    std::fs::write(ws.join("kept.txt"), "kept\n").unwrap();
+    std::fs::write(ws.join("edited.txt"), "before\n").unwrap();
+    let script = "mkdir -p reports && echo '<testsuite tests=\"1\"/>' > reports/junit.xml && rm old.txt && echo after > edited.txt && printf 'done without a newline'";
+    let (code, out, err) = d.run(&[
+        "run", "--write", "layer", "--runner", "swarm", "--image", SANDBOX, "--", "sh", "-c", script,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("changed in layer job-1"), "{err}");
+    // The archive travelled in the log, but is not the job's output.
+    assert_eq!(out.trim_end(), "done without a newline", "{err}");
+    let (_, logs, _) = d.run(&["logs", "job-1"]);
+    assert!(!logs.contains("berth-layer"), "{logs}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("edited.txt")).unwrap(),
+        "before\n"
+    );
+    let (_, diff, _) = d.run(&["diff", "job-1"]);
+    for line in ["A  reports/junit.xml", "D  old.txt", "M  edited.txt"] {
+        assert!(
+            diff.lines().any(|l| l.starts_with(line)),
+            "{line} missing:\n{diff}"
+        );
+    }
+    assert!(!diff.contains("kept.txt"), "{diff}");
+    let (code, out, err) = d.run(&["apply", "job-1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("reports/junit.xml")).unwrap(),
+        "<testsuite tests=\"1\"/>\n"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("edited.txt")).unwrap(), "after\n");
+    assert!(!ws.join("old.txt").exists());
+
+    // A job that ignores the stop is killed when the grace ends: its
+    // archive never left the node, and its record says so.
+    let v = swarm_run(
+        &d,
+        &[
+            "-d",
+            "--write",
+            "layer",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "trap '' TERM; echo x > new.txt; echo up; exec sleep {}",
+                unique_sleep()
+            ),
+        ],
+    );
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let (code, _, err) = d.run(&["wait", &id, "--log", "up", "--timeout", "30"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(d.json(&["kill", &id])["result"], "killed");
+    let info = d.json(&["status", &id]);
+    // Killed on its node, or given up by the swarm: either way its
+    // archive never came.
+    let lost = info["writes"]["lost"].as_str().unwrap_or_default();
+    assert!(lost.contains("before it sent its workspace back"), "{info}");
+    let (_, card, _) = d.run(&["status", &id]);
+    assert!(card.contains("its changes did not come back"), "{card}");
+}

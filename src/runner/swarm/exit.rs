@@ -111,8 +111,10 @@ pub async fn watch(
         read_to_end(&docker, &service, &mut writers).await;
     }
     if let Some(frame) = writers.frame.take() {
-        let archive = match exit {
-            Exit::Lost(_) => Err("its node went down, and its workspace with it".to_string()),
+        let archive = match &exit {
+            Exit::Lost(why) => Err(format!(
+                "its task was lost before it sent its workspace back ({why})"
+            )),
             _ => frame.archive(),
         };
         *back.lock().unwrap_or_else(|e| e.into_inner()) = Some(archive);
