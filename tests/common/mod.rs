@@ -250,6 +250,34 @@ impl Daemon {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: {e}: {out}"))
     }
 
+    /// `berth diff LAYER` lists each of `changes` (`A  path`) and none of
+    /// `untouched`; then `berth apply LAYER` succeeds, and the checkout
+    /// (`ws`) holds each of `applied` (path, text) and none of `gone`.
+    pub fn diff_then_apply(
+        &self,
+        layer: &str,
+        changes: &[&str],
+        untouched: &str,
+        applied: &[(&str, &str)],
+        gone: &str,
+    ) {
+        let (_, diff, _) = self.run(&["diff", layer]);
+        for line in changes {
+            assert!(
+                diff.lines().any(|l| l.starts_with(line)),
+                "{line} missing:\n{diff}"
+            );
+        }
+        assert!(!diff.contains(untouched), "{diff}");
+        let (code, out, err) = self.run(&["apply", layer]);
+        assert_eq!(code, 0, "{out}{err}");
+        let ws = self.dir.path().join("ws");
+        for (path, text) in applied {
+            assert_eq!(std::fs::read_to_string(ws.join(path)).unwrap(), *text, "{path}");
+        }
+        assert!(!ws.join(gone).exists(), "{gone} is still there");
+    }
+
     pub fn config(&self) -> berth::Config {
         Config::isolated(self.dir.path().join("state"), &self.instance)
     }

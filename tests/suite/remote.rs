@@ -306,21 +306,13 @@ async fn a_remote_layer_job_brings_its_report_back_with_apply_after_it_ended() {
         remote.berth_containers() == 0
     })
     .await;
-    let (_, diff, _) = d.run(&["diff", "job-1"]);
-    for line in ["A  reports/junit.xml", "D  old.txt"] {
-        assert!(
-            diff.lines().any(|l| l.starts_with(line)),
-            "{line} missing:\n{diff}"
-        );
-    }
-    assert!(!diff.contains("kept.txt"), "{diff}");
-    let (code, out, err) = d.run(&["apply", "job-1"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(
-        std::fs::read_to_string(ws.join("reports/junit.xml")).unwrap(),
-        "<testsuite tests=\"1\"/>\n"
+    d.diff_then_apply(
+        "job-1",
+        &["A  reports/junit.xml", "D  old.txt"],
+        "kept.txt",
+        &[("reports/junit.xml", "<testsuite tests=\"1\"/>\n")],
+        "old.txt",
     );
-    assert!(!ws.join("old.txt").exists());
     let layers = d.json(&["layers"]);
     assert_eq!(layers[0]["remote"], true, "{layers}");
 }

@@ -419,22 +419,16 @@ async fn a_swarm_layer_job_brings_its_changes_back_and_a_killed_one_says_they_we
         std::fs::read_to_string(ws.join("edited.txt")).unwrap(),
         "before\n"
     );
-    let (_, diff, _) = d.run(&["diff", "job-1"]);
-    for line in ["A  reports/junit.xml", "D  old.txt", "M  edited.txt"] {
-        assert!(
-            diff.lines().any(|l| l.starts_with(line)),
-            "{line} missing:\n{diff}"
-        );
-    }
-    assert!(!diff.contains("kept.txt"), "{diff}");
-    let (code, out, err) = d.run(&["apply", "job-1"]);
-    assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(
-        std::fs::read_to_string(ws.join("reports/junit.xml")).unwrap(),
-        "<testsuite tests=\"1\"/>\n"
+    d.diff_then_apply(
+        "job-1",
+        &["A  reports/junit.xml", "D  old.txt", "M  edited.txt"],
+        "kept.txt",
+        &[
+            ("reports/junit.xml", "<testsuite tests=\"1\"/>\n"),
+            ("edited.txt", "after\n"),
+        ],
+        "old.txt",
     );
-    assert_eq!(std::fs::read_to_string(ws.join("edited.txt")).unwrap(), "after\n");
-    assert!(!ws.join("old.txt").exists());
 
     // A job that ignores the stop is killed when the grace ends: its
     // archive never left the node, and its record says so.
