@@ -405,7 +405,10 @@ async fn a_swarm_layer_job_brings_its_changes_back_and_a_killed_one_says_they_we
     std::fs::write(ws.join("old.txt"), "to be removed\n").unwrap();
     std::fs::write(ws.join("kept.txt"), "kept\n").unwrap();
     std::fs::write(ws.join("edited.txt"), "before\n").unwrap();
-    let script = "mkdir -p reports && echo '<testsuite tests=\"1\"/>' > reports/junit.xml && rm old.txt && echo after > edited.txt && printf 'done without a newline'";
+    // Big enough that its archive travels in several log lines.
+    let big: String = (0..20_000).map(|n| format!("{n:x}\n")).collect();
+    std::fs::write(ws.join("big.txt"), &big).unwrap();
+    let script = "mkdir -p reports && echo '<testsuite tests=\"1\"/>' > reports/junit.xml && rm old.txt && echo after > edited.txt && seq 1 5000 > numbers.txt && printf 'done without a newline'";
     let (code, out, err) = d.run(&[
         "run", "--write", "layer", "--runner", "swarm", "--image", SANDBOX, "--", "sh", "-c", script,
     ]);

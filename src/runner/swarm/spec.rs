@@ -49,7 +49,7 @@ trap 'kill -TERM $p 2>/dev/null' TERM INT
 p=$!
 while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done
 cd /
-{ t=$( { { tar -cf - -C "${w%/*}/" "${w##*/}"; echo $? >&3; } | base64 | sed = | sed "N;s/\\n/ /;s/^/$m/" >&4; } 3>&1 ); } 4>&1 &&
+{ t=$( { { tar -cf - -C "${w%/*}/" "${w##*/}"; echo $? >&3; } | base64 -w 8000 | sed = | sed "N;s/\\n/ /;s/^/$m/" >&4; } 3>&1 ); } 4>&1 &&
 echo "${m}end $t"
 exit $rc"#;
 
