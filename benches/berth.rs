@@ -605,9 +605,10 @@ fn main() {
     let chosen: Vec<&str> = if args.is_empty() {
         all.to_vec()
     } else {
-        // `swarm` only when named: it builds a cluster in namespaces (root).
+        // `swarm` only when named: it builds a cluster in namespaces (root);
+        // `relay` alone is also in `ready`.
         all.iter()
-            .chain(&["swarm"])
+            .chain(&["swarm", "relay"])
             .copied()
             .filter(|a| args.iter().any(|x| x == a))
             .collect()
@@ -631,6 +632,7 @@ fn main() {
             "gvisor" => gvisor::bench_gvisor(&d),
             "sweep" => sweep::bench_sweep(),
             "swarm" => swarm::bench_swarm(&d),
+            "relay" => relay::bench(&d),
             _ => {}
         }
     }

@@ -2,8 +2,10 @@
 //! a container through berth's forwarder (a `-p` job of the daemon, on its
 //! default internal network) against the same server with its port
 //! published by the engine (`docker run -p 127.0.0.1::8080`: the engine's
-//! docker-proxy), in turns. The server sends from memory, so the relay is
-//! what is measured.
+//! docker-proxy), in turns, then requests per second (a new connection
+//! each). The server sends from memory, so the relay is what is measured.
+//! `BERTH_BENCH_BURN=N` runs N CPU-burning threads beside both (the
+//! "two busy cores" load: `BERTH_BENCH_BURN=2 bash bench/run.sh relay`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -59,6 +61,44 @@ fn wait_pong(port: u16) {
     }
 }
 
+/// Requests a second through `port`: `REQUESTS` GETs of `/ping` in a row,
+/// each on a new connection; the ones that failed are counted in `failed`
+/// (not in the rate).
+fn reqs(port: u16, failed: &mut usize) -> f64 {
+    let t = Instant::now();
+    let mut ok = 0;
+    for _ in 0..REQUESTS {
+        match get(port, "/ping") {
+            Some((n, _)) if n > 0 => ok += 1,
+            _ => *failed += 1,
+        }
+    }
+    ok as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Requests per round of [`reqs`].
+const REQUESTS: usize = 500;
+
+/// `BERTH_BENCH_BURN` threads spinning until the flag is set.
+fn burn() -> (std::sync::Arc<std::sync::atomic::AtomicBool>, usize) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let n: usize = std::env::var("BERTH_BENCH_BURN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    for _ in 0..n {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        });
+    }
+    (stop, n)
+}
+
 /// MB/s of one download of `BYTES` through `port`.
 fn rate(port: u16) -> f64 {
     let (n, took) = get(port, "/big").expect("the download");
@@ -101,18 +141,30 @@ pub fn bench(d: &Daemon) {
         .expect("the engine's port");
     wait_pong(berth_port);
     wait_pong(engine_port);
+    let (stop, burning) = burn();
     let (mut berth, mut engine) = (Vec::new(), Vec::new());
+    let (mut berth_reqs, mut engine_reqs) = (Vec::new(), Vec::new());
+    let (mut berth_failed, mut engine_failed) = (0, 0);
     for _ in 0..ROUNDS {
         berth.push(rate(berth_port));
         engine.push(rate(engine_port));
+        berth_reqs.push(reqs(berth_port, &mut berth_failed));
+        engine_reqs.push(reqs(engine_port, &mut engine_failed));
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let median = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         v[v.len() / 2]
     };
+    let load = format!("{burning} CPU-burning threads beside");
     let (b, e) = (median(&mut berth), median(&mut engine));
     println!(
-        "| relay throughput, 1 GiB download through a published port (MB/s, median of {ROUNDS}) | {b:.0} | the engine's published port (docker-proxy): {e:.0} | {:.2}× | |",
+        "| relay throughput, 1 GiB download through a published port (MB/s, median of {ROUNDS}) | {b:.0} | the engine's published port (docker-proxy): {e:.0} | {:.2}× | {load} |",
+        b / e
+    );
+    let (b, e) = (median(&mut berth_reqs), median(&mut engine_reqs));
+    println!(
+        "| relay requests a second, {REQUESTS} GETs in a row, a new connection each (median of {ROUNDS}) | {b:.0} | docker-proxy: {e:.0} | {:.2}× | {load}; failed: berth {berth_failed}, docker-proxy {engine_failed} |",
         b / e
     );
     let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
