@@ -113,6 +113,14 @@ pub(super) async fn pump(mut stream: OutputStream, writers: Writers, image: Opti
         err.write(rest);
     };
     while let Some(item) = stream.next().await {
+        // As a pipe would: a store that cannot take more, or a foreground
+        // reader far behind, holds the container's output up (the engine
+        // stops reading it), not this worker thread.
+        match &item {
+            Ok(LogOutput::StdErr { .. }) => err.ready().await,
+            Ok(_) => out.ready().await,
+            Err(_) => {}
+        }
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => out.write(&message),
             Ok(LogOutput::StdErr { message }) => match first_line.as_mut() {
