@@ -418,6 +418,8 @@ async fn a_swarm_layer_job_brings_its_changes_back_and_a_killed_one_says_they_we
     assert_eq!(out.trim_end(), "done without a newline", "{err}");
     let (_, logs, _) = d.run(&["logs", "job-1"]);
     assert!(!logs.contains("berth-layer"), "{logs}");
+    let (_, card, _) = d.run(&["status", "job-1"]);
+    assert!(card.contains("come back into layer job-1"), "{card}");
     assert_eq!(
         std::fs::read_to_string(ws.join("edited.txt")).unwrap(),
         "before\n"

@@ -191,7 +191,15 @@ impl Swarm {
             &labels,
         )
         .await?;
-        notes.insert(0, uploaded.note.clone());
+        // On the card: what went, and what comes back.
+        let back = match job.layer {
+            Some(l) => format!(
+                "its changes come back into layer {} when it ends, through its log (`berth diff {0}`)",
+                l.meta.name
+            ),
+            None => "nothing comes back".to_string(),
+        };
+        notes.insert(0, format!("{}; {back}", uploaded.note));
         let cwd = if job.cwd.starts_with(&ws) {
             job.cwd
         } else {
