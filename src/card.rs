@@ -363,6 +363,7 @@ mod tests {
             network: Some("none".into()),
             egress: Some("none".into()),
             isolation: None,
+            warm: false,
             not_enforced: vec![],
         };
         let card = render(&info, "", false);

@@ -18,6 +18,26 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 pub const DEFAULT_WAIT_SECS: f64 = 60.0;
 /// Default grace between SIGTERM and SIGKILL (seconds).
 pub const DEFAULT_GRACE_SECS: f64 = 5.0;
+/// How long a spare container (`warm_pool`) waits for a job.
+pub const DEFAULT_WARM_IDLE_SECS: f64 = 120.0;
+/// Most spare containers per job shape.
+pub const MAX_WARM_POOL: usize = 8;
+
+pub(super) fn default_warm_idle() -> f64 {
+    DEFAULT_WARM_IDLE_SECS
+}
+
+/// `warm_pool`: 0 (none) to [`MAX_WARM_POOL`].
+pub(super) fn warm_pool(what: &'static str, v: usize) -> Result<usize> {
+    match v {
+        0..=MAX_WARM_POOL => Ok(v),
+        _ => Err(Error::InvalidValue {
+            what,
+            input: v.to_string(),
+            message: format!("at most {MAX_WARM_POOL} spare containers per job shape"),
+        }),
+    }
+}
 /// The smallest per-job output cap accepted (below it a job's own tail would not fit).
 pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 pub use crate::store::DEFAULT_MAX_OUTPUT_BYTES;

@@ -55,6 +55,20 @@ keys {
         field max_queued: usize = super::DEFAULT_MAX_QUEUED,
         env count, set keep,
         line |c| c.max_queued.to_string();
+    /// Started containers the daemon keeps ready per job shape (image,
+    /// limits, network, workspace) for the next job of that shape to take:
+    /// 0 (default) keeps none; at most 8.
+    warm_pool: usize,
+        field #[serde(default)] warm_pool: usize = 0,
+        env count, set jobs::warm_pool,
+        line |c| c.warm_pool.to_string();
+    /// Seconds a ready container waits for a job before it is removed.
+    #[serde(default, deserialize_with = "crate::job::secs_value")]
+    warm_idle: f64,
+        field #[serde(default = "crate::config::jobs::default_warm_idle")]
+        warm_idle_secs: f64 = super::jobs::DEFAULT_WARM_IDLE_SECS,
+        env secs, set jobs::positive,
+        line |c| format!("{}s", c.warm_idle_secs);
     /// Seconds a daemon `berth run` started on demand waits with no job and
     /// no MCP session before it exits.
     #[serde(default, deserialize_with = "crate::job::secs_value")]

@@ -75,6 +75,11 @@ pub(super) async fn launch(
         layer: layer.as_ref(),
         ..job
     };
+    let chosen = prepared
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .map(|c| c.name.clone());
     let launched = match prepared {
         Ok(None) => runner.launch(&job).await,
         Ok(Some(choice)) => {
@@ -102,6 +107,9 @@ pub(super) async fn launch(
             return Err(e);
         }
     };
+    if kind == RunnerKind::Docker && layer.is_none() {
+        spare_for(inner, spec, chosen, cwd, project);
+    }
     let engine = launched.engine.take();
     let start_mode = inner.commit(id, |e| {
         e.set_status(JobStatus::Running);
@@ -133,4 +141,18 @@ pub(super) async fn launch(
         reporters::follow_refusals(project, id, spec, cwd, engine.refusals);
     }
     Ok(Some(launched))
+}
+
+/// A container job started: a long-lived manager with `warm_pool` makes a
+/// spare container for the next job of its shape (`runner/docker/launch/spare.rs`).
+fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, image: Option<String>, cwd: &Path, project: &Project) {
+    if project.config.warm_pool == 0 {
+        return;
+    }
+    let spec = JobSpec {
+        image: image.or_else(|| spec.image.clone()),
+        ..spec.clone()
+    };
+    let (inner, cwd, config) = (inner.clone(), cwd.to_path_buf(), project.config.clone());
+    tokio::spawn(async move { inner.engine.warm_fill(&spec, &cwd, &config).await });
 }

@@ -259,6 +259,10 @@ pub struct AppliedLimits {
     /// the engine runtime that gave it (`container (runc)`, `gvisor (runsc)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
+    /// The job took a spare container made ahead for its shape
+    /// (`warm_pool`) instead of a create and start of its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warm: bool,
 }
 
 /// Everything a caller can ask of a job. Every interface maps onto this struct.

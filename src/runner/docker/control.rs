@@ -46,6 +46,9 @@ pub struct DockerControl {
     pub(super) claims: Arc<Claims>,
     /// This job's claim on its container, while any clone lives.
     _claim: Arc<Claim>,
+    /// A spare's claim (`launch/spare.rs`): its container keeps the
+    /// spare's labels.
+    pub(super) spare: Option<Arc<Claim>>,
 }
 
 impl std::fmt::Debug for DockerControl {
@@ -79,6 +82,7 @@ impl DockerControl {
             remote_layer: None,
             claims: engine.claims.clone(),
             _claim: engine.claims.claim(job),
+            spare: None,
         }
     }
 

@@ -45,6 +45,7 @@ use crate::runner::Launched;
 mod attempts;
 mod pins;
 mod prepare;
+pub(super) mod spare;
 mod started;
 
 use attempts::Attempts;
@@ -127,7 +128,8 @@ struct Job<'a> {
     docker: DockerClient,
     id: &'a JobId,
     spec: &'a JobSpec,
-    output: &'a Arc<JobOutput>,
+    /// The job's private directory: its `/etc` files, its protected copies.
+    dir: std::path::PathBuf,
     project: &'a Sandbox<'a>,
     /// The job's scoped engine, opened already (`scoped/`).
     /// Its control closes the scope when the job ends.
@@ -137,11 +139,58 @@ struct Job<'a> {
     since: std::time::SystemTime,
     /// The `-v` directories, open (`pins.rs`).
     pins: pins::Pins,
+    /// The engine runtime (`gvisor.rs`); `None`: its default.
+    runtime: Option<String>,
 }
 
-/// The launch in its steps: the image, what is made before the create
-/// (`prepare.rs`), the create rounds (`attempts.rs`), the hand-over of the
-/// running container (`started.rs`).
+impl<'a> Job<'a> {
+    /// The job's fixed inputs: its image present (a direct caller's is
+    /// pulled here), its `-v` directories open, its runtime chosen.
+    async fn new(
+        engine: &'a Engine,
+        docker: DockerClient,
+        (id, spec, dir): (&'a JobId, &'a JobSpec, std::path::PathBuf),
+        project: &'a Sandbox<'a>,
+        scope: Option<&'a Arc<super::scoped::Scope>>,
+    ) -> Result<Job<'a>> {
+        let since = std::time::SystemTime::now();
+        let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
+        if !project.prepared {
+            // The manager makes the image present first (`Engine::prepare`, with
+            // progress and the job's policy); a direct caller gets it here.
+            let quiet: super::pull::ProgressFn = Arc::new(|_| {});
+            super::pull::ensure(
+                &docker,
+                &image,
+                false,
+                PullPolicy::Missing,
+                engine.pull_timeout,
+                &quiet,
+            )
+            .await?;
+        }
+        let pins = pins::Pins::open(spec, project.workspace)?;
+        let runtime = super::gvisor::runtime(&docker, spec, project.gvisor_runtime).await?;
+        Ok(Job {
+            engine,
+            docker,
+            id,
+            spec,
+            dir,
+            project,
+            scope,
+            image,
+            since,
+            pins,
+            runtime,
+        })
+    }
+}
+
+/// The launch in its steps: the image, a spare container when one fits
+/// (`spare.rs`), else what is made before the create (`prepare.rs`) and
+/// the create rounds (`attempts.rs`); then the hand-over of the running
+/// container (`started.rs`).
 #[allow(clippy::too_many_arguments)]
 async fn launch_one(
     engine: &Engine,
@@ -153,43 +202,24 @@ async fn launch_one(
     project: &Sandbox<'_>,
     scope: Option<&Arc<super::scoped::Scope>>,
 ) -> Result<Launched> {
-    let since = std::time::SystemTime::now();
-    let image = spec.image.clone().unwrap_or_else(|| project.image.to_string());
-    if !project.prepared {
-        // The manager makes the image present first (`Engine::prepare`, with
-        // progress and the job's policy); a direct caller gets it here.
-        let quiet: super::pull::ProgressFn = Arc::new(|_| {});
-        super::pull::ensure(
-            &docker,
-            &image,
-            false,
-            PullPolicy::Missing,
-            engine.pull_timeout,
-            &quiet,
-        )
-        .await?;
+    let dir = output.dir().to_path_buf();
+    let job = Job::new(engine, docker, (id, spec, dir), project, scope).await?;
+    if let Some(spare) = spare::shape(&job).and_then(|shape| engine.spares.take(&job.docker, &shape)) {
+        match spare::start(&job, cwd, output, spare).await? {
+            Some(launched) => return Ok(launched),
+            None => tracing::debug!(job = %id, "the spare container had gone; starting cold"),
+        }
     }
-    let pins = pins::Pins::open(spec, project.workspace)?;
-    let runtime = super::gvisor::runtime(&docker, spec, project.gvisor_runtime).await?;
-    let job = Job {
-        engine,
-        docker,
-        id,
-        spec,
-        output,
-        project,
-        scope,
-        image,
-        since,
-        pins,
-    };
-    let mut prepared = Prepared::make(&job).await?;
-    let job_dir = output
-        .paths()
-        .stdout
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let (prepared, made, protect_warnings) = make(&job, cwd, false).await?;
+    started::finish(&job, output, prepared, made, protect_warnings).await
+}
+
+/// What a cold start makes: the job's network and ports, its layer's
+/// volume, its protected files, and the started container. `spare`: a
+/// container made ahead for a later job (`spare.rs`).
+async fn make(job: &Job<'_>, cwd: &Path, spare: bool) -> Result<(Prepared, Made, Vec<String>)> {
+    let (engine, id, spec, project) = (job.engine, job.id, job.spec, job.project);
+    let mut prepared = Prepared::make(job).await?;
     // The workspace as the mode says (`create/mounts.rs`): a layer's volume
     // made first; the copies of protected files only where the job writes
     // the checkout itself.
@@ -199,7 +229,7 @@ async fn launch_one(
     };
     let direct = spec.write.unwrap_or_default() == crate::model::WriteMode::Direct;
     let (protected, protect_warnings) = match direct {
-        true => prepare::protected_files(&job, prepared.remote.is_some()),
+        true => prepare::protected_files(job, prepared.remote.is_some()),
         false => (Vec::new(), Vec::new()),
     };
     let mut attempts = Attempts {
@@ -209,7 +239,7 @@ async fn launch_one(
         spec,
         cwd,
         project,
-        scope: scope.map(|s| &**s),
+        scope: job.scope.map(|s| &**s),
         image: &job.image,
         decision: &prepared.decision,
         remote: prepared.remote.as_ref(),
@@ -217,16 +247,17 @@ async fn launch_one(
         may_join: prepared.may_join,
         pod: prepared.pod.as_ref(),
         member: prepared.member.as_ref(),
-        job_dir: &job_dir,
+        job_dir: &job.dir,
         protected: &protected,
         pinned: &job.pins.sources(),
-        runtime: runtime.as_deref(),
+        runtime: job.runtime.as_deref(),
         layer: layer_mount.as_ref(),
         name: create::container_name(&engine.instance, engine.state(), id),
         proxy: None,
         slot: prepared.slot.take(),
         network_retries: 2,
         cleared: false,
+        spare,
     };
     let (started, joined) = attempts.run().await?;
     let Attempts { proxy, slot, .. } = attempts;
@@ -235,6 +266,7 @@ async fn launch_one(
         started,
         joined,
         proxy,
+        claim: None,
     };
-    started::finish(&job, prepared, made, protect_warnings).await
+    Ok((prepared, made, protect_warnings))
 }

@@ -163,6 +163,8 @@ pub struct Engine {
     precheck_ports: bool,
     /// Keep pause containers (pause.rs): a long-lived manager only.
     warm: std::sync::atomic::AtomicBool,
+    /// Started containers kept ready per job shape (`launch/spare.rs`).
+    spares: Arc<launch::spare::Spares>,
     /// The config's child limit of a scoped engine, for `launch` without a project.
     max_children: usize,
     /// The volumes that mount layers (`layer.rs`).
@@ -243,6 +245,11 @@ impl Engine {
             removals: Arc::default(),
             precheck_ports: true,
             warm: std::sync::atomic::AtomicBool::new(false),
+            spares: Arc::new(launch::spare::Spares::new(
+                config.warm_pool,
+                Duration::from_secs_f64(config.warm_idle_secs),
+                networks.join("warm"),
+            )),
             max_children: config.max_children,
             layer_volumes: Default::default(),
             liveness: Default::default(),
@@ -374,6 +381,10 @@ impl Engine {
     /// Remove the instance's job networks that no container uses (after
     /// every job ended: manager shutdown). A no-op when no job used one.
     pub async fn release_networks(&self) -> usize {
+        if let Ok(docker) = self.client().await {
+            // Spares hold pool networks: they go first.
+            self.spares.close(docker).await;
+        }
         if !self.used_network.load(Ordering::SeqCst) {
             return 0;
         }
@@ -443,10 +454,40 @@ impl Engine {
     /// engine's; `on_denial` hears of every request its egress proxy denies.
     /// The image must have been made present by [`prepare`](Self::prepare).
     pub async fn launch_in(&self, job: &crate::runner::Launch<'_>) -> Result<Launched> {
-        let (id, spec, cwd, output, config) = (job.id, job.spec, job.cwd, job.output, job.config);
-        let on_denial = job.on_denial.clone();
+        let (id, spec, cwd, output) = (job.id, job.spec, job.cwd, job.output);
+        let project = self.sandbox(job.config, job.on_denial.clone(), job.layer)?;
+        let docker = self.client().await?.clone();
+        let _launching = self.claims.claim(id);
+        launch::launch(self, docker, id, spec, cwd, output, &project).await
+    }
+
+    /// A job of `spec`'s shape started under `config`: make a spare
+    /// container for the next one (`warm_pool`; a long-lived manager only).
+    pub async fn warm_fill(&self, spec: &JobSpec, cwd: &Path, config: &Config) {
+        if !self.warm.load(Ordering::SeqCst) || !self.spares.wanted() {
+            return;
+        }
+        let quiet: crate::net::DenialFn = Arc::new(|_| {});
+        let (Ok(project), Ok(docker)) = (self.sandbox(config, quiet, None), self.client().await) else {
+            return;
+        };
+        launch::spare::fill(self, docker.clone(), spec, cwd, &project).await;
+    }
+
+    /// Spare containers ready now (`warm_pool`).
+    pub fn spares_ready(&self) -> usize {
+        self.spares.ready()
+    }
+
+    /// The sandbox of a job under `config`, its project.
+    fn sandbox<'a>(
+        &self,
+        config: &'a Config,
+        on_denial: crate::net::DenialFn,
+        layer: Option<&'a crate::layers::Layer>,
+    ) -> Result<Sandbox<'a>> {
         let allow = crate::net::Allowlist::parse(&config.egress_allow)?;
-        let project = Sandbox {
+        Ok(Sandbox {
             image: &config.image,
             workspace: &config.workspace,
             user: config.container_user(),
@@ -464,12 +505,9 @@ impl Engine {
                 .cloned()
                 .collect(),
             max_children: config.max_children,
-            layer: job.layer,
+            layer,
             gvisor_runtime: &config.gvisor_runtime,
-        };
-        let docker = self.client().await?.clone();
-        let _launching = self.claims.claim(id);
-        launch::launch(self, docker, id, spec, cwd, output, &project).await
+        })
     }
 
     /// Remove the layer volumes this engine made (shutdown: no container

@@ -226,6 +226,7 @@ async fn create_applies_limits_hardening_labels_and_loopback_ports() {
             network: Some(format!("{}-0", fx.engine.network_name())),
             egress: Some("proxy".into()),
             isolation: Some("container".into()),
+            warm: false,
         }
     );
     assert_eq!(launched.ports.len(), 1);

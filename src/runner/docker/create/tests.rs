@@ -108,6 +108,7 @@ fn body_carries_limits_hardening_labels_and_ports() {
             network: Some("berth-t-01234567-net".into()),
             egress: None,
             isolation: Some("container".into()),
+            warm: false,
         }
     );
 }

@@ -57,6 +57,9 @@ pub(super) struct Attempts<'a> {
     pub network_retries: u32,
     /// A leftover with the job's name was cleared once already.
     pub cleared: bool,
+    /// A spare made ahead for a later job (`spare.rs`): its kernel
+    /// hostname is the neutral word, and it has no name on its network.
+    pub spare: bool,
 }
 
 impl Attempts<'_> {
@@ -152,6 +155,12 @@ impl Attempts<'_> {
         if self.remote.is_some() {
             // Files of this machine's: the engine's own /etc files instead.
             attach.mounts.clear();
+        }
+        if self.spare {
+            // The job that takes it is not known yet: nothing of the
+            // spare's own id stays visible to it.
+            attach.hostname = attach.hostname.map(|_| reach::PAUSE_HOSTNAME.to_string());
+            attach.alias = None;
         }
         Ok(attach)
     }

@@ -104,7 +104,7 @@ impl Prepared {
 
 /// The port plan and, unless the engine publishes the ports, berth's own
 /// listeners for them, bound before anything is made.
-fn ports(
+pub(super) fn ports(
     job: &Job<'_>,
     decision: &Decision,
     remote: bool,
@@ -163,7 +163,7 @@ async fn join_pod(
 /// Copies of the project's config files, mounted read-only over them, and
 /// what could not be protected.
 pub(super) fn protected_files(job: &Job<'_>, remote: bool) -> (Vec<Mount>, Vec<String>) {
-    let protect_dir = job.output.dir().join("protected");
+    let protect_dir = job.dir.join("protected");
     match crate::store::private::own_dir(&protect_dir) {
         // The job's copy of the workspace is read back by nothing of the caller's.
         Ok(()) if remote => (Vec::new(), Vec::new()),

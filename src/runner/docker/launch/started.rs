@@ -31,12 +31,16 @@ pub(super) struct Made {
     pub started: Started,
     pub joined: Option<Pause>,
     pub proxy: Option<Proxy>,
+    /// A spare's claim on its container (`spare.rs`): the container keeps
+    /// the spare's name and labels, so the claim goes with it.
+    pub claim: Option<Arc<super::super::claims::Claim>>,
 }
 
 /// Hand the running container over to its control, output and ports;
 /// `protect_warnings`: project files that could not be protected.
 pub(super) async fn finish(
     job: &Job<'_>,
+    output: &Arc<crate::output::JobOutput>,
     mut prepared: Prepared,
     made: Made,
     protect_warnings: Vec<String>,
@@ -63,6 +67,7 @@ pub(super) async fn finish(
         net,
     );
     control.warm = warm;
+    control.spare = made.claim;
     control.scope = job.scope.cloned();
     control.pod = prepared.member.take().and_then(|m| m.keep());
     if let (Some(layer), Some(remote)) = (job.project.layer, &prepared.remote) {
@@ -78,7 +83,7 @@ pub(super) async fn finish(
     }
 
     // From here on the container runs: any failure must take it down again.
-    let pump_task = match start_output(job, stream, input).await {
+    let pump_task = match start_output(job, output, stream, input).await {
         Ok(task) => task,
         Err(e) => {
             take_down(&wait, &control, None).await;
@@ -213,10 +218,10 @@ fn warm_recipe(job: &Job<'_>, prepared: &Prepared) -> Option<Arc<(Arc<pause::Pau
 /// The job's output pumped into its streams, and its input fed in.
 async fn start_output(
     job: &Job<'_>,
+    output: &Arc<crate::output::JobOutput>,
     stream: OutputStream,
     input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
 ) -> Result<JoinHandle<Pumped>> {
-    let output = job.output;
     let writers = match (output.writer(OutStream::Stdout), output.writer(OutStream::Stderr)) {
         (Ok(o), Ok(e)) => (o, e),
         (Err(e), _) | (_, Err(e)) => return Err(e),
