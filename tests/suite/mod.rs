@@ -48,3 +48,4 @@ mod secrets;
 mod swarm;
 mod trust;
 mod tui;
+mod warm;
