@@ -28,6 +28,8 @@ mod swarm;
 mod sweep;
 #[path = "berth/tc.rs"]
 mod tc;
+#[path = "berth/warm.rs"]
+mod warm;
 
 /// The image of the container rows: the one the `docker run` baselines use.
 const SANDBOX: &str = "berth/sandbox:latest";
@@ -606,9 +608,9 @@ fn main() {
         all.to_vec()
     } else {
         // `swarm` only when named: it builds a cluster in namespaces (root);
-        // `relay` alone is also in `ready`.
+        // `relay` alone is also in `ready`; `warm` (the spares' rows) when named.
         all.iter()
-            .chain(&["swarm", "relay"])
+            .chain(&["swarm", "relay", "warm"])
             .copied()
             .filter(|a| args.iter().any(|x| x == a))
             .collect()
@@ -633,6 +635,7 @@ fn main() {
             "sweep" => sweep::bench_sweep(),
             "swarm" => swarm::bench_swarm(&d),
             "relay" => relay::bench(&d),
+            "warm" => warm::bench_warm(&d),
             _ => {}
         }
     }

@@ -250,6 +250,8 @@ const NEVER_LOOSENS: &[&str] = &[
     "max_jobs",
     "max_queued",
     "daemon_idle",
+    "warm_pool",
+    "warm_idle",
     "mcp_idle",
     // A job's own clock: a longer one only lets it run until it ends.
     "timeout",

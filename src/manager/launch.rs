@@ -146,7 +146,8 @@ pub(super) async fn launch(
 /// A container job started: a long-lived manager with `warm_pool` makes a
 /// spare container for the next job of its shape (`runner/docker/launch/spare.rs`).
 fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, image: Option<String>, cwd: &Path, project: &Project) {
-    if project.config.warm_pool == 0 {
+    // The instance's key (the daemon's own config): a project's is not applied.
+    if inner.config.warm_pool == 0 {
         return;
     }
     let spec = JobSpec {

@@ -276,6 +276,8 @@ fn instance_wide(own: &Config, mut project: Config) -> (Config, Vec<&'static str
         max_queued => "max_queued",
         mcp_idle_secs => "mcp_idle",
         daemon_idle_secs => "daemon_idle",
+        warm_pool => "warm_pool",
+        warm_idle_secs => "warm_idle",
     );
     // The security log is the instance's (one file, one rotation).
     project.safety.security_log = own.safety.security_log.clone();

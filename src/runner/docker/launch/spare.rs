@@ -49,6 +49,10 @@ use crate::model::{Egress, JobId, JobSpec, WriteMode};
 use crate::output::JobOutput;
 use crate::runner::Launched;
 
+/// Most spares at once, of every shape: a caller who varies its jobs'
+/// limits makes a shape per job, never more spares than this.
+const MAX_SPARES: usize = 16;
+
 /// What a spare runs until a job takes it: its script read to the end of
 /// stdin, line by line (`read -r` keeps backslashes), then evaluated.
 const WAITER: &str = "s=\nwhile IFS= read -r l; do s=\"$s$l\n\"; done\neval \"$s$l\"\n";
@@ -146,7 +150,8 @@ impl Spares {
     fn begin(&self, shape: &str) -> Option<Making<'_>> {
         let mut st = self.state.lock().unwrap();
         let have = st.ready.get(shape).map_or(0, Vec::len) + st.making.get(shape).copied().unwrap_or(0);
-        if st.closed || have >= self.size || st.refused.contains(shape) {
+        let all = st.ready.values().map(Vec::len).sum::<usize>() + *self.making.borrow();
+        if st.closed || have >= self.size || all >= MAX_SPARES || st.refused.contains(shape) {
             return None;
         }
         *st.making.entry(shape.to_string()).or_default() += 1;
