@@ -22,332 +22,39 @@
 //! input, `-v` mounts, a scoped engine, `layer` mode, a pod (MCP
 //! sessions), a remote engine, ports the engine publishes, or a variable
 //! name `sh` cannot export; and any job when no spare of its shape is
-//! ready. A shape whose spare died unasked (an image without `sh`) is not
-//! made again. Spares are made by a long-lived manager only, after a job
+//! ready. A shape whose spare died soon after it was made (an image
+//! without `sh`) is not made again. Spares are made by a long-lived manager only, after a job
 //! of their shape started, and removed after `warm_idle`, at shutdown and,
 //! after a crash, by the labelled sweeps (they carry the instance's labels).
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bollard::models::ContainerCreateBody;
 use tokio::io::AsyncWriteExt;
 
 use super::super::create::{self, Context};
-use super::super::{DockerClient, Engine, Sandbox, pod, reach, remote, remove_container};
+use super::super::{DockerClient, Engine, Sandbox, reach};
 use super::prepare::{self, Prepared};
 use super::started::{self, Made};
 use super::{Job, make};
 use crate::error::Result;
-use crate::model::{Egress, JobId, JobSpec, WriteMode};
+use crate::model::{Egress, JobId, JobSpec};
 use crate::output::JobOutput;
 use crate::runner::Launched;
 
-/// Most spares at once, of every shape: a caller who varies its jobs'
-/// limits makes a shape per job, never more spares than this.
-const MAX_SPARES: usize = 16;
+mod pool;
+mod shape;
+
+pub use pool::Spares;
+use pool::{Spare, discard};
+pub(super) use shape::shape;
+use shape::{fits, key, normal};
 
 /// What a spare runs until a job takes it: its script read to the end of
 /// stdin, line by line (`read -r` keeps backslashes), then evaluated.
 const WAITER: &str = "s=\nwhile IFS= read -r l; do s=\"$s$l\n\"; done\neval \"$s$l\"\n";
-
-/// The spares of one engine, by shape.
-pub struct Spares {
-    state: Mutex<State>,
-    /// Spares kept per shape; 0: none.
-    size: usize,
-    /// How long a spare waits for a job before it is removed.
-    idle: Duration,
-    /// Where spares keep their `/etc` files (`<instance>/warm`).
-    dir: PathBuf,
-    serial: AtomicU64,
-    /// How many spares are being made, of every shape: shutdown waits
-    /// for 0 (a spare made after it is removed at once).
-    making: tokio::sync::watch::Sender<usize>,
-    tasks: tokio_util::task::TaskTracker,
-}
-
-#[derive(Default)]
-struct State {
-    ready: HashMap<String, Vec<Spare>>,
-    /// Spares being made, by shape.
-    making: HashMap<String, usize>,
-    /// Shapes whose spare died unasked: not made again.
-    refused: HashSet<String>,
-    closed: bool,
-}
-
-/// One started spare and what its launch made.
-pub(super) struct Spare {
-    serial: u64,
-    dir: PathBuf,
-    prepared: Prepared,
-    made: Made,
-    protect_warnings: Vec<String>,
-}
-
-/// A spare being made, counted in `making` until dropped.
-struct Making<'a>(&'a Spares, String);
-
-impl Drop for Making<'_> {
-    fn drop(&mut self) {
-        let mut st = self.0.state.lock().unwrap();
-        if let Some(n) = st.making.get_mut(&self.1) {
-            *n = n.saturating_sub(1);
-        }
-        self.0.making.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-impl Spares {
-    pub fn new(size: usize, idle: Duration, dir: PathBuf) -> Spares {
-        Spares {
-            state: Mutex::default(),
-            size,
-            idle,
-            dir,
-            serial: AtomicU64::new(0),
-            making: tokio::sync::watch::channel(0).0,
-            tasks: tokio_util::task::TaskTracker::new(),
-        }
-    }
-
-    /// Spares are kept at all.
-    pub fn wanted(&self) -> bool {
-        self.size > 0 && !self.state.lock().unwrap().closed
-    }
-
-    /// How many spares are ready now.
-    pub fn ready(&self) -> usize {
-        self.state.lock().unwrap().ready.values().map(Vec::len).sum()
-    }
-
-    /// A ready spare of `shape`; one that died meanwhile is removed, and
-    /// its shape not made again.
-    pub(super) fn take(self: &Arc<Self>, docker: &DockerClient, shape: &str) -> Option<Spare> {
-        let mut st = self.state.lock().unwrap();
-        while let Some(spare) = st.ready.get_mut(shape)?.pop() {
-            if !spare.made.started.wait.is_finished() {
-                return Some(spare);
-            }
-            tracing::warn!(
-                shape,
-                "a spare container ended unasked; this shape starts cold from now on"
-            );
-            st.refused.insert(shape.to_string());
-            self.discard_later(docker, spare);
-        }
-        None
-    }
-
-    /// Count a spare of `shape` as being made, unless enough are.
-    fn begin(&self, shape: &str) -> Option<Making<'_>> {
-        let mut st = self.state.lock().unwrap();
-        let have = st.ready.get(shape).map_or(0, Vec::len) + st.making.get(shape).copied().unwrap_or(0);
-        let all = st.ready.values().map(Vec::len).sum::<usize>() + *self.making.borrow();
-        if st.closed || have >= self.size || all >= MAX_SPARES || st.refused.contains(shape) {
-            return None;
-        }
-        *st.making.entry(shape.to_string()).or_default() += 1;
-        self.making.send_modify(|n| *n += 1);
-        Some(Making(self, shape.to_string()))
-    }
-
-    /// Keep a made spare until a job takes it or `idle` passed.
-    fn put(self: &Arc<Self>, docker: &DockerClient, shape: String, spare: Spare) {
-        let serial = spare.serial;
-        {
-            let mut st = self.state.lock().unwrap();
-            if !st.closed {
-                st.ready.entry(shape.clone()).or_default().push(spare);
-                drop(st);
-                let (me, docker) = (self.clone(), docker.clone());
-                self.tasks.spawn(async move {
-                    tokio::time::sleep(me.idle).await;
-                    me.expire(&docker, &shape, serial);
-                });
-                return;
-            }
-        }
-        self.discard_later(docker, spare);
-    }
-
-    /// Remove spare `serial` of `shape` if no job took it.
-    fn expire(self: &Arc<Self>, docker: &DockerClient, shape: &str, serial: u64) {
-        let mut st = self.state.lock().unwrap();
-        let Some(list) = st.ready.get_mut(shape) else {
-            return;
-        };
-        if let Some(i) = list.iter().position(|s| s.serial == serial) {
-            let spare = list.swap_remove(i);
-            self.discard_later(docker, spare);
-        }
-    }
-
-    fn discard_later(&self, docker: &DockerClient, spare: Spare) {
-        let docker = docker.clone();
-        self.tasks.spawn(async move { discard(&docker, spare).await });
-    }
-
-    /// Shutdown: every spare removed, the ones being made waited for (a
-    /// made one finds the pool closed and goes at once).
-    pub async fn close(&self, docker: &DockerClient) {
-        let spares: Vec<Spare> = {
-            let mut st = self.state.lock().unwrap();
-            st.closed = true;
-            st.ready.drain().flat_map(|(_, v)| v).collect()
-        };
-        futures_util::future::join_all(spares.into_iter().map(|s| discard(docker, s))).await;
-        let mut making = self.making.subscribe();
-        let _ = tokio::time::timeout(Duration::from_secs(10), making.wait_for(|n| *n == 0)).await;
-        self.tasks.close();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await;
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Remove a spare's container, then give back its network and proxy.
-async fn discard(docker: &DockerClient, spare: Spare) {
-    let Spare {
-        dir, prepared, made, ..
-    } = spare;
-    made.started.wait.abort();
-    remove_container(docker, &made.started.container_id).await;
-    if let Some(p) = &made.proxy {
-        p.close();
-    }
-    drop((made, prepared));
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-/// The shape a spare for this job would have; `None` when the job must
-/// start cold (see the module docs).
-pub(super) fn shape(job: &Job<'_>) -> Option<String> {
-    (job.engine.spares.wanted() && fits(job, job.spec)).then(|| key(job))
-}
-
-/// `spec` may take a spare (or have one made) in `job`'s sandbox.
-fn fits(job: &Job<'_>, spec: &JobSpec) -> bool {
-    let project = job.project;
-    let decision = project.decide(spec);
-    let argv = spec.effective_argv();
-    job.scope.is_none()
-        && spec.input.is_none()
-        && spec.mounts.is_empty()
-        && project.layer.is_none()
-        && spec.write != Some(WriteMode::Layer)
-        && remote::remote_host(&job.engine.endpoint).is_none()
-        && (!decision.engine_publishes || spec.ports.is_empty())
-        && pod::key_of(spec, &decision, project.workspace, (true, false)).is_none()
-        && spec.env.iter().all(|(k, v)| exportable(k) && !v.contains('\0'))
-        && !argv.iter().any(|a| a.contains('\0'))
-}
-
-/// A name POSIX `sh` can export.
-fn exportable(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// What a spare and the job that takes it must agree on: everything the
-/// container is made with that the job's script cannot set.
-fn key(job: &Job<'_>) -> String {
-    let (spec, project) = (job.spec, job.project);
-    let limits = (
-        spec.limits.cpus.or(project.defaults.cpus),
-        spec.limits.memory.or(project.defaults.memory),
-        spec.limits.pids.or(project.defaults.pids),
-    );
-    let workspace = std::fs::canonicalize(project.workspace).unwrap_or(project.workspace.to_path_buf());
-    format!(
-        "{}\n{}\n{}\n{limits:?}\n{:?}\n{:?}\n{}\n{:?}\n{:x}",
-        job.image,
-        project.user,
-        workspace.display(),
-        project.decide(&normal(spec)),
-        spec.write.unwrap_or_default(),
-        spec.read_only || project.read_only,
-        job.runtime,
-        protected_print(job),
-    )
-}
-
-/// The protected files as they are now (`protect.rs`): a spare's copies
-/// were made of these, so a change since means its copies are stale.
-fn protected_print(job: &Job<'_>) -> u64 {
-    let mut h = DefaultHasher::new();
-    if job.spec.write.unwrap_or_default() != WriteMode::Direct {
-        return 0;
-    }
-    let ws = job.project.workspace;
-    let extra = job.project.protect.iter().filter_map(|p| p.strip_prefix(ws).ok());
-    let mut budget = 0;
-    for rel in super::super::protect::PROTECTED
-        .iter()
-        .map(Path::new)
-        .chain(extra)
-    {
-        print(&ws.join(rel), &mut h, &mut budget);
-    }
-    h.finish()
-}
-
-fn print(path: &Path, h: &mut DefaultHasher, budget: &mut usize) {
-    *budget += 1;
-    // Past what a protected directory may hold it is not copied at all.
-    if *budget > 4 * super::super::protect::MAX_FILES {
-        return;
-    }
-    path.hash(h);
-    let Ok(m) = std::fs::symlink_metadata(path) else {
-        return 0u8.hash(h);
-    };
-    (
-        m.ino(),
-        m.size(),
-        m.mode(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec(),
-    )
-        .hash(h);
-    if m.is_dir()
-        && let Ok(entries) = std::fs::read_dir(path)
-    {
-        let mut names: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-        names.sort();
-        for n in names {
-            print(&n, h, budget);
-        }
-    }
-}
-
-/// The spec a spare is made from: `spec`'s shape, [`WAITER`] as its
-/// command, stdin open for the script.
-fn normal(spec: &JobSpec) -> JobSpec {
-    JobSpec {
-        argv: vec!["/bin/sh".into(), "-c".into(), WAITER.into()],
-        shell: None,
-        env: Default::default(),
-        ports: Vec::new(),
-        input: Some(String::new()),
-        keep_alive: None,
-        ready: Vec::new(),
-        watch: Vec::new(),
-        owner: None,
-        label: None,
-        client_ref: None,
-        ..spec.clone()
-    }
-}
 
 /// Make one spare of `spec`'s shape, unless enough are ready or being made.
 pub(in super::super) async fn fill(
@@ -380,6 +87,7 @@ pub(in super::super) async fn fill(
             made.claim = Some(claim);
             let spare = Spare {
                 serial,
+                made_at: std::time::Instant::now(),
                 dir,
                 prepared,
                 made,
@@ -405,6 +113,7 @@ pub(super) async fn start(
 ) -> Result<Option<Launched>> {
     let Spare {
         serial,
+        made_at,
         dir,
         mut prepared,
         mut made,
@@ -419,6 +128,7 @@ pub(super) async fn start(
         gone_or_failed => {
             let spare = Spare {
                 serial,
+                made_at,
                 dir,
                 prepared,
                 made,

@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 
 use bollard::models::ContainerCreateBody;
 
-use super::{WAITER, exportable, script};
+use super::shape::exportable;
+use super::{WAITER, script};
 
 /// Run `body`'s script through [`WAITER`]; what the exec'd command printed.
 fn through_waiter(body: &ContainerCreateBody) -> String {
