@@ -317,33 +317,7 @@ fn http_ok(port: u16) -> bool {
 /// forwarded port against the engine's (`berth/relay.rs`).
 fn bench_ready(d: &Daemon) {
     let n = 30;
-    let mut berth = || {
-        let t = Instant::now();
-        let v = d.json(&[
-            "run",
-            "-d",
-            "--runner",
-            "docker",
-            "--image",
-            SANDBOX,
-            "-p",
-            "8080",
-            "--ready-http",
-            "/",
-            "--",
-            "httpd",
-            "-f",
-            "-p",
-            "8080",
-            "-h",
-            "/www",
-        ]);
-        let took = t.elapsed();
-        assert_eq!(v["ready"]["outcome"], "ready", "{v}");
-        let id = v["job"]["id"].as_str().unwrap().to_string();
-        let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
-        took
-    };
+    let mut berth = || httpd_to_ready(d);
     // The raw engine sequence through the docker CLI (create, start, read
     // the port, poll HTTP every 5 ms), then remove.
     let mut raw = || {
@@ -405,6 +379,36 @@ fn bench_ready(d: &Daemon) {
     );
     row(name, berth, tc_fast, "same, polling every 5 ms");
     relay::bench(d);
+}
+
+/// `run -d -p 8080 --ready-http /` of an httpd through `d` (client start
+/// included), then its kill: the time until it was ready.
+fn httpd_to_ready(d: &Daemon) -> Duration {
+    let t = Instant::now();
+    let v = d.json(&[
+        "run",
+        "-d",
+        "--runner",
+        "docker",
+        "--image",
+        SANDBOX,
+        "-p",
+        "8080",
+        "--ready-http",
+        "/",
+        "--",
+        "httpd",
+        "-f",
+        "-p",
+        "8080",
+        "-h",
+        "/www",
+    ]);
+    let took = t.elapsed();
+    assert_eq!(v["ready"]["outcome"], "ready", "{v}");
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    let _ = d.cli(&["kill", &id, "--grace", "0"]).status();
+    took
 }
 
 /// Time from a server's bind (it prints the moment) to `berth wait --port` returning.

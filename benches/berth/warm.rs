@@ -9,7 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Daemon, SANDBOX, d_run, interleaved, row, run_timed, tc};
+use super::{Daemon, SANDBOX, d_run, httpd_to_ready, interleaved, row, run_timed, tc};
 
 /// Spares of `d` ready now.
 fn spares(d: &Daemon) -> usize {
@@ -78,39 +78,11 @@ pub fn bench_warm(cold: &Daemon) {
 /// An httpd to ready with a port from a spare, against testcontainers-rs.
 fn bench_warm_ready(warm: &Daemon) {
     let n = 20;
-    let args = [
-        "run",
-        "-d",
-        "--runner",
-        "docker",
-        "--image",
-        SANDBOX,
-        "-p",
-        "8080",
-        "--ready-http",
-        "/",
-        "--",
-        "httpd",
-        "-f",
-        "-p",
-        "8080",
-        "-h",
-        "/www",
-    ];
-    let start = || {
-        let t = Instant::now();
-        let v = warm.json(&args);
-        let took = t.elapsed();
-        assert_eq!(v["ready"]["outcome"], "ready", "{v}");
-        let id = v["job"]["id"].as_str().unwrap().to_string();
-        let _ = warm.cli(&["kill", &id, "--grace", "0"]).status();
-        took
-    };
     // The shape of these jobs: made by the first.
-    let _ = start();
+    let _ = httpd_to_ready(warm);
     let mut on_spare = || {
         spare_ready(warm);
-        start()
+        httpd_to_ready(warm)
     };
     let tc = tc::Peer::new();
     let mut tc_default = || tc.start_and_wait(None);

@@ -381,8 +381,9 @@ impl Engine {
     /// Remove the instance's job networks that no container uses (after
     /// every job ended: manager shutdown). A no-op when no job used one.
     pub async fn release_networks(&self) -> usize {
-        if let Ok(docker) = self.client().await {
-            // Spares hold pool networks: they go first.
+        // Spares hold pool networks: they go first. None were made without
+        // a client, and an engine never reached is not dialled now.
+        if let Some(docker) = self.client.get() {
             self.spares.close(docker).await;
         }
         if !self.used_network.load(Ordering::SeqCst) {
