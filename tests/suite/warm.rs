@@ -96,7 +96,15 @@ async fn a_warm_job_is_a_cold_one_to_its_caller_and_its_spare_goes_with_the_daem
     );
     assert_eq!(card(&d, "job-3")["status"]["state"], "killed");
 
+    // A ready spare does not hold the daemon's teardown past its promise
+    // (grace, 2 s here, and a second: `sigterm_tears_everything_down…`).
+    eventually(Duration::from_secs(30), "the next spare", || {
+        spares(&d.instance) == 1
+    })
+    .await;
+    let asked = std::time::Instant::now();
     assert_eq!(d.run(&["down"]).0, 0);
+    assert!(asked.elapsed() < Duration::from_secs(3), "{:?}", asked.elapsed());
     assert_eq!(
         containers_of(&d.instance),
         0,

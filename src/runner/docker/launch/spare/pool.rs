@@ -32,6 +32,8 @@ pub struct Spares {
     /// for 0 (a spare made after it is removed at once).
     making: tokio::sync::watch::Sender<usize>,
     tasks: tokio_util::task::TaskTracker,
+    /// Cancelled at shutdown: the idle timers end at once.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 #[derive(Default)]
@@ -79,6 +81,7 @@ impl Spares {
             serial: AtomicU64::new(0),
             making: tokio::sync::watch::channel(0).0,
             tasks: tokio_util::task::TaskTracker::new(),
+            closing: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -135,8 +138,11 @@ impl Spares {
                 drop(st);
                 let (me, docker) = (self.clone(), docker.clone());
                 self.tasks.spawn(async move {
-                    tokio::time::sleep(me.idle).await;
-                    me.expire(&docker, &shape, serial);
+                    tokio::select! {
+                        _ = tokio::time::sleep(me.idle) => me.expire(&docker, &shape, serial),
+                        // Shutdown removes every spare itself.
+                        _ = me.closing.cancelled() => {}
+                    }
                 });
                 return;
             }
@@ -167,6 +173,7 @@ impl Spares {
         let spares: Vec<Spare> = {
             let mut st = self.state.lock().unwrap();
             st.closed = true;
+            self.closing.cancel();
             st.ready.drain().flat_map(|(_, v)| v).collect()
         };
         futures_util::future::join_all(spares.into_iter().map(|s| discard(docker, s))).await;
