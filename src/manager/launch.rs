@@ -75,28 +75,21 @@ pub(super) async fn launch(
         layer: layer.as_ref(),
         ..job
     };
-    let chosen = prepared
-        .as_ref()
-        .ok()
-        .and_then(Option::as_ref)
-        .map(|c| c.name.clone());
-    let launched = match prepared {
-        Ok(None) => runner.launch(&job).await,
-        Ok(Some(choice)) => {
-            let spec = JobSpec {
-                image: Some(choice.name.clone()),
-                ..spec.clone()
-            };
-            if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
-                e.info.pulling = None;
-                e.info.building = None;
-                e.info.image = Some(choice);
-            }
-            let job = Launch { spec: &spec, ..job };
-            runner.launch(&job).await
+    // The spec as launched: the image chosen for it, when one was.
+    let chosen = match prepared {
+        Ok(Some(choice)) => Some(chosen_image(inner, id, spec, choice)),
+        Ok(None) => None,
+        Err(e) => {
+            output.release_events();
+            return Err(e);
         }
-        Err(e) => Err(e),
     };
+    let launched = runner
+        .launch(&Launch {
+            spec: chosen.as_ref().unwrap_or(spec),
+            ..job
+        })
+        .await;
     let mut launched = match launched {
         Ok(l) => l,
         Err(e) => {
@@ -108,7 +101,7 @@ pub(super) async fn launch(
         }
     };
     if kind == RunnerKind::Docker && layer.is_none() {
-        spare_for(inner, spec, chosen, cwd, project);
+        spare_for(inner, chosen.as_ref().unwrap_or(spec), cwd, project);
     }
     let engine = launched.engine.take();
     let start_mode = inner.commit(id, |e| {
@@ -143,17 +136,33 @@ pub(super) async fn launch(
     Ok(Some(launched))
 }
 
+/// The image chosen for a job, on its record; the spec it is launched with.
+fn chosen_image(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    spec: &JobSpec,
+    choice: crate::images::ImageChoice,
+) -> JobSpec {
+    let spec = JobSpec {
+        image: Some(choice.name.clone()),
+        ..spec.clone()
+    };
+    if let Ok(e) = inner.registry.lock().unwrap().get_mut(id) {
+        e.info.pulling = None;
+        e.info.building = None;
+        e.info.image = Some(choice);
+    }
+    spec
+}
+
 /// A container job started: a long-lived manager with `warm_pool` makes a
 /// spare container for the next job of its shape (`runner/docker/launch/spare.rs`).
-fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, image: Option<String>, cwd: &Path, project: &Project) {
+fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, cwd: &Path, project: &Project) {
     // The instance's key (the daemon's own config): a project's is not applied.
     if inner.config.warm_pool == 0 {
         return;
     }
-    let spec = JobSpec {
-        image: image.or_else(|| spec.image.clone()),
-        ..spec.clone()
-    };
-    let (inner, cwd, config) = (inner.clone(), cwd.to_path_buf(), project.config.clone());
+    let (inner, spec, cwd) = (inner.clone(), spec.clone(), cwd.to_path_buf());
+    let config = project.config.clone();
     tokio::spawn(async move { inner.engine.warm_fill(&spec, &cwd, &config).await });
 }
