@@ -114,6 +114,10 @@ pub fn sandbox_text(info: &JobInfo) -> Option<String> {
     if info.spec.engine == Some(crate::model::EngineAccess::Scoped) {
         parts.push("engine scoped".into());
     }
+    // Taken from a spare (`warm_pool`): its name and labels are the spare's.
+    if l.warm {
+        parts.push("warm start".into());
+    }
     Some(parts.join(" · "))
 }
 
@@ -372,6 +376,12 @@ mod tests {
                 "    Sandbox: user root · cpus 2 · memory 2 GiB · pids 512 · network none · egress none\n"
             ),
             "{card}"
+        );
+        info.limits.warm = true;
+        assert!(
+            sandbox_text(&info).is_some_and(|t| t.ends_with("egress none · warm start")),
+            "{:?}",
+            sandbox_text(&info)
         );
         assert_eq!(bytes(64 << 20), "64 MiB");
         assert_eq!(bytes(3 << 29), "1.5 GiB");

@@ -73,6 +73,11 @@ async fn a_warm_job_is_a_cold_one_to_its_caller_and_its_spare_goes_with_the_daem
         true,
         "the second job took the spare"
     );
+    let says_warm = |id: &str| d.run(&["status", id]).1.contains(" · warm start");
+    assert!(
+        says_warm("job-2") && !says_warm("job-1"),
+        "the card says which was warm"
+    );
     assert_eq!(warm_code, cold_code);
     assert_eq!(warm_code, 3);
     assert_eq!(warm_out, cold_out.replace("job-1", "job-2"), "cold: {cold_out}");
