@@ -11,19 +11,23 @@ use crate::common::{Daemon, containers_of, eventually};
 
 const WARM: &[(&str, &str)] = &[("BERTH_RUNNER", "docker"), ("BERTH_WARM_POOL", "1")];
 
-/// Spare containers of `instance` ready now.
+/// Spare containers of `instance` running now, by name (a container's
+/// name holds its instance's: a spare is found even without its labels).
 fn spares(instance: &str) -> usize {
     let o = Command::new("docker")
         .args([
             "ps",
-            "-q",
+            "--format",
+            "{{.Names}}",
             "--filter",
-            &format!("label=berth.instance={instance}"),
+            &format!("name=-{instance}-"),
         ])
-        .args(["--filter", "name=-warm-"])
         .output()
         .expect("docker CLI");
-    String::from_utf8_lossy(&o.stdout).lines().count()
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|n| n.contains("-warm-"))
+        .count()
 }
 
 /// `berth ARGS` as a docker job with the pool on; (exit code, stdout).
@@ -131,11 +135,21 @@ async fn a_killed_daemons_spares_are_swept() {
     )
     .expect("kill the daemon");
     d.wait_exit(Duration::from_secs(10));
-    // Its watchdog sweeps what the dead daemon left.
+    // Its watchdog sweeps what the dead daemon left: by label, and nothing
+    // of the instance's by name either (a spare missing a label would leak).
     eventually(Duration::from_secs(30), "the spare swept", || {
         containers_of(&d.instance) == 0
     })
     .await;
+    let o = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("name=-{}-", d.instance)])
+        .output()
+        .expect("docker CLI");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "",
+        "a container of the instance is left"
+    );
 }
 
 #[test]

@@ -475,11 +475,6 @@ impl Engine {
         launch::spare::fill(self, docker.clone(), spec, cwd, &project).await;
     }
 
-    /// Spare containers ready now (`warm_pool`).
-    pub fn spares_ready(&self) -> usize {
-        self.spares.ready()
-    }
-
     /// The sandbox of a job under `config`, its project.
     fn sandbox<'a>(
         &self,

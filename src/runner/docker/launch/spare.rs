@@ -109,31 +109,21 @@ pub(super) async fn start(
     job: &Job<'_>,
     cwd: &Path,
     output: &Arc<JobOutput>,
-    spare: Spare,
+    mut spare: Spare,
 ) -> Result<Option<Launched>> {
-    let Spare {
-        serial,
-        made_at,
-        dir,
-        mut prepared,
-        mut made,
-        protect_warnings,
-    } = spare;
-    match hand_over(job, cwd, &dir, &mut prepared, &mut made).await {
+    match hand_over(job, cwd, &spare.dir, &mut spare.prepared, &mut spare.made).await {
         Ok(true) => {
+            let Spare {
+                prepared,
+                made,
+                protect_warnings,
+                ..
+            } = spare;
             let mut launched = started::finish(job, output, prepared, made, protect_warnings).await?;
             launched.limits.warm = true;
             Ok(Some(launched))
         }
         gone_or_failed => {
-            let spare = Spare {
-                serial,
-                made_at,
-                dir,
-                prepared,
-                made,
-                protect_warnings,
-            };
             discard(&job.docker, spare).await;
             gone_or_failed.map(|_| None)
         }

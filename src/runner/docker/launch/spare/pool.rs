@@ -90,11 +90,6 @@ impl Spares {
         self.size > 0 && !self.state.lock().unwrap().closed
     }
 
-    /// How many spares are ready now.
-    pub fn ready(&self) -> usize {
-        self.state.lock().unwrap().ready.values().map(Vec::len).sum()
-    }
-
     /// A ready spare of `shape`; one that died meanwhile is removed, and
     /// its shape not made again.
     pub(in super::super) fn take(self: &Arc<Self>, docker: &DockerClient, shape: &str) -> Option<Spare> {
