@@ -133,8 +133,7 @@ pub mod memory {
     impl OutputStore for Memory {
         fn put_chunk(&self, job: &JobId, chunk: Arc<Chunk>) {
             let mut lines = self.lines.lock().unwrap();
-            for i in 0..chunk.len() {
-                let line = chunk.line(i);
+            for line in chunk.lines(0..chunk.len()) {
                 lines.insert((job.to_string(), line.seq), line);
             }
         }

@@ -53,7 +53,7 @@ impl Batch {
 
     /// Each line as a [`Line`].
     pub fn lines(&self) -> impl Iterator<Item = Line> + '_ {
-        self.pieces.iter().flat_map(|(c, r)| r.clone().map(|i| c.line(i)))
+        self.pieces.iter().flat_map(|(c, r)| c.lines(r.clone()))
     }
 
     /// Call `each` once per run of one stream with the run's text, every

@@ -95,18 +95,18 @@ impl Ring {
         self.chunks.range(at..)
     }
 
-    /// Lines from `seq` on, oldest first: `(chunk, index)` pairs.
-    pub(super) fn lines_from(&self, seq: u64) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
+    /// Lines from `seq` on, oldest first: `(chunk, seq, text)`.
+    pub(super) fn lines_from(&self, seq: u64) -> impl Iterator<Item = (&Chunk, u64, &str)> + '_ {
         self.chunks_from(seq)
-            .flat_map(move |c| (c.index_of(seq)..c.len()).map(move |i| (&**c, i)))
+            .flat_map(move |c| c.texts_from(c.index_of(seq)).map(move |(s, t)| (&**c, s, t)))
     }
 
-    /// Every line, newest first.
-    pub(super) fn newest_first(&self) -> impl Iterator<Item = (&Chunk, usize)> + '_ {
+    /// Every line, newest first: `(chunk, seq, text)`.
+    pub(super) fn newest_first(&self) -> impl Iterator<Item = (&Chunk, u64, &str)> + '_ {
         self.chunks
             .iter()
             .rev()
-            .flat_map(|c| (0..c.len()).rev().map(move |i| (&**c, i)))
+            .flat_map(|c| c.iter().rev().map(move |(s, t)| (&**c, s, t)))
     }
 }
 

@@ -81,14 +81,14 @@ impl JobOutput {
                 // Lines were evicted since we looked: back to the store.
                 continue;
             }
-            for (chunk, i) in ring.lines_from(cursor) {
+            for (chunk, seq, text) in ring.lines_from(cursor) {
                 if page.full() {
                     break;
                 }
-                cursor = chunk.first_seq + i as u64 + 1;
+                cursor = seq + 1;
                 if query.stream.is_none_or(|s| s == chunk.stream) {
-                    page.bytes += chunk.text(i).len();
-                    page.lines.push(chunk.line(i));
+                    page.bytes += text.len();
+                    page.lines.push(chunk.line_of(seq, text));
                 }
             }
             break;
@@ -110,14 +110,14 @@ impl JobOutput {
             let mut bytes = 0;
             let mut lines: Vec<Line> = ring
                 .newest_first()
-                .filter(|(c, _)| stream.is_none_or(|s| s == c.stream))
+                .filter(|(c, _, _)| stream.is_none_or(|s| s == c.stream))
                 .take(n)
-                .take_while(|(c, i)| {
+                .take_while(|(_, _, text)| {
                     let fits = bytes < PAGE_BYTES;
-                    bytes += c.text(*i).len();
+                    bytes += text.len();
                     fits
                 })
-                .map(|(c, i)| c.line(i))
+                .map(|(c, seq, text)| c.line_of(seq, text))
                 .collect();
             lines.reverse();
             (lines, ring.first_seq() <= 1)
@@ -177,7 +177,7 @@ impl JobOutput {
                 .unwrap_or_default();
             return snippet_of(lines.iter().rev().map(|l| l.text.as_str()));
         }
-        snippet_of(ring.newest_first().map(|(c, i)| c.text(i)))
+        snippet_of(ring.newest_first().map(|(_, _, text)| text))
     }
 }
 

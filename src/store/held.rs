@@ -72,8 +72,8 @@ impl Piece {
     pub fn each_from(&self, from: u64, mut f: impl FnMut(Line) -> bool) {
         match self {
             Piece::Chunk(c) => {
-                for i in c.index_of(from)..c.len() {
-                    if !f(c.line(i)) {
+                for line in c.lines(c.index_of(from)..c.len()) {
+                    if !f(line) {
                         return;
                     }
                 }
