@@ -315,6 +315,17 @@ impl Client {
         self.get(&format!("/v1/jobs/{id}/logs{}", log_query(q))).await
     }
 
+    /// `GET /v1/jobs/{id}/logs/text`: the output from `q.since` as runs of
+    /// text in frames, page after page (see `daemon/log_text.rs`).
+    pub async fn logs_text(&self, id: &JobId, q: &LogQuery) -> Result<FrameReader> {
+        let path = format!("/v1/jobs/{id}/logs/text{}", log_query(q));
+        let res = self.send(Method::GET, &path, None).await?;
+        Ok(FrameReader {
+            body: FrameBody::Http(self.streaming(res).await?),
+            buf: bytes::BytesMut::new(),
+        })
+    }
+
     /// The output of child `name` of job `id` (its last `tail` lines).
     pub async fn child_logs(
         &self,

@@ -12,6 +12,11 @@
 //! `POST /v1/jobs/{id}/exec` (`berth exec`) answers with the same framing:
 //! `O` / `E` pieces of its output (not necessarily whole lines), then one
 //! `X`, its end (`ExecEnd`: `{"exit_code", "timed_out", "note"}`).
+//!
+//! `GET /v1/jobs/{id}/logs/text` (`berth logs`) sends `O` / `E` runs of
+//! whole lines, a `P` before a page that starts past dropped lines or has
+//! lost ones (the page's `LogPage`, its `lines` empty), and ends with `F`,
+//! the last page's `LogPage` without lines.
 
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -25,6 +30,8 @@ pub const JOB: u8 = b'J';
 pub const STDOUT: u8 = b'O';
 pub const STDERR: u8 = b'E';
 pub const END: u8 = b'F';
+/// What a page of `logs/text` lacks, before its lines.
+pub const PAGE: u8 = b'P';
 /// The end of an exec's stream.
 pub const EXEC_END: u8 = b'X';
 /// Bytes of a frame's header: kind and payload length.

@@ -4,7 +4,9 @@
 //! The daemon answers at most a page per read (`output::PAGE_LINES` lines,
 //! `output::PAGE_BYTES` of text), so this verb asks page after page and
 //! writes each one out before asking for the next: neither the daemon nor
-//! this process ever holds a big job's output at once. `--json` streams one
+//! this process ever holds a big job's output at once. Text from a daemon
+//! comes in one request as runs of the job's text (`daemon/log_text.rs`),
+//! not a JSON object per line. `--json` streams one
 //! JSON document of the same shape as a page (`lines`, `next_seq`, …; the
 //! lost ranges of every page in `lost`), written as the pages come; with
 //! `--follow`, one JSON record per line instead. Lines the output cap
@@ -17,8 +19,10 @@
 use clap::Args;
 
 use super::Global;
-use super::out::{LineMode, StdoutClosed, out, outln, write_lines};
+use super::offline::Reader;
+use super::out::{LineMode, StdoutClosed, out, outln, write_lines, write_run};
 use crate::api::client::log_query;
+use crate::api::frames;
 use crate::model::{Gap, JobId};
 use crate::output::{Line, LogPage, LogQuery, PAGE_LINES, Stream};
 
@@ -185,7 +189,12 @@ pub async fn logs(global: &Global, a: LogsArgs) -> anyhow::Result<i32> {
         sink.page(&page)?;
         page
     } else {
-        pages(&r, &id, &a, stream, &mut sink).await?
+        match (&r, &sink) {
+            (Reader::Daemon(c), Sink::Text { mode, .. }) if !mode.timestamps() => {
+                text_pages(c, &id, &a, stream, *mode).await?
+            }
+            _ => pages(&r, &id, &a, stream, &mut sink).await?,
+        }
     };
     if !a.follow {
         sink.finish(&last)?;
@@ -261,6 +270,36 @@ async fn pages(
             return Ok(page);
         }
     }
+}
+
+/// What [`pages`] does for lines shown as text, in one request whose
+/// answer is the job's text (`daemon/log_text.rs`): no object per line.
+async fn text_pages(
+    c: &crate::api::client::Client,
+    id: &JobId,
+    a: &LogsArgs,
+    stream: Option<Stream>,
+    mode: LineMode,
+) -> anyhow::Result<LogPage> {
+    let q = LogQuery {
+        since: Some(a.since.unwrap_or(1).max(1)),
+        limit: a.limit,
+        stream,
+        tail: None,
+    };
+    let mut answer = c.logs_text(id, &q).await?;
+    let mut notes = Sink::Text { id: id.clone(), mode };
+    while let Some((kind, payload)) = answer.next().await {
+        match kind {
+            frames::STDOUT => write_run(Stream::Stdout, &payload, mode)?,
+            frames::STDERR => write_run(Stream::Stderr, &payload, mode)?,
+            // What the page lacks, said where it happens.
+            frames::PAGE => notes.page(&serde_json::from_slice(&payload)?)?,
+            frames::END => return Ok(serde_json::from_slice(&payload)?),
+            _ => {}
+        }
+    }
+    anyhow::bail!("the daemon's answer for the logs of {id} broke off; read on with `berth logs {id} --since N`")
 }
 
 /// New lines as they come, from `since` until the job ends.

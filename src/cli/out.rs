@@ -73,6 +73,41 @@ impl LineMode {
         self.timestamps = on;
         self
     }
+
+    pub fn timestamps(&self) -> bool {
+        self.timestamps
+    }
+}
+
+/// Write a run of whole lines of `stream` (each ending in `\n`, as a frame
+/// carries them) to stdout or stderr, inert where `mode` says. Lines with
+/// timestamps need their [`Line`]s: see [`write_lines`].
+pub fn write_run(stream: Stream, run: &[u8], mode: LineMode) -> Result<(), StdoutClosed> {
+    let text = String::from_utf8_lossy(run);
+    let inert = match stream {
+        Stream::Stdout => mode.stdout,
+        Stream::Stderr => mode.stderr,
+    };
+    let bytes = if inert {
+        let mut shown = String::with_capacity(text.len());
+        for line in text.split_terminator('\n') {
+            shown.push_str(&crate::inert::visible(line));
+            shown.push('\n');
+        }
+        std::borrow::Cow::Owned(shown.into_bytes())
+    } else {
+        crate::model::exact::bytes(&text)
+    };
+    match stream {
+        Stream::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes).and_then(|_| out.flush()).map_err(|_| StdoutClosed)
+        }
+        Stream::Stderr => {
+            let _ = std::io::stderr().lock().write_all(&bytes);
+            Ok(())
+        }
+    }
 }
 
 /// Write `lines` to stdout (stdout lines) and stderr (stderr lines), one

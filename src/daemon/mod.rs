@@ -19,6 +19,7 @@ mod exec;
 mod files;
 mod layers;
 mod listen;
+mod log_text;
 mod mcp_host;
 mod run;
 pub mod server;

@@ -44,6 +44,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(info))
         .route("/v1/jobs/{id}/logs", get(logs))
         .route("/v1/jobs/{id}/logs/follow", get(follow_logs))
+        .route("/v1/jobs/{id}/logs/text", get(super::log_text::logs_text))
         .route("/v1/jobs/{id}/children/{name}/logs", get(child_logs))
         .route("/v1/jobs/{id}/archive", get(super::files::archive))
         .route("/v1/jobs/{id}/exec", post(super::exec::exec))
