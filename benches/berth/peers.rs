@@ -161,6 +161,24 @@ pub fn bench_output(d: &Daemon) {
         child.wait().unwrap();
         t.elapsed()
     });
+    // `berth logs` of one such job (what the store kept of it: the output
+    // cap drops the oldest lines) against reading the same bytes from a file.
+    let v = d.json(&["run", "-d", "--runner", "host", "--shell", "--", &cmd]);
+    let id = v["job"]["id"].as_str().unwrap_or("").to_string();
+    let _ = d.cli(&["wait", &id, "--timeout", "3600"]).status();
+    let kept = d
+        .cli(&["logs", &id])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap()
+        .stdout;
+    std::fs::write(&file, &kept).unwrap();
+    let logs = median(n, || {
+        let mut c = d.cli(&["logs", &id]);
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        run_timed(c)
+    });
+    let cat = median(n, || sh(&format!("cat {} > /dev/null", file.display())));
     let pueue = Pueue::start();
     let pueue_s = pueue.as_ref().map(|p| median(n, || p.add_and_done(&cmd)));
     let mb = bytes as f64 / 1e6;
@@ -190,6 +208,13 @@ pub fn bench_output(d: &Daemon) {
         "| same, `berth run` in the foreground into a pipe | {} | `cmd > file` | {:.2}× the file's throughput | target ≥ 0.5× |",
         rate(foreground),
         to_file / foreground
+    );
+
+    let kept_mb = kept.len() as f64 / 1e6;
+    println!(
+        "| same, `berth logs` of the job into /dev/null ({kept_mb:.0} MB kept) | {logs:.2} s ({:.0} MB/s) | `cat` of those bytes from a file: {cat:.3} s | {:.0} MB/s | |",
+        kept_mb / logs,
+        kept_mb / cat
     );
 
     // Host add latency, and add → done, against pueue's.

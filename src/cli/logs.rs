@@ -299,7 +299,9 @@ async fn text_pages(
             _ => {}
         }
     }
-    anyhow::bail!("the daemon's answer for the logs of {id} broke off; read on with `berth logs {id} --since N`")
+    anyhow::bail!(
+        "the daemon's answer for the logs of {id} broke off; read on with `berth logs {id} --since N`"
+    )
 }
 
 /// New lines as they come, from `since` until the job ends.

@@ -101,7 +101,9 @@ pub fn write_run(stream: Stream, run: &[u8], mode: LineMode) -> Result<(), Stdou
     match stream {
         Stream::Stdout => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&bytes).and_then(|_| out.flush()).map_err(|_| StdoutClosed)
+            out.write_all(&bytes)
+                .and_then(|_| out.flush())
+                .map_err(|_| StdoutClosed)
         }
         Stream::Stderr => {
             let _ = std::io::stderr().lock().write_all(&bytes);

@@ -82,14 +82,22 @@ async fn send_pages(
         }
         let mut buf = BytesMut::new();
         if page.truncated_before.is_some() || !page.lost.is_empty() {
-            put_frame(&mut buf, PAGE, &serde_json::to_vec(&page).expect("pages serialize"));
+            put_frame(
+                &mut buf,
+                PAGE,
+                &serde_json::to_vec(&page).expect("pages serialize"),
+            );
         }
         put_runs(&mut buf, &lines);
         drop(lines);
         q.since = Some(page.next_seq);
         let done = !page.has_more || left == Some(0) || page.next_seq > end;
         if done {
-            put_frame(&mut buf, END, &serde_json::to_vec(&page).expect("pages serialize"));
+            put_frame(
+                &mut buf,
+                END,
+                &serde_json::to_vec(&page).expect("pages serialize"),
+            );
         }
         if tx.send(Ok(buf.freeze())).await.is_err() || done {
             return;
