@@ -393,6 +393,19 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
             400,
         ),
         (
+            b"GET /v1/jobs/job-999/logs/text HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            404,
+        ),
+        (
+            b"GET /v1/jobs/job-1/logs/text?tail=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            b"GET /v1/jobs/job-1/logs/text?stream=both HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                .to_vec(),
+            400,
+        ),
+        (
             b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
             404,
         ),
@@ -428,6 +441,51 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
     assert!(v["job"]["id"].as_str().unwrap().starts_with("job-"));
     let body = r#"{"argv":["true"],"runner":"host","background":true}"#;
     assert_eq!(raw(&socket, &post("/v1/jobs", body)), 200);
+}
+
+/// `berth logs` prints from the daemon's text frames what the JSON pages
+/// hold: every line of each stream on its own stream, over many pages,
+/// from `--since`, up to `--limit`, of one `--stream`.
+#[test]
+fn logs_as_text_are_the_lines_the_pages_hold() {
+    let d = Daemon::start();
+    let script =
+        "seq 1 25000 | awk '{print \"out \" $1; if ($1 % 7 == 0) print \"err \" $1 > \"/dev/stderr\"}'";
+    let v = d.json(&["run", "-d", "--runner", "host", "--shell", "--", script]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    assert_eq!(d.run(&["wait", &id]).0, 0);
+    for args in [
+        &[][..],
+        &["--since", "9000"],
+        &["--since", "3", "--limit", "12000"],
+        &["--stream", "stderr"],
+    ] {
+        let mut json = vec!["logs", &id];
+        json.extend_from_slice(args);
+        let doc = d.json(&json);
+        let of = |stream: &str| -> Vec<String> {
+            let lines = doc["lines"].as_array().unwrap().iter();
+            lines
+                .filter(|l| l["stream"] == stream)
+                .map(|l| l["text"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut text = vec!["logs", &id];
+        text.extend_from_slice(args);
+        let (code, out, err) = d.run(&text);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out.lines().collect::<Vec<_>>(), of("stdout"), "{args:?}");
+        // The job's stderr, and berth's own word on where to read on.
+        let job_err: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.starts_with("berth: more lines follow"))
+            .collect();
+        assert_eq!(job_err, of("stderr"), "{args:?}");
+        assert!(
+            of("stdout").len() + of("stderr").len() > 3000,
+            "{args:?}: many lines"
+        );
+    }
 }
 
 /// `berth logs --follow` (SSE, in batches; per line with `--json`): every
