@@ -136,7 +136,7 @@ fn count_newlines(bytes: &[u8]) -> usize {
 
 /// The offset just past the `k`-th newline of `text` (its length when it
 /// has fewer): where line `k` starts, counting from 0.
-fn after_newlines(text: &[u8], k: usize) -> usize {
+pub(crate) fn after_newlines(text: &[u8], k: usize) -> usize {
     if k == 0 {
         return 0;
     }

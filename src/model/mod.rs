@@ -23,6 +23,7 @@ mod status;
 mod words;
 
 pub use child::{ChildInfo, ChildLogs, ChildPort, ChildState};
+pub(crate) use chunk::after_newlines;
 pub use chunk::{Chunk, LineBuf};
 pub use event::{Event, EventKind};
 pub use image::{

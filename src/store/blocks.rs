@@ -213,9 +213,11 @@ impl OpenBlock {
     }
 }
 
-/// Decode a block's lines (`data` as `encoded` gave it), calling `f` with
-/// each; `f` returns false to stop.
-pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Line) -> bool) {
+/// Decode a block's lines (`data` as `encoded` gave it) from seq `from`
+/// on, calling `f` with each; `f` returns false to stop. Lines before
+/// `from` are stepped over, not made: a page that starts inside a block
+/// of short lines would otherwise make (and drop) thousands of them.
+pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], from: u64, mut f: impl FnMut(Line) -> bool) {
     let (mut pos, mut seq, mut ts) = (0, first_seq, ts0);
     while pos < data.len() {
         let kind = data[pos];
@@ -231,8 +233,18 @@ pub(super) fn decode(first_seq: u64, ts0: i64, data: &[u8], mut f: impl FnMut(Li
             return;
         };
         let end = pos.saturating_add(len as usize).min(data.len());
-        let text = &data[pos..end];
+        let mut text = &data[pos..end];
         pos = end;
+        let skip = from.saturating_sub(seq).min(n);
+        if skip == n {
+            seq += n;
+            continue;
+        }
+        let n = n - skip;
+        if skip > 0 {
+            text = &text[crate::model::after_newlines(text, skip as usize)..];
+            seq += skip;
+        }
         let stream = if kind & 1 == 1 {
             Stream::Stderr
         } else {
@@ -364,6 +376,31 @@ mod tests {
         assert!((4..=6).contains(&blocks), "{blocks} blocks");
     }
 
+    /// Decoding from a seq inside a block gives the lines a decode of the
+    /// whole block gives from there: across runs and line records.
+    #[test]
+    fn a_block_decoded_from_a_seq_gives_the_lines_from_there() {
+        let mut b = OpenBlock::new(10, 0);
+        b.push(1, 0, "one");
+        b.push_run(0, 5, 4, "a\nbb\n\nd\n");
+        b.push(0, 7, "last");
+        b.push_run(1, 9, 2, "x\ny\n");
+        let all = |from| {
+            let mut got = Vec::new();
+            decode(b.first_seq, b.ts0, &b.data, from, |l| {
+                got.push((l.seq, l.stream, l.ts.timestamp_millis(), l.text));
+                true
+            });
+            got
+        };
+        let whole = all(0);
+        assert_eq!(whole.len(), 8);
+        for from in 0..=20 {
+            let want: Vec<_> = whole.iter().filter(|l| l.0 >= from).cloned().collect();
+            assert_eq!(all(from), want, "from {from}");
+        }
+    }
+
     #[test]
     fn a_block_decodes_to_what_was_pushed() {
         let mut b = OpenBlock::new(5, 1_000);
@@ -371,7 +408,7 @@ mod tests {
         b.push(1, 999, ""); // clocks may step back
         b.push(0, 70_000, &"é".repeat(300));
         let mut got = Vec::new();
-        decode(b.first_seq, b.ts0, &b.data, |l| {
+        decode(b.first_seq, b.ts0, &b.data, 0, |l| {
             got.push((l.seq, l.stream, l.ts.timestamp_millis(), l.text));
             true
         });

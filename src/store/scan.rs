@@ -156,7 +156,9 @@ pub(super) fn page(
                 acc.gap_to(last + 1);
                 continue;
             };
-            decode(first, ts0, &data, |l| l.seq < held_first && acc.line(l));
+            decode(first, ts0, &data, acc.cursor, |l| {
+                l.seq < held_first && acc.line(l)
+            });
             if !acc.full {
                 // Lines past `held_first` in a block written meanwhile come from held.
                 acc.covered(first, last);
@@ -269,7 +271,7 @@ pub(super) fn tail(
                     take(first, last, None);
                     continue;
                 };
-                decode(first, ts0, &data, |l| {
+                decode(first, ts0, &data, 0, |l| {
                     lines.push(l);
                     true
                 });
