@@ -168,19 +168,38 @@ fn open_writer(path: &Path) -> rusqlite::Result<(Connection, u32)> {
     Ok((writer, from))
 }
 
-/// [`open_writer`]; on a full disk (a manager that died while degraded
-/// left it full: opening a store whose log must be replayed needs room)
-/// the reserve's ballast is given back first and the open tried once more,
-/// so the next manager starts degraded instead of not at all.
+/// [`open_writer`]; on a full disk (a manager that stopped or died while
+/// degraded left it full: opening a store whose log must be replayed needs
+/// room) the reserve's ballast is given back and the open tried again; if
+/// the ballast went already (a manager that settled at shutdown spent it),
+/// the jobs' rotated raw logs (`*.log.1`, copies the store does not need:
+/// the next rotation removes them anyway) are removed for room. So the next
+/// manager starts degraded instead of not at all.
 fn open_writer_or_give_back(path: &Path) -> Result<(Connection, u32)> {
-    match open_writer(path) {
-        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) && reserve::give_back(path) => {
-            tracing::warn!(path = %path.display(), "the disk is full: the store's reserve was given back to open it");
-            open_writer(path)
-        }
-        other => other,
+    let full = |r: &rusqlite::Result<(Connection, u32)>| matches!(r, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull));
+    let mut opened = open_writer(path);
+    if full(&opened) && reserve::give_back(path) {
+        tracing::warn!(path = %path.display(), "the disk is full: the store's reserve was given back to open it");
+        opened = open_writer(path);
     }
-    .map_err(|e| db_err(path, e))
+    if full(&opened) && remove_rotated_logs(path) > 0 {
+        tracing::warn!(path = %path.display(), "the disk is full: the jobs' rotated raw logs were removed to open the store");
+        opened = open_writer(path);
+    }
+    opened.map_err(|e| db_err(path, e))
+}
+
+/// Remove the rotated raw logs (`jobs/*/std{out,err}.log.1`) beside
+/// database `db`; how many went.
+fn remove_rotated_logs(db: &Path) -> usize {
+    let jobs = db.with_file_name("jobs");
+    let Ok(dirs) = std::fs::read_dir(&jobs) else {
+        return 0;
+    };
+    let rotated = dirs
+        .flatten()
+        .flat_map(|job| ["stdout.log.1", "stderr.log.1"].map(|f| job.path().join(f)));
+    rotated.filter(|f| std::fs::remove_file(f).is_ok()).count()
 }
 
 /// One connection with berth's settings (see [`connect`]).
