@@ -138,13 +138,68 @@ fn wal_checksum(data: &[u8], big_endian: bool, mut s: (u32, u32)) -> (u32, u32) 
     s
 }
 
+/// A log's frames: the bytes after its header, read as SQLite reads them.
+struct Frames<'a> {
+    bytes: &'a [u8],
+    page: usize,
+    big: bool,
+    salts: (u32, u32),
+}
+
+impl Frames<'_> {
+    fn word(&self, at: usize) -> u32 {
+        u32::from_be_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes"))
+    }
+
+    /// Byte offset of frame `n` (from 1), if the whole frame is there.
+    fn at(&self, n: usize) -> Option<usize> {
+        let at = WAL_HEADER + (n - 1) * (FRAME_HEADER + self.page);
+        (at + FRAME_HEADER + self.page <= self.bytes.len()).then_some(at)
+    }
+
+    fn ours(&self, at: usize) -> bool {
+        (self.word(at + 8), self.word(at + 12)) == self.salts
+    }
+
+    /// The sums frame `at` stores, and the sums its bytes give from `running`.
+    fn sums(&self, at: usize, running: (u32, u32)) -> ((u32, u32), (u32, u32)) {
+        let s = wal_checksum(&self.bytes[at..at + 8], self.big, running);
+        let s = wal_checksum(
+            &self.bytes[at + FRAME_HEADER..at + FRAME_HEADER + self.page],
+            self.big,
+            s,
+        );
+        ((self.word(at + 16), self.word(at + 20)), s)
+    }
+
+    /// The first frame after frame `n` that ends a transaction, following
+    /// the chain of sums from `running` for as long as it holds.
+    fn commit_after(&self, mut n: usize, mut running: (u32, u32)) -> Option<usize> {
+        n += 1;
+        while let Some(at) = self.at(n).filter(|&at| self.ours(at)) {
+            let (stored, computed) = self.sums(at, running);
+            if stored != computed {
+                return None;
+            }
+            if self.word(at + 4) != 0 {
+                return Some(n);
+            }
+            running = computed;
+            n += 1;
+        }
+        None
+    }
+}
+
 /// Check the log at `wal`: a header that fails its checksum, a first frame
 /// of another generation (it is written with the header), or a frame of
-/// the current log (its salts) that fails its checksum with another frame
-/// of the current log after it, is damage. A short last frame, a last one
-/// that fails its checksum (a write cut off by a kill, over an older
-/// generation) and later frames of an older generation (other salts) are
-/// not: SQLite's log ends there too.
+/// the current log that fails its checksum with a committed transaction
+/// after it (the chain of sums going on from the bad frame, as its header
+/// stored them or as its bytes give them), is damage: SQLite would drop
+/// that commit without a word. The log simply ends at a bad frame with no
+/// commit after it: a write cut off by a kill, or a transaction that failed
+/// (a full disk) and was rolled back, whose frames later commits partly
+/// wrote over; and at frames of an older generation (other salts).
 fn check_wal(wal: &Path) -> Result<(), Damage> {
     let mut bytes = Vec::new();
     match File::open(wal).and_then(|mut f| f.read_to_end(&mut bytes)) {
@@ -168,46 +223,45 @@ fn check_wal(wal: &Path) -> Result<(), Damage> {
     if magic & !1 != WAL_MAGIC {
         return garbled("its header is not a log header".into());
     }
-    let big = magic & 1 == 1;
     let page = be(8) as usize;
     if !(512..=65536).contains(&page) || !page.is_power_of_two() {
         return garbled(format!("its header names a page size of {page}"));
     }
+    let big = magic & 1 == 1;
     let sum = wal_checksum(&bytes[..24], big, (0, 0));
     if sum != (be(24), be(28)) {
         return garbled("its header fails its checksum".into());
     }
-    let salts = (be(16), be(20));
+    let frames = Frames {
+        bytes: &bytes,
+        page,
+        big,
+        salts: (be(16), be(20)),
+    };
     let mut running = sum;
-    let mut at = WAL_HEADER;
-    let mut frame = 1;
-    while at + FRAME_HEADER + page <= bytes.len() {
-        if (be(at + 8), be(at + 12)) != salts {
-            // An older generation of the log, not part of the database; but
-            // the first frame is always written with its header.
-            if frame == 1 {
-                return garbled("its first frame does not belong to it (salts)".into());
-            }
-            break;
+    let mut n = 1;
+    while let Some(at) = frames.at(n) {
+        if !frames.ours(at) {
+            // The first frame is always written with its header.
+            return match n {
+                1 => garbled("its first frame does not belong to it (salts)".into()),
+                _ => Ok(()),
+            };
         }
-        running = wal_checksum(&bytes[at..at + 8], big, running);
-        running = wal_checksum(&bytes[at + FRAME_HEADER..at + FRAME_HEADER + page], big, running);
-        if running != (be(at + 16), be(at + 20)) {
-            // A manager killed while it wrote a frame over an older log
-            // generation leaves that frame's header with this log's salts
-            // and an older page: the log ends there, as SQLite reads it.
-            // Only a frame of this log after a bad one is damage.
-            let mut later = at + FRAME_HEADER + page;
-            while later + FRAME_HEADER + page <= bytes.len() {
-                if (be(later + 8), be(later + 12)) == salts {
-                    return garbled(format!("frame {frame} fails its checksum"));
-                }
-                later += FRAME_HEADER + page;
-            }
-            break;
+        let (stored, computed) = frames.sums(at, running);
+        if stored != computed {
+            let after = frames
+                .commit_after(n, stored)
+                .or_else(|| frames.commit_after(n, computed));
+            return match after {
+                Some(k) => garbled(format!(
+                    "frame {n} fails its checksum, and frame {k} after it ends a transaction"
+                )),
+                None => Ok(()),
+            };
         }
-        at += FRAME_HEADER + page;
-        frame += 1;
+        running = computed;
+        n += 1;
     }
     Ok(())
 }
@@ -291,6 +345,42 @@ mod tests {
         bytes[last] ^= 0x5a;
         std::fs::write(&wal, &bytes).unwrap();
         assert_eq!(check(&db), Ok(()));
+    }
+
+    /// A transaction that spilled to the log and was rolled back (as one
+    /// that failed on a full disk is) leaves its frames past the log's end;
+    /// the next commit writes over the first of them, and the rest fail
+    /// their checksums with no commit after them: the end of the log.
+    #[test]
+    fn a_rolled_back_transactions_frames_after_a_commit_are_the_end_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("berth.db");
+        let conn = crate::store::connect(&db).unwrap();
+        conn.execute_batch("CREATE TABLE t(x BLOB)").unwrap();
+        // More pages than the page cache holds: they spill to the log.
+        conn.execute_batch("BEGIN").unwrap();
+        for _ in 0..100 {
+            conn.execute("INSERT INTO t VALUES (randomblob(16000))", [])
+                .unwrap();
+        }
+        conn.execute_batch("ROLLBACK").unwrap();
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::create_dir(&copy).unwrap();
+        for f in ["berth.db", "berth.db-wal"] {
+            std::fs::copy(dir.path().join(f), copy.join(f)).unwrap();
+        }
+        let wal = std::fs::metadata(copy.join("berth.db-wal")).unwrap().len();
+        assert!(
+            wal > 50 * 16384,
+            "the rollback left its frames in the log ({wal} bytes)"
+        );
+        assert_eq!(check(&copy.join("berth.db")), Ok(()));
+        let rows: i64 = Connection::open(copy.join("berth.db"))
+            .unwrap()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1, "the commit after the rollback is read");
     }
 
     #[test]
