@@ -14,6 +14,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "berth/calls.rs"]
+mod calls;
 #[path = "berth/gvisor.rs"]
 mod gvisor;
 #[path = "berth/layers.rs"]
@@ -612,9 +614,10 @@ fn main() {
         all.to_vec()
     } else {
         // `swarm` only when named: it builds a cluster in namespaces (root);
-        // `relay` alone is also in `ready`; `warm` (the spares' rows) when named.
+        // `relay` alone is also in `ready`; `warm` (the spares' rows) and
+        // `calls` (engine requests per job) when named.
         all.iter()
-            .chain(&["swarm", "relay", "warm"])
+            .chain(&["swarm", "relay", "warm", "calls"])
             .copied()
             .filter(|a| args.iter().any(|x| x == a))
             .collect()
@@ -640,6 +643,7 @@ fn main() {
             "swarm" => swarm::bench_swarm(&d),
             "relay" => relay::bench(&d),
             "warm" => warm::bench_warm(&d),
+            "calls" => calls::bench_calls(),
             _ => {}
         }
     }

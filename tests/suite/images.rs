@@ -168,6 +168,38 @@ async fn a_missing_image_is_pulled_from_a_registry_with_progress_events() {
     assert!(out.lines.iter().any(|l| l.text == image.0), "{:?}", out.lines);
 }
 
+/// The manager remembers the images it saw (no look before each start);
+/// one removed behind its back is made present again as the job's policy
+/// says: `never` refuses in one line, `missing` pulls it back and runs.
+#[tokio::test]
+async fn an_image_removed_behind_berths_back_is_pulled_again_or_refused() {
+    let registry = Registry::start();
+    let image = pushed_image(&registry);
+    let t = manager();
+    let first = t.manager.start(docker_job(&image.0)).await.unwrap();
+    let info = first.wait_end().await.unwrap();
+    assert_eq!(info.status, JobStatus::Exited { code: 0 }, "{info:?}");
+    // Forced: the first job's container may not be removed yet.
+    docker_cli(&["rmi", "-f", &image.0]);
+
+    let mut never = docker_job(&image.0);
+    never.pull = Some(PullPolicy::Never);
+    let refused = match t.manager.start(never).await {
+        Err(e) => e.to_string(),
+        Ok(job) => format!("{:?}", job.wait_end().await.unwrap()),
+    };
+    assert!(
+        refused.contains(&image.0) && refused.contains("never") && !refused.contains("start again"),
+        "{refused}"
+    );
+
+    let again = t.manager.start(docker_job(&image.0)).await.unwrap();
+    let info = again.wait_end().await.unwrap();
+    assert_eq!(info.status, JobStatus::Exited { code: 0 }, "{info:?}");
+    let out = t.manager.logs(&again.id, &Default::default()).unwrap();
+    assert!(out.lines.iter().any(|l| l.text == image.0), "{:?}", out.lines);
+}
+
 #[tokio::test]
 async fn an_unreachable_registry_fails_naming_it() {
     let t = manager();

@@ -34,6 +34,9 @@ pub(super) enum AttemptError {
     NetworkGone(Error),
     /// A container already has this job's name (a leftover): clear it and retry.
     NameTaken,
+    /// The engine has no such image (removed since it was seen): make it
+    /// present again and retry.
+    ImageGone(Error),
     Other(Error),
 }
 
@@ -61,7 +64,7 @@ pub(super) async fn attempt(
         .create_container(name, opts, body)
         .await
         .map_err(|e| match e.engine_failure() {
-            EngineFailure::ImageMissing => AttemptError::Other(Error::ImageMissing {
+            EngineFailure::ImageMissing => AttemptError::ImageGone(Error::ImageMissing {
                 image: ctx.image.into(),
                 hint: "it went away between the pull and the start; start again".into(),
             }),

@@ -28,15 +28,22 @@ impl Engine {
     ) -> Result<crate::images::ImageChoice> {
         let (progress, building) = progress;
         let docker = self.client().await?;
+        // Whether berth/dev is there matters only to a job whose image no
+        // one named. Looked up each time: a stale "there" would pick it.
+        let named = !matches!(
+            project.sources.get("image"),
+            Some(crate::config::Source::Default) | None
+        );
         let dev_present =
-            spec.image.is_none() && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
+            spec.image.is_none() && !named && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
         let choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(mut c) => {
                 let policy = spec.pull.unwrap_or(project.pull);
                 let limit = Duration::from_secs_f64(project.pull_timeout_secs);
-                // The default image was just looked up: no second look.
-                let seen = dev_present && c.name == crate::images::DEV_IMAGE;
+                // Seen before, or the default image just looked up: no second look.
+                let seen = self.present.knows(&c.name) || (dev_present && c.name == crate::images::DEV_IMAGE);
                 c.pull_ms = pull::ensure(docker, &c.name, seen, policy, limit, &progress).await?;
+                self.present.saw(&c.name);
                 c
             }
             crate::images::Choice::Build { build, why } => {
@@ -94,6 +101,7 @@ impl Engine {
             &progress,
         )
         .await?;
+        self.present.saw(image);
         Ok(ms.unwrap_or(0))
     }
 }

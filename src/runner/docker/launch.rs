@@ -159,15 +159,17 @@ impl<'a> Job<'a> {
             // The manager makes the image present first (`Engine::prepare`, with
             // progress and the job's policy); a direct caller gets it here.
             let quiet: super::pull::ProgressFn = Arc::new(|_| {});
+            let seen = engine.present.knows(&image);
             super::pull::ensure(
                 &docker,
                 &image,
-                false,
+                seen,
                 PullPolicy::Missing,
                 engine.pull_timeout,
                 &quiet,
             )
             .await?;
+            engine.present.saw(&image);
         }
         let pins = pins::Pins::open(spec, project.workspace)?;
         let runtime = super::gvisor::runtime(&docker, spec, project.gvisor_runtime).await?;
@@ -257,6 +259,7 @@ async fn make(job: &Job<'_>, cwd: &Path, spare: bool) -> Result<(Prepared, Made,
         slot: prepared.slot.take(),
         network_retries: 2,
         cleared: false,
+        image_again: false,
         spare,
     };
     let (started, joined) = attempts.run().await?;

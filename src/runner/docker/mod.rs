@@ -165,6 +165,8 @@ pub struct Engine {
     warm: std::sync::atomic::AtomicBool,
     /// Started containers kept ready per job shape (`launch/spare.rs`).
     spares: Arc<launch::spare::Spares>,
+    /// The images seen on the engine: a start skips their look (`pull.rs`).
+    present: pull::Present,
     /// The config's child limit of a scoped engine, for `launch` without a project.
     max_children: usize,
     /// The volumes that mount layers (`layer.rs`).
@@ -192,6 +194,9 @@ pub(super) struct Sandbox<'a> {
     pub defaults: &'a crate::model::Limits,
     /// The image was made present already (`Engine::prepare`).
     pub prepared: bool,
+    /// The pull policy of a job that names none: how an image found gone at
+    /// the create is made present again.
+    pub pull: crate::images::PullPolicy,
     /// Every job gets a read-only root (`read_only = true`).
     pub read_only: bool,
     /// Config files inside the workspace that jobs must not change, beyond
@@ -245,6 +250,7 @@ impl Engine {
             removals: Arc::default(),
             precheck_ports: true,
             warm: std::sync::atomic::AtomicBool::new(false),
+            present: pull::Present::default(),
             spares: Arc::new(launch::spare::Spares::new(
                 config.warm_pool,
                 Duration::from_secs_f64(config.warm_idle_secs),
@@ -438,6 +444,7 @@ impl Engine {
             publish: self.publish,
             defaults: &self.defaults,
             prepared: false,
+            pull: crate::images::PullPolicy::Missing,
             read_only: false,
             protect: Vec::new(),
             max_children: self.max_children,
@@ -493,6 +500,7 @@ impl Engine {
             publish: config.publish,
             defaults: &config.limits,
             prepared: true,
+            pull: config.pull,
             read_only: config.read_only,
             protect: config
                 .project_file

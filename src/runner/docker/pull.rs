@@ -20,6 +20,36 @@ use crate::images::{PullPolicy, PullProgress, pull_hint, registry_of};
 /// Where progress goes (the manager records it and emits `pulling` events).
 pub type ProgressFn = Arc<dyn Fn(PullProgress) + Send + Sync>;
 
+/// The images this manager has seen on its engine (inspected, pulled), so
+/// that the next job of the same image skips the look: one engine call
+/// fewer on every start. Only ever a hint: an image removed behind berth's
+/// back (`docker rmi`) fails the create with "no such image", and the
+/// launch forgets it here, makes it present again as the job's policy says
+/// and creates once more (`launch/attempts.rs`), as if it had looked.
+#[derive(Default)]
+pub struct Present(std::sync::Mutex<std::collections::HashSet<String>>);
+
+/// More names than any project uses; past it the set starts over.
+const MOST_PRESENT: usize = 256;
+
+impl Present {
+    pub fn knows(&self, image: &str) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(image)
+    }
+
+    pub fn saw(&self, image: &str) {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if set.len() >= MOST_PRESENT {
+            set.clear();
+        }
+        set.insert(image.to_string());
+    }
+
+    pub fn forget(&self, image: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(image);
+    }
+}
+
 /// Make `image` present as `policy` says. `Some(ms)` when it was pulled.
 /// `seen`: the caller has just found it present (no second look).
 pub(super) async fn ensure(

@@ -57,6 +57,8 @@ pub(super) struct Attempts<'a> {
     pub network_retries: u32,
     /// A leftover with the job's name was cleared once already.
     pub cleared: bool,
+    /// The image, found gone at a create, was made present again once.
+    pub image_again: bool,
     /// A spare made ahead for a later job (`spare.rs`): its kernel
     /// hostname is the neutral word, and it has no name on its network.
     pub spare: bool,
@@ -230,8 +232,24 @@ impl Attempts<'_> {
                     self.name
                 ),
             }),
-            AttemptError::Other(e) => Err(e),
+            AttemptError::ImageGone(_) if !self.image_again => self.image_again().await,
+            AttemptError::ImageGone(e) | AttemptError::Other(e) => Err(e),
         }
+    }
+
+    /// The image was seen before, and is gone now (`docker rmi`): forget
+    /// it and make it present as the job's policy says (a pull, or the
+    /// error that says why not), as the look before the start would have.
+    async fn image_again(&mut self) -> Result<()> {
+        tracing::debug!(job = %self.id, image = self.image, "the image went away; making it present again");
+        self.image_again = true;
+        self.engine.present.forget(self.image);
+        let policy = self.spec.pull.unwrap_or(self.project.pull);
+        let quiet: super::super::ProgressFn = Arc::new(|_| {});
+        let limit = self.engine.pull_timeout;
+        super::super::pull::ensure(self.docker, self.image, false, policy, limit, &quiet).await?;
+        self.engine.present.saw(self.image);
+        Ok(())
     }
 
     /// The job's network was removed meanwhile: forget it and take another.
