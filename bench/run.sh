@@ -8,6 +8,7 @@
 #   BERTH_BENCH_BURN=2 bash bench/run.sh relay   # the relay beside docker-proxy, two busy threads
 #   BERTH_BENCH_BEFORE=/path/to/older/berth bash bench/run.sh start   # adds that build's row
 #   bash bench/run.sh warm             # warm_pool: a spare taken, beside docker run --rm and cold
+#   bash bench/run.sh calls            # engine requests per container job, beside docker run --rm
 # pueue: taken from BERTH_BENCH_PUEUE_DIR or PATH; BERTH_BENCH_INSTALL_PUEUE=1
 # installs it into a temporary root first (`cargo install pueue`); without it
 # the pueue rows print a note instead.

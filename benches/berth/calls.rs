@@ -89,12 +89,18 @@ fn forward(mut client: UnixStream, log: &Mutex<Vec<String>>) {
     let _ = engine.shutdown(std::net::Shutdown::Write);
 }
 
-/// Containers of instance `instance` (or, with `None`, any) that exist.
+/// Job containers of instance `instance` (or, with `None`, of the image) that exist.
 fn containers(instance: Option<&str>) -> usize {
     let mut c = Command::new("docker");
     c.args(["ps", "-aq"]);
     match instance {
-        Some(i) => c.args(["--filter", &format!("label=berth.instance={i}")]),
+        // Its jobs' containers, not the pause containers it keeps.
+        Some(i) => c.args([
+            "--filter",
+            &format!("label=berth.instance={i}"),
+            "--filter",
+            "label=berth.job",
+        ]),
         None => c.args(["--filter", &format!("ancestor={SANDBOX}")]),
     };
     let o = c.output().unwrap();

@@ -21,13 +21,14 @@ const BYTES: u64 = 1 << 30;
 /// Downloads through each, in turns.
 const ROUNDS: usize = 5;
 
-/// Answers `GET /ping` with a few bytes and anything else with `BYTES` zeros.
+/// Answers `GET /ping` with a few bytes and anything else with `BYTES`
+/// zeros, once it has read the request's whole head.
 fn server() -> String {
     format!(
         "import socket,threading\n\
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1); s.bind(('0.0.0.0',8080)); s.listen(16)\n\
 chunk=b'\\0'*(1<<20)\n\
-def serve(c):\n    req=c.recv(65536)\n    if b'/ping' in req:\n        c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 4\\r\\n\\r\\npong')\n    else:\n        c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: {BYTES}\\r\\n\\r\\n')\n        for _ in range({BYTES}>>20): c.sendall(chunk)\n    c.close()\n\
+def serve(c):\n    req=b''\n    while b'\\r\\n\\r\\n' not in req:\n        d=c.recv(65536)\n        if not d: break\n        req+=d\n    if b'/ping' in req:\n        c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 4\\r\\n\\r\\npong')\n    else:\n        c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: {BYTES}\\r\\n\\r\\n')\n        for _ in range({BYTES}>>20): c.sendall(chunk)\n    c.close()\n\
 while True:\n    c,_=s.accept(); threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
     )
 }
@@ -37,7 +38,11 @@ fn get(port: u16, path: &str) -> Option<(u64, Duration)> {
     let t = Instant::now();
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\n\r\n").ok()?;
+    // One write, and the server reads the whole head: a request left
+    // partly unread when the server closes makes its kernel reset the
+    // connection, cutting the download short.
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .ok()?;
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
