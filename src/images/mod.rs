@@ -52,6 +52,16 @@ pub enum Choice {
     Build { build: ProjectBuild, why: String },
 }
 
+/// Where `project` names its image (`image` or `[image] dockerfile` in
+/// berth.toml, env or a flag), if it does: then [`choose_image`] never
+/// looks at `berth/dev`.
+pub fn image_named_in(project: &Config) -> Option<&Source> {
+    project
+        .sources
+        .get("image")
+        .filter(|s| !matches!(s, Source::Default))
+}
+
 /// Pick the image for `spec` in `project` (the job's effective config, whose
 /// `workspace` is the project root): the spec's own image, else the
 /// project's (`image` or `[image] dockerfile` in berth.toml/env/flag, else
@@ -72,17 +82,14 @@ pub fn choose_image(spec: &JobSpec, project: &Config, dev_present: bool) -> Resu
     if let Some(image) = spec.image.as_deref() {
         return Ok(choice(image, "asked for by the job (--image)".into()));
     }
-    match project.sources.get("image") {
-        Some(Source::Default) | None => {}
-        Some(source) => {
-            return Ok(match &project.image_build {
-                Some(build) => Choice::Build {
-                    build: build.clone(),
-                    why: format!("[image] dockerfile in {source}"),
-                },
-                None => choice(&project.image, format!("image in {source}")),
-            });
-        }
+    if let Some(source) = image_named_in(project) {
+        return Ok(match &project.image_build {
+            Some(build) => Choice::Build {
+                build: build.clone(),
+                why: format!("[image] dockerfile in {source}"),
+            },
+            None => choice(&project.image, format!("image in {source}")),
+        });
     }
     // A devcontainer.json berth would not read is said on the choice.
     let mut unread = String::new();

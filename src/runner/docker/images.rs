@@ -30,12 +30,8 @@ impl Engine {
         let docker = self.client().await?;
         // Whether berth/dev is there matters only to a job whose image no
         // one named. Looked up each time: a stale "there" would pick it.
-        let named = !matches!(
-            project.sources.get("image"),
-            Some(crate::config::Source::Default) | None
-        );
-        let dev_present =
-            spec.image.is_none() && !named && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
+        let named = spec.image.is_some() || crate::images::image_named_in(project).is_some();
+        let dev_present = !named && docker.inspect_image(crate::images::DEV_IMAGE).await.is_ok();
         let choice = match crate::images::choose_image(spec, project, dev_present)? {
             crate::images::Choice::Image(mut c) => {
                 let policy = spec.pull.unwrap_or(project.pull);
