@@ -15,8 +15,10 @@
 //!
 //! `GET /v1/jobs/{id}/logs/text` (`berth logs`) sends `O` / `E` runs of
 //! whole lines, a `P` before a page that starts past dropped lines or has
-//! lost ones (the page's `LogPage`, its `lines` empty), and ends with `F`,
-//! the last page's `LogPage` without lines.
+//! lost ones (the page's `LogPage`, its `lines` empty), an `N` after each
+//! page but the last (the seq to read on from, in decimal: where a reader
+//! whose stream broke off resumes), and ends with `F`, the last page's
+//! `LogPage` without lines.
 
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -32,6 +34,8 @@ pub const STDERR: u8 = b'E';
 pub const END: u8 = b'F';
 /// What a page of `logs/text` lacks, before its lines.
 pub const PAGE: u8 = b'P';
+/// Where the next page of `logs/text` starts, after a page's lines.
+pub const NEXT: u8 = b'N';
 /// The end of an exec's stream.
 pub const EXEC_END: u8 = b'X';
 /// Bytes of a frame's header: kind and payload length.

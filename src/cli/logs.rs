@@ -281,8 +281,9 @@ async fn text_pages(
     stream: Option<Stream>,
     mode: LineMode,
 ) -> anyhow::Result<LogPage> {
+    let mut resume = a.since.unwrap_or(1).max(1);
     let q = LogQuery {
-        since: Some(a.since.unwrap_or(1).max(1)),
+        since: Some(resume),
         limit: a.limit,
         stream,
         tail: None,
@@ -295,12 +296,15 @@ async fn text_pages(
             frames::STDERR => write_run(Stream::Stderr, &payload, mode)?,
             // What the page lacks, said where it happens.
             frames::PAGE => notes.page(&serde_json::from_slice(&payload)?)?,
+            frames::NEXT => resume = std::str::from_utf8(&payload)?.parse()?,
             frames::END => return Ok(serde_json::from_slice(&payload)?),
             _ => {}
         }
     }
+    // Lines of the page that broke off may have been printed: reading on
+    // from its start repeats them rather than skip any.
     anyhow::bail!(
-        "the daemon's answer for the logs of {id} broke off; read on with `berth logs {id} --since N`"
+        "the daemon's answer for the logs of {id} broke off; read on with `berth logs {id} --since {resume}`"
     )
 }
 

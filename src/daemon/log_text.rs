@@ -11,7 +11,8 @@
 //! lines in its range, is preceded by a `P` frame (the page's `LogPage`
 //! without its lines), so the reader says so where it happens; the stream
 //! ends with `F`, the last page's `LogPage` without lines (where to read
-//! on). A stream without `F` broke off.
+//! on). An `N` after each other page says where the next one starts, so a
+//! stream without `F` (it broke off) says where to read on.
 
 use std::convert::Infallible;
 
@@ -23,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 
 use super::state::{ApiError, AppState};
-use crate::api::frames::{END, FRAMES_TYPE, PAGE, STDERR, STDOUT, put_frame};
+use crate::api::frames::{END, FRAMES_TYPE, NEXT, PAGE, STDERR, STDOUT, put_frame};
 use crate::manager::Manager;
 use crate::model::{JobId, Line, LogPage, LogQuery, Stream};
 use crate::output::PAGE_LINES;
@@ -98,6 +99,8 @@ async fn send_pages(
                 END,
                 &serde_json::to_vec(&page).expect("pages serialize"),
             );
+        } else {
+            put_frame(&mut buf, NEXT, page.next_seq.to_string().as_bytes());
         }
         if tx.send(Ok(buf.freeze())).await.is_err() || done {
             return;

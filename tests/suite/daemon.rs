@@ -322,8 +322,12 @@ async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
     // A daemon killed outright leaves its socket; the next one replaces it.
     let mut d = Daemon::start();
     let socket = d.socket();
-    d.child.kill().unwrap();
-    d.child.wait().unwrap();
+    // Stopped as a restart stops it: the store keeps all the job wrote.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &d.pid().to_string()])
+        .status();
+    assert!(stopped.unwrap().success());
+    assert!(d.wait_exit(Duration::from_secs(20)).is_some(), "the daemon stops");
     assert!(socket.exists());
     let mut again = d
         .cli()
@@ -486,6 +490,75 @@ fn logs_as_text_are_the_lines_the_pages_hold() {
             "{args:?}: many lines"
         );
     }
+}
+
+/// A `berth logs` whose daemon stops mid-answer fails, and its message
+/// names the seq to read on from: reading on from there (from the store,
+/// with no daemon) gives every line the first read did not.
+#[test]
+fn a_logs_read_the_daemon_drops_says_where_to_read_on_and_misses_nothing() {
+    const LINES: u32 = 400_000;
+    let mut d = Daemon::start();
+    let script = format!("seq 1 {LINES}");
+    let v = d.json(&["run", "-d", "--runner", "host", "--shell", "--", &script]);
+    let id = v["job"]["id"].as_str().unwrap().to_string();
+    assert_eq!(d.run(&["wait", &id]).0, 0);
+    let mut read = d
+        .cli()
+        .args(["logs", &id])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = read.stdout.take().unwrap();
+    // The answer has begun; the rest (megabytes) waits on this pipe.
+    let mut first = vec![0u8; 4096];
+    out.read_exact(&mut first).unwrap();
+    // Stopped as a restart stops it: the store keeps all the job wrote.
+    let stopped = std::process::Command::new("kill")
+        .args(["-TERM", &d.pid().to_string()])
+        .status();
+    assert!(stopped.unwrap().success());
+    assert!(d.wait_exit(Duration::from_secs(20)).is_some(), "the daemon stops");
+    out.read_to_end(&mut first).unwrap();
+    let mut err = String::new();
+    read.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!read.wait().unwrap().success(), "the read broke off: {err}");
+    let since = err
+        .split("--since ")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("no seq to read on from: {err}"));
+    let got: Vec<u32> = String::from_utf8(first)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert!(got.len() < LINES as usize, "the read did break off early");
+    assert!(got.iter().zip(1..).all(|(g, n)| *g == n), "in order from 1");
+    let printed = got.len() as u32;
+    assert!(
+        since <= printed + 1,
+        "resuming at {since} skips lines after {printed}"
+    );
+    // At most the page that broke off is read twice, not all before it.
+    let page = berth::output::PAGE_LINES as u32;
+    assert!(
+        since + page > printed + 1,
+        "resuming at {since} repeats more than a page of {printed}"
+    );
+    let (code, rest, err) = d.run(&["logs", &id, "--since", &since.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let rest: Vec<u32> = rest.lines().map(|l| l.parse().unwrap()).collect();
+    let whole = rest.first() == Some(&since) && rest.windows(2).all(|w| w[1] == w[0] + 1);
+    assert!(
+        whole && rest.last() == Some(&LINES),
+        "read on from {since}: {} lines, {:?}..{:?}: {err}",
+        rest.len(),
+        rest.first(),
+        rest.last()
+    );
 }
 
 /// `berth logs --follow` (SSE, in batches; per line with `--json`): every
