@@ -77,6 +77,14 @@ impl LineMode {
     pub fn timestamps(&self) -> bool {
         self.timestamps
     }
+
+    /// Whether lines of `stream` are shown inert.
+    fn inert(&self, stream: Stream) -> bool {
+        match stream {
+            Stream::Stdout => self.stdout,
+            Stream::Stderr => self.stderr,
+        }
+    }
 }
 
 /// Write a run of whole lines of `stream` (each ending in `\n`, as a frame
@@ -84,72 +92,59 @@ impl LineMode {
 /// timestamps need their [`Line`]s: see [`write_lines`].
 pub fn write_run(stream: Stream, run: &[u8], mode: LineMode) -> Result<(), StdoutClosed> {
     let text = String::from_utf8_lossy(run);
-    let inert = match stream {
-        Stream::Stdout => mode.stdout,
-        Stream::Stderr => mode.stderr,
-    };
-    let bytes = if inert {
-        let mut shown = String::with_capacity(text.len());
-        for line in text.split_terminator('\n') {
-            shown.push_str(&crate::inert::visible(line));
-            shown.push('\n');
-        }
-        std::borrow::Cow::Owned(shown.into_bytes())
-    } else {
-        crate::model::exact::bytes(&text)
-    };
-    match stream {
-        Stream::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)
-                .and_then(|_| out.flush())
-                .map_err(|_| StdoutClosed)
-        }
-        Stream::Stderr => {
-            let _ = std::io::stderr().lock().write_all(&bytes);
-            Ok(())
-        }
+    if !mode.inert(stream) {
+        return emit(stream, &crate::model::exact::bytes(&text));
     }
+    let mut buf = Vec::with_capacity(run.len());
+    for line in text.split_terminator('\n') {
+        push_shown(&mut buf, line, true);
+    }
+    emit(stream, &buf)
 }
 
 /// Write `lines` to stdout (stdout lines) and stderr (stderr lines), one
 /// write per run of the same stream, inert where `mode` says.
 pub fn write_lines(lines: &[Line], mode: LineMode) -> Result<(), StdoutClosed> {
     let mut buf = Vec::with_capacity(64 * 1024);
-    let mut i = 0;
-    while i < lines.len() {
-        let stream = lines[i].stream;
-        let inert = match stream {
-            Stream::Stdout => mode.stdout,
-            Stream::Stderr => mode.stderr,
-        };
+    for run in lines.chunk_by(|a, b| a.stream == b.stream) {
+        let stream = run[0].stream;
         buf.clear();
-        while i < lines.len() && lines[i].stream == stream {
-            let text = &lines[i].text;
+        for line in run {
             if mode.timestamps {
-                let ts = lines[i].ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                let ts = line.ts.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
                 buf.extend_from_slice(ts.as_bytes());
                 buf.push(b' ');
             }
-            if inert {
-                buf.extend_from_slice(crate::inert::visible(text).as_bytes());
-            } else {
-                buf.extend_from_slice(&crate::model::exact::bytes(text));
-            }
-            buf.push(b'\n');
-            i += 1;
+            push_shown(&mut buf, &line.text, mode.inert(stream));
         }
-        match stream {
-            Stream::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(&buf)
-                    .and_then(|_| out.flush())
-                    .map_err(|_| StdoutClosed)?;
-            }
-            Stream::Stderr => {
-                let _ = std::io::stderr().lock().write_all(&buf);
-            }
-        }
+        emit(stream, &buf)?;
     }
     Ok(())
+}
+
+/// One line as shown, and its `\n`: made inert, or the job's exact bytes.
+fn push_shown(buf: &mut Vec<u8>, text: &str, inert: bool) {
+    if inert {
+        buf.extend_from_slice(crate::inert::visible(text).as_bytes());
+    } else {
+        buf.extend_from_slice(&crate::model::exact::bytes(text));
+    }
+    buf.push(b'\n');
+}
+
+/// Write shown bytes to the stream's own descriptor. Only a closed stdout
+/// matters (the reader is gone: stop); stderr is best effort.
+fn emit(stream: Stream, bytes: &[u8]) -> Result<(), StdoutClosed> {
+    match stream {
+        Stream::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)
+                .and_then(|_| out.flush())
+                .map_err(|_| StdoutClosed)
+        }
+        Stream::Stderr => {
+            let _ = std::io::stderr().lock().write_all(bytes);
+            Ok(())
+        }
+    }
 }
