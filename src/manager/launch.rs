@@ -33,7 +33,6 @@ pub(super) async fn launch(
         let reg = inner.registry.lock().unwrap();
         reg.get(id)?.output.clone()
     };
-    let runner = inner.runner(kind);
     let job = Launch {
         id,
         spec,
@@ -43,6 +42,54 @@ pub(super) async fn launch(
         on_denial: reporters::egress_reporter(inner, id, spec, project, cwd),
         layer: None,
     };
+    let mut launched = match attempt(inner, job, kind, stop_rx).await {
+        Ok(Attempt::Launched(l)) => *l,
+        Ok(Attempt::Stopped(req)) => {
+            output.release_events();
+            finish(
+                inner,
+                id,
+                JobStatus::Killed {
+                    signal: None,
+                    ended_by: req.ended_by,
+                    reason: req.cause,
+                },
+            );
+            return Ok(None);
+        }
+        Err(e) => {
+            output.release_events();
+            return Err(e);
+        }
+    };
+    let engine = launched.engine.take();
+    let recorded = record_started(inner, id, kind, &launched, engine.as_ref());
+    // Watch hits of output that came during the launch follow `started`.
+    output.release_events();
+    recorded?;
+    if let Some(engine) = engine {
+        reporters::follow_refusals(project, id, spec, cwd, engine.refusals);
+    }
+    Ok(Some(launched))
+}
+
+/// How far a launch got.
+enum Attempt {
+    /// A stop came while the image was pulled.
+    Stopped(StopRequest),
+    Launched(Box<Launched>),
+}
+
+/// Prepare `job` (pull or build its image, a stop honoured meanwhile), take
+/// its layer, and launch it with the image chosen for it.
+async fn attempt(
+    inner: &Arc<Inner>,
+    job: Launch<'_>,
+    kind: RunnerKind,
+    stop_rx: &mut mpsc::UnboundedReceiver<StopRequest>,
+) -> Result<Attempt> {
+    let (id, spec) = (job.id, job.spec);
+    let runner = inner.runner(kind);
     let progress = Progress {
         pull: reporters::pull_reporter(inner, id),
         build: reporters::build_reporter(inner, id),
@@ -51,59 +98,42 @@ pub(super) async fn launch(
         // A runner with nothing to prepare launches even when a stop is
         // already waiting: its supervisor then ends the launched job.
         biased;
-        r = runner.prepare(&job, progress) => r,
-        req = stop_rx.recv() => {
-            // Dropping `prepare` closed the pull's request: the engine stops it.
-            let req = req.unwrap_or_else(|| shutdown_request(inner));
-            output.release_events();
-            finish(inner, id, JobStatus::Killed { signal: None, ended_by: req.ended_by, reason: req.cause });
-            return Ok(None);
-        }
+        r = runner.prepare(&job, progress) => r?,
+        // Dropping `prepare` closed the pull's request: the engine stops it.
+        req = stop_rx.recv() => return Ok(Attempt::Stopped(req.unwrap_or_else(|| shutdown_request(inner)))),
     };
     // The layer is taken once the image is there (a pull may be stopped).
-    let layer = match &prepared {
-        Ok(_) => match super::layers::take(inner, id, spec, &project.config.workspace).await {
-            Ok(l) => l,
-            Err(e) => {
-                output.release_events();
-                return Err(e);
-            }
-        },
-        Err(_) => None,
-    };
-    let job = Launch {
-        layer: layer.as_ref(),
-        ..job
-    };
+    let layer = super::layers::take(inner, id, spec, &job.config.workspace).await?;
     // The spec as launched: the image chosen for it, when one was.
-    let chosen = match prepared {
-        Ok(Some(choice)) => Some(chosen_image(inner, id, spec, choice)),
-        Ok(None) => None,
-        Err(e) => {
-            output.release_events();
-            return Err(e);
-        }
-    };
+    let chosen = prepared.map(|choice| chosen_image(inner, id, spec, choice));
+    let spec = chosen.as_ref().unwrap_or(spec);
     let launched = runner
         .launch(&Launch {
-            spec: chosen.as_ref().unwrap_or(spec),
+            spec,
+            layer: layer.as_ref(),
             ..job
         })
         .await;
-    let mut launched = match launched {
-        Ok(l) => l,
-        Err(e) => {
-            output.release_events();
-            if let Some(l) = &layer {
-                inner.layers.release(&l.meta.name, id);
-            }
-            return Err(e);
+    let launched = launched.inspect_err(|_| {
+        if let Some(l) = &layer {
+            inner.layers.release(&l.meta.name, id);
         }
-    };
+    })?;
     if kind == RunnerKind::Docker && layer.is_none() {
-        spare_for(inner, chosen.as_ref().unwrap_or(spec), cwd, project);
+        spare_for(inner, spec, job.cwd, job.config);
     }
-    let engine = launched.engine.take();
+    Ok(Attempt::Launched(Box::new(launched)))
+}
+
+/// The launched job on its record (pid, container, ports, its control for
+/// stops), then `started`.
+fn record_started(
+    inner: &Arc<Inner>,
+    id: &JobId,
+    kind: RunnerKind,
+    launched: &Launched,
+    engine: Option<&crate::runner::docker::EngineHandle>,
+) -> Result<()> {
     let start_mode = inner.commit(id, |e| {
         e.set_status(JobStatus::Running);
         e.info.started_at = Some(Inner::now());
@@ -115,7 +145,7 @@ pub(super) async fn launch(
         if let Some(live) = e.live.as_mut() {
             live.control = Some(launched.control.clone());
             live.internal_ip = launched.internal_ip;
-            live.children = engine.as_ref().map(|h| h.children.clone());
+            live.children = engine.map(|h| h.children.clone());
         }
         e.pid_start = launched.pid.and_then(crate::procinfo::start_time);
         Ok(e.info.start_mode)
@@ -128,12 +158,7 @@ pub(super) async fn launch(
             ports: launched.ports.clone(),
         },
     );
-    // Watch hits of output that came during the launch follow `started`.
-    output.release_events();
-    if let Some(engine) = engine {
-        reporters::follow_refusals(project, id, spec, cwd, engine.refusals);
-    }
-    Ok(Some(launched))
+    Ok(())
 }
 
 /// The image chosen for a job, on its record; the spec it is launched with.
@@ -157,12 +182,12 @@ fn chosen_image(
 
 /// A container job started: a long-lived manager with `warm_pool` makes a
 /// spare container for the next job of its shape (`runner/docker/launch/spare.rs`).
-fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, cwd: &Path, project: &Project) {
+fn spare_for(inner: &Arc<Inner>, spec: &JobSpec, cwd: &Path, config: &crate::config::Config) {
     // The instance's key (the daemon's own config): a project's is not applied.
     if inner.config.warm_pool == 0 {
         return;
     }
     let (inner, spec, cwd) = (inner.clone(), spec.clone(), cwd.to_path_buf());
-    let config = project.config.clone();
+    let config = config.clone();
     tokio::spawn(async move { inner.engine.warm_fill(&spec, &cwd, &config).await });
 }
