@@ -123,6 +123,13 @@ pub async fn drive(
     if stdout_closed {
         return Err(StdoutClosed.into());
     }
+    report(end, kept, args)
+}
+
+/// How the run ended, said: the exit code and last line of a finished job
+/// (or, with `--json`, its answer), or the card of one moved to the
+/// background and where to look for it.
+fn report(end: wire::RunEnd, kept: Option<[HeadTail; 2]>, args: &RunArgs) -> anyhow::Result<i32> {
     match end.outcome {
         Foreground::Finished { info } => {
             let code = exit_code(&info);
@@ -146,6 +153,7 @@ pub async fn drive(
             } else {
                 out!("{}", card::render(&info, &end.snippet, super::jobs::color()));
             }
+            let id = &info.id;
             eprintln!(
                 "berth: {id} {}; it keeps running in the background (exit {STILL_RUNNING_EXIT}). \
                  Wait for it with `berth wait {id}`, follow it with `berth logs {id} --follow`, \
