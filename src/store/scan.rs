@@ -199,50 +199,18 @@ pub(super) fn tail(
     max_bytes: usize,
     stream: Option<Stream>,
 ) -> rusqlite::Result<(Vec<Line>, Vec<Gap>)> {
-    let mut out: Vec<Line> = Vec::new();
-    let mut lost: Vec<Gap> = Vec::new();
-    if n == 0 {
-        return Ok((out, lost));
-    }
-    let mut bytes = 0;
-    // The next seq expected going down; a segment ending below it leaves a gap.
-    let mut expect = (until != u64::MAX).then(|| until.saturating_sub(1));
-    // One segment (a held piece or a block) going down: its gap above, then
-    // its lines of the stream, newest first; false once enough are taken.
-    // A damaged block (`lines: None`) is a gap of its own.
-    let mut take = |first: u64, last: u64, lines: Option<Vec<Line>>| -> bool {
-        let last = last.min(until.saturating_sub(1));
-        if let Some(e) = expect
-            && last < e
-        {
-            lost.push(Gap {
-                from: last + 1,
-                to: e,
-            });
-        }
-        expect = Some(first.saturating_sub(1));
-        let Some(lines) = lines else {
-            match lost.last_mut() {
-                Some(g) if g.from == last + 1 => g.from = first,
-                _ => lost.push(Gap {
-                    from: first,
-                    to: last,
-                }),
-            }
-            return true;
-        };
-        let block = lines
-            .into_iter()
-            .filter(|l| l.seq < until && stream.is_none_or(|s| s == l.stream));
-        for l in block.rev() {
-            if out.len() >= n || (bytes >= max_bytes && !out.is_empty()) {
-                return false;
-            }
-            bytes += l.text.len();
-            out.push(l);
-        }
-        out.len() < n && bytes < max_bytes
+    let mut acc = Backward {
+        out: Vec::new(),
+        lost: Vec::new(),
+        bytes: 0,
+        expect: (until != u64::MAX).then(|| until.saturating_sub(1)),
+        want: (n, max_bytes),
+        until,
+        stream,
     };
+    if n == 0 {
+        return Ok((acc.out, acc.lost));
+    }
     let mut going = true;
     for piece in held.iter().rev().filter(|p| p.first_seq() < until) {
         let mut lines = Vec::new();
@@ -250,7 +218,7 @@ pub(super) fn tail(
             lines.push(l);
             true
         });
-        going = take(piece.first_seq(), piece.last_seq(), Some(lines));
+        going = acc.take(piece.first_seq(), piece.last_seq(), Some(lines));
         if !going {
             break;
         }
@@ -268,7 +236,7 @@ pub(super) fn tail(
             let mut lines = Vec::new();
             if may_hold(stream, n_out, n_err) {
                 let Some(data) = opened(job, first, last, &data, sum) else {
-                    take(first, last, None);
+                    acc.take(first, last, None);
                     continue;
                 };
                 decode(first, ts0, &data, 0, |l| {
@@ -276,11 +244,12 @@ pub(super) fn tail(
                     true
                 });
             }
-            if !take(first, last, Some(lines)) {
+            if !acc.take(first, last, Some(lines)) {
                 break;
             }
         }
     }
+    let (mut out, mut lost) = (acc.out, acc.lost);
     out.reverse();
     // Only the gaps among and after the lines returned (all of them when
     // none is: a tail of only lost lines says so).
@@ -288,4 +257,59 @@ pub(super) fn tail(
     lost.retain(|g| g.from > oldest);
     lost.reverse();
     Ok((out, lost))
+}
+
+/// What [`tail`] gathered so far, going down from `until`: lines newest
+/// first, and the gaps met.
+struct Backward {
+    out: Vec<Line>,
+    lost: Vec<Gap>,
+    bytes: usize,
+    /// The next seq expected going down; a segment ending below it leaves a gap.
+    expect: Option<u64>,
+    /// Most lines, and most bytes of text.
+    want: (usize, usize),
+    until: u64,
+    stream: Option<Stream>,
+}
+
+impl Backward {
+    /// One segment (a held piece or a block) going down: its gap above, then
+    /// its lines of the stream, newest first; false once enough are taken.
+    /// A damaged block (`lines: None`) is a gap of its own.
+    fn take(&mut self, first: u64, last: u64, lines: Option<Vec<Line>>) -> bool {
+        let (n, max_bytes) = self.want;
+        let last = last.min(self.until.saturating_sub(1));
+        if let Some(e) = self.expect
+            && last < e
+        {
+            self.lost.push(Gap {
+                from: last + 1,
+                to: e,
+            });
+        }
+        self.expect = Some(first.saturating_sub(1));
+        let Some(lines) = lines else {
+            match self.lost.last_mut() {
+                Some(g) if g.from == last + 1 => g.from = first,
+                _ => self.lost.push(Gap {
+                    from: first,
+                    to: last,
+                }),
+            }
+            return true;
+        };
+        let (until, stream) = (self.until, self.stream);
+        let block = lines
+            .into_iter()
+            .filter(|l| l.seq < until && stream.is_none_or(|s| s == l.stream));
+        for l in block.rev() {
+            if self.out.len() >= n || (self.bytes >= max_bytes && !self.out.is_empty()) {
+                return false;
+            }
+            self.bytes += l.text.len();
+            self.out.push(l);
+        }
+        self.out.len() < n && self.bytes < max_bytes
+    }
 }
