@@ -19,7 +19,7 @@ use chrono::Utc;
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::blocks::{self, BLOCK_AGE, OpenBlock};
-use super::{LINE_OVERHEAD, Op, retention};
+use super::{LINE_OVERHEAD, Op, RunRow, retention};
 use crate::model::Chunk;
 
 /// What the writer knows of a job's stored output.
@@ -134,21 +134,7 @@ impl Committer {
                         if r.info.status.is_terminal() {
                             ended.push(r.info.id.as_str());
                         }
-                        let info = serde_json::to_string(&r.info).unwrap_or_default();
-                        let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
-                        run.execute(params![
-                            r.info.id.as_str(),
-                            number,
-                            r.info.status.name(),
-                            info,
-                            Utc::now().to_rfc3339(),
-                            r.instance,
-                            r.owner,
-                            r.info.container_id,
-                            r.info.pid,
-                            r.pgid,
-                            r.pid_start_time.map(|s| s as i64),
-                        ])?;
+                        put_run(&mut run, r)?;
                     }
                     Op::Flush(_) | Op::Checkpoint(_) | Op::Settle(_) => {}
                     Op::Prune(jobs, _) => {
@@ -163,14 +149,7 @@ impl Committer {
                 }
             }
             // Everything appended in this batch is written with it.
-            for (job, state) in known.jobs.iter_mut() {
-                if state.dirty
-                    && let Some(b) = &state.open
-                {
-                    b.write(&tx, job)?;
-                    state.dirty = false;
-                }
-            }
+            known.write_open(&tx)?;
         }
         tx.commit()?;
         // A finished job's output is complete (drained before its end is
@@ -186,6 +165,26 @@ impl Committer {
     }
 }
 
+/// Insert or update a run's row.
+fn put_run(stmt: &mut rusqlite::CachedStatement<'_>, r: &RunRow) -> rusqlite::Result<()> {
+    let info = serde_json::to_string(&r.info).unwrap_or_default();
+    let number: i64 = r.info.id.as_str().trim_start_matches("job-").parse().unwrap_or(0);
+    stmt.execute(params![
+        r.info.id.as_str(),
+        number,
+        r.info.status.name(),
+        info,
+        Utc::now().to_rfc3339(),
+        r.instance,
+        r.owner,
+        r.info.container_id,
+        r.info.pid,
+        r.pgid,
+        r.pid_start_time.map(|s| s as i64),
+    ])?;
+    Ok(())
+}
+
 /// The writer's per-job knowledge (apart from its connection, which the
 /// open transaction holds).
 struct Jobs<'a> {
@@ -194,6 +193,19 @@ struct Jobs<'a> {
 }
 
 impl Jobs<'_> {
+    /// Write each open block that took lines since it was last written.
+    fn write_open(&mut self, tx: &Connection) -> rusqlite::Result<()> {
+        for (job, state) in self.jobs.iter_mut() {
+            if state.dirty
+                && let Some(b) = &state.open
+            {
+                b.write(tx, job)?;
+                state.dirty = false;
+            }
+        }
+        Ok(())
+    }
+
     /// What the writer knows of `job`, read from the table the first time.
     fn state(&mut self, tx: &Connection, job: &str) -> rusqlite::Result<&mut JobState> {
         self.budgets.ensure(tx, job)?;
