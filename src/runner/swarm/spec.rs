@@ -85,37 +85,8 @@ pub fn service(spec: &JobSpec, parts: Parts<'_>) -> Result<(ServiceSpec, Applied
     let resources = resources(spec, parts.defaults, &mut applied)?;
     applied.user = Some(parts.user.clone());
     applied.isolation = Some("container".into());
-    let step = if parts.marker.is_some() {
-        UNPACK_AND_SEND
-    } else {
-        UNPACK
-    };
-    let mut command = vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        step.into(),
-        "berth-workspace".into(),
-    ];
-    command.extend([parts.workspace.clone(), parts.cwd.clone()]);
-    command.extend(parts.marker.clone());
-    command.extend(argv);
-    let (uid, gid) = parts.user.split_once(':').unwrap_or((&parts.user, &parts.user));
-    let configs = parts
-        .configs
-        .iter()
-        .enumerate()
-        .map(|(i, (id, name))| TaskSpecContainerSpecConfigs {
-            file: Some(TaskSpecContainerSpecFile1 {
-                name: Some(format!("{PARTS_DIR}/{i:04}")),
-                uid: Some(uid.to_string()),
-                gid: Some(gid.to_string()),
-                mode: Some(0o400),
-            }),
-            config_id: Some(id.clone()),
-            config_name: Some(name.clone()),
-            ..Default::default()
-        })
-        .collect();
+    let command = task_command(&parts, argv);
+    let configs = config_files(&parts.configs, &parts.user);
     let container = TaskSpecContainerSpec {
         image: Some(parts.image.to_string()),
         labels: Some(parts.labels.clone()),
@@ -173,6 +144,47 @@ pub fn service(spec: &JobSpec, parts: Parts<'_>) -> Result<(ServiceSpec, Applied
         ..Default::default()
     };
     Ok((service, applied))
+}
+
+/// The task's command: the step that unpacks the workspace (and, for a
+/// `layer` job, sends it back after), then the job's own argv.
+fn task_command(parts: &Parts<'_>, argv: Vec<String>) -> Vec<String> {
+    let step = if parts.marker.is_some() {
+        UNPACK_AND_SEND
+    } else {
+        UNPACK
+    };
+    let mut command = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        step.into(),
+        "berth-workspace".into(),
+    ];
+    command.extend([parts.workspace.clone(), parts.cwd.clone()]);
+    command.extend(parts.marker.clone());
+    command.extend(argv);
+    command
+}
+
+/// The configs holding the workspace as files in [`PARTS_DIR`], in order,
+/// readable only by the job's user.
+fn config_files(configs: &[(String, String)], user: &str) -> Vec<TaskSpecContainerSpecConfigs> {
+    let (uid, gid) = user.split_once(':').unwrap_or((user, user));
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name))| TaskSpecContainerSpecConfigs {
+            file: Some(TaskSpecContainerSpecFile1 {
+                name: Some(format!("{PARTS_DIR}/{i:04}")),
+                uid: Some(uid.to_string()),
+                gid: Some(gid.to_string()),
+                mode: Some(0o400),
+            }),
+            config_id: Some(id.clone()),
+            config_name: Some(name.clone()),
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// The job's environment: line-buffered output, its ports' numbers, then
