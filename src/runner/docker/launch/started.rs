@@ -54,33 +54,7 @@ pub(super) async fn finish(
         warnings,
     } = made.started;
     note_network(&mut applied, &mut prepared);
-    let warm = warm_recipe(job, &prepared);
-    // The proxy belongs to the job from here on; the forwarder joins it
-    // once the job's address is known.
-    let net = JobNet::new(made.proxy);
-    let mut control = DockerControl::new(
-        job.engine,
-        job.id,
-        job.docker.clone(),
-        container_id.clone(),
-        prepared.slot.take(),
-        net,
-    );
-    control.warm = warm;
-    control.spare = made.claim;
-    control.scope = job.scope.cloned();
-    control.pod = prepared.member.take().and_then(|m| m.keep());
-    if let (Some(layer), Some(remote)) = (job.project.layer, &prepared.remote) {
-        let workspace =
-            std::fs::canonicalize(job.project.workspace).unwrap_or(job.project.workspace.to_path_buf());
-        control.remote_layer = Some(Arc::new(super::super::remote_layer::RemoteLayer {
-            upload: remote.upload.clone(),
-            upload_top: workspace.strip_prefix("/").unwrap_or(&workspace).to_path_buf(),
-            workspace,
-            layer_dir: layer.dir.clone(),
-            uploaded_at: remote.uploaded_at,
-        }));
-    }
+    let control = control_of(job, &mut prepared, made.proxy, made.claim, &container_id);
 
     // From here on the container runs: any failure must take it down again.
     let pump_task = match start_output(job, output, stream, input).await {
@@ -118,18 +92,65 @@ pub(super) async fn finish(
         // A remote job changes only its copy of the workspace; a job that
         // does not write the checkout (`layer`, `read-only`) leaves nothing
         // there (its layer is berth's private state, out of other users' reach).
-        sweep: (prepared.remote.is_none()
-            && job.spec.write.unwrap_or_default() == crate::model::WriteMode::Direct)
-            .then(|| crate::runner::setuid::Sweep {
-                root: job.project.workspace.to_path_buf(),
-                since: job.since,
-                uid: job.project.user.split(':').next().and_then(|u| u.parse().ok()),
-            })
-            // No other user reaches it: nothing to sweep (`setuid.rs`).
-            .filter(crate::runner::setuid::Sweep::needed),
+        sweep: sweep_of(job, &prepared),
         engine: None,
         node: None,
     })
+}
+
+/// The job's control over its running container: what the launch made
+/// (slot, network, proxy, pod seat, spare claim, remote layer) is its own
+/// from here on.
+fn control_of(
+    job: &Job<'_>,
+    prepared: &mut Prepared,
+    proxy: Option<Proxy>,
+    claim: Option<Arc<super::super::claims::Claim>>,
+    container_id: &str,
+) -> DockerControl {
+    let warm = warm_recipe(job, prepared);
+    // The forwarder joins the proxy once the job's address is known.
+    let net = JobNet::new(proxy);
+    let mut control = DockerControl::new(
+        job.engine,
+        job.id,
+        job.docker.clone(),
+        container_id.to_string(),
+        prepared.slot.take(),
+        net,
+    );
+    control.warm = warm;
+    control.spare = claim;
+    control.scope = job.scope.cloned();
+    control.pod = prepared.member.take().and_then(|m| m.keep());
+    if let (Some(layer), Some(remote)) = (job.project.layer, &prepared.remote) {
+        let workspace =
+            std::fs::canonicalize(job.project.workspace).unwrap_or(job.project.workspace.to_path_buf());
+        control.remote_layer = Some(Arc::new(super::super::remote_layer::RemoteLayer {
+            upload: remote.upload.clone(),
+            upload_top: workspace.strip_prefix("/").unwrap_or(&workspace).to_path_buf(),
+            workspace,
+            layer_dir: layer.dir.clone(),
+            uploaded_at: remote.uploaded_at,
+        }));
+    }
+    control
+}
+
+/// The set-uid sweep of the checkout after the job, where one is needed: a
+/// remote job changes only its copy of the workspace; a job that does not
+/// write the checkout (`layer`, `read-only`) leaves nothing there (its
+/// layer is berth's private state, out of other users' reach); a
+/// workspace no other user reaches needs none (`setuid.rs`).
+fn sweep_of(job: &Job<'_>, prepared: &Prepared) -> Option<crate::runner::setuid::Sweep> {
+    let direct = job.spec.write.unwrap_or_default() == crate::model::WriteMode::Direct;
+    (prepared.remote.is_none() && direct)
+        .then(|| crate::runner::setuid::Sweep {
+            root: job.project.workspace.to_path_buf(),
+            since: job.since,
+            uid: job.project.user.split(':').next().and_then(|u| u.parse().ok()),
+        })
+        .filter(crate::runner::setuid::Sweep::needed)
 }
 
 /// What inspect of the running container gave the launch.
