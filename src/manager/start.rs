@@ -45,22 +45,7 @@ pub(super) async fn start(
     if inner.slots.available_permits() == 0 {
         cap_refusal(inner, &inner.registry.lock().unwrap(), &spec)?;
     }
-    // The id's file lock and the output's files: off the async workers.
-    let made = inner.clone();
-    let (id, output) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let id = made.ids.next()?;
-        let output = made.job_output(&id, watchers, 1)?;
-        Ok((id, output))
-    })
-    .await
-    .map_err(|e| {
-        let dir = inner.config.instance_dir();
-        Error::io(
-            "make the job's id and output",
-            &dir,
-            std::io::Error::other(e.to_string()),
-        )
-    })??;
+    let (id, output) = new_id(inner, watchers).await?;
     super::layers::own_layer(&mut spec, &mut writes, &id);
     let dir = inner.job_dir(&id);
     let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
@@ -112,6 +97,29 @@ pub(super) async fn start(
             Err(e)
         }
     }
+}
+
+/// A new job's id and its output: the id's file lock (and fsync) and the
+/// output's files are made off the async workers.
+async fn new_id(
+    inner: &Arc<Inner>,
+    watchers: crate::watch::Watchers,
+) -> Result<(JobId, Arc<crate::output::JobOutput>)> {
+    let made = inner.clone();
+    tokio::task::spawn_blocking(move || -> Result<_> {
+        let id = made.ids.next()?;
+        let output = made.job_output(&id, watchers, 1)?;
+        Ok((id, output))
+    })
+    .await
+    .map_err(|e| {
+        let dir = inner.config.instance_dir();
+        Error::io(
+            "make the job's id and output",
+            &dir,
+            std::io::Error::other(e.to_string()),
+        )
+    })?
 }
 
 /// What is made for a job before it is registered.
