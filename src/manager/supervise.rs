@@ -100,7 +100,6 @@ pub(super) async fn supervise(
     let mut keep_alive_timer = std::pin::pin!(keep_alive_timer);
     let mut budget_timer = std::pin::pin!(budget_timer);
     let mut budget_armed = budget.is_some();
-    let mut stop: Option<StopRequest> = None;
     // A `layer` job's layer is measured now and then: past `layer_size` the
     // job is stopped rather than fill berth's disk.
     let layer = spec
@@ -112,54 +111,43 @@ pub(super) async fn supervise(
         super::layers::SIZE_CHECK,
     );
 
-    let exit = loop {
-        tokio::select! {
+    // Wait for the end, or for a reason to stop the job; then stop it.
+    let (exit, stop) = loop {
+        let req = tokio::select! {
             biased;
-            e = &mut exit => break e,
-            req = stop_rx.recv() => {
-                // A closed channel means the manager is gone: stop as at shutdown.
-                let req = req.unwrap_or_else(|| shutdown_request(&inner));
-                let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
-                stop = Some(req);
-                break e;
-            }
+            e = &mut exit => break (e, None),
+            // A closed channel means the manager is gone: stop as at shutdown.
+            req = stop_rx.recv() => req.unwrap_or_else(|| shutdown_request(&inner)),
             _ = &mut keep_alive_timer, if keep_alive.is_some() => {
-                let req = system_stop(&inner, StopCause::KeepAliveExpired { secs: spec.keep_alive.unwrap_or_default() });
-                let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
-                stop = Some(req);
-                break e;
+                system_stop(&inner, StopCause::KeepAliveExpired { secs: spec.keep_alive.unwrap_or_default() })
             }
             _ = size_check.tick(), if layer.is_some() => {
                 let limit = inner.config.layer_bytes;
                 let name = layer.as_deref().unwrap_or_default();
-                if let Some(cause) = super::layers::over_size(&inner, name, limit).await {
-                    tracing::warn!(job = %id, layer = name, limit, "the job's layer outgrew layer_size; stopping it");
-                    let req = system_stop(&inner, cause);
-                    let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
-                    stop = Some(req);
-                    break e;
-                }
+                let Some(cause) = super::layers::over_size(&inner, name, limit).await else {
+                    continue;
+                };
+                tracing::warn!(job = %id, layer = name, limit, "the job's layer outgrew layer_size; stopping it");
+                system_stop(&inner, cause)
             }
             _ = &mut budget_timer, if budget_armed => {
                 budget_armed = false;
                 let secs = spec.timeout.unwrap_or_default();
                 match spec.on_timeout {
-                    OnTimeout::Kill => {
-                        let req = StopRequest {
-                            grace: inner.config.grace().min(Duration::from_millis(500)),
-                            ..system_stop(&inner, StopCause::TimedOut { secs })
-                        };
-                        let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
-                        stop = Some(req);
-                        break e;
-                    }
+                    OnTimeout::Kill => StopRequest {
+                        grace: inner.config.grace().min(Duration::from_millis(500)),
+                        ..system_stop(&inner, StopCause::TimedOut { secs })
+                    },
                     OnTimeout::Background => {
                         // Already promoted by a user is fine: nothing to do.
                         let _ = inner.promote(&id, EndedBy::System, format!("auto background ({secs}s budget exceeded)"));
+                        continue;
                     }
                 }
             }
-        }
+        };
+        let e = stop_job(&control, &mut exit, req.signal, req.grace).await;
+        break (e, Some(req));
     };
     wind_down(&inner, &id, &control).await;
     if matches!(exit, Exit::Stranded(_)) {
