@@ -111,15 +111,7 @@ impl Walker<'_> {
             self.incomplete = true;
             return;
         }
-        let table = calls(lang);
-        // Node runs commands only through child_process (or a binding to it).
-        let node_spawns = lang != Lang::Node || code.contains("child_process") || code.contains("binding");
-        let python_bare_run = code.contains("from subprocess import") || code.contains("from pty import");
-        let (modules, renamed) = if lang == Lang::Python {
-            python_imports(code)
-        } else {
-            Default::default()
-        };
+        let reach = Reach::new(lang, code);
         let mut unreadable = Vec::new();
         for (start, end) in identifiers(code, lang) {
             if !self.tick() {
@@ -127,12 +119,6 @@ impl Walker<'_> {
             }
             let name = &code[start..end];
             let before = code[..start].trim_end();
-            let qualifier = before.strip_suffix('.').map(|q| {
-                q.trim_end()
-                    .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .next()
-                    .unwrap_or(")")
-            });
             // Perl's `qx{…}`, Ruby's `%x(…)`: a literal that runs.
             if (lang == Lang::Perl && name == "qx")
                 || (lang == Lang::Ruby && name == "x" && before.ends_with('%'))
@@ -148,56 +134,17 @@ impl Walker<'_> {
                 unreadable.push(name.to_string());
                 continue;
             }
-            let kind = match table.iter().find(|(n, _)| *n == name) {
-                Some(&(_, kind)) => kind,
-                // `from os import system as s`: `s` is that runner.
-                None if renamed.iter().any(|r| r == name) => Kind::Shell,
-                None => continue,
-            };
-            // A method of that name on some other object (`app.run()`,
-            // `regex.exec(s)`) is not a runner.
-            let runner = match (lang, name, qualifier) {
-                (Lang::Python, "run" | "call" | "spawn", Some(q)) => {
-                    ["subprocess", "pty", ")"].contains(&q) || modules.iter().any(|m| m == q)
-                }
-                (Lang::Python, "run" | "call" | "spawn", None) => python_bare_run,
-                (Lang::Python, "exec" | "eval" | "compile", Some(_)) => false,
-                (Lang::Node, _, _) if kind != Kind::Eval => node_spawns,
-                (Lang::Lua, "execute" | "popen", q) => q.is_some(),
-                _ => true,
-            };
-            if !runner {
-                continue;
-            }
-            let after = &code[end..];
-            // Perl's and Ruby's block forms (`eval { … }`) are not strings.
-            if kind == Kind::Eval && after.trim_start().starts_with(['{']) {
-                continue;
-            }
-            if kind == Kind::Open {
-                if !self.perl_open(after, scope, depth) {
-                    unreadable.push(name.to_string());
-                }
-                continue;
-            }
-            match call_args(after, lang) {
-                Some(args) => self.run_call(lang, kind, &args, scope, depth),
-                None => unreadable.push(name.to_string()),
+            if let Some(kind) = reach.runner(name, before)
+                && !self.runner_call(lang, kind, &code[end..], scope, depth)
+            {
+                unreadable.push(name.to_string());
             }
         }
         // Backticks run commands in Perl, Ruby and PHP.
         if matches!(lang, Lang::Perl | Lang::Ruby | Lang::Php) {
             self.backticks(lang, code, scope, depth, &mut unreadable);
         }
-        // A runner's name as a string is a call by name (`array_map('system', …)`).
-        for (start, _) in code.match_indices(['\'', '"']) {
-            if let Some((Some(v), _)) = literal(&code[start..], lang)
-                && table.iter().any(|(n, k)| *n == v && *k != Kind::Eval)
-                && v.len() > 3
-            {
-                unreadable.push(v);
-            }
-        }
+        unreadable.extend(runners_named_in_strings(lang, code, reach.table));
         if lang == Lang::Php && code.contains('$') && php_variable_call(code) {
             unreadable.push("$function(…)".into());
         }
@@ -205,6 +152,25 @@ impl Walker<'_> {
         unreadable.dedup();
         for name in unreadable {
             self.push(format!("{DYNAMIC} {name}(…) runs code the filter cannot read"));
+        }
+    }
+
+    /// The call after a runner's name (`after`): walk what it runs; false
+    /// when its arguments are computed.
+    fn runner_call(&mut self, lang: Lang, kind: Kind, after: &str, scope: &Scope, depth: usize) -> bool {
+        // Perl's and Ruby's block forms (`eval { … }`) are not strings.
+        if kind == Kind::Eval && after.trim_start().starts_with(['{']) {
+            return true;
+        }
+        if kind == Kind::Open {
+            return self.perl_open(after, scope, depth);
+        }
+        match call_args(after, lang) {
+            Some(args) => {
+                self.run_call(lang, kind, &args, scope, depth);
+                true
+            }
+            None => false,
         }
     }
 
@@ -301,6 +267,82 @@ impl Walker<'_> {
             rest = &after[end + 1..];
         }
     }
+}
+
+/// What `code` says about how its runners are reached, read once before
+/// its identifiers are: a name in the table is a runner only when called
+/// on the object that has it.
+struct Reach {
+    lang: Lang,
+    table: &'static [(&'static str, Kind)],
+    /// Node runs commands only through child_process (or a binding to it).
+    node_spawns: bool,
+    /// Python imports from `subprocess` or `pty`: a bare `run(…)` may be theirs.
+    python_bare_run: bool,
+    /// Python's local names of runner modules (`import subprocess as sp`).
+    modules: Vec<String>,
+    /// Python's runners imported under another name.
+    renamed: Vec<String>,
+}
+
+impl Reach {
+    fn new(lang: Lang, code: &str) -> Reach {
+        let (modules, renamed) = if lang == Lang::Python {
+            python_imports(code)
+        } else {
+            Default::default()
+        };
+        Reach {
+            lang,
+            table: calls(lang),
+            node_spawns: lang != Lang::Node || code.contains("child_process") || code.contains("binding"),
+            python_bare_run: code.contains("from subprocess import") || code.contains("from pty import"),
+            modules,
+            renamed,
+        }
+    }
+
+    /// The kind of runner the identifier `name` (after the code `before`
+    /// it) is, if it is one.
+    fn runner(&self, name: &str, before: &str) -> Option<Kind> {
+        let kind = match self.table.iter().find(|(n, _)| *n == name) {
+            Some(&(_, kind)) => kind,
+            // `from os import system as s`: `s` is that runner.
+            None if self.renamed.iter().any(|r| r == name) => Kind::Shell,
+            None => return None,
+        };
+        let qualifier = before.strip_suffix('.').map(|q| {
+            q.trim_end()
+                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or(")")
+        });
+        // A method of that name on some other object (`app.run()`,
+        // `regex.exec(s)`) is not a runner.
+        let runner = match (self.lang, name, qualifier) {
+            (Lang::Python, "run" | "call" | "spawn", Some(q)) => {
+                ["subprocess", "pty", ")"].contains(&q) || self.modules.iter().any(|m| m == q)
+            }
+            (Lang::Python, "run" | "call" | "spawn", None) => self.python_bare_run,
+            (Lang::Python, "exec" | "eval" | "compile", Some(_)) => false,
+            (Lang::Node, _, _) if kind != Kind::Eval => self.node_spawns,
+            (Lang::Lua, "execute" | "popen", q) => q.is_some(),
+            _ => true,
+        };
+        runner.then_some(kind)
+    }
+}
+
+/// A runner's name as a string is a call by name (`array_map('system', …)`).
+fn runners_named_in_strings(lang: Lang, code: &str, table: &[(&str, Kind)]) -> Vec<String> {
+    code.match_indices(['\'', '"'])
+        .filter_map(|(start, _)| match literal(&code[start..], lang) {
+            Some((Some(v), _)) if table.iter().any(|(n, k)| *n == v && *k != Kind::Eval) && v.len() > 3 => {
+                Some(v)
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Python's imports of the modules that run commands: their local names
