@@ -71,65 +71,7 @@ impl Walker<'_> {
     /// +` reads as `rm -rf /` while `find ~ -name '*.tmp' -exec rm -rf {} +`
     /// does not.
     fn find(&mut self, args: &[Text], scope: &Scope, depth: usize) {
-        let roots: Vec<String> = args
-            .iter()
-            .take_while(|a| !a.s.starts_with('-') && a.s != "(" && a.s != "!")
-            .map(|a| clean_path(&a.s, self.home))
-            .collect();
-        let roots = if roots.is_empty() {
-            vec![".".to_string()]
-        } else {
-            roots
-        };
-        let mut names = Vec::new();
-        for pair in args.windows(2) {
-            if ["-name", "-iname", "-path", "-ipath", "-wholename", "-lname"].contains(&pair[0].s.as_str()) {
-                names.push(pair[1].s.to_lowercase());
-            }
-        }
-        // What `{}` may be: the roots (when they match), and paths under
-        // them matching a pattern.
-        let below = args.windows(2).any(|p| p[0].s == "-mindepth" && p[1].s != "0");
-        let matches_root = |r: &str| {
-            let base = r
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .filter(|b| !b.is_empty())
-                .unwrap_or("/");
-            names.is_empty() || names.iter().any(|n| glob_matches(n, base))
-        };
-        let mut fills: Vec<(String, bool)> = roots
-            .iter()
-            .filter(|r| !below && matches_root(r))
-            .map(|r| (r.clone(), false))
-            .collect();
-        // With no name pattern, everything under a root (`-mindepth 1`).
-        if names.is_empty() {
-            fills.extend(
-                roots
-                    .iter()
-                    .map(|r| (format!("{}/*", r.trim_end_matches('/')), true)),
-            );
-        }
-        for r in &roots {
-            for n in &names {
-                let path = if n.starts_with('/') {
-                    n.clone()
-                } else {
-                    format!("{}/{n}", r.trim_end_matches('/'))
-                };
-                // A socket of the engine anywhere under the root, by name.
-                let under = |sock: &&&str| {
-                    (r == "/" || sock.starts_with(&format!("{}/", r.trim_end_matches('/'))))
-                        && glob_matches(n, sock.rsplit('/').next().unwrap_or(""))
-                };
-                let sock = engine_socket_glob(&path).or_else(|| ENGINE_SOCKETS.iter().find(under).copied());
-                fills.push((sock.map_or(path, str::to_string), true));
-            }
-        }
-        // The command is walked at most 8 times.
-        fills.truncate(8);
+        let fills = find_fills(args, self.home);
         let mut i = 0;
         while i < args.len() {
             let opt = args[i].s.as_str();
@@ -137,38 +79,42 @@ impl Walker<'_> {
                 let end = (i + 1..args.len())
                     .find(|&j| args[j].s == ";" || args[j].s == "+")
                     .unwrap_or(args.len());
-                let cmd = &args[i + 1..end];
-                let placeholder = cmd.iter().skip(1).any(|a| a.s.contains("{}"));
-                let at = At {
-                    depth: depth + 1,
-                    straight: false,
-                    reads_input: false,
-                };
-                if placeholder {
-                    for (fill, glob) in &fills {
-                        let words: Vec<Text> = cmd
-                            .iter()
-                            .enumerate()
-                            .map(|(k, a)| {
-                                let mut t = a.clone();
-                                if k > 0 && a.s.contains("{}") {
-                                    t.s = a.s.replace("{}", fill);
-                                    t.glob |= *glob;
-                                }
-                                t
-                            })
-                            .collect();
-                        self.simple(&words, &[], &[], &mut scope.clone(), at);
-                    }
-                } else {
-                    self.simple(cmd, &[], &[], &mut scope.clone(), at);
-                }
+                self.find_exec(&args[i + 1..end], &fills, scope, depth);
                 i = end;
             } else if ["-fprint", "-fprint0", "-fprintf", "-fls"].contains(&opt) {
                 // Writes a file: the mention is enough for `written.rs`.
                 i += 1;
             }
             i += 1;
+        }
+    }
+
+    /// One `-exec CMD` of `find`: CMD walked once per fill of `{}` (a path,
+    /// and whether it is a glob), or once as it is when it has no `{}`.
+    fn find_exec(&mut self, cmd: &[Text], fills: &[(String, bool)], scope: &Scope, depth: usize) {
+        let at = At {
+            depth: depth + 1,
+            straight: false,
+            reads_input: false,
+        };
+        if !cmd.iter().skip(1).any(|a| a.s.contains("{}")) {
+            self.simple(cmd, &[], &[], &mut scope.clone(), at);
+            return;
+        }
+        for (fill, glob) in fills {
+            let words: Vec<Text> = cmd
+                .iter()
+                .enumerate()
+                .map(|(k, a)| {
+                    let mut t = a.clone();
+                    if k > 0 && a.s.contains("{}") {
+                        t.s = a.s.replace("{}", fill);
+                        t.glob |= *glob;
+                    }
+                    t
+                })
+                .collect();
+            self.simple(&words, &[], &[], &mut scope.clone(), at);
         }
     }
 
@@ -250,4 +196,71 @@ impl Walker<'_> {
             _ => None,
         }
     }
+}
+
+/// What `{}` may stand for in `find ARGS` (a path, and whether it is a
+/// glob), at most 8: the roots (when they match), and paths under them
+/// matching a pattern.
+fn find_fills(args: &[Text], home: Option<&str>) -> Vec<(String, bool)> {
+    let roots: Vec<String> = args
+        .iter()
+        .take_while(|a| !a.s.starts_with('-') && a.s != "(" && a.s != "!")
+        .map(|a| clean_path(&a.s, home))
+        .collect();
+    let roots = if roots.is_empty() {
+        vec![".".to_string()]
+    } else {
+        roots
+    };
+    let mut names = Vec::new();
+    for pair in args.windows(2) {
+        if ["-name", "-iname", "-path", "-ipath", "-wholename", "-lname"].contains(&pair[0].s.as_str()) {
+            names.push(pair[1].s.to_lowercase());
+        }
+    }
+    let below = args.windows(2).any(|p| p[0].s == "-mindepth" && p[1].s != "0");
+    let matches_root = |r: &str| {
+        let base = r
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|b| !b.is_empty())
+            .unwrap_or("/");
+        names.is_empty() || names.iter().any(|n| glob_matches(n, base))
+    };
+    let mut fills: Vec<(String, bool)> = roots
+        .iter()
+        .filter(|r| !below && matches_root(r))
+        .map(|r| (r.clone(), false))
+        .collect();
+    // With no name pattern, everything under a root (`-mindepth 1`).
+    if names.is_empty() {
+        fills.extend(
+            roots
+                .iter()
+                .map(|r| (format!("{}/*", r.trim_end_matches('/')), true)),
+        );
+    }
+    for r in &roots {
+        fills.extend(names.iter().map(|n| (named_under(r, n), true)));
+    }
+    // The command is walked at most 8 times.
+    fills.truncate(8);
+    fills
+}
+
+/// The path a name pattern `n` stands for under the root `r`: an engine
+/// socket it may name (anywhere under the root), or `r/n`.
+fn named_under(r: &str, n: &str) -> String {
+    let path = if n.starts_with('/') {
+        n.to_string()
+    } else {
+        format!("{}/{n}", r.trim_end_matches('/'))
+    };
+    let under = |sock: &&&str| {
+        (r == "/" || sock.starts_with(&format!("{}/", r.trim_end_matches('/'))))
+            && glob_matches(n, sock.rsplit('/').next().unwrap_or(""))
+    };
+    let sock = engine_socket_glob(&path).or_else(|| ENGINE_SOCKETS.iter().find(under).copied());
+    sock.map_or(path, str::to_string)
 }
