@@ -131,83 +131,23 @@ impl Walker<'_> {
 
     /// The `e` commands and `s///e` flags of one sed script.
     fn sed_script(&mut self, script: &str, scope: &Scope, depth: usize) {
-        let c: Vec<char> = script.chars().collect();
-        let mut i = 0;
-        let skip_ws = |i: &mut usize| {
-            while *i < c.len() && c[*i].is_whitespace() {
-                *i += 1;
-            }
+        let mut t = SedText {
+            c: script.chars().collect(),
+            i: 0,
         };
-        // The text of a delimited field (`/re/`), escapes kept.
-        let field = |i: &mut usize, d: char| -> String {
-            let mut out = String::new();
-            while *i < c.len() && c[*i] != d {
-                if c[*i] == '\\' && *i + 1 < c.len() {
-                    out.push(c[*i]);
-                    *i += 1;
-                }
-                out.push(c[*i]);
-                *i += 1;
-            }
-            *i += 1;
-            out
-        };
-        while i < c.len() {
+        while t.i < t.c.len() {
             if !self.tick() {
                 return;
             }
-            skip_ws(&mut i);
-            // Addresses: numbers, `$`, `/re/`, `\%re%`, ranges, `!`.
-            loop {
-                match c.get(i) {
-                    Some(d) if d.is_ascii_digit() || *d == '$' || *d == ',' || *d == '!' || *d == '~' => {
-                        i += 1
-                    }
-                    Some('/') => {
-                        i += 1;
-                        field(&mut i, '/');
-                    }
-                    Some('\\') if i + 1 < c.len() => {
-                        let d = c[i + 1];
-                        i += 2;
-                        field(&mut i, d);
-                    }
-                    _ => break,
-                }
-            }
-            skip_ws(&mut i);
-            let Some(&cmd) = c.get(i) else { break };
-            i += 1;
-            let to_end = |i: &mut usize, stops: &str| -> String {
-                let start = *i;
-                while *i < c.len() && !stops.contains(c[*i]) {
-                    *i += 1;
-                }
-                c[start..*i].iter().collect::<String>().trim().to_string()
-            };
+            t.skip_ws();
+            t.addresses();
+            t.skip_ws();
+            let Some(&cmd) = t.c.get(t.i) else { break };
+            t.i += 1;
             match cmd {
-                's' | 'y' if i < c.len() => {
-                    let d = c[i];
-                    i += 1;
-                    field(&mut i, d);
-                    let replacement = field(&mut i, d);
-                    let start = i;
-                    while i < c.len() && (c[i].is_ascii_alphanumeric()) {
-                        i += 1;
-                    }
-                    let flags: String = c[start..i].iter().collect();
-                    if cmd == 's' && flags.contains('e') {
-                        // The pattern space after the substitution runs: it
-                        // holds the input, which the filter never sees.
-                        self.line(&replacement, &mut scope.clone(), depth + 1, true);
-                        self.push(format!("{DYNAMIC} sed s///e runs its input"));
-                    }
-                    if cmd == 's' && flags.contains('w') {
-                        to_end(&mut i, "\n");
-                    }
-                }
+                's' | 'y' if t.i < t.c.len() => self.sed_substitute(cmd, &mut t, scope, depth),
                 'e' => {
-                    let command = to_end(&mut i, ";\n}");
+                    let command = t.until(";\n}");
                     if command.is_empty() {
                         self.push(format!("{DYNAMIC} sed e runs its input"));
                     } else {
@@ -216,16 +156,103 @@ impl Walker<'_> {
                 }
                 // Commands whose argument runs to the end of the line.
                 'a' | 'i' | 'c' | 'w' | 'W' | 'r' | 'R' => {
-                    to_end(&mut i, "\n");
+                    t.until("\n");
                 }
                 'b' | 't' | 'T' | ':' => {
-                    to_end(&mut i, ";\n}");
+                    t.until(";\n}");
                 }
                 _ => {}
             }
-            skip_ws(&mut i);
-            if c.get(i) == Some(&';') {
-                i += 1;
+            t.skip_ws();
+            if t.c.get(t.i) == Some(&';') {
+                t.i += 1;
+            }
+        }
+    }
+
+    /// sed's `s` (or `y`) after its letter: `s///e` runs the pattern space.
+    fn sed_substitute(&mut self, cmd: char, t: &mut SedText, scope: &Scope, depth: usize) {
+        let d = t.c[t.i];
+        t.i += 1;
+        t.field(d);
+        let replacement = t.field(d);
+        let start = t.i;
+        while t.i < t.c.len() && t.c[t.i].is_ascii_alphanumeric() {
+            t.i += 1;
+        }
+        let flags: String = t.c[start..t.i].iter().collect();
+        if cmd == 's' && flags.contains('e') {
+            // The pattern space after the substitution runs: it
+            // holds the input, which the filter never sees.
+            self.line(&replacement, &mut scope.clone(), depth + 1, true);
+            self.push(format!("{DYNAMIC} sed s///e runs its input"));
+        }
+        if cmd == 's' && flags.contains('w') {
+            t.until("\n");
+        }
+    }
+}
+
+/// A sed script read a character at a time: `i` is where reading is.
+struct SedText {
+    c: Vec<char>,
+    i: usize,
+}
+
+impl SedText {
+    /// Past any whitespace.
+    fn skip_ws(&mut self) {
+        while self.i < self.c.len() && self.c[self.i].is_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    /// The text of a delimited field (`/re/`), escapes kept; reading goes
+    /// on past its closing delimiter.
+    fn field(&mut self, d: char) -> String {
+        let mut out = String::new();
+        while self.i < self.c.len() && self.c[self.i] != d {
+            if self.c[self.i] == '\\' && self.i + 1 < self.c.len() {
+                out.push(self.c[self.i]);
+                self.i += 1;
+            }
+            out.push(self.c[self.i]);
+            self.i += 1;
+        }
+        self.i += 1;
+        out
+    }
+
+    /// The text up to the first of `stops` (left to read), trimmed.
+    fn until(&mut self, stops: &str) -> String {
+        let start = self.i;
+        while self.i < self.c.len() && !stops.contains(self.c[self.i]) {
+            self.i += 1;
+        }
+        self.c[start..self.i]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .to_string()
+    }
+
+    /// Addresses: numbers, `$`, `/re/`, `\%re%`, ranges, `!`.
+    fn addresses(&mut self) {
+        loop {
+            match self.c.get(self.i) {
+                Some(d) if d.is_ascii_digit() || *d == '$' || *d == ',' || *d == '!' || *d == '~' => {
+                    self.i += 1
+                }
+                Some('/') => {
+                    self.i += 1;
+                    self.field('/');
+                }
+                Some('\\') if self.i + 1 < self.c.len() => {
+                    let d = self.c[self.i + 1];
+                    self.i += 2;
+                    self.field(d);
+                }
+                _ => break,
             }
         }
     }
