@@ -120,17 +120,28 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
     let refuse = |why: &str| Refused {
         reason: format!("the scoped engine does not forward {}: {why}", line(method, path)),
     };
+    let (prefix, segments) = split_path(path).map_err(refuse)?;
+    let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let endpoint = endpoint(method, &s).map_err(refuse)?;
+    Ok(Routed {
+        prefix,
+        segments,
+        endpoint,
+    })
+}
+
+/// The version prefix (`/v1.41` or empty) and the checked segments after
+/// it, or why the path is refused.
+fn split_path(path: &str) -> Result<(String, Vec<String>), &'static str> {
     let Some(rest) = path.strip_prefix('/') else {
-        return Err(refuse("not a path"));
+        return Err("not a path");
     };
     let mut segments: Vec<String> = rest.split('/').map(str::to_string).collect();
     if segments.last().is_some_and(|s| s.is_empty()) && segments.len() > 1 {
         segments.pop();
     }
     if segments.iter().any(|s| !plain(s)) {
-        return Err(refuse(
-            "the path holds characters or segments it does not accept (%, empty, . or ..)",
-        ));
+        return Err("the path holds characters or segments it does not accept (%, empty, . or ..)");
     }
     let mut prefix = String::new();
     if let Some(v) = segments.first().and_then(|s| s.strip_prefix('v'))
@@ -140,20 +151,23 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
         let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(u32::MAX));
         let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         if version < MIN_API {
-            return Err(refuse(
+            return Err(
                 "API versions before 1.24 read a container's settings when it starts; use 1.24 or later",
-            ));
+            );
         }
         prefix = format!("/{}", segments.remove(0));
     }
-    let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+    Ok((prefix, segments))
+}
+
+/// What `method` on the path's segments `s` (after the prefix) asks, or
+/// why it is refused.
+fn endpoint(method: &Method, s: &[&str]) -> Result<Endpoint, &'static str> {
     let get = *method == Method::GET;
     let head = *method == Method::HEAD;
     let post = *method == Method::POST;
-    let put = *method == Method::PUT;
     let delete = *method == Method::DELETE;
-    use ContainerOp as C;
-    let endpoint = match s.as_slice() {
+    Ok(match s {
         ["_ping"] if get || head => Endpoint::Ping,
         ["version"] if get => Endpoint::Version,
         ["info"] if get => Endpoint::Info,
@@ -162,26 +176,8 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
         ["images", name @ .., "json"] if get && !name.is_empty() => Endpoint::ImageInspect,
         ["containers", "create"] if post => Endpoint::ContainerCreate,
         ["containers", "json"] if get => Endpoint::ContainerList,
-        ["containers", r] if delete => Endpoint::Container(r.to_string(), C::Remove),
-        ["containers", r, op] => {
-            let op = match *op {
-                "json" if get => C::Inspect,
-                "start" if post => C::Start,
-                "stop" if post => C::Stop,
-                "kill" if post => C::Kill,
-                "wait" if post => C::Wait,
-                "logs" if get => C::Logs,
-                "attach" if post => C::Attach,
-                "exec" if post => C::ExecCreate,
-                "archive" if get || put || head => C::Archive,
-                _ => {
-                    return Err(refuse(
-                        "a test library needs only create, start, stop, kill, wait, inspect, logs, attach, exec, archive and remove of its own containers",
-                    ));
-                }
-            };
-            Endpoint::Container(r.to_string(), op)
-        }
+        ["containers", r] if delete => Endpoint::Container(r.to_string(), ContainerOp::Remove),
+        ["containers", r, op] => Endpoint::Container(r.to_string(), container_op(method, op)?),
         ["exec", id, "json"] if get => Endpoint::ExecInspect(id.to_string()),
         ["exec", id, "start"] if post => Endpoint::ExecStart(id.to_string()),
         ["networks", "create"] if post => Endpoint::NetworkCreate,
@@ -191,31 +187,50 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Refused> {
         ["networks", r, "connect"] if post => Endpoint::Network(r.to_string(), NetworkOp::Connect),
         ["volumes", "create"] if post => Endpoint::VolumeCreate,
         ["volumes", name] if delete => Endpoint::VolumeRemove(name.to_string()),
-        ["build", ..] => {
-            return Err(refuse(
-                "image builds run the Dockerfile's steps on the engine, outside the job's limits",
-            ));
+        _ => return Err(refused(s)),
+    })
+}
+
+/// What `method` on one of the job's containers (`/containers/ID/OP`) does.
+fn container_op(method: &Method, op: &str) -> Result<ContainerOp, &'static str> {
+    use ContainerOp as C;
+    let is = |m: Method| *method == m;
+    Ok(match op {
+        "json" if is(Method::GET) => C::Inspect,
+        "start" if is(Method::POST) => C::Start,
+        "stop" if is(Method::POST) => C::Stop,
+        "kill" if is(Method::POST) => C::Kill,
+        "wait" if is(Method::POST) => C::Wait,
+        "logs" if is(Method::GET) => C::Logs,
+        "attach" if is(Method::POST) => C::Attach,
+        "exec" if is(Method::POST) => C::ExecCreate,
+        "archive" if is(Method::GET) || is(Method::PUT) || is(Method::HEAD) => C::Archive,
+        _ => {
+            return Err(
+                "a test library needs only create, start, stop, kill, wait, inspect, logs, attach, exec, archive and remove of its own containers",
+            );
         }
-        ["events", ..] => return Err(refuse("the engine's events are every container's, not the job's")),
+    })
+}
+
+/// Why a path no endpoint reads is refused: the engine's own business says
+/// what it is, anything else is not needed.
+fn refused(s: &[&str]) -> &'static str {
+    match s {
+        ["build", ..] => "image builds run the Dockerfile's steps on the engine, outside the job's limits",
+        ["events", ..] => "the engine's events are every container's, not the job's",
         ["swarm", ..]
         | ["services", ..]
         | ["nodes", ..]
         | ["secrets", ..]
         | ["configs", ..]
-        | ["tasks", ..] => {
-            return Err(refuse("swarm is the engine's, not the job's"));
-        }
-        ["plugins", ..] => return Err(refuse("plugins run with the engine's privileges")),
+        | ["tasks", ..] => "swarm is the engine's, not the job's",
+        ["plugins", ..] => "plugins run with the engine's privileges",
         ["system", ..] | ["auth"] | ["session"] | ["distribution", ..] | ["commit"] => {
-            return Err(refuse("this is the engine's business, not a test's"));
+            "this is the engine's business, not a test's"
         }
-        _ => return Err(refuse("not an endpoint a test library needs")),
-    };
-    Ok(Routed {
-        prefix,
-        segments,
-        endpoint,
-    })
+        _ => "not an endpoint a test library needs",
+    }
 }
 
 #[cfg(test)]
