@@ -7,9 +7,12 @@
 //! Three kinds of task: the events follower (one for the whole session,
 //! reconnecting after a second when the manager goes away), the log follower
 //! of the open details/diagnostic screen (replaced when another opens), and
-//! one-shot requests (kill, resume, background, copy, refresh). Refreshes are
-//! coalesced: while one batch is in flight, further ids only join the next,
-//! so a burst of events costs one request per job, not one per event.
+//! one-shot requests (kill, resume, background, copy, refresh; most are in
+//! `io/requests.rs`). Refreshes are coalesced: while one batch is in flight,
+//! further ids only join the next, so a burst of events costs one request
+//! per job, not one per event.
+
+mod requests;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -22,8 +25,7 @@ use super::logpane::{OlderPage, PaneKind};
 use crate::api::JobView;
 use crate::api::client::Client;
 use crate::events::Event;
-use crate::manager::KillRequest;
-use crate::model::{EndedBy, JobId, JobInfo};
+use crate::model::{JobId, JobInfo};
 use crate::output::{Line, LogPage, LogQuery};
 
 /// Wait before following events again once the manager went away.
@@ -117,63 +119,21 @@ impl Io {
     }
 
     pub fn perform(&mut self, action: Action) {
-        let say = |tx: &UnboundedSender<Reply>, text: String| {
-            let _ = tx.send(Reply::App(Msg::Notice(text)));
-        };
         match action {
             Action::None | Action::Quit => {}
             Action::Kill(id) => {
-                self.spawn(|c, tx| async move {
-                    let req = KillRequest {
-                        ended_by: Some(EndedBy::User),
-                        reason: Some("killed by user (berth tui)".into()),
-                        ..Default::default()
-                    };
-                    let text = match c.kill(&id, &req).await {
-                        Ok(out) if out.result == crate::manager::KillResult::AlreadyFinished => {
-                            format!("{id} had already ended ({})", out.status.name())
-                        }
-                        Ok(out) => format!("{id} stopped ({}, ended by user)", out.status.name()),
-                        Err(e) => format!("could not stop {id}: {e}"),
-                    };
-                    say(&tx, text);
-                });
+                self.spawn(|c, tx| requests::kill(c, tx, id));
             }
             Action::Background(id) => {
-                self.spawn(|c, tx| async move {
-                    let text = match c.background(&id, EndedBy::User).await {
-                        Ok(_) => format!("{id} moved to background by user: its caller is released"),
-                        Err(e) => format!("could not move {id} to background: {e}"),
-                    };
-                    say(&tx, text);
-                });
+                self.spawn(|c, tx| requests::background(c, tx, id));
             }
             Action::Resume(id) => {
-                self.spawn(|c, tx| async move {
-                    let msg = match c.resume(&id).await {
-                        Ok(view) => Msg::Resumed {
-                            from: id,
-                            view: Box::new(view),
-                        },
-                        Err(e) => Msg::Notice(format!("could not resume {id}: {e}")),
-                    };
-                    let _ = tx.send(Reply::App(msg));
-                });
+                self.spawn(|c, tx| requests::resume(c, tx, id));
             }
             Action::Open(id, PaneKind::Layer) => {
                 self.close_pane();
                 self.refresh(id.clone());
-                self.spawn(|c, tx| async move {
-                    let req = crate::api::DiffRequest {
-                        patch: true,
-                        ..Default::default()
-                    };
-                    let text = match c.layer_diff(id.as_str(), &req).await {
-                        Ok(d) => d.text,
-                        Err(e) => format!("{id} has no layer to show: {e}"),
-                    };
-                    let _ = tx.send(Reply::App(Msg::Text(id, text)));
-                });
+                self.spawn(|c, tx| requests::layer_diff(c, tx, id));
             }
             Action::Open(id, kind) => {
                 self.close_pane();
@@ -183,35 +143,14 @@ impl Io {
             }
             Action::Close => self.close_pane(),
             Action::LoadOlder(id, older) => {
-                self.spawn(|c, tx| async move {
-                    let q = LogQuery {
-                        since: Some(older.since),
-                        limit: Some(older.limit),
-                        ..Default::default()
-                    };
-                    let msg = match c.logs(&id, &q).await {
-                        Ok(page) => Msg::LogPage(id, page),
-                        Err(e) => Msg::Notice(format!("could not read older lines of {id}: {e}")),
-                    };
-                    let _ = tx.send(Reply::App(msg));
-                });
+                self.spawn(|c, tx| requests::load_older(c, tx, id, older));
             }
             Action::Copy(id) => {
-                self.spawn(|c, tx| async move {
-                    let reply = match whole_log(&c, &id).await {
-                        Ok((text, lines)) => Reply::CopyText { job: id, text, lines },
-                        Err(e) => Reply::App(Msg::Notice(format!("could not read the log of {id}: {e}"))),
-                    };
-                    let _ = tx.send(reply);
-                });
+                self.spawn(|c, tx| requests::copy(c, tx, id));
             }
             Action::Refresh(id) => self.refresh(id),
             Action::RefreshAll => {
-                self.spawn(|c, tx| async move {
-                    if let Ok(jobs) = c.panel_jobs().await {
-                        let _ = tx.send(Reply::App(Msg::Jobs(jobs)));
-                    }
-                });
+                self.spawn(requests::refresh_all);
             }
         }
     }
