@@ -219,7 +219,8 @@ impl SedText {
             out.push(self.c[self.i]);
             self.i += 1;
         }
-        self.i += 1;
+        // Past the closing delimiter; an unfinished field ends the script.
+        self.i = (self.i + 1).min(self.c.len());
         out
     }
 
