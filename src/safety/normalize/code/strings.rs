@@ -29,46 +29,12 @@ pub(super) enum Arg {
 /// bytes. `Some((None, len))` for a literal whose value is computed
 /// (interpolation, an f-string); `None` when `s` does not start with one.
 pub(super) fn literal(s: &str, lang: Lang) -> Option<(Option<String>, usize)> {
-    let mut prefix = 0;
-    let mut raw = false;
-    let mut fstring = false;
-    if lang == Lang::Python {
-        for c in s.chars().take(2) {
-            match c.to_ascii_lowercase() {
-                'r' => raw = true,
-                'f' => fstring = true,
-                'b' | 'u' => {}
-                _ => break,
-            }
-            prefix += 1;
-        }
-        if !s[prefix..].starts_with(['\'', '"']) {
-            prefix = 0;
-            raw = false;
-            fstring = false;
-        }
-    }
+    let (prefix, raw, fstring) = python_prefix(s, lang);
     let body = &s[prefix..];
-    // Perl's q(), qq{}, qw[], qx//; Ruby's %q(), %Q(), %w(), %x().
-    if matches!(lang, Lang::Perl | Lang::Ruby) {
-        let quote_op = ["qq", "qw", "qx", "q", "%q", "%Q", "%w", "%x"].iter().find(|op| {
-            body.starts_with(**op) && body[op.len()..].starts_with(|c: char| "({[</|!".contains(c))
-        });
-        if let Some(op) = quote_op {
-            let open = body[op.len()..].chars().next()?;
-            let close = match open {
-                '(' => ')',
-                '{' => '}',
-                '[' => ']',
-                '<' => '>',
-                c => c,
-            };
-            let inner_start = op.len() + 1;
-            let end = body[inner_start..].find(close)? + inner_start;
-            let inner = &body[inner_start..end];
-            let interpolates = !matches!(*op, "q" | "qw" | "%q" | "%w") && inner.contains(['$', '@', '#']);
-            return Some(((!interpolates).then(|| inner.to_string()), end + 1));
-        }
+    if matches!(lang, Lang::Perl | Lang::Ruby)
+        && let Some(op) = quote_op(body)
+    {
+        return quote_op_literal(body, op);
     }
     let q = body
         .chars()
@@ -83,33 +49,13 @@ pub(super) fn literal(s: &str, lang: Lang) -> Option<(Option<String>, usize)> {
     } else {
         q.to_string()
     };
-    let inner_start = delim.len();
-    let mut i = inner_start;
-    let bytes = body.as_bytes();
-    let end = loop {
-        if i >= body.len() {
-            return Some((None, body.len() + prefix));
-        }
-        if bytes[i] == b'\\' {
-            i += 2;
-            continue;
-        }
-        if body[i..].starts_with(&delim) {
-            break i;
-        }
-        i += body[i..].chars().next().map_or(1, char::len_utf8);
+    let Some(end) = closing(body, &delim) else {
+        return Some((None, body.len() + prefix));
     };
-    let inner = &body[inner_start..end.min(body.len())];
+    let inner = &body[delim.len()..end.min(body.len())];
     let len = prefix + end + delim.len();
     let single = q == '\'';
-    let interpolates = match lang {
-        Lang::Python => fstring && inner.contains('{'),
-        Lang::Perl | Lang::Php => !single && inner.contains(['$', '@']),
-        Lang::Ruby => !single && inner.contains("#{"),
-        Lang::Node => q == '`' && inner.contains("${"),
-        Lang::Awk | Lang::Lua => false,
-    };
-    if interpolates {
+    if interpolates(lang, q, fstring, inner) {
         return Some((None, len));
     }
     let value = if raw || (single && matches!(lang, Lang::Perl | Lang::Ruby | Lang::Php)) {
@@ -118,6 +64,91 @@ pub(super) fn literal(s: &str, lang: Lang) -> Option<(Option<String>, usize)> {
         decode_escapes(inner, true)
     };
     Some((Some(value), len))
+}
+
+/// Python's string prefix (`r`, `f`, `b`, `u`, up to two of them) at the
+/// start of `s`: its length and whether it makes the literal raw or an
+/// f-string. Nothing when no quote follows it (`rb` is then a name).
+fn python_prefix(s: &str, lang: Lang) -> (usize, bool, bool) {
+    if lang != Lang::Python {
+        return (0, false, false);
+    }
+    let (mut prefix, mut raw, mut fstring) = (0, false, false);
+    for c in s.chars().take(2) {
+        match c.to_ascii_lowercase() {
+            'r' => raw = true,
+            'f' => fstring = true,
+            'b' | 'u' => {}
+            _ => break,
+        }
+        prefix += 1;
+    }
+    if s[prefix..].starts_with(['\'', '"']) {
+        (prefix, raw, fstring)
+    } else {
+        (0, false, false)
+    }
+}
+
+/// The quote operator at the start of `body`, when one is followed by its
+/// opening delimiter: Perl's q(), qq{}, qw[], qx//; Ruby's %q(), %Q(),
+/// %w(), %x(). Longer operators are tried first (`qq` before `q`).
+fn quote_op(body: &str) -> Option<&'static str> {
+    ["qq", "qw", "qx", "q", "%q", "%Q", "%w", "%x"]
+        .into_iter()
+        .find(|op| body.starts_with(op) && body[op.len()..].starts_with(|c: char| "({[</|!".contains(c)))
+}
+
+/// The literal of quote operator `op` at the start of `body`, up to the
+/// first closing delimiter (nesting is not counted); `None` when it is
+/// never closed.
+fn quote_op_literal(body: &str, op: &str) -> Option<(Option<String>, usize)> {
+    let open = body[op.len()..].chars().next()?;
+    let close = match open {
+        '(' => ')',
+        '{' => '}',
+        '[' => ']',
+        '<' => '>',
+        c => c,
+    };
+    let inner_start = op.len() + 1;
+    let end = body[inner_start..].find(close)? + inner_start;
+    let inner = &body[inner_start..end];
+    let interpolates = !matches!(op, "q" | "qw" | "%q" | "%w") && inner.contains(['$', '@', '#']);
+    Some(((!interpolates).then(|| inner.to_string()), end + 1))
+}
+
+/// Where the first unescaped `delim` after the opening one (which is as
+/// long as `delim`) starts in `body`; `None` when the literal runs to the end.
+fn closing(body: &str, delim: &str) -> Option<usize> {
+    let bytes = body.as_bytes();
+    let mut i = delim.len();
+    loop {
+        if i >= body.len() {
+            return None;
+        }
+        if bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if body[i..].starts_with(delim) {
+            return Some(i);
+        }
+        i += body[i..].chars().next().map_or(1, char::len_utf8);
+    }
+}
+
+/// Whether a literal quoted with `q` whose text is `inner` is computed at
+/// run time (interpolation, an f-string with a field) in `lang`.
+fn interpolates(lang: Lang, q: char, fstring: bool, inner: &str) -> bool {
+    let single = q == '\'';
+    match lang {
+        Lang::Python => fstring && inner.contains('{'),
+        Lang::Perl | Lang::Php => !single && inner.contains(['$', '@']),
+        Lang::Ruby => !single && inner.contains("#{"),
+        Lang::Node => q == '`' && inner.contains("${"),
+        Lang::Awk | Lang::Lua => false,
+    }
 }
 
 /// The arguments of a call whose name ends at `s` (`(…)`, or for Perl and
