@@ -127,45 +127,9 @@ impl Walker<'_> {
     pub(super) fn builtin(&mut self, name: &str, w: &[Text], scope: &mut Scope, at: At) -> bool {
         let args = &w[1..];
         match name {
-            "source" | "." => {
-                if let Some(f) = args.first() {
-                    if unreadable_script(&f.s) || (f.dynamic && !f.s.starts_with("<(?)")) {
-                        self.push(format!("{DYNAMIC} {name} {}", f.s));
-                    } else {
-                        self.files.runs(&f.s);
-                    }
-                }
-                // A sourced file may set any variable.
-                scope.poison();
-            }
-            "eval" => {
-                let args = match args.first() {
-                    Some(a) if a.s == "--" => &args[1..],
-                    _ => args,
-                };
-                let text = args.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
-                if args.iter().any(|a| a.dynamic) {
-                    scope.poison();
-                }
-                self.line(&text, scope, at.depth + 1, at.straight);
-            }
-            "trap" => {
-                let mut rest = args;
-                while rest
-                    .first()
-                    .is_some_and(|a| ["--", "-p", "-l", "-P"].contains(&a.s.as_str()))
-                {
-                    rest = &rest[1..];
-                }
-                if let Some(a) = rest.first() {
-                    if a.dynamic {
-                        self.push(format!("{DYNAMIC} trap {}", a.s));
-                    }
-                    self.line(&a.s.clone(), scope, at.depth + 1, false);
-                }
-                // It runs later (at exit, before commands, on signals).
-                scope.poison();
-            }
+            "source" | "." => self.source(name, args, scope),
+            "eval" => self.eval(args, scope, at),
+            "trap" => self.trap(args, scope, at),
             // An alias's value is code (with `shopt -s expand_aliases` it runs).
             "alias" => {
                 for a in args {
@@ -213,6 +177,54 @@ impl Walker<'_> {
             _ => return false,
         }
         true
+    }
+
+    /// `source FILE` (or `. FILE`): FILE is noted as run (`written.rs`);
+    /// one the filter cannot name is [`DYNAMIC`].
+    fn source(&mut self, name: &str, args: &[Text], scope: &mut Scope) {
+        if let Some(f) = args.first() {
+            if unreadable_script(&f.s) || (f.dynamic && !f.s.starts_with("<(?)")) {
+                self.push(format!("{DYNAMIC} {name} {}", f.s));
+            } else {
+                self.files.runs(&f.s);
+            }
+        }
+        // A sourced file may set any variable.
+        scope.poison();
+    }
+
+    /// `eval [--] ARGS…`: the arguments joined by spaces are a command line,
+    /// walked in this scope (eval runs in the current shell).
+    fn eval(&mut self, args: &[Text], scope: &mut Scope, at: At) {
+        let args = match args.first() {
+            Some(a) if a.s == "--" => &args[1..],
+            _ => args,
+        };
+        let text = args.iter().map(|a| a.s.as_str()).collect::<Vec<_>>().join(" ");
+        if args.iter().any(|a| a.dynamic) {
+            scope.poison();
+        }
+        self.line(&text, scope, at.depth + 1, at.straight);
+    }
+
+    /// `trap [-p|-l|-P|--] ACTION SIGNAL…`: ACTION is a command line that
+    /// runs later, so it is walked and no variable is known after it.
+    fn trap(&mut self, args: &[Text], scope: &mut Scope, at: At) {
+        let mut rest = args;
+        while rest
+            .first()
+            .is_some_and(|a| ["--", "-p", "-l", "-P"].contains(&a.s.as_str()))
+        {
+            rest = &rest[1..];
+        }
+        if let Some(a) = rest.first() {
+            if a.dynamic {
+                self.push(format!("{DYNAMIC} trap {}", a.s));
+            }
+            self.line(&a.s.clone(), scope, at.depth + 1, false);
+        }
+        // It runs later (at exit, before commands, on signals).
+        scope.poison();
     }
 
     /// A builtin that sets the variables its operands name: they are no
