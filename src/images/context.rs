@@ -264,50 +264,25 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
                 excluded += 1;
                 continue;
             }
-            let (mode, mtime) = (item.mode, item.mtime.max(0) as u64);
-            let kind = match item.kind {
-                beneath::Kind::Link => {
-                    let target = at
-                        .link_target(&item.name)
-                        .map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
-                    Kind::Link { target }
-                }
-                beneath::Kind::Dir => {
-                    let sub = at
-                        .subdir(&item.name, item.ident)
-                        .map_err(|e| bad(&dir.join(&rel), e.to_string()))?;
-                    stack.push((sub, rel.clone()));
-                    Kind::Dir
-                }
-                beneath::Kind::File => {
-                    bytes += item.size;
-                    if bytes > MAX_CONTEXT_BYTES {
-                        return Err(bad(
-                            &dir,
-                            format!(
-                                "more than {} MiB to send; exclude what {need} in {}",
-                                MAX_CONTEXT_BYTES >> 20,
-                                dir.join(".dockerignore").display()
-                            ),
-                        ));
-                    }
-                    Kind::File {
-                        size: item.size,
-                        stamp: item.stamp,
-                        ident: item.ident,
-                    }
-                }
-                beneath::Kind::Other => continue, // sockets, fifos, devices: nothing a build can copy
+            let Some(kind) =
+                entry_kind(&at, &item, &rel, &mut stack).map_err(|e| bad(&dir.join(&rel), e.to_string()))?
+            else {
+                continue; // sockets, fifos, devices: nothing a build can copy
             };
+            if let Kind::File { size, .. } = kind {
+                bytes += size;
+                if bytes > MAX_CONTEXT_BYTES {
+                    return Err(too_big(&dir, need));
+                }
+            }
             entries.push(ContextFile {
                 rel,
                 kind,
-                mode,
-                mtime,
+                mode: item.mode,
+                mtime: item.mtime.max(0) as u64,
             });
         }
     }
-    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
     Ok(Context {
         dir,
@@ -319,6 +294,46 @@ fn gather(root: &Path, ws: &beneath::Dir, dir_rel: &Path, dir: &Path, need: &str
         bytes,
         excluded,
     })
+}
+
+/// What the walk sends for `item`, listed in `at` at `rel`: a link as its
+/// target (never followed), a directory (queued on `stack` to be walked),
+/// a file; `None` for anything else.
+fn entry_kind(
+    at: &beneath::Dir,
+    item: &beneath::Item,
+    rel: &str,
+    stack: &mut Vec<(beneath::Dir, String)>,
+) -> std::io::Result<Option<Kind>> {
+    Ok(Some(match item.kind {
+        beneath::Kind::Link => Kind::Link {
+            target: at.link_target(&item.name)?,
+        },
+        beneath::Kind::Dir => {
+            stack.push((at.subdir(&item.name, item.ident)?, rel.to_string()));
+            Kind::Dir
+        }
+        beneath::Kind::File => Kind::File {
+            size: item.size,
+            stamp: item.stamp,
+            ident: item.ident,
+        },
+        beneath::Kind::Other => return Ok(None),
+    }))
+}
+
+/// The refusal of a context past [`MAX_CONTEXT_BYTES`] at `dir`; `need`
+/// says whose files to exclude (the build's, or the job's).
+fn too_big(dir: &Path, need: &str) -> Error {
+    let mib = MAX_CONTEXT_BYTES >> 20;
+    let ignore = dir.join(".dockerignore");
+    bad(
+        dir,
+        format!(
+            "more than {mib} MiB to send; exclude what {need} in {}",
+            ignore.display()
+        ),
+    )
 }
 
 impl Context {
