@@ -13,32 +13,16 @@ use super::Global;
 use super::foreground::Backend;
 pub use super::run_args::RunArgs;
 use crate::api::client::{Client, FrameReader};
+use crate::config::Config;
 use crate::error::Error;
 use crate::manager::{DefaultBudget, Manager};
-use crate::model::OnTimeout;
+use crate::model::{JobSpec, OnTimeout};
 
 pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     let config = global.config()?;
-    let mut spec = args.spec(&config)?;
+    let spec = args.spec(&config)?;
     if !args.no_daemon {
-        // No health check first: the create request itself tells whether a
-        // daemon answers (one round trip fewer on every run).
-        let client = Client::new(&config);
-        if let Some(code) = super::via_daemon::run(&client, &args, spec.clone()).await? {
-            return Ok(code);
-        }
-        // None serves the instance: start one (parallel runs share it, one
-        // cap and one store), bad input first named as such.
-        spec.validate()?;
-        super::daemon::on_demand(&config).await?;
-        return match super::via_daemon::run(&client, &args, spec).await? {
-            Some(code) => Ok(code),
-            None => Err(Error::NoDaemon {
-                instance: config.instance.clone(),
-                socket: client.socket().to_path_buf(),
-            }
-            .into()),
-        };
+        return through_daemon(&config, &args, spec).await;
     }
     // One manager per instance: an in-process one takes the instance's
     // claim like a daemon, so two never share the store (their event seqs
@@ -71,6 +55,35 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    in_process(config, &args, spec).await
+}
+
+/// The run through the instance's daemon, started on demand when none
+/// answers the first request.
+async fn through_daemon(config: &Config, args: &RunArgs, spec: JobSpec) -> anyhow::Result<i32> {
+    // No health check first: the create request itself tells whether a
+    // daemon answers (one round trip fewer on every run).
+    let client = Client::new(config);
+    if let Some(code) = super::via_daemon::run(&client, args, spec.clone()).await? {
+        return Ok(code);
+    }
+    // None serves the instance: start one (parallel runs share it, one
+    // cap and one store), bad input first named as such.
+    spec.validate()?;
+    super::daemon::on_demand(config).await?;
+    match super::via_daemon::run(&client, args, spec).await? {
+        Some(code) => Ok(code),
+        None => Err(Error::NoDaemon {
+            instance: config.instance.clone(),
+            socket: client.socket().to_path_buf(),
+        }
+        .into()),
+    }
+}
+
+/// The run in this process, under the instance's claim (held by the
+/// caller): a manager of its own, driven like a daemon run.
+async fn in_process(config: Config, args: &RunArgs, mut spec: JobSpec) -> anyhow::Result<i32> {
     // No manager to promote to: a budget that runs out kills, and there is
     // none unless `--timeout` gives one.
     spec.background = false;
@@ -103,7 +116,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     // SIGTERM (a CI step's timeout) and SIGHUP (a closed terminal) too:
     // this process is the job's manager, and must not die leaving it.
     let driven =
-        super::foreground::drive(Backend::InProcess(&manager), frames, &info, &args, interrupted).await;
+        super::foreground::drive(Backend::InProcess(&manager), frames, &info, args, interrupted).await;
     // Every line and the final record reach the store before this process exits.
     manager.shutdown().await;
     driven
