@@ -32,34 +32,7 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
     let engine = crate::runner::docker::Engine::new(&config);
     let dev = engine.has_image(crate::images::DEV_IMAGE).await;
     let endpoint = engine.endpoint_info();
-    let chosen = match crate::images::choose_image(&crate::model::JobSpec::default(), &config, dev) {
-        Err(e) => crate::images::ImageChoice {
-            name: "(refused)".into(),
-            why: e.to_string(),
-            ..Default::default()
-        },
-        Ok(crate::images::Choice::Image(c)) => c,
-        // The tag says which context it is built from: walk it (no engine needed).
-        Ok(crate::images::Choice::Build { build, why }) => {
-            match crate::images::context::walk(
-                &config.workspace,
-                &build.context,
-                &build.dockerfile,
-                &build.args,
-            ) {
-                Ok(ctx) => crate::images::ImageChoice {
-                    name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
-                    why: crate::images::build::why(&build, &why, &ctx.hash),
-                    ..Default::default()
-                },
-                Err(e) => crate::images::ImageChoice {
-                    name: format!("(build of {})", build.dockerfile.display()),
-                    why: format!("{why}; cannot be built as it is: {e}"),
-                    ..Default::default()
-                },
-            }
-        }
-    };
+    let chosen = job_image(&config, dev);
     if json {
         let mut v = serde_json::to_value(&config)?;
         let sources: serde_json::Map<String, serde_json::Value> = config
@@ -113,6 +86,40 @@ pub async fn show_config(global: &Global, json: bool) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The image a job without `--image` gets and why (`dev`: whether
+/// berth/dev is built); a refusal or a project build that cannot be walked
+/// is shown in its place, since `berth config` reports rather than fails.
+fn job_image(config: &Config, dev: bool) -> crate::images::ImageChoice {
+    match crate::images::choose_image(&crate::model::JobSpec::default(), config, dev) {
+        Err(e) => crate::images::ImageChoice {
+            name: "(refused)".into(),
+            why: e.to_string(),
+            ..Default::default()
+        },
+        Ok(crate::images::Choice::Image(c)) => c,
+        // The tag says which context it is built from: walk it (no engine needed).
+        Ok(crate::images::Choice::Build { build, why }) => {
+            match crate::images::context::walk(
+                &config.workspace,
+                &build.context,
+                &build.dockerfile,
+                &build.args,
+            ) {
+                Ok(ctx) => crate::images::ImageChoice {
+                    name: crate::images::build::project_tag(&config.workspace, &ctx.hash),
+                    why: crate::images::build::why(&build, &why, &ctx.hash),
+                    ..Default::default()
+                },
+                Err(e) => crate::images::ImageChoice {
+                    name: format!("(build of {})", build.dockerfile.display()),
+                    why: format!("{why}; cannot be built as it is: {e}"),
+                    ..Default::default()
+                },
+            }
+        }
+    }
 }
 
 /// The files `berth trust` acts on: the one named, or the project's config
