@@ -91,72 +91,9 @@ impl BerthMcp {
                 .ok_or_else(|| Error::InvalidSpec("missing `command`: the shell command line to run".into()))
         };
         match a.action {
-            None | Some(Action::Spawn) => {
-                let mut spec = JobSpec::shell(command()?);
-                spec.background = a.action.is_some() && a.background.unwrap_or(true);
-                RunRequest {
-                    ports: a.ports.clone(),
-                    image: a.image.clone(),
-                    watch: a.watch.clone(),
-                    ..Default::default()
-                }
-                .apply(&mut spec)?;
-                if !spec.background {
-                    return self.core.run(spec, None, Dialect::Exec).await;
-                }
-                let (info, _) = self.core.start(spec, None).await?;
-                let mut v = serde_json::json!({
-                    "run_id": info.id,
-                    "status": poll_status(&info),
-                    "pid": info.pid,
-                    "stdout": info.logs.stdout,
-                    "stderr": info.logs.stderr,
-                });
-                if !info.ports.is_empty() {
-                    v["ports"] = super::format::port_urls(&info).into();
-                }
-                Ok(Answer::json(&v))
-            }
-            Some(Action::Poll) => {
-                let id = run_id()?;
-                let info = self.core.manager.read_info(&id).await?;
-                super::backlog::cover(&self.core.manager, &id);
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "status": poll_status(&info),
-                    // The seed's restart states: taken over after a restart
-                    // (`recovered`), or waiting for a slot (`queued`).
-                    "recovery": if info.recovered { Some("recovered") } else if info.status == crate::JobStatus::Queued { Some("queued") } else { None },
-                    "state": info.status.name(),
-                    "exit_code": info.exit_code,
-                    "ended_by": info.ended_by,
-                    "reason": info.reason.clone().or(info.promotion_reason.clone()),
-                    "runtime": format::duration(&info),
-                    "next_seq": info.last_seq,
-                    "snippet": self.poll_snippet(&id).await?,
-                })))
-            }
-            Some(Action::Log) => {
-                let id = run_id()?;
-                // The seed's cursor is exclusive: items *after* since_seq, and
-                // next_seq is the seq to pass back (the last one returned).
-                let after = a.since_seq.unwrap_or(0);
-                let req = LogRequest {
-                    mode: LogMode::Body,
-                    since: Some(after + 1),
-                    limit: a.limit,
-                    stream: None,
-                };
-                let page = logs::read(&self.core.manager, &id, &req).await?.page;
-                let items = self.items(&id, after, &page).await?;
-                Ok(Answer::json(&serde_json::json!({
-                    "run_id": id,
-                    "next_seq": items.last().and_then(|i| i["seq"].as_u64()).unwrap_or(after),
-                    "items": items,
-                    "has_more": page.has_more,
-                    "last_seq": page.last_seq,
-                })))
-            }
+            None | Some(Action::Spawn) => self.exec_spawn(&a, command()?).await,
+            Some(Action::Poll) => self.exec_poll(run_id()?).await,
+            Some(Action::Log) => self.exec_log(run_id()?, a.since_seq.unwrap_or(0), a.limit).await,
             Some(Action::Kill) => {
                 let req = KillRequest {
                     ended_by: Some(EndedBy::Agent),
@@ -170,6 +107,78 @@ impl BerthMcp {
 }
 
 impl BerthMcp {
+    /// `spawn`: `command` started in the background and answered at once
+    /// with its run_id; with no action (or `background: false`) run in the
+    /// foreground and answered as `Core::run` answers.
+    async fn exec_spawn(&self, a: &ShellActionArgs, command: String) -> Result<Answer> {
+        let mut spec = JobSpec::shell(command);
+        spec.background = a.action.is_some() && a.background.unwrap_or(true);
+        RunRequest {
+            ports: a.ports.clone(),
+            image: a.image.clone(),
+            watch: a.watch.clone(),
+            ..Default::default()
+        }
+        .apply(&mut spec)?;
+        if !spec.background {
+            return self.core.run(spec, None, Dialect::Exec).await;
+        }
+        let (info, _) = self.core.start(spec, None).await?;
+        let mut v = serde_json::json!({
+            "run_id": info.id,
+            "status": poll_status(&info),
+            "pid": info.pid,
+            "stdout": info.logs.stdout,
+            "stderr": info.logs.stderr,
+        });
+        if !info.ports.is_empty() {
+            v["ports"] = super::format::port_urls(&info).into();
+        }
+        Ok(Answer::json(&v))
+    }
+
+    /// `poll`: the run's state in the seed's words, and a short snippet of its output.
+    async fn exec_poll(&self, id: crate::JobId) -> Result<Answer> {
+        let info = self.core.manager.read_info(&id).await?;
+        super::backlog::cover(&self.core.manager, &id);
+        Ok(Answer::json(&serde_json::json!({
+            "run_id": id,
+            "status": poll_status(&info),
+            // The seed's restart states: taken over after a restart
+            // (`recovered`), or waiting for a slot (`queued`).
+            "recovery": if info.recovered { Some("recovered") } else if info.status == crate::JobStatus::Queued { Some("queued") } else { None },
+            "state": info.status.name(),
+            "exit_code": info.exit_code,
+            "ended_by": info.ended_by,
+            "reason": info.reason.clone().or(info.promotion_reason.clone()),
+            "runtime": format::duration(&info),
+            "next_seq": info.last_seq,
+            "snippet": self.poll_snippet(&id).await?,
+        })))
+    }
+
+    /// `log`: the run's items after seq `after` (at most `limit`), and the
+    /// seq to pass back to read on.
+    async fn exec_log(&self, id: crate::JobId, after: u64, limit: Option<usize>) -> Result<Answer> {
+        // The seed's cursor is exclusive: items *after* since_seq, and
+        // next_seq is the seq to pass back (the last one returned).
+        let req = LogRequest {
+            mode: LogMode::Body,
+            since: Some(after + 1),
+            limit,
+            stream: None,
+        };
+        let page = logs::read(&self.core.manager, &id, &req).await?.page;
+        let items = self.items(&id, after, &page).await?;
+        Ok(Answer::json(&serde_json::json!({
+            "run_id": id,
+            "next_seq": items.last().and_then(|i| i["seq"].as_u64()).unwrap_or(after),
+            "items": items,
+            "has_more": page.has_more,
+            "last_seq": page.last_seq,
+        })))
+    }
+
     /// `poll`'s snippet, or the event that carries the same output: one
     /// this session was sent, or an unseen watch hit this answer ends with.
     /// Off the async workers: the events, record and output it looks at
