@@ -29,7 +29,7 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
     // would collide) or each have a cap of their own.
     let _claim = match crate::claim::Claim::take(&config) {
         Ok(claim) => claim,
-        Err(Error::DaemonRunning { pid, .. }) if args.no_daemon => {
+        Err(Error::DaemonRunning { pid, .. }) => {
             // A daemon serves the instance: the run goes through it.
             eprintln!(
                 "berth: a daemon serves instance `{}` (pid {pid}): this run goes through it (one cap, one record); --no-daemon runs in-process only when none does",
@@ -45,13 +45,6 @@ pub async fn run(global: &Global, args: RunArgs) -> anyhow::Result<i32> {
                 config.instance,
                 client.socket().display()
             );
-        }
-        Err(Error::DaemonRunning { pid, .. }) => {
-            return Err(Error::InstanceBusy {
-                instance: config.instance.clone(),
-                pid,
-            }
-            .into());
         }
         Err(e) => return Err(e.into()),
     };

@@ -128,7 +128,9 @@ fn closing(body: &str, delim: &str) -> Option<usize> {
             return None;
         }
         if bytes[i] == b'\\' {
-            i += 2;
+            // The escaped character is skipped whole: it may be several bytes.
+            i += 1;
+            i += body[i..].chars().next().map_or(1, char::len_utf8);
             continue;
         }
         if body[i..].starts_with(delim) {
