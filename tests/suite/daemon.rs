@@ -322,12 +322,8 @@ async fn a_second_daemon_is_refused_and_a_stale_socket_replaced() {
     // A daemon killed outright leaves its socket; the next one replaces it.
     let mut d = Daemon::start();
     let socket = d.socket();
-    // Stopped as a restart stops it: the store keeps all the job wrote.
-    let stopped = std::process::Command::new("kill")
-        .args(["-TERM", &d.pid().to_string()])
-        .status();
-    assert!(stopped.unwrap().success());
-    assert!(d.wait_exit(Duration::from_secs(20)).is_some(), "the daemon stops");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
     assert!(socket.exists());
     let mut again = d
         .cli()
