@@ -222,8 +222,12 @@ fn a_projects_jobs_reach_each_other_on_localhost_under_gvisor() {
         "-d",
         "--network",
         "project",
+        // Ready once it serves, not once it listens: under load the first
+        // request to a fresh httpd under gVisor once got an empty reply.
         "--ready-port",
         "8080",
+        "--ready-http",
+        "/index.html",
         "--",
         "httpd",
         "-f",
