@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::DockerClient;
-use bollard::query_parameters::{BuildImageOptions, ListImagesOptions};
+use bollard::query_parameters::{BuildImageOptions, KillContainerOptions, ListImagesOptions, StatsOptions};
 use bytes::Bytes;
+use futures_util::StreamExt;
 
 use super::Engine;
 use super::throttle::Throttle;
@@ -280,14 +281,24 @@ async fn follow(
     let started = Instant::now();
     progress(p.clone());
     let mut throttle = Throttle::new();
+    // A step berth stopped for having more processes than `pids` when the
+    // limit landed: the build's error says so before the engine's words.
+    let mut stopped = None;
+    let said = |stopped: Option<u64>, engine: &str| match (stopped, pids) {
+        (Some(n), Some(limit)) => format!(
+            "a RUN step had {n} processes before its limit of {limit} could be set, so berth stopped it: {}",
+            last_line(engine)
+        ),
+        _ => last_line(engine),
+    };
     while let Some(item) = throttle.next(&mut stream, || progress(p.clone())).await {
         let info = match item {
             Ok(info) => info,
             // The builder's own error comes as a stream error: its words, unwrapped.
-            Err(e) => return Err(last_line(&e.engine_reason())),
+            Err(e) => return Err(said(stopped, &e.engine_reason())),
         };
         if let Some(detail) = &info.error_detail {
-            return Err(last_line(detail.message.as_deref().unwrap_or_default()));
+            return Err(said(stopped, detail.message.as_deref().unwrap_or_default()));
         }
         for text in [info.stream.as_deref(), info.status.as_deref()]
             .into_iter()
@@ -295,7 +306,7 @@ async fn follow(
         {
             for line in text.lines() {
                 if let (Some(id), Some(pids)) = (line.trim().strip_prefix("---> Running in "), pids) {
-                    limit_step(docker, id.trim(), pids).await;
+                    stopped = stopped.or(limit_step(docker, id.trim(), pids).await);
                 }
                 p.add_line(line);
             }
@@ -308,12 +319,32 @@ async fn follow(
 }
 
 /// The step container `id` gets the project's process limit (the build API
-/// has none; see `confine.rs`).
-async fn limit_step(docker: &DockerClient, id: &str, pids: i64) {
+/// has none; see `confine.rs`). The limit lands after the step started, and
+/// a lowered limit leaves the processes already there: a step found over
+/// it then (a fork loop outrunning berth under load) is killed, so no step
+/// keeps more processes than a job could. Its process count, if so.
+async fn limit_step(docker: &DockerClient, id: &str, pids: i64) -> Option<u64> {
     if let Err(e) = docker.limit_pids(id, pids).await {
         // A step that ended already needs none.
         tracing::debug!(container = id, error = %e, "a build step's process limit was not set");
+        return None;
     }
+    let opts = StatsOptions {
+        stream: false,
+        one_shot: true,
+    };
+    let stats = docker.stats(id, opts).next().await?.ok()?;
+    let count = stats.pids_stats?.current?;
+    if count <= u64::try_from(pids).unwrap_or(0) {
+        return None;
+    }
+    let kill = KillContainerOptions {
+        signal: "KILL".into(),
+    };
+    if let Err(e) = docker.kill_container(id, kill).await {
+        tracing::debug!(container = id, error = %e, "a build step over its process limit was not stopped");
+    }
+    Some(count)
 }
 
 /// The last non-empty line of an engine message (builds can answer with several).
@@ -399,5 +430,79 @@ mod tests {
         assert!(err.contains("changed while berth read it"), "{err}");
         assert!(err.contains("a.txt") && !err.contains("hyper"), "{err}");
         assert!(!present(&docker, &tag).await.unwrap(), "no tag is left");
+    }
+
+    /// A container (standing in for a build step) holding `n` processes
+    /// once it printed `forked`; removed when dropped.
+    struct Step(String);
+
+    impl Step {
+        fn holding(n: u32) -> Step {
+            use std::io::BufRead;
+            use std::process::{Command, Stdio};
+            let script =
+                format!("i=0; while [ $i -lt {n} ]; do sleep 300 & i=$((i+1)); done; echo forked; wait");
+            let out = Command::new("docker")
+                .args(["run", "-d", "--label", "berth.test=build-step"])
+                .args(["berth/sandbox:latest", "sh", "-c", &script])
+                .output()
+                .expect("docker");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let step = Step(String::from_utf8_lossy(&out.stdout).trim().to_string());
+            let mut logs = Command::new("docker")
+                .args(["logs", "-f", &step.0])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(logs.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(line.trim(), "forked");
+            let _ = logs.kill();
+            let _ = logs.wait();
+            step
+        }
+
+        fn running(&self) -> bool {
+            let out = std::process::Command::new("docker")
+                .args(["inspect", "-f", "{{.State.Running}}", &self.0])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim() == "true"
+        }
+    }
+
+    impl Drop for Step {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", &self.0])
+                .output();
+        }
+    }
+
+    /// The limit lands after a step started: a step already over it then
+    /// (a fork loop that outran berth) is killed and counted; one under it
+    /// keeps running, limited. Talks to the real engine.
+    #[tokio::test]
+    async fn a_step_already_over_its_process_limit_is_stopped_and_one_under_it_is_not() {
+        let limit = std::time::Duration::from_secs(5);
+        let docker = DockerClient::connect(super::super::Endpoint::current(), limit)
+            .await
+            .expect("a Docker engine (see runner/docker/tests.rs)");
+        let (over, under) = (Step::holding(100), Step::holding(10));
+        let counted = limit_step(&docker, &over.0, 64).await;
+        assert!(counted.is_some_and(|n| n > 100), "{counted:?}");
+        let code = docker.wait_container(&over.0, Default::default()).next().await;
+        assert_eq!(code.map(|c| c.unwrap()), Some(137), "killed");
+        assert_eq!(limit_step(&docker, &under.0, 64).await, None);
+        assert!(under.running());
+        let pids = docker
+            .inspect_container(&under.0)
+            .await
+            .unwrap()
+            .host_config
+            .unwrap();
+        assert_eq!(pids.pids_limit, Some(64));
     }
 }

@@ -131,7 +131,9 @@ async fn a_run_step_reaches_no_lan_host_under_egress_none_or_proxy() {
 }
 
 /// A fork loop in a `RUN` step meets the project's process limit: the step
-/// fails instead of filling the host's process table.
+/// fails instead of filling the host's process table. (The step waits for
+/// its children, so a loop that outran the limit's landing under load is
+/// still there to be stopped.)
 #[tokio::test]
 async fn a_fork_loop_in_a_build_step_is_stopped_by_the_process_limit() {
     let p = Project::new();
@@ -139,7 +141,7 @@ async fn a_fork_loop_in_a_build_step_is_stopped_by_the_process_limit() {
     p.write(
         "Dockerfile",
         "FROM berth/sandbox:latest\n\
-         RUN i=0; while [ $i -lt 1000 ]; do sleep 120 & i=$((i+1)); done; echo all-forked\n",
+         RUN i=0; while [ $i -lt 1000 ]; do sleep 120 & i=$((i+1)); done; echo all-forked; wait\n",
     );
     let m = p.manager();
     let err = start_err(&m).await;

@@ -18,7 +18,8 @@
 //!   does not bind root (a `RUN` step's default user); so each step's
 //!   container gets the project's pids limit through the engine's `update`
 //!   as soon as the builder names it (`---> Running in …`), milliseconds
-//!   after it starts (`build.rs`).
+//!   after it starts; a step already over the limit by then is killed
+//!   (`build.rs`).
 //! - **Capabilities**: the API has no list; steps keep the engine's default
 //!   set (SECURITY.md says which and why).
 
