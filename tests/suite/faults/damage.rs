@@ -61,8 +61,11 @@ async fn a_garbled_log_after_a_crash_is_moved_aside_said_and_its_jobs_reaped() {
         "the log holds the runs ({} bytes)",
         bytes.len()
     );
-    let middle = bytes.len() / 2;
-    bytes[middle..middle + 64].copy_from_slice(&[0x5a; 64]);
+    // Inside the first frame's page (after the log's 32-byte header and the
+    // frame's 24): a frame with the later transactions after it, not one of
+    // the last transaction, which a kill while it commits can leave bad.
+    let first_page = 32 + 24 + 100;
+    bytes[first_page..first_page + 64].copy_from_slice(&[0x5a; 64]);
     std::fs::write(&wal, &bytes).unwrap();
 
     let mut again = Started(d.cli().arg("daemon").stderr(Stdio::null()).spawn().unwrap());
