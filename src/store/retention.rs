@@ -2,7 +2,7 @@
 //! history pruning.
 //!
 //! The cap. Each job may keep at most `cap` bytes of lines in the store
-//! (text plus a per-line estimate). The writer thread accounts every batch it
+//! (as printed: text and newline). The writer thread accounts every batch it
 //! inserts in coarse chunks (about 1/64 of the cap each, so the bookkeeping is
 //! ~64 entries per job however the job prints); once a job is over its cap
 //! the blocks holding its oldest chunks are deleted and the first seq still
@@ -18,8 +18,12 @@ use std::collections::{HashMap, VecDeque};
 
 use rusqlite::{Connection, params};
 
-/// Bytes a stored line costs beyond its text (key, stream, timestamp, b-tree slack).
-pub const LINE_OVERHEAD: u64 = 32;
+/// What a stored line counts beyond its text: its newline, so the cap
+/// counts the bytes the job printed. (Its record's stream, timestamp and
+/// length cost a few bytes more before compression and next to nothing
+/// in a run of one read's lines; the cap is what the job said, not the
+/// disk's account of it, which the store's full-disk handling covers.)
+pub const LINE_OVERHEAD: u64 = 1;
 /// How finely a job's stored output is accounted (and dropped): cap / CHUNKS.
 const CHUNKS: u64 = 64;
 
