@@ -179,7 +179,7 @@ fn numbered(seq: u64) -> Line {
 #[test]
 fn the_cap_drops_whole_blocks_and_says_exactly_where_output_starts() {
     let dir = tempfile::tempdir().unwrap();
-    // 7/8 of 8 MiB for lines: about 53k of these 132-byte accounted lines.
+    // 7/8 of 8 MiB for lines: about 72k of these 100-byte lines (and newlines).
     let store = Store::open_capped(&dir.path().join("berth.db"), 8 << 20).unwrap();
     let job = JobId::from_number(1);
     let n = 200_000u64;
@@ -210,6 +210,30 @@ fn the_cap_drops_whole_blocks_and_says_exactly_where_output_starts() {
     assert_eq!(store.last_seq(&job).unwrap(), n);
     let again = store.lines(&job, n - 20, u64::MAX, 100, None).unwrap();
     assert_eq!(again.len(), 21);
+}
+
+/// The cap counts what a job printed: a line is its text and its newline,
+/// so 1 M one-byte lines (2 MB printed) are all kept under 8 MiB, however
+/// little text each line has.
+#[test]
+fn the_cap_counts_short_lines_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_capped(&dir.path().join("berth.db"), 8 << 20).unwrap();
+    let job = JobId::from_number(1);
+    let n = 1_000_000u64;
+    let ts = chrono::Utc::now();
+    for first in (1..=n).step_by(50_000) {
+        let lines = (first..first + 50_000).map(|seq| Line {
+            seq,
+            stream: Stream::Stdout,
+            ts,
+            text: "y".into(),
+        });
+        store.put_lines(&job, lines.collect());
+    }
+    store.flush();
+    assert_eq!(store.dropped_before(&job).unwrap(), 1, "output starts at seq 1");
+    assert_eq!(store.line_counts(&job).unwrap(), (n, 0));
 }
 
 /// Two managers (a daemon and a `--no-daemon` run, or a test's several

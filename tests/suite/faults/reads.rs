@@ -24,7 +24,7 @@ fn status_kib(pid: u32, key: &str) -> u64 {
 }
 
 /// The daemon printed 1 GiB (10.7 M lines of 100 bytes; the default
-/// `max_output` keeps the newest ~178 MB of them) and `berth logs` reads
+/// `max_output` keeps the newest ~233 MB of them) and `berth logs` reads
 /// all that is kept: the daemon's peak memory during the read grows by less
 /// than its ring (4 MiB) + 32 MiB. Before, a read without `--limit` asked
 /// for every line at once (a 100 MB job took the daemon to 344 MiB).
