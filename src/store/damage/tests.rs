@@ -18,12 +18,26 @@ fn crashed_store(dir: &Path) -> PathBuf {
     store.put_lines(&JobId::from_number(1), (1..=100).map(line).collect());
     store.flush();
     // Copied while open: the log holds the lines, as after a SIGKILL.
+    copied(dir)
+}
+
+/// `dir`'s `berth.db` and its log copied while open (as a kill leaves
+/// them) into `dir/copy`; the copy's database.
+fn copied(dir: &Path) -> PathBuf {
     let copy = dir.join("copy");
     std::fs::create_dir(&copy).unwrap();
     for f in ["berth.db", "berth.db-wal"] {
         std::fs::copy(dir.join(f), copy.join(f)).unwrap();
     }
     copy.join("berth.db")
+}
+
+/// What the check says is damaged in `db` (it must say something).
+fn damage(db: &Path, case: &str) -> String {
+    match check(db) {
+        Err(Damage(what)) => what,
+        Ok(()) => panic!("{case}: not seen as damage"),
+    }
 }
 
 #[test]
@@ -44,9 +58,7 @@ fn a_garbled_log_frame_or_header_is_damage() {
         let mut bytes = sound.clone();
         bytes[at] ^= 0x5a;
         std::fs::write(&wal, &bytes).unwrap();
-        let Err(Damage(what)) = check(&db) else {
-            panic!("a byte flipped at {at} was not seen")
-        };
+        let what = damage(&db, &format!("a byte flipped at {at}"));
         assert!(what.contains("write-ahead log"), "{what}");
     }
 }
@@ -83,18 +95,14 @@ fn a_rolled_back_transactions_frames_after_a_commit_are_the_end_of_the_log() {
     }
     conn.execute_batch("ROLLBACK").unwrap();
     conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
-    let copy = dir.path().join("copy");
-    std::fs::create_dir(&copy).unwrap();
-    for f in ["berth.db", "berth.db-wal"] {
-        std::fs::copy(dir.path().join(f), copy.join(f)).unwrap();
-    }
-    let wal = std::fs::metadata(copy.join("berth.db-wal")).unwrap().len();
+    let db = copied(dir.path());
+    let wal = std::fs::metadata(with_suffix(&db, "-wal")).unwrap().len();
     assert!(
         wal > 50 * 16384,
         "the rollback left its frames in the log ({wal} bytes)"
     );
-    assert_eq!(check(&copy.join("berth.db")), Ok(()));
-    let rows: i64 = Connection::open(copy.join("berth.db"))
+    assert_eq!(check(&db), Ok(()));
+    let rows: i64 = Connection::open(&db)
         .unwrap()
         .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
         .unwrap();
@@ -130,9 +138,7 @@ fn a_new_log_header_without_its_first_frame_is_an_empty_log() {
         .unwrap();
     assert_eq!(tables, 0, "SQLite reads the log as empty");
     std::fs::write(&wal, header(salt1.wrapping_add(1000))).unwrap();
-    let Err(Damage(what)) = check(&db) else {
-        panic!("a first frame of no earlier generation passed")
-    };
+    let what = damage(&db, "a first frame of no earlier generation");
     assert!(what.contains("does not belong"), "{what}");
 }
 
@@ -164,12 +170,8 @@ fn a_kill_while_a_rewritten_transaction_commits_is_the_end_of_the_log() {
             .unwrap();
     }
     conn.execute_batch("COMMIT").unwrap();
-    let copy = dir.path().join("copy");
-    std::fs::create_dir(&copy).unwrap();
-    for f in ["berth.db", "berth.db-wal"] {
-        std::fs::copy(dir.path().join(f), copy.join(f)).unwrap();
-    }
-    let (db, wal) = (copy.join("berth.db"), copy.join("berth.db-wal"));
+    let db = copied(dir.path());
+    let wal = with_suffix(&db, "-wal");
     let sound = std::fs::read(&wal).unwrap();
     let page = u32::from_be_bytes(sound[8..12].try_into().unwrap()) as usize;
     let commits: Vec<usize> = (1..)
@@ -199,9 +201,7 @@ fn a_kill_while_a_rewritten_transaction_commits_is_the_end_of_the_log() {
     let (at, _) = frame(&bytes, page, commits[0]).unwrap();
     bytes[at + FRAME_HEADER + 100] ^= 0x5a;
     std::fs::write(&wal, &bytes).unwrap();
-    let Err(Damage(what)) = check(&db) else {
-        panic!("a frame of an earlier transaction was garbled unseen")
-    };
+    let what = damage(&db, "a frame of an earlier transaction garbled");
     assert!(what.contains("ends a transaction"), "{what}");
 }
 
