@@ -32,6 +32,14 @@ fn copied(dir: &Path) -> PathBuf {
     copy.join("berth.db")
 }
 
+/// The rows of `table` in `db`, as SQLite reads it (with its log).
+fn rows(db: &Path, table: &str) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
 /// What the check says is damaged in `db` (it must say something).
 fn damage(db: &Path, case: &str) -> String {
     match check(db) {
@@ -102,11 +110,7 @@ fn a_rolled_back_transactions_frames_after_a_commit_are_the_end_of_the_log() {
         "the rollback left its frames in the log ({wal} bytes)"
     );
     assert_eq!(check(&db), Ok(()));
-    let rows: i64 = Connection::open(&db)
-        .unwrap()
-        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(rows, 1, "the commit after the rollback is read");
+    assert_eq!(rows(&db, "t"), 1, "the commit after the rollback is read");
 }
 
 /// A manager killed after SQLite wrote a new generation's log header (a
@@ -132,22 +136,10 @@ fn a_new_log_header_without_its_first_frame_is_an_empty_log() {
     let salt1 = u32::from_be_bytes(sound[16..20].try_into().unwrap());
     std::fs::write(&wal, header(salt1.wrapping_add(1))).unwrap();
     assert_eq!(check(&db), Ok(()));
-    let tables: i64 = Connection::open(&db)
-        .unwrap()
-        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(tables, 0, "SQLite reads the log as empty");
+    assert_eq!(rows(&db, "sqlite_master"), 0, "SQLite reads the log as empty");
     std::fs::write(&wal, header(salt1.wrapping_add(1000))).unwrap();
     let what = damage(&db, "a first frame of no earlier generation");
     assert!(what.contains("does not belong"), "{what}");
-}
-
-/// Frame `n`'s offset in a log of `page`-byte pages, and whether it ends
-/// a transaction.
-fn frame(bytes: &[u8], page: usize, n: usize) -> Option<(usize, bool)> {
-    let at = WAL_HEADER + (n - 1) * (FRAME_HEADER + page);
-    let commit = u32::from_be_bytes(bytes.get(at + 4..at + 8)?.try_into().unwrap()) != 0;
-    (at + FRAME_HEADER + page <= bytes.len()).then_some((at, commit))
 }
 
 /// A writer killed while it committed a transaction that had spilled a
@@ -173,33 +165,34 @@ fn a_kill_while_a_rewritten_transaction_commits_is_the_end_of_the_log() {
     let db = copied(dir.path());
     let wal = with_suffix(&db, "-wal");
     let sound = std::fs::read(&wal).unwrap();
-    let page = u32::from_be_bytes(sound[8..12].try_into().unwrap()) as usize;
+    // The log read as the check reads it: where each frame is, which end
+    // a transaction.
+    let be = |at: usize| u32::from_be_bytes(sound[at..at + 4].try_into().unwrap());
+    let frames = Frames {
+        bytes: &sound,
+        page: be(8) as usize,
+        big: be(0) & 1 == 1,
+        salts: (be(16), be(20)),
+    };
+    let at = |n| frames.at(n).unwrap();
     let commits: Vec<usize> = (1..)
-        .map_while(|n| frame(&sound, page, n).map(|f| (n, f.1)))
-        .filter_map(|(n, commit)| commit.then_some(n))
+        .map_while(|n| frames.at(n).map(|at| (n, at)))
+        .filter_map(|(n, at)| (frames.word(at + 4) != 0).then_some(n))
         .collect();
     assert!(commits.len() >= 3, "{commits:?}");
     let [.., before, last] = commits[..] else {
         unreachable!()
     };
     assert!(last - before > 50, "the last transaction spilled: {commits:?}");
-    let rows = |db: &Path| -> i64 {
-        Connection::open(db)
-            .unwrap()
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap()
-    };
     // A page of the last transaction written over, its sums not yet.
     let mut bytes = sound.clone();
-    let (at, _) = frame(&bytes, page, before + 2).unwrap();
-    bytes[at + FRAME_HEADER + 100] ^= 0x5a;
+    bytes[at(before + 2) + FRAME_HEADER + 100] ^= 0x5a;
     std::fs::write(&wal, &bytes).unwrap();
     assert_eq!(check(&db), Ok(()));
-    assert_eq!(rows(&db), 2, "SQLite drops the transaction being committed");
+    assert_eq!(rows(&db, "t"), 2, "SQLite drops the transaction being committed");
     // The same in a frame of the transaction before: two commits after it.
     let mut bytes = sound.clone();
-    let (at, _) = frame(&bytes, page, commits[0]).unwrap();
-    bytes[at + FRAME_HEADER + 100] ^= 0x5a;
+    bytes[at(commits[0]) + FRAME_HEADER + 100] ^= 0x5a;
     std::fs::write(&wal, &bytes).unwrap();
     let what = damage(&db, "a frame of an earlier transaction garbled");
     assert!(what.contains("ends a transaction"), "{what}");
